@@ -1,0 +1,119 @@
+/*
+ * rh_common.h -- small C shared by both engines (librh_cpu and librh_cuda): status names,
+ * last-error buffers, struct header checks, overflow-checked sizes, and the validation of
+ * options, configs, batches, predictions and restored states that the ABI requires.
+ *
+ * Internal: never installed, never exported (the engines link it as a static, hidden-visibility
+ * library). Compiles as C11 and as C++17 (the CUDA engine includes it from .cu/.cpp files).
+ * Every validator writes a message naming the offending field and its value into `err` and
+ * returns an RhCudaStatus; none of them touches engine state.
+ */
+#ifndef RH_COMMON_H
+#define RH_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rh_cuda.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ status and errors */
+
+#define RH_ERROR_CAPACITY 512
+
+typedef struct RhErrorBuffer {
+  char text[RH_ERROR_CAPACITY];
+} RhErrorBuffer;
+
+/* "SUCCESS", "INVALID_ARGUMENT", ... ; "UNKNOWN_STATUS" otherwise. */
+const char* rh_status_name(RhCudaStatus status);
+
+/* printf-style; truncates safely. Returns `status` so callers can `return rh_fail(...)`. */
+RhCudaStatus rh_fail(RhErrorBuffer* err, RhCudaStatus status, const char* fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+void rh_error_clear(RhErrorBuffer* err);
+
+/* The calling thread's buffer behind rh_cuda_last_error(). */
+RhErrorBuffer* rh_thread_error(void);
+
+/* ------------------------------------------------------------------------- struct headers */
+
+/* Checks ptr != NULL, abi_version == RH_CUDA_ABI_VERSION and struct_size >= known_size.
+ * The struct must begin with the two uint32_t header fields. `name` is the struct's type name,
+ * used in the message (e.g. "RhCudaUpdateConfig"). */
+RhCudaStatus rh_check_header(const void* ptr, const char* name, uint32_t known_size,
+                             RhErrorBuffer* err);
+
+/* ------------------------------------------------------------------ overflow-checked sizes */
+
+/* *out = a * b; returns 0 on success, 1 when either is negative or the product overflows
+ * int64_t. */
+int rh_mul_i64(int64_t a, int64_t b, int64_t* out);
+
+/* *out = count * elem_size in bytes; returns 0 on success, 1 on overflow of size_t/int64_t or a
+ * negative count. */
+int rh_bytes(int64_t count, size_t elem_size, size_t* out);
+
+/* Element size of an RH_CUDA_DTYPE_* code; 0 for an unknown code. */
+size_t rh_dtype_size(int32_t dtype);
+
+/* ----------------------------------------------------------------------------- validation */
+
+/* Engine options: header, dtype known, n_parameters >= 1 with n_parameters * n_parameters
+ * overflow-free, flags only known bits, FAST_MATH only with float32. The device_id rule is the
+ * engine's own (CPU: -1; CUDA: 0 <= id < count) and is not checked here. */
+RhCudaStatus rh_validate_options(const RhCudaEngineOptions* options, RhErrorBuffer* err);
+
+/* Update config against an engine of n_parameters: header; n_features_in > 0 with
+ * n_parameters - n_features_in in {0, 1}; 1 <= max_iter <= INT32_MAX; tau, bandwidth_scale,
+ * tolerance finite > 0; ridge finite >= 0; penalty known; reserved0 == 0; lambda_scale finite
+ * >= 0. On success *fit_intercept is set to 1 when n_parameters == n_features_in + 1. */
+RhCudaStatus rh_validate_config(const RhCudaUpdateConfig* config, int64_t n_parameters,
+                                int* fit_intercept, RhErrorBuffer* err);
+
+/* Shape and scalar checks shared by host and device batches (both structs have the same
+ * layout): header (checked against `name`), x_design and y non-NULL, n_rows >= 1, n_columns is
+ * n_parameters or n_features_in (the engine then appends the intercept), n_rows * n_columns
+ * and byte counts overflow-free, batch_weight finite > 0, counters after the update do not
+ * overflow (n_samples_seen + n_rows, batch_count + 1) and the cumulative weight
+ * weight_sum + batch_weight is finite > 0. On success *append_intercept is 1 when the engine
+ * must append the all-ones column. Data values (NaN/Inf, negative weights) are the engine's
+ * to check, on its own memory. */
+RhCudaStatus rh_validate_batch(const RhCudaHostBatch* batch, const char* name,
+                               const RhCudaUpdateConfig* config, int64_t n_parameters,
+                               int64_t n_samples_seen, int64_t batch_count, double weight_sum,
+                               size_t elem_size, int* append_intercept, RhErrorBuffer* err);
+
+/* Prediction request: header, x_design and prediction non-NULL, n_rows >= 1, n_features_in
+ * consistent with n_parameters (gap 0 or 1), n_columns is n_parameters or n_features_in,
+ * input_location HOST or DEVICE, reserved0 == 0, sizes overflow-free. On success
+ * *append_intercept is 1 when n_columns == n_features_in != n_parameters. */
+RhCudaStatus rh_validate_prediction(const RhCudaPrediction* prediction, int64_t n_parameters,
+                                    size_t elem_size, int* append_intercept, RhErrorBuffer* err);
+
+/* Restored state scalars: header, coefficients and information non-NULL, n_samples_seen >= 0,
+ * batch_count >= 0, batch_count == 0 exactly when n_samples_seen == 0, batch_count <=
+ * n_samples_seen, previous_lambda finite >= 0, weight_sum finite >= 0 and > 0 when
+ * batch_count > 0. Array finiteness is the engine's to check. */
+RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, RhErrorBuffer* err);
+
+/* Export target: header, coefficients and information non-NULL. */
+RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, RhErrorBuffer* err);
+
+/* Returns the index of the first non-finite value in data[0..count), or -1 when all are
+ * finite. */
+int64_t rh_first_nonfinite_f32(const float* data, int64_t count);
+int64_t rh_first_nonfinite_f64(const double* data, int64_t count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RH_COMMON_H */
