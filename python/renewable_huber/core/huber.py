@@ -1,0 +1,55 @@
+"""The Huber pieces of spec/ALGORITHM.md: loss, score, smoothed curvature, bandwidth, lambda,
+soft threshold. Array functions take the array namespace implicitly through their inputs'
+methods and stay in the inputs' dtype; scalar parameters are Python floats so they never
+promote float32 arrays."""
+
+from __future__ import annotations
+
+import math
+
+from ..exceptions import ValidationError
+
+
+def huber_loss(xp, r, tau: float):
+    """rho(r): quadratic inside [-tau, tau], linear with slope tau outside."""
+    a = xp.abs(r)
+    return xp.where(a <= tau, 0.5 * r * r, tau * a - 0.5 * tau * tau)
+
+
+def huber_score(xp, r, tau: float):
+    """psi(r) = clip(r, -tau, tau): the ordinary (not smoothed) score used by the gradient."""
+    return xp.clip(r, -tau, tau)
+
+
+def smoothed_curvature(xp, r, tau: float, h: float):
+    """c(r): the paper's smoothed surrogate for psi'(r), linear ramps of half-width h at +-tau.
+
+    The four pieces of the spec collapse to one clip because both ramps equal
+    1/2 + (tau - |r|) / (2h) and the plateaus are exactly where that leaves [0, 1].
+    """
+    return xp.clip(0.5 + (tau - xp.abs(r)) / (2.0 * h), 0.0, 1.0)
+
+
+def _log_features(n_features_in: int) -> float:
+    return math.log(max(n_features_in, 2))
+
+
+def bandwidth(bandwidth_scale: float, weight_sum: float, n_features_in: int, tau: float) -> float:
+    """h = min(bandwidth_scale / (sqrt(N) * ln(max(p, 2))), tau), N the cumulative weight."""
+    return min(bandwidth_scale / (math.sqrt(weight_sum) * _log_features(n_features_in)), tau)
+
+
+def lambda_value(
+    penalty: str, lambda_scale: float, tau: float, weight_sum: float, n_features_in: int
+) -> float:
+    """0 without a penalty; lambda_scale * tau * sqrt(ln(max(p, 2)) / N) for "l1"."""
+    if penalty == "none":
+        return 0.0
+    if penalty == "l1":
+        return lambda_scale * tau * math.sqrt(_log_features(n_features_in) / weight_sum)
+    raise ValidationError(f"penalty must be 'none' or 'l1', got {penalty!r}")
+
+
+def soft_threshold(xp, v, threshold):
+    """S(v, t) = sign(v) * max(|v| - t, 0); a zero threshold returns v unchanged."""
+    return xp.sign(v) * xp.maximum(xp.abs(v) - threshold, 0.0)

@@ -1,0 +1,117 @@
+"""The Newton step's linear solve: Cholesky -> LU with partial pivoting -> minimum-norm SVD.
+
+The ladder and its pivot thresholds are fixed in docs/decisions.md. The thresholds exist so
+that exactly singular systems (collinear columns with ridge 0) reach the SVD
+deterministically instead of being "solved" through a factorisation of rounding noise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy
+
+# Relative pivot floor of docs/decisions.md: a factorisation is refused when its smallest
+# pivot is below PIVOT_FACTOR * P * eps times its largest.
+PIVOT_FACTOR = 64.0
+
+
+@dataclasses.dataclass(frozen=True)
+class LinearSolution:
+    """x solving A x = b, and which rung of the ladder produced it ("cholesky", "lu", "svd")."""
+
+    x: Any
+    method: str
+
+    @property
+    def used_regularized_fallback(self) -> bool:
+        return self.method == "svd"
+
+
+def _pivot_floor(dtype, n: int) -> float:
+    return PIVOT_FACTOR * n * float(numpy.finfo(dtype).eps)
+
+
+def _pivots_acceptable(xp, pivots, floor: float) -> bool:
+    # NaN pivots (CuPy's Cholesky reports failure through NaN, not an exception) fail both tests.
+    if not bool(xp.all(xp.isfinite(pivots))):
+        return False
+    return float(xp.min(pivots)) > floor * float(xp.max(pivots))
+
+
+def _solve_triangular(xp, T, b):
+    # NumPy has no triangular solver; a general solve of a triangular factor is backward
+    # stable and keeps this file namespace-generic, at a cost that is negligible next to
+    # the Gram.
+    return xp.linalg.solve(T, b)
+
+
+def cholesky_solve(xp, A, b):
+    """x from the Cholesky factor of symmetric A, or None when the factorisation is refused."""
+    try:
+        L = xp.linalg.cholesky(A)
+    except numpy.linalg.LinAlgError:
+        return None
+    diagonal = xp.diagonal(L)
+    if not _pivots_acceptable(xp, diagonal * diagonal, _pivot_floor(A.dtype, A.shape[0])):
+        return None
+    return _solve_triangular(xp, L.T, _solve_triangular(xp, L, b))
+
+
+def lu_factor(xp, A):
+    """Doolittle LU with partial pivoting: (LU packed in one matrix, row permutation).
+
+    Returns None as soon as a column has no non-zero pivot (exactly singular). The row updates
+    are one outer product per column, so the Python loop runs P times, never per element.
+    """
+    n = A.shape[0]
+    lu = xp.array(A, copy=True)
+    order = numpy.arange(n)
+    for k in range(n):
+        pivot = k + int(xp.argmax(xp.abs(lu[k:, k])))
+        if pivot != k:
+            lu[[k, pivot]] = lu[[pivot, k]]
+            order[[k, pivot]] = order[[pivot, k]]
+        if float(lu[k, k]) == 0.0:
+            return None
+        lu[k + 1 :, k] /= lu[k, k]
+        lu[k + 1 :, k + 1 :] -= xp.outer(lu[k + 1 :, k], lu[k, k + 1 :])
+    return lu, order
+
+
+def lu_solve(xp, A, b):
+    """x from the partially pivoted LU of A, or None when a pivot is below the floor."""
+    factored = lu_factor(xp, A)
+    if factored is None:
+        return None
+    lu, order = factored
+    n = A.shape[0]
+    if not _pivots_acceptable(xp, xp.abs(xp.diagonal(lu)), _pivot_floor(A.dtype, n)):
+        return None
+    lower = xp.tril(lu, -1) + xp.eye(n, dtype=lu.dtype)
+    upper = xp.triu(lu)
+    permuted = b[xp.asarray(order)]
+    return _solve_triangular(xp, upper, _solve_triangular(xp, lower, permuted))
+
+
+def minimum_norm_solve(xp, A, b):
+    """The minimum-norm least-squares solution: singular values <= eps * P * sigma_max dropped."""
+    U, s, Vt = xp.linalg.svd(A)
+    cutoff = float(numpy.finfo(A.dtype).eps) * A.shape[0] * float(xp.max(s))
+    keep = s > cutoff
+    inverse = xp.where(keep, 1.0 / xp.where(keep, s, 1.0), 0.0).astype(A.dtype, copy=False)
+    return Vt.T @ (inverse * (U.T @ b))
+
+
+def solve_linear(xp, A, b) -> LinearSolution:
+    """Solve A x = b along the ladder: Cholesky when A is bitwise symmetric, then pivoted LU,
+    then the minimum-norm SVD solution (always finite)."""
+    if bool(xp.all(A == A.T)):
+        x = cholesky_solve(xp, A, b)
+        if x is not None:
+            return LinearSolution(x, "cholesky")
+    x = lu_solve(xp, A, b)
+    if x is not None:
+        return LinearSolution(x, "lu")
+    return LinearSolution(minimum_norm_solve(xp, A, b), "svd")

@@ -1,0 +1,86 @@
+"""One renewable batch transition: solve, then fold the batch into the state."""
+
+from __future__ import annotations
+
+from ..config import UpdateConfig
+from ..diagnostics import Diagnostics
+from ..exceptions import EngineError, ValidationError
+from ..state import RenewableState
+from .gram import weighted_gram
+from .lamm_solver import solve_lamm
+from .newton_solver import solve_newton
+from .objective import RenewableProblem, curvature_weights
+
+
+def _check_consistent(state: RenewableState, X_design, y, sample_weight, config: UpdateConfig):
+    # The caller validated values; these cheap checks catch a caller that mixed dtypes or
+    # forgot the intercept column, which would otherwise promote silently or mis-broadcast.
+    P = config.n_parameters
+    dtype = state.coefficients.dtype
+    if state.coefficients.shape != (P,) or state.information.shape != (P, P):
+        raise ValidationError(
+            f"state has coefficients {state.coefficients.shape} and information "
+            f"{state.information.shape}; the config needs ({P},) and ({P}, {P})"
+        )
+    if state.information.dtype != dtype:
+        raise ValidationError(
+            f"state information is {state.information.dtype} but coefficients are {dtype}"
+        )
+    if X_design.ndim != 2 or X_design.shape[1] != P:
+        raise ValidationError(
+            f"X_design has shape {X_design.shape}; expected (n, {P}) "
+            f"(intercept column appended: {config.fit_intercept})"
+        )
+    n = X_design.shape[0]
+    arrays = {"X_design": X_design, "y": y}
+    if sample_weight is not None:
+        arrays["sample_weight"] = sample_weight
+    for name, array in arrays.items():
+        if array.dtype != dtype:
+            raise ValidationError(f"{name} is {array.dtype} but the state's working dtype is {dtype}")
+        if name != "X_design" and array.shape != (n,):
+            raise ValidationError(f"{name} has shape {array.shape}; expected ({n},)")
+    if config.penalty not in ("none", "l1"):
+        raise ValidationError(f"penalty must be 'none' or 'l1', got {config.penalty!r}")
+
+
+def renewable_update(xp, state: RenewableState, X_design, y, sample_weight, config: UpdateConfig):
+    """One renewable batch transition (spec/ALGORITHM.md).
+
+    xp: numpy or cupy. state: coefficients (P,) and information (P, P) as xp arrays of the
+    working dtype. X_design: (n, P), intercept column already LAST when fit_intercept.
+    y: (n,). sample_weight: (n,) or None for unit weights. Inputs are never mutated.
+    Returns (new RenewableState with xp arrays, Diagnostics).
+    """
+    _check_consistent(state, X_design, y, sample_weight, config)
+    problem = RenewableProblem.from_batch(xp, state, X_design, y, sample_weight, config)
+    solve = solve_lamm if config.penalty == "l1" else solve_newton
+    result = solve(problem, int(config.max_iter), float(config.tol))
+
+    information = state.information + weighted_gram(xp, X_design, curvature_weights(problem, result.residual))
+    if not (bool(xp.all(xp.isfinite(result.beta))) and bool(xp.all(xp.isfinite(information)))):
+        raise EngineError(
+            "NUMERICAL_ERROR: the batch transition produced non-finite coefficients or "
+            "information (overflow); the state is unchanged"
+        )
+    lam = problem.lambda_value
+    reported_objective = result.objective
+    if config.penalty == "l1":
+        reported_objective += lam * float(xp.sum(xp.abs(result.beta) * problem.mask))
+    new_state = RenewableState(
+        coefficients=result.beta,
+        information=information,
+        n_samples_seen=int(state.n_samples_seen) + int(X_design.shape[0]),
+        batch_count=int(state.batch_count) + 1,
+        previous_lambda=lam,
+        weight_sum=problem.weight_sum,
+    )
+    diagnostics = Diagnostics(
+        iterations=result.iterations,
+        converged=result.converged,
+        objective=reported_objective,
+        lambda_value=lam,
+        bandwidth=problem.bandwidth,
+        used_regularized_fallback=result.used_regularized_fallback,
+    )
+    return new_state, diagnostics
