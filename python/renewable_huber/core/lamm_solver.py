@@ -25,7 +25,8 @@ def solve_lamm(problem: RenewableProblem, max_iter: int, tol: float) -> SolverRe
         accepted = None
         for _ in range(MAJORISATION_ATTEMPTS):
             # The mask zeroes the intercept's threshold: it is never penalised.
-            candidate = soft_threshold(xp, beta - g / phi, (problem.lambda_value / phi) * problem.mask)
+            threshold = (problem.lambda_value / phi) * problem.mask
+            candidate = soft_threshold(xp, beta - g / phi, threshold)
             step = candidate - beta
             majoriser = F + float(g @ step) + 0.5 * phi * float(step @ step)
             candidate_r = residual(problem, candidate)

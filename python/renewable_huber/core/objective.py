@@ -43,7 +43,9 @@ class RenewableProblem:
     historical: Any
 
     @classmethod
-    def from_batch(cls, xp, state: RenewableState, X_design, y, sample_weight, config: UpdateConfig):
+    def from_batch(
+        cls, xp, state: RenewableState, X_design, y, sample_weight, config: UpdateConfig
+    ) -> RenewableProblem:
         dtype = state.coefficients.dtype
         n = X_design.shape[0]
         w = xp.ones(n, dtype=dtype) if sample_weight is None else sample_weight
@@ -67,7 +69,9 @@ class RenewableProblem:
             information=state.information,
             weight_sum=weight_sum,
             tau=tau,
-            bandwidth=bandwidth(float(config.bandwidth_scale), weight_sum, config.n_features_in, tau),
+            bandwidth=bandwidth(
+                float(config.bandwidth_scale), weight_sum, config.n_features_in, tau
+            ),
             ridge=float(config.ridge),
             lambda_value=lambda_value(
                 config.penalty, float(config.lambda_scale), tau, weight_sum, config.n_features_in

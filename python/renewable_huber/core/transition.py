@@ -37,7 +37,9 @@ def _check_consistent(state: RenewableState, X_design, y, sample_weight, config:
         arrays["sample_weight"] = sample_weight
     for name, array in arrays.items():
         if array.dtype != dtype:
-            raise ValidationError(f"{name} is {array.dtype} but the state's working dtype is {dtype}")
+            raise ValidationError(
+                f"{name} is {array.dtype} but the state's working dtype is {dtype}"
+            )
         if name != "X_design" and array.shape != (n,):
             raise ValidationError(f"{name} has shape {array.shape}; expected ({n},)")
     if config.penalty not in ("none", "l1"):
@@ -57,7 +59,8 @@ def renewable_update(xp, state: RenewableState, X_design, y, sample_weight, conf
     solve = solve_lamm if config.penalty == "l1" else solve_newton
     result = solve(problem, int(config.max_iter), float(config.tol))
 
-    information = state.information + weighted_gram(xp, X_design, curvature_weights(problem, result.residual))
+    batch_information = weighted_gram(xp, X_design, curvature_weights(problem, result.residual))
+    information = state.information + batch_information
     if not (bool(xp.all(xp.isfinite(result.beta))) and bool(xp.all(xp.isfinite(information)))):
         raise EngineError(
             "NUMERICAL_ERROR: the batch transition produced non-finite coefficients or "
