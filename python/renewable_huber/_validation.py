@@ -1,0 +1,461 @@
+"""The one place where estimator parameters and user arrays are checked.
+
+Every backend receives data that already satisfies the input rules of spec/PYTHON.md, so
+the rules here are the rules of the whole package: no backend re-validates them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .exceptions import BackendContractError, BackendUnavailableError, ValidationError
+
+# Defaults of the estimator's constructor; checkpoints of format 1 may predate some
+# parameters and take these values for the missing ones.
+DEFAULT_PARAMS: dict[str, Any] = {
+    "tau": 1.345,
+    "penalty": "none",
+    "lambda_scale": 1.0,
+    "bandwidth_scale": 1.0,
+    "fit_intercept": True,
+    "max_iter": 100,
+    "tol": 1e-6,
+    "ridge": 1e-8,
+    "backend": "auto",
+    "device": "auto",
+    "dtype": "float64",
+    "n_jobs": None,
+    "cuda_graphs": False,
+    "cuda_fast_math": False,
+}
+PARAM_NAMES: tuple[str, ...] = tuple(DEFAULT_PARAMS)
+
+BACKEND_NAMES = ("auto", "numpy", "cupy", "native_cpu", "native_cuda")
+DEVICE_NAMES = ("auto", "cpu", "cuda")
+PENALTIES = ("none", "l1")
+DTYPE_NAMES = ("float32", "float64")
+
+# DLPack's device type code for ordinary host memory.
+_DLPACK_CPU = 1
+
+
+class UnknownBackendError(BackendUnavailableError, ValidationError):
+    """A backend name outside the known set. The spec lists an unknown backend both as a
+    configuration violation and as an unavailable backend, so it is catchable as either."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidatedParams:
+    """Constructor parameters after validation, normalised to plain Python/NumPy types."""
+
+    tau: float
+    penalty: str
+    lambda_scale: float
+    bandwidth_scale: float
+    fit_intercept: bool
+    max_iter: int
+    tol: float
+    ridge: float
+    backend: str
+    device: str
+    dtype: np.dtype
+    n_jobs: int | None
+    cuda_graphs: bool
+    cuda_fast_math: bool
+
+    def as_config_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the `config` of a checkpoint)."""
+        values = dataclasses.asdict(self)
+        values["dtype"] = self.dtype.name
+        return values
+
+    def stream_layout(self) -> tuple:
+        """Parameters fixed for the life of a stream: changing them needs a new stream."""
+        return (
+            self.fit_intercept,
+            self.dtype.name,
+            self.backend,
+            self.device,
+            self.n_jobs,
+            self.cuda_graphs,
+            self.cuda_fast_math,
+        )
+
+
+def _is_bool(value) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+def _real(name: str, value, *, lower: float, strict: bool) -> float:
+    relation = ">" if strict else ">="
+    requirement = f"{name} must be a finite real number {relation} {lower:g}"
+    if _is_bool(value) or not isinstance(value, numbers.Real):
+        raise ValidationError(f"{requirement}, got {value!r} of type {type(value).__name__}")
+    number = float(value)
+    if not math.isfinite(number) or number < lower or (strict and number == lower):
+        raise ValidationError(f"{requirement}, got {value!r}")
+    return number
+
+
+def _flag(name: str, value) -> bool:
+    if not _is_bool(value):
+        raise ValidationError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _choice(name: str, value, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        allowed = ", ".join(repr(c) for c in choices)
+        raise ValidationError(f"{name} must be one of {allowed}, got {value!r}")
+    return value
+
+
+def _dtype(value) -> np.dtype:
+    requirement = "dtype must be 'float32' or 'float64'"
+    if isinstance(value, str):
+        if value not in DTYPE_NAMES:
+            raise ValidationError(f"{requirement}, got {value!r}")
+        return np.dtype(value)
+    # np.float32, np.float64 and np.dtype objects are accepted as spellings of the names;
+    # anything else (None would silently mean float64 to NumPy) is refused.
+    if value in (np.float32, np.float64) or (
+        isinstance(value, np.dtype) and value.name in DTYPE_NAMES
+    ):
+        return np.dtype(value)
+    raise ValidationError(f"{requirement}, got {value!r}")
+
+
+def _max_iter(value) -> int:
+    if _is_bool(value) or not isinstance(value, numbers.Integral) or int(value) < 1:
+        raise ValidationError(f"max_iter must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def _n_jobs(value) -> int | None:
+    if value is None:
+        return None
+    if _is_bool(value) or not isinstance(value, numbers.Integral) or not (
+        int(value) == -1 or int(value) >= 1
+    ):
+        raise ValidationError(f"n_jobs must be None, -1 or a positive integer, got {value!r}")
+    return int(value)
+
+
+def validate_backend_name(value) -> str:
+    if not isinstance(value, str) or value not in BACKEND_NAMES:
+        allowed = ", ".join(repr(c) for c in BACKEND_NAMES)
+        raise UnknownBackendError(f"backend must be one of {allowed}, got {value!r}")
+    return value
+
+
+def validate_params(params: Mapping[str, Any]) -> ValidatedParams:
+    """Check every constructor parameter; raise ValidationError naming the first bad one."""
+    unknown = sorted(set(params) - set(PARAM_NAMES))
+    if unknown:
+        raise ValidationError(f"unknown parameter(s) {unknown}; valid: {list(PARAM_NAMES)}")
+    missing = sorted(set(PARAM_NAMES) - set(params))
+    if missing:
+        raise ValidationError(f"missing parameter(s) {missing}")
+    validated = ValidatedParams(
+        tau=_real("tau", params["tau"], lower=0.0, strict=True),
+        penalty=_choice("penalty", params["penalty"], PENALTIES),
+        lambda_scale=_real("lambda_scale", params["lambda_scale"], lower=0.0, strict=False),
+        bandwidth_scale=_real("bandwidth_scale", params["bandwidth_scale"], lower=0.0, strict=True),
+        fit_intercept=_flag("fit_intercept", params["fit_intercept"]),
+        max_iter=_max_iter(params["max_iter"]),
+        tol=_real("tol", params["tol"], lower=0.0, strict=True),
+        ridge=_real("ridge", params["ridge"], lower=0.0, strict=False),
+        backend=validate_backend_name(params["backend"]),
+        device=_choice("device", params["device"], DEVICE_NAMES),
+        dtype=_dtype(params["dtype"]),
+        n_jobs=_n_jobs(params["n_jobs"]),
+        cuda_graphs=_flag("cuda_graphs", params["cuda_graphs"]),
+        cuda_fast_math=_flag("cuda_fast_math", params["cuda_fast_math"]),
+    )
+    if validated.cuda_fast_math and validated.dtype != np.float32:
+        raise ValidationError(
+            "cuda_fast_math=True requires dtype='float32' (fast math is a float32-only "
+            f"engine mode), got dtype={validated.dtype.name!r}"
+        )
+    return validated
+
+
+# ---------------------------------------------------------------------------------------
+# Arrays
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """One validated batch: X (n, p), y (n,), sample_weight (n,) or None, all either host
+    NumPy arrays in the working dtype (C-contiguous) or untouched device arrays."""
+
+    X: Any
+    y: Any
+    sample_weight: Any
+    feature_names: tuple[str, ...] | None
+    on_device: bool
+
+
+def is_device_array(array) -> bool:
+    """True for arrays living in accelerator memory (CuPy, PyTorch CUDA, ...)."""
+    if isinstance(array, np.ndarray):
+        return False
+    if hasattr(type(array), "__dlpack_device__"):
+        try:
+            device_type = array.__dlpack_device__()[0]
+        except Exception:  # a broken exporter is judged by the CUDA interface below
+            device_type = None
+        if device_type is not None:
+            return int(device_type) != _DLPACK_CPU
+    # Looked up on the type: PyTorch's property raises for tensors that require grad.
+    return hasattr(type(array), "__cuda_array_interface__")
+
+
+def _library_of(array):
+    return sys.modules[type(array).__module__.split(".")[0]]
+
+
+def _device_dtype_name(array) -> str:
+    try:
+        return np.dtype(array.dtype).name
+    except TypeError:
+        # PyTorch spells dtypes "torch.float32".
+        return str(array.dtype).rsplit(".", 1)[-1]
+
+
+def _is_sparse(array) -> bool:
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and sparse.issparse(array)
+
+
+def _detached(array):
+    # Gradients are irrelevant to a fit; a tensor that requires grad refuses conversion.
+    if getattr(array, "requires_grad", False) and hasattr(array, "detach"):
+        return array.detach()
+    return array
+
+
+def _reject_sparse(name: str, array) -> None:
+    if _is_sparse(array):
+        raise TypeError(
+            f"{name} is a SciPy sparse matrix; renewable_huber needs dense input and never "
+            f"densifies silently: call {name}.toarray() first"
+        )
+
+
+def _host_array(name: str, array, dtype: np.dtype) -> np.ndarray:
+    if hasattr(array, "to_numpy") and not isinstance(array, np.ndarray):
+        array = array.to_numpy()
+    try:
+        raw = np.asarray(array)
+    except (TypeError, ValueError) as error:
+        raise ValidationError(f"{name} could not be read as a numeric array: {error}") from None
+    if raw.dtype.kind == "c":
+        raise ValidationError(f"{name} is complex ({raw.dtype}); only real numbers are accepted")
+    if raw.dtype.kind not in "biufO":
+        raise ValidationError(f"{name} must be numeric, got an array of dtype {raw.dtype}")
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            converted = np.ascontiguousarray(raw, dtype=dtype)
+    except (TypeError, ValueError) as error:
+        raise ValidationError(
+            f"{name} must contain real numbers only (no missing, complex or text values): {error}"
+        ) from None
+    _check_host_finite(name, raw, converted)
+    return converted
+
+
+def _check_host_finite(name: str, raw: np.ndarray, converted: np.ndarray) -> None:
+    finite = np.isfinite(converted)
+    if finite.all():
+        return
+    position = tuple(int(i) for i in np.argwhere(~finite)[0])
+    where = (
+        f"row {position[0]}, column {position[1]}" if len(position) == 2 else
+        f"index {position[0]}" if position else "the scalar"
+    )
+    original = raw[position] if raw.ndim else raw[()]
+    if raw.dtype.kind in "biuf" and np.isfinite(original):
+        raise ValidationError(
+            f"{name} has a value at {where} ({original!r}) that overflows {converted.dtype}; "
+            "rescale the data or use dtype='float64'"
+        )
+    raise ValidationError(f"{name} contains NaN or infinity (first at {where})")
+
+
+def _check_device_array(name: str, array, dtype: np.dtype) -> None:
+    dtype_name = _device_dtype_name(array)
+    if dtype_name.startswith("complex"):
+        raise ValidationError(f"{name} is complex ({dtype_name}); only real numbers are accepted")
+    if dtype_name != dtype.name:
+        raise BackendContractError(
+            f"{name} is a device array of dtype {dtype_name} but the estimator works in "
+            f"{dtype.name}; device input is never cast: convert it on the device first "
+            f"(e.g. {name}.astype('{dtype.name}')) or set dtype='{dtype_name}'"
+        )
+    # The array's own library reduces on the device: only one boolean crosses to the host.
+    if not bool(_library_of(array).isfinite(array).all()):
+        raise ValidationError(f"{name} contains NaN or infinity")
+
+
+def _shape(array) -> tuple[int, ...]:
+    return tuple(int(d) for d in array.shape)
+
+
+def _check_X_shape(shape: tuple[int, ...], n_features_expected: int | None) -> None:
+    if len(shape) != 2:
+        hint = " (use X.reshape(-1, 1) for a single feature)" if len(shape) == 1 else ""
+        raise ValidationError(
+            f"X must be 2-D (n_samples, n_features), got shape {shape}{hint}"
+        )
+    if shape[0] < 1 or shape[1] < 1:
+        raise ValidationError(
+            f"X must have at least 1 row and 1 column, got shape {shape}"
+        )
+    if n_features_expected is not None and shape[1] != n_features_expected:
+        raise ValidationError(
+            f"X has {shape[1]} features, but the estimator was fitted with "
+            f"{n_features_expected} features"
+        )
+
+
+def _table_feature_names(X) -> tuple[Any, ...] | None:
+    if hasattr(X, "to_numpy") and hasattr(X, "columns") and not isinstance(X, np.ndarray):
+        return tuple(X.columns)
+    return None
+
+
+def _check_feature_names(
+    names: tuple[Any, ...] | None, expected: tuple[str, ...] | None
+) -> tuple[str, ...] | None:
+    """Return the names to record when this is the first batch; enforce them afterwards."""
+    all_strings = names is not None and all(isinstance(n, str) for n in names)
+    if expected is None or names is None:
+        return names if all_strings else None
+    if names == expected:
+        return expected
+    if sorted(map(str, names)) == sorted(expected) and all_strings:
+        raise ValidationError(
+            "feature names must be in the same order as at the first batch: expected "
+            f"{list(expected)}, got {list(names)}"
+        )
+    unseen = [n for n in names if n not in expected]
+    missing = [n for n in expected if n not in names]
+    raise ValidationError(
+        "feature names differ from those seen at the first batch: "
+        f"unexpected {unseen}, missing {missing} (expected {list(expected)})"
+    )
+
+
+def validate_X(
+    X,
+    *,
+    dtype: np.dtype,
+    accepts_device: bool,
+    backend_name: str,
+    n_features_expected: int | None = None,
+    feature_names_expected: tuple[str, ...] | None = None,
+) -> tuple[Any, tuple[str, ...] | None, bool]:
+    """Validate a design matrix; returns (X, feature names to record or None, on_device)."""
+    _reject_sparse("X", X)
+    X = _detached(X)
+    on_device = is_device_array(X)
+    names = _check_feature_names(_table_feature_names(X), feature_names_expected)
+    if on_device:
+        _require_device_backend("X", X, accepts_device, backend_name)
+        _check_X_shape(_shape(X), n_features_expected)
+        _check_device_array("X", X, dtype)
+        return X, names, True
+    host = _host_array("X", X, dtype)
+    _check_X_shape(host.shape, n_features_expected)
+    return host, names, False
+
+
+def _require_device_backend(name: str, array, accepts_device: bool, backend_name: str) -> None:
+    if not accepts_device:
+        library = type(array).__module__.split(".")[0]
+        raise BackendContractError(
+            f"{name} is a device array ({library}) but backend {backend_name!r} computes on the "
+            "host; pass host (NumPy) arrays or use backend='cupy' or 'native_cuda'"
+        )
+
+
+def _validate_vector(name: str, array, n_rows: int, dtype: np.dtype, on_device: bool,
+                     accepts_device: bool, backend_name: str):
+    _reject_sparse(name, array)
+    array = _detached(array)
+    if is_device_array(array) != on_device:
+        raise BackendContractError(
+            f"X is {'a device' if on_device else 'a host'} array but {name} is "
+            f"{'a device' if not on_device else 'a host'} array; pass all arrays on the same device"
+        )
+    if on_device:
+        _require_device_backend(name, array, accepts_device, backend_name)
+        shape = _shape(array)
+    else:
+        array = _host_array(name, array, dtype)
+        shape = array.shape
+    if name == "y" and len(shape) == 2 and shape[1] == 1:
+        array = array.reshape(-1)
+        shape = (shape[0],)
+    if len(shape) != 1:
+        column = " or a single column (n_samples, 1)" if name == "y" else ""
+        raise ValidationError(f"{name} must be 1-D (n_samples,){column}, got shape {shape}")
+    if shape[0] != n_rows:
+        raise ValidationError(
+            f"X has {n_rows} rows but {name} has {shape[0]} entries; they must have the same length"
+        )
+    if on_device:
+        _check_device_array(name, array, dtype)
+    return array
+
+
+def _check_weights(sample_weight) -> None:
+    if bool((sample_weight < 0).any()):
+        if isinstance(sample_weight, np.ndarray):
+            first = int(np.argmax(sample_weight < 0))
+            raise ValidationError(
+                f"sample_weight must be >= 0, got {sample_weight[first]!r} at index {first}"
+            )
+        raise ValidationError("sample_weight must be >= 0, got a negative weight")
+    if not bool((sample_weight != 0).any()):
+        raise ValidationError(
+            "sample_weight is all zero; at least one row needs a positive weight"
+        )
+
+
+def validate_batch(
+    X,
+    y,
+    sample_weight,
+    *,
+    dtype: np.dtype,
+    accepts_device: bool,
+    backend_name: str,
+    n_features_expected: int | None = None,
+    feature_names_expected: tuple[str, ...] | None = None,
+) -> Batch:
+    """Apply every input rule of spec/PYTHON.md to one batch."""
+    X, names, on_device = validate_X(
+        X,
+        dtype=dtype,
+        accepts_device=accepts_device,
+        backend_name=backend_name,
+        n_features_expected=n_features_expected,
+        feature_names_expected=feature_names_expected,
+    )
+    n_rows = _shape(X)[0]
+    y = _validate_vector("y", y, n_rows, dtype, on_device, accepts_device, backend_name)
+    if sample_weight is not None:
+        sample_weight = _validate_vector(
+            "sample_weight", sample_weight, n_rows, dtype, on_device, accepts_device, backend_name
+        )
+        _check_weights(sample_weight)
+    return Batch(X=X, y=y, sample_weight=sample_weight, feature_names=names, on_device=on_device)

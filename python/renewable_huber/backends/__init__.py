@@ -1,0 +1,102 @@
+"""Backend registry: which backends exist, which work here, how "auto" resolves, and
+construction of the chosen one. Optional backends are imported only when asked for."""
+
+from __future__ import annotations
+
+from .._validation import UnknownBackendError, validate_backend_name
+from ..exceptions import BackendUnavailableError, ValidationError
+from .base import Backend
+
+BACKENDS = ("numpy", "cupy", "native_cpu", "native_cuda")
+
+_DEVICE_OF = {"numpy": "cpu", "native_cpu": "cpu", "cupy": "cuda", "native_cuda": "cuda"}
+_DEVICES = ("auto", "cpu", "cuda")
+
+
+def _native_module():
+    from . import native
+
+    return native
+
+
+def unavailable_reason(name: str) -> str | None:
+    """Why backend `name` cannot be used on this machine, or None when it can."""
+    if name not in BACKENDS:
+        raise UnknownBackendError(f"unknown backend {name!r}; known: {list(BACKENDS)}")
+    if name == "numpy":
+        return None
+    if name == "cupy":
+        from .cupy_backend import cupy_unavailable_reason
+
+        return cupy_unavailable_reason()
+    try:
+        native = _native_module()
+    except ImportError as error:
+        return f"the native engine binding could not be imported ({error})"
+    return native.unavailable_reason(name)
+
+
+def choose_backend(backend: str, device: str) -> tuple[str, str]:
+    """Resolve the backend/device request to (backend name, device), checking availability.
+
+    "auto" never picks CUDA unless device="cuda": on the CPU it prefers native_cpu when its
+    library loads, else numpy; on CUDA native_cuda, else cupy.
+    """
+    if device not in _DEVICES:
+        raise ValidationError(f"device must be one of {list(_DEVICES)}, got {device!r}")
+    if backend == "auto":
+        candidates = ("native_cuda", "cupy") if device == "cuda" else ("native_cpu", "numpy")
+        reasons = []
+        for name in candidates:
+            reason = unavailable_reason(name)
+            if reason is None:
+                return name, _DEVICE_OF[name]
+            reasons.append(f"{name}: {reason}")
+        raise BackendUnavailableError(
+            f"no backend is available for device={device!r} ({'; '.join(reasons)})"
+        )
+    validate_backend_name(backend)
+    native_device = _DEVICE_OF[backend]
+    if device not in ("auto", native_device):
+        raise ValidationError(
+            f"backend {backend!r} runs on device {native_device!r}, not {device!r}; "
+            f"use device='{native_device}' or 'auto', or another backend"
+        )
+    reason = unavailable_reason(backend)
+    if reason is not None:
+        raise BackendUnavailableError(f"backend {backend!r} is unavailable: {reason}")
+    return backend, native_device
+
+
+def create_backend(
+    name: str,
+    *,
+    dtype,
+    n_parameters: int,
+    n_jobs: int | None,
+    cuda_graphs: bool,
+    cuda_fast_math: bool,
+) -> Backend:
+    """Construct backend `name` for `n_parameters` parameters (P, intercept included)."""
+    reason = unavailable_reason(name)
+    if reason is not None:
+        raise BackendUnavailableError(f"backend {name!r} is unavailable: {reason}")
+    if name == "numpy":
+        from .numpy_backend import NumpyBackend
+
+        return NumpyBackend(dtype=dtype, n_parameters=n_parameters)
+    if name == "cupy":
+        from .cupy_backend import CupyBackend
+
+        return CupyBackend(dtype=dtype, n_parameters=n_parameters)
+    return _native_module().NativeBackend(
+        name,
+        dtype=dtype,
+        n_parameters=n_parameters,
+        n_jobs=n_jobs,
+        cuda_graphs=cuda_graphs,
+        cuda_fast_math=cuda_fast_math,
+    )
+
+
+__all__ = ["BACKENDS", "Backend", "choose_backend", "create_backend", "unavailable_reason"]
