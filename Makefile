@@ -1,0 +1,76 @@
+# Quick start: `make demo` and `make test` (see README.md). Both reuse .venv once created.
+
+PYTHON ?= python3
+VENV ?= .venv
+VENV_PY := $(VENV)/bin/python
+PIP := $(VENV_PY) -m pip --disable-pip-version-check
+JOBS ?= 2
+MIN_CMAKE := 3.21
+
+# cmake, ctest and ninja are taken from the venv first when it provides them.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: demo test test-c test-asan test-golden test-python install-demo install-test
+# The C builds and pip each use every core they are given; running them side by side would
+# only oversubscribe a small machine.
+.NOTPARALLEL:
+
+demo: install-demo
+	$(VENV)/bin/renewable-huber demo
+
+test: test-c test-asan test-golden test-python
+
+# Debian and Ubuntu ship python3 without ensurepip, so venv fails on a fresh machine: as root
+# with apt-get the missing python3-venv is installed, anywhere else the error says what to do.
+# The stamp is written only once pip works inside the venv, so a half-created venv is retried
+# instead of being taken as ready.
+$(VENV)/.ready:
+	@$(PYTHON) -m venv $(VENV) || { \
+	  rm -rf $(VENV); \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing python3-venv with apt-get, then retrying"; \
+	    apt-get update -qq && apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); \
+	  else \
+	    echo "'$(PYTHON) -m venv' failed: install python3-venv (Debian/Ubuntu) and rerun" >&2; \
+	    exit 1; \
+	  fi; }
+	$(VENV_PY) -m pip --version
+	touch $@
+
+# The build tools the C tests need: ninja always from PyPI (small, one binary), cmake only
+# when the system has none or one older than the project's minimum.
+$(VENV)/.build-tools: $(VENV)/.ready
+	$(PIP) install --quiet ninja
+	@if command -v cmake >/dev/null 2>&1 && \
+	  [ "$$(printf '%s\n' $(MIN_CMAKE) "$$(cmake --version | sed -n 's/^cmake version //p')" \
+	       | sort -V | head -n1)" = "$(MIN_CMAKE)" ]; then \
+	  echo "using $$(command -v cmake) ($$(cmake --version | head -n1))"; \
+	else \
+	  echo "installing cmake into $(VENV) (system cmake missing or older than $(MIN_CMAKE))"; \
+	  $(PIP) install --quiet "cmake>=$(MIN_CMAKE)"; \
+	fi
+	touch $@
+
+# pip rebuilds the engines on every install: cheap next to a stale library under test.
+install-demo: $(VENV)/.ready
+	$(PIP) install --quiet ".[cli,plot]"
+
+install-test: $(VENV)/.ready
+	$(PIP) install --quiet ".[test]"
+
+test-c: $(VENV)/.build-tools
+	cmake -S . -B build/ctest -G Ninja -DRH_BUILD_TESTS=ON -DRH_BUILD_CUDA=AUTO
+	cmake --build build/ctest --parallel $(JOBS)
+	ctest --test-dir build/ctest --output-on-failure
+
+test-asan: $(VENV)/.build-tools
+	cmake -S . -B build/asan -G Ninja -DRH_BUILD_TESTS=ON -DRH_BUILD_CUDA=OFF -DRH_SANITIZE=ON
+	cmake --build build/asan --parallel $(JOBS)
+	ctest --test-dir build/asan --output-on-failure
+
+test-golden: install-test
+	$(VENV_PY) golden/generate.py --check
+
+# RH_BUILD_DIR points the tests at the ctest build (ABI layout probe, C test binaries).
+test-python: install-test test-c
+	RH_BUILD_DIR=build/ctest $(VENV_PY) -m pytest
