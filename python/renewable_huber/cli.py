@@ -354,10 +354,7 @@ def _binding_abi_version() -> str:
         from . import _abi
     except ImportError as exc:
         return f"unknown (the ctypes binding is not importable: {exc})"
-    for name in ("RH_CUDA_ABI_VERSION", "ABI_VERSION"):
-        if hasattr(_abi, name):
-            return str(getattr(_abi, name))
-    return "unknown (the binding exports no ABI version constant)"
+    return str(_abi.ABI_VERSION)
 
 
 def _engine_status(name: str) -> str:
@@ -372,21 +369,41 @@ def _engine_status(name: str) -> str:
     return "available" if reason is None else f"unavailable: {reason}"
 
 
+def _cuda_version_text(encoded: int) -> str:
+    """CUDA encodes versions as 1000 * major + 10 * minor (12040 is 12.4)."""
+    return f"{encoded // 1000}.{encoded % 1000 // 10}" if encoded > 0 else "none"
+
+
 def _cuda_runtime_summary() -> str:
+    """Asks librh_cuda itself (rh_cuda_runtime_info): the runtime it was built with and the
+    driver it found are what decide whether native_cuda works here."""
+    import ctypes
+
     try:
-        from . import _loader
-    except ImportError as exc:
-        return f"unknown (engine loader not importable: {exc})"
-    probe = getattr(_loader, "cuda_runtime_info", None)
-    if probe is None:
-        return "unknown (the loader has no cuda_runtime_info)"
+        from . import _abi, _loader
+
+        library = _loader.load_engine_library("native_cuda")
+        info = _abi.make(_abi.RhCudaRuntimeInfo)
+        _abi.check(library, library.rh_cuda_runtime_info(ctypes.byref(info)),
+                   "rh_cuda_runtime_info")
+    except Exception as exc:  # no librh_cuda, no driver: report, never fail `info`
+        return f"not available ({_one_line(exc)})"
+    summary = (f"runtime {_cuda_version_text(info.runtime_version)}, driver "
+               f"{_cuda_version_text(info.driver_version)}, {info.device_count} device(s)")
+    names = _gpu_names(info.device_count)
+    return summary + (f": {', '.join(names)}" if names else "")
+
+
+def _gpu_names(count: int) -> list[str]:
+    """Device names through CuPy when it is installed (the ABI reports counts only)."""
+    if count <= 0:
+        return []
     try:
-        info = probe()
-    except Exception as exc:  # no librh_cuda, no driver: report, do not fail
-        return f"not available ({exc})"
-    if isinstance(info, dict):
-        return ", ".join(f"{key}={value}" for key, value in info.items())
-    return str(info)
+        import cupy
+
+        return [cupy.cuda.runtime.getDeviceProperties(i)["name"].decode() for i in range(count)]
+    except Exception:  # CuPy is optional; the name is a nicety
+        return []
 
 
 # --------------------------------------------------------------------------- conformance
