@@ -1,0 +1,105 @@
+"""Finding, loading and version-checking engine shared libraries.
+
+`load_engine_library("native_cpu" | "native_cuda")` looks in one place only when the
+environment names a library (RH_CPU_LIBRARY / RH_CUDA_LIBRARY): an explicit override that fails
+must not fall back silently to a different engine. Without an override it tries the libraries
+that `pip install .` puts in renewable_huber/_lib. `load_library_path(path)` loads any engine
+library (the conformance kit drives third-party engines with it).
+
+Every library is asked rh_cuda_abi_version() before any other call and refused with
+BackendUnavailableError unless it answers the binding's ABI_VERSION; only then are the 17
+signatures declared. Loaded libraries are cached by resolved path (a shared library cannot be
+unloaded portably anyway); failures are not cached, so fixing the environment takes effect.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from pathlib import Path
+
+from . import _abi
+from .exceptions import BackendUnavailableError
+
+ENVIRONMENT_OVERRIDES = {"native_cpu": "RH_CPU_LIBRARY", "native_cuda": "RH_CUDA_LIBRARY"}
+_BASE_NAMES = {"native_cpu": "rh_cpu", "native_cuda": "rh_cuda"}
+PACKAGE_LIBRARY_DIR = Path(__file__).resolve().parent / "_lib"
+
+_cache: dict[str, ctypes.CDLL] = {}
+_cache_lock = threading.Lock()
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in ENVIRONMENT_OVERRIDES:
+        raise BackendUnavailableError(
+            f"unknown native engine {kind!r}; expected one of {sorted(ENVIRONMENT_OVERRIDES)}"
+        )
+
+
+def library_candidates(kind: str) -> list[Path]:
+    """Paths load_engine_library(kind) would try, in order."""
+    _check_kind(kind)
+    override = os.environ.get(ENVIRONMENT_OVERRIDES[kind])
+    if override:
+        return [Path(override)]
+    base = _BASE_NAMES[kind]
+    names = [f"lib{base}.so", f"lib{base}.dylib", f"{base}.dll", f"lib{base}.dll"]
+    return [PACKAGE_LIBRARY_DIR / name for name in names]
+
+
+def load_engine_library(kind: str) -> ctypes.CDLL:
+    """The bound engine library for `kind`; BackendUnavailableError naming every path tried."""
+    candidates = library_candidates(kind)
+    failures = []
+    for path in candidates:
+        if not path.is_file():
+            failures.append(f"{path} (no such file)")
+            continue
+        try:
+            return load_library_path(path)
+        except BackendUnavailableError as error:
+            failures.append(f"{path} ({error})")
+    override = ENVIRONMENT_OVERRIDES[kind]
+    origin = (
+        f"from ${override}" if os.environ.get(override) else f"(set {override} to choose one)"
+    )
+    raise BackendUnavailableError(
+        f"{kind} engine library not loaded {origin}; tried: " + "; ".join(failures)
+    )
+
+
+def load_library_path(path: str | os.PathLike) -> ctypes.CDLL:
+    """Load, version-check and bind the engine library at `path` (cached by resolved path)."""
+    resolved = str(Path(path).resolve())
+    with _cache_lock:
+        cached = _cache.get(resolved)
+        if cached is not None:
+            return cached
+        try:
+            library = ctypes.CDLL(resolved)
+        except OSError as error:
+            raise BackendUnavailableError(f"cannot load {resolved}: {error}") from error
+        _require_abi_version(library, resolved)
+        _abi.bind(library)
+        _cache[resolved] = library
+        return library
+
+
+def _require_abi_version(library: ctypes.CDLL, path: str) -> None:
+    # Declared on a fresh function pointer: bind() must not run before the version is known,
+    # since a different ABI may give the other symbols different signatures.
+    try:
+        abi_version = library.rh_cuda_abi_version
+    except AttributeError as error:
+        raise BackendUnavailableError(
+            f"{path} does not export rh_cuda_abi_version; it is not an rh_cuda engine"
+        ) from error
+    abi_version.restype = ctypes.c_uint32
+    abi_version.argtypes = []
+    found = int(abi_version())
+    if found != _abi.ABI_VERSION:
+        raise BackendUnavailableError(
+            f"{path} implements rh_cuda ABI version {found}, but this renewable_huber binding "
+            f"needs version {_abi.ABI_VERSION}; install an engine built from the same release"
+        )

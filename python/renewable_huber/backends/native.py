@@ -1,0 +1,490 @@
+"""native_cpu and native_cuda: the compiled engines behind the ABI, driven through ctypes.
+
+The committed state lives inside the engine between batches; `restore` loads it only at the
+start or from a checkpoint. Each batch is one rh_cuda_engine_update_host_with_state (or, for
+device input on native_cuda, rh_cuda_engine_update_device_with_state) call that also exports
+the new state, so a batch costs one boundary crossing. ctypes.CDLL releases the GIL during
+every call, so engines in different Python threads run concurrently; one engine is used by one
+thread at a time (the ABI's rule), enforced here with a lock.
+
+Thread count (native_cpu): the engine parallelises with OpenMP, whose thread count is a
+per-thread setting of the caller. Before each engine call this backend calls
+omp_set_num_threads in the calling thread, through the OpenMP runtime the engine library
+already loaded (libgomp, libomp or libiomp5, found through the engine's own handle, whose
+symbol lookup covers its dependencies). n_jobs=None uses the runtime's default
+(omp_get_max_threads when the backend is created, i.e. OMP_NUM_THREADS or the core count),
+-1 uses os.cpu_count(), a positive int that many; `n_jobs` reports the effective count, 1 when
+the engine was built without OpenMP.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from .. import _abi, _dlpack
+from .._loader import load_engine_library
+from ..config import UpdateConfig
+from ..diagnostics import Diagnostics
+from ..exceptions import (
+    BackendContractError,
+    BackendUnavailableError,
+    RenewableHuberError,
+    ValidationError,
+)
+from ..state import RenewableState
+
+KINDS = ("native_cpu", "native_cuda")
+_HOST_DEVICE_ID = -1
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise BackendUnavailableError(f"unknown native backend {kind!r}; expected one of {KINDS}")
+
+
+def unavailable_reason(kind: str) -> str | None:
+    """None when `kind`'s engine loads and can create an engine here, else why not."""
+    _check_kind(kind)
+    try:
+        lib = load_engine_library(kind)
+        available = ctypes.c_int32(0)
+        _abi.check(lib, lib.rh_cuda_is_available(ctypes.byref(available)), "rh_cuda_is_available")
+        if available.value != 1:
+            detail = _abi.last_error(lib)
+            return f"{kind}: the engine library loads but reports it cannot run here" + (
+                f" ({detail})" if detail else ""
+            )
+        if kind == "native_cuda":
+            count = ctypes.c_int32(0)
+            _abi.check(lib, lib.rh_cuda_device_count(ctypes.byref(count)), "rh_cuda_device_count")
+            if count.value < 1:
+                return "native_cuda: no CUDA device is visible"
+    except RenewableHuberError as error:
+        return str(error)
+    return None
+
+
+class _OpenMPThreads:
+    """omp_set_num_threads / omp_get_max_threads of the runtime the engine loaded, if any."""
+
+    def __init__(self, lib: ctypes.CDLL):
+        self._set = self._get = None
+        try:
+            self._set = lib.omp_set_num_threads
+            self._get = lib.omp_get_max_threads
+        except AttributeError:
+            return
+        self._set.restype = None
+        self._set.argtypes = [ctypes.c_int]
+        self._get.restype = ctypes.c_int
+        self._get.argtypes = []
+
+    def effective(self, n_jobs: int | None) -> int:
+        if self._set is None:
+            return 1
+        if n_jobs is None:
+            return int(self._get())
+        if n_jobs == -1:
+            return os.cpu_count() or 1
+        return int(n_jobs)
+
+    def apply(self, count: int) -> None:
+        if self._set is not None:
+            self._set(count)
+
+
+def _validate_n_jobs(n_jobs) -> None:
+    if n_jobs is None or n_jobs == -1:
+        return
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs < 1:
+        raise ValidationError(f"n_jobs must be None, -1 or a positive int, got {n_jobs!r}")
+
+
+class NativeBackend:
+    """One engine (librh_cpu or librh_cuda) holding one committed state."""
+
+    def __init__(
+        self,
+        kind: str,
+        *,
+        dtype,
+        n_parameters: int,
+        n_jobs: int | None = None,
+        cuda_graphs: bool = False,
+        cuda_fast_math: bool = False,
+        device_id: int = 0,
+    ):
+        _check_kind(kind)
+        self._engine = None
+        self._lock = threading.Lock()
+        self.dtype = np.dtype(dtype)
+        if self.dtype.name not in _abi.DTYPE_CODES:
+            raise ValidationError(f"dtype must be float32 or float64, got {self.dtype}")
+        if (
+            isinstance(n_parameters, bool)
+            or not isinstance(n_parameters, (int, np.integer))
+            or n_parameters < 1
+        ):
+            raise ValidationError(f"n_parameters must be a positive int, got {n_parameters!r}")
+        _validate_n_jobs(n_jobs)
+        self.name = kind
+        self.device = "cpu" if kind == "native_cpu" else "cuda"
+        self.n_parameters = int(n_parameters)
+        self._n_features_in: int | None = None
+        self._lib = load_engine_library(kind)
+
+        flags = 0
+        if cuda_graphs:
+            flags |= _abi.RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS
+        if cuda_fast_math:
+            flags |= _abi.RH_CUDA_ENGINE_FLAG_FAST_MATH
+        self._device_id = _HOST_DEVICE_ID if kind == "native_cpu" else int(device_id)
+        options = _abi.make(
+            _abi.RhCudaEngineOptions,
+            dtype=_abi.DTYPE_CODES[self.dtype.name],
+            device_id=self._device_id,
+            n_parameters=self.n_parameters,
+            reserved0=flags,
+        )
+        if kind == "native_cpu":
+            self._threads = _OpenMPThreads(self._lib)
+            self.n_jobs = self._threads.effective(n_jobs)
+        else:
+            self._threads = None
+            self.n_jobs = None
+        handle = _abi.RhCudaEngine_p()
+        self._apply_threads()
+        status = self._lib.rh_cuda_engine_create(ctypes.byref(options), ctypes.byref(handle))
+        _abi.check(self._lib, status, "rh_cuda_engine_create")
+        self._engine = handle
+        stream = _abi.c_uintptr(0)
+        self._call("rh_cuda_engine_stream", ctypes.byref(stream))
+        self._stream = int(stream.value)
+
+    # ------------------------------------------------------------------------------ plumbing
+    def _apply_threads(self) -> None:
+        if self._threads is not None:
+            self._threads.apply(self.n_jobs)
+
+    def _call(self, function: str, *arguments) -> None:
+        if self._engine is None:
+            raise BackendUnavailableError(f"{self.name} backend is closed; create a new one")
+        with self._lock:
+            self._apply_threads()
+            status = getattr(self._lib, function)(self._engine, *arguments)
+            _abi.check(self._lib, status, function, engine=self._engine)
+
+    def _host_array(self, array, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        # The estimator already validated and cast; these checks only keep a wrong caller from
+        # handing the engine memory it would misread.
+        if not isinstance(array, np.ndarray):
+            raise BackendContractError(
+                f"{name}: {self.name} takes host NumPy arrays here, got {type(array).__name__}"
+            )
+        if array.dtype != self.dtype:
+            raise BackendContractError(f"{name} is {array.dtype}; the engine works in {self.dtype}")
+        if not array.flags.c_contiguous:
+            raise BackendContractError(f"{name} must be C-contiguous")
+        if array.shape != shape:
+            raise ValidationError(f"{name} has shape {array.shape}; expected {shape}")
+        return array
+
+    def _update_config(self, config: UpdateConfig):
+        if config.n_parameters != self.n_parameters:
+            raise ValidationError(
+                f"config has {config.n_parameters} parameters (n_features_in "
+                f"{config.n_features_in}, fit_intercept {config.fit_intercept}); this engine "
+                f"was created for {self.n_parameters}"
+            )
+        if config.penalty not in _abi.PENALTY_CODES:
+            raise ValidationError(f"penalty must be 'none' or 'l1', got {config.penalty!r}")
+        return _abi.make(
+            _abi.RhCudaUpdateConfig,
+            n_features_in=config.n_features_in,
+            max_iter=config.max_iter,
+            tau=config.tau,
+            bandwidth_scale=config.bandwidth_scale,
+            tolerance=config.tol,
+            ridge=config.ridge,
+            penalty=_abi.PENALTY_CODES[config.penalty],
+            reserved0=0,
+            lambda_scale=config.lambda_scale,
+        )
+
+    def _new_state_buffers(self):
+        # Fresh arrays per batch: a state returned earlier must never be overwritten by a later
+        # batch (the estimator may keep it, e.g. as state_).
+        P = self.n_parameters
+        coefficients = np.empty(P, dtype=self.dtype)
+        information = np.empty((P, P), dtype=self.dtype)
+        out = _abi.make(
+            _abi.RhCudaHostState,
+            coefficients=coefficients.ctypes.data,
+            information=information.ctypes.data,
+        )
+        return coefficients, information, out
+
+    @staticmethod
+    def _committed_state(coefficients, information, out) -> RenewableState:
+        return RenewableState(
+            coefficients=coefficients,
+            information=information,
+            n_samples_seen=int(out.n_samples_seen),
+            batch_count=int(out.batch_count),
+            previous_lambda=float(out.previous_lambda),
+            weight_sum=float(out.weight_sum),
+        )
+
+    @staticmethod
+    def _diagnostics(diagnostics) -> Diagnostics:
+        return Diagnostics(
+            iterations=int(diagnostics.iterations),
+            converged=bool(diagnostics.converged),
+            objective=float(diagnostics.objective),
+            lambda_value=float(diagnostics.lambda_value),
+            bandwidth=float(diagnostics.bandwidth),
+            used_regularized_fallback=bool(diagnostics.used_regularized_fallback),
+        )
+
+    def _is_device_input(self, X) -> bool:
+        return self.name == "native_cuda" and not isinstance(X, np.ndarray)
+
+    # ---------------------------------------------------------------------------- Backend API
+    @property
+    def features(self) -> dict[str, Any]:
+        out = _abi.make(_abi.RhCudaEngineFeatures)
+        self._call("rh_cuda_engine_features", ctypes.byref(out))
+        return {
+            "requested_flags": int(out.requested_flags),
+            "enabled_flags": int(out.enabled_flags),
+            "graph_captures": int(out.graph_captures),
+            "graph_replays": int(out.graph_replays),
+            "graph_fallbacks": int(out.graph_fallbacks),
+            "requested": _abi.decode_flags(int(out.requested_flags)),
+            "enabled": _abi.decode_flags(int(out.enabled_flags)),
+        }
+
+    def restore(self, state: RenewableState) -> None:
+        """Make `state` the engine's committed state (cast to the working dtype on the host)."""
+        P = self.n_parameters
+        coefficients = np.ascontiguousarray(state.coefficients, dtype=self.dtype)
+        information = np.ascontiguousarray(state.information, dtype=self.dtype)
+        if coefficients.shape != (P,) or information.shape != (P, P):
+            raise ValidationError(
+                f"state has coefficients {coefficients.shape} and information "
+                f"{information.shape}; this engine needs ({P},) and ({P}, {P})"
+            )
+        view = _abi.make(
+            _abi.RhCudaHostStateView,
+            coefficients=coefficients.ctypes.data,
+            information=information.ctypes.data,
+            n_samples_seen=int(state.n_samples_seen),
+            batch_count=int(state.batch_count),
+            previous_lambda=float(state.previous_lambda),
+            weight_sum=float(state.weight_sum),
+        )
+        self._call("rh_cuda_engine_restore", ctypes.byref(view))
+
+    def state(self) -> RenewableState:
+        """A host copy of the engine's committed state."""
+        coefficients, information, out = self._new_state_buffers()
+        self._call("rh_cuda_engine_copy_state", ctypes.byref(out))
+        return self._committed_state(coefficients, information, out)
+
+    def update(self, X, y, sample_weight, config: UpdateConfig):
+        """One batch; returns (host RenewableState, Diagnostics). Transactional."""
+        cfg = self._update_config(config)
+        if self._is_device_input(X):
+            result = self._update_device(X, y, sample_weight, cfg, config.n_features_in)
+        else:
+            result = self._update_host(X, y, sample_weight, cfg, config.n_features_in)
+        self._n_features_in = config.n_features_in
+        return result
+
+    def _update_host(self, X, y, sample_weight, cfg, p: int):
+        if not isinstance(X, np.ndarray) or X.ndim != 2:
+            raise BackendContractError(f"X must be a 2-D NumPy array here, got {type(X).__name__}")
+        n = X.shape[0]
+        X = self._host_array(X, "X", (n, p))
+        y = self._host_array(y, "y", (n,))
+        if sample_weight is None:
+            weights_pointer, batch_weight = None, float(n)
+        else:
+            sample_weight = self._host_array(sample_weight, "sample_weight", (n,))
+            weights_pointer = sample_weight.ctypes.data
+            batch_weight = float(np.sum(sample_weight, dtype=np.float64))
+        batch = _abi.make(
+            _abi.RhCudaHostBatch,
+            x_design=X.ctypes.data,
+            y=y.ctypes.data,
+            sample_weight=weights_pointer,
+            n_rows=n,
+            n_columns=p,
+            batch_weight=batch_weight,
+        )
+        diagnostics = _abi.make(_abi.RhCudaDiagnostics)
+        coefficients, information, out = self._new_state_buffers()
+        self._call(
+            "rh_cuda_engine_update_host_with_state",
+            ctypes.byref(batch),
+            ctypes.byref(cfg),
+            ctypes.byref(diagnostics),
+            ctypes.byref(out),
+        )
+        return self._committed_state(coefficients, information, out), self._diagnostics(diagnostics)
+
+    def _borrow(self, array, name: str, ndim: int):
+        return _dlpack.borrow(
+            array,
+            name,
+            device_id=self._device_id,
+            engine_stream=self._stream,
+            bits=self.dtype.itemsize * 8,
+            ndim=ndim,
+        )
+
+    def _update_device(self, X, y, sample_weight, cfg, p: int):
+        diagnostics = _abi.make(_abi.RhCudaDiagnostics)
+        coefficients, information, out = self._new_state_buffers()
+        with self._borrow(X, "X", 2) as x_view, self._borrow(y, "y", 1) as y_view:
+            n = x_view.shape[0]
+            if x_view.shape[1] != p or y_view.shape != (n,):
+                raise ValidationError(
+                    f"X has shape {x_view.shape} and y {y_view.shape}; expected (n, {p}) and (n,)"
+                )
+            if sample_weight is None:
+                self._device_update_call(
+                    x_view, y_view, None, float(n), cfg, diagnostics, out, p
+                )
+            else:
+                batch_weight = _device_weight_sum(sample_weight)
+                with self._borrow(sample_weight, "sample_weight", 1) as w_view:
+                    if w_view.shape != (n,):
+                        raise ValidationError(
+                            f"sample_weight has shape {w_view.shape}; expected ({n},)"
+                        )
+                    self._device_update_call(
+                        x_view, y_view, w_view.data_pointer, batch_weight, cfg, diagnostics, out, p
+                    )
+        return self._committed_state(coefficients, information, out), self._diagnostics(diagnostics)
+
+    def _device_update_call(self, x_view, y_view, weights_pointer, batch_weight, cfg, diag, out, p):
+        batch = _abi.make(
+            _abi.RhCudaDeviceBatch,
+            x_design=x_view.data_pointer,
+            y=y_view.data_pointer,
+            sample_weight=weights_pointer,
+            n_rows=x_view.shape[0],
+            n_columns=p,
+            batch_weight=batch_weight,
+        )
+        self._call(
+            "rh_cuda_engine_update_device_with_state",
+            ctypes.byref(batch),
+            ctypes.byref(cfg),
+            ctypes.byref(diag),
+            ctypes.byref(out),
+        )
+
+    def _prediction_columns(self, p: int) -> None:
+        if self._n_features_in is not None and p != self._n_features_in:
+            raise ValidationError(f"X has {p} features; the model was fitted with {self._n_features_in}")
+        if self.n_parameters - p not in (0, 1):
+            raise ValidationError(
+                f"X has {p} features; this engine has {self.n_parameters} parameters "
+                f"(expected {self.n_parameters} or {self.n_parameters - 1} features)"
+            )
+
+    def predict(self, X):
+        """(n,) predictions; host input gives NumPy, device input an array of its own library."""
+        if self._is_device_input(X):
+            return self._predict_device(X)
+        if not isinstance(X, np.ndarray) or X.ndim != 2:
+            raise BackendContractError(f"X must be a 2-D NumPy array here, got {type(X).__name__}")
+        n, p = X.shape
+        X = self._host_array(X, "X", (n, p))
+        self._prediction_columns(p)
+        output = np.empty(n, dtype=self.dtype)
+        self._predict_call(X.ctypes.data, output.ctypes.data, n, p, _abi.RH_CUDA_MEMORY_HOST)
+        return output
+
+    def _predict_call(self, x_pointer, output_pointer, n, p, location) -> None:
+        request = _abi.make(
+            _abi.RhCudaPrediction,
+            x_design=x_pointer,
+            prediction=output_pointer,
+            n_rows=n,
+            n_columns=p,
+            n_features_in=p,
+            input_location=location,
+            reserved0=0,
+        )
+        self._call("rh_cuda_engine_predict", ctypes.byref(request))
+
+    def _predict_device(self, X):
+        with self._borrow(X, "X", 2) as x_view:
+            n, p = x_view.shape
+            self._prediction_columns(p)
+            output = _empty_like_library(X, n, self.dtype)
+            with self._borrow(output, "prediction", 1) as out_view:
+                self._predict_call(
+                    x_view.data_pointer, out_view.data_pointer, n, p, _abi.RH_CUDA_MEMORY_DEVICE
+                )
+        return output
+
+    def synchronize(self) -> None:
+        self._call("rh_cuda_engine_synchronize")
+
+    def close(self) -> None:
+        """Destroy the engine (idempotent). Later calls raise BackendUnavailableError."""
+        engine, self._engine = getattr(self, "_engine", None), None
+        if engine is not None:
+            with self._lock:
+                self._lib.rh_cuda_engine_destroy(engine)
+
+    def __del__(self):
+        # At interpreter shutdown module globals may already be gone; never raise from here.
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self._engine is None else "open"
+        return f"NativeBackend({self.name!r}, dtype={self.dtype.name}, P={self.n_parameters}, {state})"
+
+
+def _array_library(array) -> str:
+    module = type(array).__module__.split(".")[0]
+    if module not in ("cupy", "torch"):
+        raise BackendContractError(
+            f"device input must be a CuPy array or a PyTorch CUDA tensor, got "
+            f"{type(array).__module__}.{type(array).__name__}"
+        )
+    return module
+
+
+def _device_weight_sum(sample_weight) -> float:
+    """sum(sample_weight) in float64 on the device, whatever the working dtype."""
+    if _array_library(sample_weight) == "cupy":
+        return float(sample_weight.sum(dtype="float64"))
+    import torch
+
+    return float(_dlpack.detach_if_requires_grad(sample_weight).sum(dtype=torch.float64))
+
+
+def _empty_like_library(X, n: int, dtype: np.dtype):
+    """An uninitialised (n,) output on X's device, in X's array library."""
+    if _array_library(X) == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(X.device.id):
+            return cupy.empty(n, dtype=dtype)
+    import torch
+
+    return torch.empty((n,), dtype=getattr(torch, dtype.name), device=X.device)
