@@ -1,0 +1,158 @@
+"""The environment fingerprint stored in every record: enough to tell two hosts, builds or
+BLAS set-ups apart when comparing records later. Every probe degrades to a reason string;
+a missing GPU or library is a fact to record, not an error."""
+
+from __future__ import annotations
+
+import ctypes
+import datetime as _dt
+import io
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                    "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS",
+                    "RAYON_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES")
+LIBRARY_VARIABLES = {"librh_cpu": "RH_CPU_LIBRARY", "librh_cuda": "RH_CUDA_LIBRARY"}
+
+
+def _run(args: list[str], cwd: Path | None = None) -> str | None:
+    if shutil.which(args[0]) is None:
+        return None
+    try:
+        done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def git_revision() -> dict:
+    revision = _run(["git", "rev-parse", "HEAD"], REPO_ROOT)
+    status = _run(["git", "status", "--porcelain", "--untracked-files=no"], REPO_ROOT)
+    return {"revision": revision, "dirty": bool(status) if status is not None else None}
+
+
+def cpu_model() -> dict:
+    model = None
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        match = re.search(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.MULTILINE)
+        model = match.group(1).strip() if match else None
+    affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {"model": model or platform.processor() or None, "logical_cpus": os.cpu_count(),
+            "affinity_cpus": affinity, "machine": platform.machine()}
+
+
+def numpy_blas() -> dict:
+    info: dict = {"version": np.__version__}
+    try:
+        config = np.show_config(mode="dicts")
+        deps = config.get("Build Dependencies", {})
+        info["blas"] = deps.get("blas")
+        info["lapack"] = deps.get("lapack")
+    except TypeError:
+        buffer = io.StringIO()
+        with redirect_stdout(buffer):
+            np.show_config()
+        info["show_config"] = buffer.getvalue()
+    try:
+        from threadpoolctl import threadpool_info
+
+        info["threadpools"] = [{k: p.get(k) for k in ("user_api", "internal_api", "version",
+                                                        "num_threads", "threading_layer")}
+                               for p in threadpool_info()]
+    except ImportError:
+        info["threadpools"] = "threadpoolctl not installed"
+    return info
+
+
+def gpu() -> dict:
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+        props = cupy.cuda.runtime.getDeviceProperties(0) if count else None
+        return {
+            "device_count": count,
+            "name": props["name"].decode() if props else None,
+            "compute_capability": f"{props['major']}.{props['minor']}" if props else None,
+            "total_memory_bytes": int(props["totalGlobalMem"]) if props else None,
+            "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(),
+            "cuda_driver": cupy.cuda.runtime.driverGetVersion(),
+            "cupy": cupy.__version__,
+        }
+    except Exception as error:  # noqa: BLE001 - CuPy missing or no GPU: record why
+        smi = _run(["nvidia-smi", "--query-gpu=name,compute_cap,driver_version",
+                    "--format=csv,noheader"])
+        return {"device_count": 0 if smi is None else len(smi.splitlines()),
+                "nvidia_smi": smi, "cupy": f"unavailable: {type(error).__name__}: {error}"}
+
+
+def _library_candidates(stem: str) -> list[Path]:
+    override = os.environ.get(LIBRARY_VARIABLES[stem])
+    if override:
+        return [Path(override)]
+    names = {"linux": f"{stem}.so", "darwin": f"{stem}.dylib", "win32": f"{stem}.dll"}
+    name = names.get(sys.platform, f"{stem}.so")
+    found = [REPO_ROOT / "python" / "renewable_huber" / "_lib" / name]
+    found += sorted(REPO_ROOT.glob(f"build*/**/{name}"))
+    try:
+        import renewable_huber
+
+        found.insert(0, Path(renewable_huber.__file__).parent / "_lib" / name)
+    except ImportError:
+        pass
+    return found
+
+
+class _RuntimeInfo(ctypes.Structure):
+    _fields_ = [("abi_version", ctypes.c_uint32), ("struct_size", ctypes.c_uint32),
+                ("runtime_version", ctypes.c_int32), ("driver_version", ctypes.c_int32),
+                ("device_count", ctypes.c_int32), ("reserved0", ctypes.c_int32)]
+
+
+def engine_library(stem: str) -> dict:
+    """ABI and runtime facts of one engine library, read through its own exported queries."""
+    candidates = [p for p in _library_candidates(stem) if p.exists()]
+    if not candidates:
+        return {"loaded": False, "reason": f"{stem} not found (set {LIBRARY_VARIABLES[stem]})"}
+    path = candidates[0]
+    try:
+        lib = ctypes.CDLL(str(path))
+        lib.rh_cuda_abi_version.restype = ctypes.c_uint32
+        abi = int(lib.rh_cuda_abi_version())
+        info = _RuntimeInfo(abi_version=abi, struct_size=ctypes.sizeof(_RuntimeInfo))
+        lib.rh_cuda_runtime_info.restype = ctypes.c_int32
+        status = lib.rh_cuda_runtime_info(ctypes.byref(info))
+    except (OSError, AttributeError) as error:
+        return {"loaded": False, "path": str(path), "reason": f"{type(error).__name__}: {error}"}
+    facts = {"loaded": True, "path": str(path), "abi_version": abi}
+    if status == 0:
+        facts.update(runtime_version=info.runtime_version, driver_version=info.driver_version,
+                     device_count=info.device_count)
+    return facts
+
+
+def environment() -> dict:
+    return {
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "git": git_revision(),
+        "python": {"version": sys.version.split()[0], "implementation":
+                   platform.python_implementation(), "executable": sys.executable},
+        "numpy": numpy_blas(),
+        "thread_variables": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
+        "cpu": cpu_model(),
+        "gpu": gpu(),
+        "engine_libraries": {stem: engine_library(stem) for stem in LIBRARY_VARIABLES},
+    }
