@@ -1,0 +1,411 @@
+"""RenewableHuberRegressor: the scikit-learn-style face of the package.
+
+The estimator owns validation and the fitted attributes; its backend owns the arithmetic
+and the committed state. Every batch is transactional: the new attributes are computed into
+locals and assigned together only after the backend committed, so a failure anywhere leaves
+the estimator exactly as it was.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+from . import checkpoint
+from ._validation import (
+    DEFAULT_PARAMS,
+    PARAM_NAMES,
+    ValidatedParams,
+    validate_batch,
+    validate_params,
+    validate_X,
+)
+from .backends import choose_backend, create_backend
+from .config import UpdateConfig
+from .diagnostics import Diagnostics
+from .exceptions import NotFittedError, ValidationError
+from .state import RenewableState
+
+# Backends that take device arrays as they are; the others compute on the host.
+_DEVICE_INPUT_BACKENDS = ("cupy", "native_cuda")
+
+_FITTED_ATTRIBUTES = (
+    "coef_",
+    "intercept_",
+    "n_features_in_",
+    "feature_names_in_",
+    "n_samples_seen_",
+    "n_iter_",
+    "backend_",
+    "device_",
+    "n_jobs_",
+    "diagnostics_",
+    "cuda_features_",
+)
+
+
+class RenewableHuberRegressor:
+    """Streaming robust (Huber) linear regression by renewable estimation.
+
+    Each call to partial_fit folds one batch into a fixed-size state (coefficients and the
+    P x P information matrix); the data itself is never kept. See spec/ALGORITHM.md.
+
+    Parameters (keyword-only, validated at fit/partial_fit/load):
+    tau > 0: Huber threshold. penalty: "none" or "l1". lambda_scale >= 0: L1 strength
+    multiplier. bandwidth_scale > 0: curvature smoothing multiplier. fit_intercept.
+    max_iter >= 1, tol > 0: solver limits. ridge >= 0: added to the normalised Hessian.
+    backend: "auto", "numpy", "cupy", "native_cpu", "native_cuda". device: "auto", "cpu",
+    "cuda". dtype: "float32" or "float64". n_jobs: None, -1 or a positive thread count
+    (native_cpu). cuda_graphs, cuda_fast_math (float32 only): native_cuda engine flags.
+
+    After load(), n_iter_ is 0 and diagnostics_ is None until the next batch: a checkpoint
+    stores the stream, not the last batch's solver trace.
+    """
+
+    def __init__(
+        self,
+        *,
+        tau=DEFAULT_PARAMS["tau"],
+        penalty=DEFAULT_PARAMS["penalty"],
+        lambda_scale=DEFAULT_PARAMS["lambda_scale"],
+        bandwidth_scale=DEFAULT_PARAMS["bandwidth_scale"],
+        fit_intercept=DEFAULT_PARAMS["fit_intercept"],
+        max_iter=DEFAULT_PARAMS["max_iter"],
+        tol=DEFAULT_PARAMS["tol"],
+        ridge=DEFAULT_PARAMS["ridge"],
+        backend=DEFAULT_PARAMS["backend"],
+        device=DEFAULT_PARAMS["device"],
+        dtype=DEFAULT_PARAMS["dtype"],
+        n_jobs=DEFAULT_PARAMS["n_jobs"],
+        cuda_graphs=DEFAULT_PARAMS["cuda_graphs"],
+        cuda_fast_math=DEFAULT_PARAMS["cuda_fast_math"],
+    ):
+        self.tau = tau
+        self.penalty = penalty
+        self.lambda_scale = lambda_scale
+        self.bandwidth_scale = bandwidth_scale
+        self.fit_intercept = fit_intercept
+        self.max_iter = max_iter
+        self.tol = tol
+        self.ridge = ridge
+        self.backend = backend
+        self.device = device
+        self.dtype = dtype
+        self.n_jobs = n_jobs
+        self.cuda_graphs = cuda_graphs
+        self.cuda_fast_math = cuda_fast_math
+        self._clear_fit()
+
+    # -- scikit-learn parameter protocol ------------------------------------------------
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor parameters, as stored (no estimator-valued parameters)."""
+        return {name: getattr(self, name) for name in PARAM_NAMES}
+
+    def set_params(self, **params) -> RenewableHuberRegressor:
+        """Set constructor parameters and reset the stream (a new stream starts next batch)."""
+        unknown = sorted(set(params) - set(PARAM_NAMES))
+        if unknown:
+            raise ValidationError(
+                f"invalid parameter(s) {unknown} for RenewableHuberRegressor; "
+                f"valid parameters: {list(PARAM_NAMES)}"
+            )
+        for name, value in params.items():
+            setattr(self, name, value)
+        self.reset()
+        return self
+
+    def __repr__(self) -> str:
+        changed = [
+            f"{name}={getattr(self, name)!r}"
+            for name in PARAM_NAMES
+            if not _same_value(getattr(self, name), DEFAULT_PARAMS[name])
+        ]
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return self._backend is not None
+
+    # -- fitting ------------------------------------------------------------------------
+
+    def fit(self, X, y, sample_weight=None) -> RenewableHuberRegressor:
+        """Start a new stream with one batch (reset, then partial_fit, transactionally)."""
+        self._learn(X, y, sample_weight, new_stream=True)
+        return self
+
+    def partial_fit(self, X, y, sample_weight=None) -> RenewableHuberRegressor:
+        """Fold one batch into the stream (the first batch starts it)."""
+        self._learn(X, y, sample_weight, new_stream=self._backend is None)
+        return self
+
+    def reset(self) -> RenewableHuberRegressor:
+        """Forget the stream: the next batch starts from the empty state."""
+        self._clear_fit()
+        return self
+
+    def _clear_fit(self) -> None:
+        for name in _FITTED_ATTRIBUTES:
+            self.__dict__.pop(name, None)
+        self._backend = None
+        self._state = None
+        self._stream_layout = None
+        self._feature_names = None
+
+    def _learn(self, X, y, sample_weight, *, new_stream: bool) -> None:
+        params = validate_params(self.get_params())
+        if new_stream:
+            backend_name, _ = choose_backend(params.backend, params.device)
+            n_features, feature_names = None, None
+        else:
+            self._check_same_stream(params)
+            backend_name = self._backend.name
+            n_features, feature_names = self.n_features_in_, self._feature_names
+        batch = validate_batch(
+            X,
+            y,
+            sample_weight,
+            dtype=params.dtype,
+            accepts_device=backend_name in _DEVICE_INPUT_BACKENDS,
+            backend_name=backend_name,
+            n_features_expected=n_features,
+            feature_names_expected=feature_names,
+        )
+        n_features = int(batch.X.shape[1])
+        config = _update_config(params, n_features)
+        if new_stream:
+            backend = create_backend(
+                backend_name,
+                dtype=params.dtype,
+                n_parameters=config.n_parameters,
+                n_jobs=params.n_jobs,
+                cuda_graphs=params.cuda_graphs,
+                cuda_fast_math=params.cuda_fast_math,
+            )
+            backend.restore(RenewableState.empty(config.n_parameters, params.dtype))
+            feature_names = batch.feature_names
+        else:
+            backend = self._backend
+        state, diagnostics = backend.update(batch.X, batch.y, batch.sample_weight, config)
+        self._commit(backend, state, diagnostics, params, n_features, feature_names)
+
+    def _check_same_stream(self, params: ValidatedParams) -> None:
+        if params.stream_layout() != self._stream_layout:
+            raise ValidationError(
+                "fit_intercept, dtype, backend, device, n_jobs, cuda_graphs or cuda_fast_math "
+                "changed since this stream started; call fit() or reset() to start a new stream"
+            )
+
+    def _commit(
+        self,
+        backend,
+        state: RenewableState,
+        diagnostics: Diagnostics | None,
+        params: ValidatedParams,
+        n_features: int,
+        feature_names: tuple[str, ...] | None,
+    ) -> None:
+        # Everything that can fail is computed before the first assignment.
+        coefficients = state.coefficients
+        dtype = coefficients.dtype
+        coef = np.array(coefficients[:n_features], copy=True)
+        intercept = coefficients[n_features] if params.fit_intercept else dtype.type(0.0)
+        cuda_features = dict(backend.features) if backend.name == "native_cuda" else None
+        diagnostics_dict = None if diagnostics is None else _diagnostics_dict(diagnostics)
+        n_iter = 0 if diagnostics is None else diagnostics_dict["iterations"]
+
+        self._clear_fit()
+        self._backend = backend
+        self._state = state
+        self._stream_layout = params.stream_layout()
+        self._feature_names = feature_names
+        self.coef_ = coef
+        self.intercept_ = intercept
+        self.n_features_in_ = n_features
+        if feature_names is not None:
+            self.feature_names_in_ = np.array(feature_names, dtype=object)
+        self.n_samples_seen_ = int(state.n_samples_seen)
+        self.n_iter_ = n_iter
+        self.backend_ = backend.name
+        self.device_ = backend.device
+        self.n_jobs_ = backend.n_jobs
+        self.diagnostics_ = diagnostics_dict
+        if cuda_features is not None:
+            self.cuda_features_ = cuda_features
+
+    # -- prediction ---------------------------------------------------------------------
+
+    def _require_fitted(self) -> None:
+        if self._backend is None:
+            raise NotFittedError(
+                f"this {type(self).__name__} is not fitted yet; call fit or partial_fit first"
+            )
+
+    def predict(self, X):
+        """Predictions (n,): NumPy for host input, the caller's array type for device input."""
+        self._require_fitted()
+        X, _, _ = validate_X(
+            X,
+            dtype=self._state.coefficients.dtype,
+            accepts_device=self._backend.name in _DEVICE_INPUT_BACKENDS,
+            backend_name=self._backend.name,
+            n_features_expected=self.n_features_in_,
+            feature_names_expected=self._feature_names,
+        )
+        return self._backend.predict(X)
+
+    def score(self, X, y, sample_weight=None) -> float:
+        """Coefficient of determination R^2 (weighted when sample_weight is given)."""
+        self._require_fitted()
+        batch = validate_batch(
+            X,
+            y,
+            sample_weight,
+            dtype=self._state.coefficients.dtype,
+            accepts_device=self._backend.name in _DEVICE_INPUT_BACKENDS,
+            backend_name=self._backend.name,
+            n_features_expected=self.n_features_in_,
+            feature_names_expected=self._feature_names,
+        )
+        predictions = _to_host(self._backend.predict(batch.X)).astype(np.float64)
+        target = _to_host(batch.y).astype(np.float64)
+        weights = (
+            np.ones_like(target)
+            if batch.sample_weight is None
+            else _to_host(batch.sample_weight).astype(np.float64)
+        )
+        residual = np.sum(weights * (target - predictions) ** 2)
+        mean = np.sum(weights * target) / np.sum(weights)
+        total = np.sum(weights * (target - mean) ** 2)
+        if total == 0.0:
+            # Constant target: perfect predictions score 1, anything else 0 (as scikit-learn).
+            return 1.0 if residual == 0.0 else 0.0
+        return float(1.0 - residual / total)
+
+    # -- state and checkpoints ----------------------------------------------------------
+
+    @property
+    def state_(self) -> RenewableState:
+        """A defensive copy of the committed state."""
+        self._require_fitted()
+        return self._state.copy()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a checkpoint stores (arrays copied; JSON-ready metadata)."""
+        self._require_fitted()
+        state = self._state
+        params = validate_params(self.get_params())
+        return {
+            "format_version": checkpoint.FORMAT_VERSION,
+            "config": params.as_config_dict(),
+            "coefficients": np.array(state.coefficients, copy=True),
+            "information": np.array(state.information, copy=True),
+            "n_samples_seen": int(state.n_samples_seen),
+            "batch_count": int(state.batch_count),
+            "previous_lambda": float(state.previous_lambda),
+            "n_features_in": int(self.n_features_in_),
+            "fit_intercept": bool(params.fit_intercept),
+            "weight_sum": float(state.weight_sum),
+            "feature_names_in": None if self._feature_names is None else list(self._feature_names),
+        }
+
+    def save(self, path) -> None:
+        """Write a pickle-free checkpoint atomically (see renewable_huber.checkpoint)."""
+        checkpoint.save_checkpoint(path, self.state_dict())
+
+    @classmethod
+    def load(cls, path, *, backend=None, device=None, dtype=None) -> RenewableHuberRegressor:
+        """Resume a stream from a checkpoint, optionally on another backend/device/dtype.
+
+        Overriding backend alone resets device to "auto" (the saved device may not suit the
+        new backend); the state is cast once when dtype changes.
+        """
+        payload = checkpoint.load_checkpoint(path)
+        config = dict(payload["config"])
+        if backend is not None:
+            config["backend"] = backend
+            config["device"] = "auto"
+        if device is not None:
+            config["device"] = device
+        if dtype is not None:
+            config["dtype"] = dtype
+        estimator = cls(**config)
+        params = validate_params(estimator.get_params())
+        backend_name, _ = choose_backend(params.backend, params.device)
+        state = _state_from_payload(payload, params.dtype)
+        engine = create_backend(
+            backend_name,
+            dtype=params.dtype,
+            n_parameters=state.n_parameters,
+            n_jobs=params.n_jobs,
+            cuda_graphs=params.cuda_graphs,
+            cuda_fast_math=params.cuda_fast_math,
+        )
+        engine.restore(state)
+        names = payload["feature_names_in"]
+        estimator._commit(
+            engine,
+            state,
+            None,
+            params,
+            payload["n_features_in"],
+            None if names is None else tuple(names),
+        )
+        return estimator
+
+
+def _state_from_payload(payload: dict[str, Any], dtype: np.dtype) -> RenewableState:
+    with np.errstate(over="ignore"):
+        coefficients = np.array(payload["coefficients"], dtype=dtype, copy=True)
+        information = np.array(payload["information"], dtype=dtype, copy=True)
+    if not (np.isfinite(coefficients).all() and np.isfinite(information).all()):
+        raise ValidationError(
+            f"the checkpoint's state overflows {dtype.name}; load it with dtype='float64'"
+        )
+    return RenewableState(
+        coefficients=coefficients,
+        information=information,
+        n_samples_seen=payload["n_samples_seen"],
+        batch_count=payload["batch_count"],
+        previous_lambda=payload["previous_lambda"],
+        weight_sum=payload["weight_sum"],
+    )
+
+
+def _update_config(params: ValidatedParams, n_features: int) -> UpdateConfig:
+    return UpdateConfig(
+        n_features_in=n_features,
+        fit_intercept=params.fit_intercept,
+        tau=params.tau,
+        bandwidth_scale=params.bandwidth_scale,
+        tol=params.tol,
+        ridge=params.ridge,
+        max_iter=params.max_iter,
+        penalty=params.penalty,
+        lambda_scale=params.lambda_scale,
+    )
+
+
+def _diagnostics_dict(diagnostics: Diagnostics) -> dict[str, Any]:
+    return {
+        "iterations": int(diagnostics.iterations),
+        "converged": bool(diagnostics.converged),
+        "objective": float(diagnostics.objective),
+        "lambda_value": float(diagnostics.lambda_value),
+        "bandwidth": float(diagnostics.bandwidth),
+        "used_regularized_fallback": bool(diagnostics.used_regularized_fallback),
+    }
+
+
+def _to_host(array) -> np.ndarray:
+    if isinstance(array, np.ndarray):
+        return array
+    library = sys.modules[type(array).__module__.split(".")[0]]
+    if hasattr(library, "asnumpy"):
+        return library.asnumpy(array)
+    return np.asarray(array.detach().cpu())
+
+
+def _same_value(value, default) -> bool:
+    return type(value) is type(default) and value == default
