@@ -125,8 +125,24 @@ class RenewableHuberRegressor:
         ]
         return f"{type(self).__name__}({', '.join(changed)})"
 
+    # Read by scikit-learn < 1.6 (is_regressor, scorers).
+    _estimator_type = "regressor"
+
     def __sklearn_is_fitted__(self) -> bool:
         return self._backend is not None
+
+    def __sklearn_tags__(self):
+        # Only scikit-learn >= 1.6 calls this, so importing it here never adds a dependency.
+        from sklearn.utils import InputTags, RegressorTags, Tags, TargetTags
+
+        return Tags(
+            estimator_type="regressor",
+            target_tags=TargetTags(required=True),
+            transformer_tags=None,
+            classifier_tags=None,
+            regressor_tags=RegressorTags(),
+            input_tags=InputTags(allow_nan=False, sparse=False, two_d_array=True),
+        )
 
     # -- fitting ------------------------------------------------------------------------
 

@@ -1,0 +1,177 @@
+"""Constructor parameters: stored untouched, validated at fit with clear messages, and the
+scikit-learn parameter protocol (get_params/set_params/clone)."""
+
+import numpy as np
+import pytest
+
+from renewable_huber import (
+    BackendUnavailableError,
+    RenewableHuberRegressor,
+    ValidationError,
+)
+
+X = np.arange(12.0).reshape(6, 2) % 5
+Y = np.array([0.5, 1.0, -2.0, 3.0, 0.0, 1.5])
+
+BAD_PARAMS = [
+    ("tau", 0.0, "tau must be a finite real number > 0"),
+    ("tau", -1.0, "tau must be a finite real number > 0"),
+    ("tau", float("nan"), "tau must be a finite real number > 0"),
+    ("tau", float("inf"), "tau must be a finite real number > 0"),
+    ("tau", True, "tau must be a finite real number > 0"),
+    ("tau", "1.345", "tau must be a finite real number > 0"),
+    ("lambda_scale", -0.1, "lambda_scale must be a finite real number >= 0"),
+    ("lambda_scale", False, "lambda_scale must be a finite real number >= 0"),
+    ("bandwidth_scale", 0, "bandwidth_scale must be a finite real number > 0"),
+    ("tol", 0.0, "tol must be a finite real number > 0"),
+    ("tol", None, "tol must be a finite real number > 0"),
+    ("ridge", -1e-9, "ridge must be a finite real number >= 0"),
+    ("ridge", float("inf"), "ridge must be a finite real number >= 0"),
+    ("max_iter", 0, "max_iter must be an integer >= 1"),
+    ("max_iter", 2.0, "max_iter must be an integer >= 1"),
+    ("max_iter", True, "max_iter must be an integer >= 1"),
+    ("penalty", "l2", "penalty must be one of 'none', 'l1'"),
+    ("penalty", None, "penalty must be one of 'none', 'l1'"),
+    ("dtype", "float16", "dtype must be 'float32' or 'float64'"),
+    ("dtype", None, "dtype must be 'float32' or 'float64'"),
+    ("dtype", np.int64, "dtype must be 'float32' or 'float64'"),
+    ("device", "tpu", "device must be one of 'auto', 'cpu', 'cuda'"),
+    ("n_jobs", 0, "n_jobs must be None, -1 or a positive integer"),
+    ("n_jobs", -2, "n_jobs must be None, -1 or a positive integer"),
+    ("n_jobs", 1.5, "n_jobs must be None, -1 or a positive integer"),
+    ("n_jobs", True, "n_jobs must be None, -1 or a positive integer"),
+    ("fit_intercept", 1, "fit_intercept must be True or False"),
+    ("cuda_graphs", "yes", "cuda_graphs must be True or False"),
+    ("cuda_fast_math", 0, "cuda_fast_math must be True or False"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "message"), BAD_PARAMS)
+def test_invalid_parameter_is_rejected_at_fit_with_its_name(name, value, message):
+    estimator = RenewableHuberRegressor(**{name: value})
+    assert getattr(estimator, name) is value  # the constructor only stores
+    with pytest.raises(ValidationError, match=message):
+        estimator.fit(X, Y)
+    assert not hasattr(estimator, "coef_")
+
+
+@pytest.mark.parametrize(("name", "value", "message"), BAD_PARAMS)
+def test_invalid_parameter_is_rejected_at_partial_fit(name, value, message):
+    with pytest.raises(ValidationError, match=message):
+        RenewableHuberRegressor(**{name: value}).partial_fit(X, Y)
+
+
+def test_unknown_backend_is_both_unavailable_and_a_validation_error():
+    estimator = RenewableHuberRegressor(backend="tensorflow")
+    with pytest.raises(BackendUnavailableError, match="backend must be one of"):
+        estimator.fit(X, Y)
+    with pytest.raises(ValidationError):
+        estimator.fit(X, Y)
+
+
+def test_cuda_fast_math_requires_float32():
+    with pytest.raises(ValidationError, match="cuda_fast_math=True requires dtype='float32'"):
+        RenewableHuberRegressor(cuda_fast_math=True).fit(X, Y)
+
+
+def test_backend_device_mismatch_is_a_validation_error():
+    with pytest.raises(ValidationError, match="backend 'numpy' runs on device 'cpu'"):
+        RenewableHuberRegressor(backend="numpy", device="cuda").fit(X, Y)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"tau": 2, "max_iter": np.int64(5), "n_jobs": -1},
+        {"dtype": np.float32, "lambda_scale": 0, "ridge": 0.0, "penalty": "l1"},
+        {"dtype": np.dtype("float64"), "n_jobs": 3, "tol": np.float32(1e-4)},
+    ],
+)
+def test_valid_spellings_are_accepted(params):
+    estimator = RenewableHuberRegressor(backend="numpy", **params).fit(X, Y)
+    assert estimator.coef_.shape == (2,)
+
+
+def test_get_params_returns_every_constructor_parameter_as_given():
+    params = RenewableHuberRegressor(tau=2.5, penalty="l1", n_jobs=4).get_params()
+    assert params == {
+        "tau": 2.5,
+        "penalty": "l1",
+        "lambda_scale": 1.0,
+        "bandwidth_scale": 1.0,
+        "fit_intercept": True,
+        "max_iter": 100,
+        "tol": 1e-6,
+        "ridge": 1e-8,
+        "backend": "auto",
+        "device": "auto",
+        "dtype": "float64",
+        "n_jobs": 4,
+        "cuda_graphs": False,
+        "cuda_fast_math": False,
+    }
+
+
+def test_get_params_set_params_round_trip():
+    source = RenewableHuberRegressor(tau=0.7, max_iter=7, dtype="float32", backend="numpy")
+    target = RenewableHuberRegressor().set_params(**source.get_params())
+    assert target.get_params() == source.get_params()
+
+
+def test_set_params_resets_the_stream():
+    estimator = RenewableHuberRegressor(backend="numpy").fit(X, Y)
+    assert estimator.n_samples_seen_ == 6
+    returned = estimator.set_params(tau=3.0)
+    assert returned is estimator
+    assert estimator.tau == 3.0
+    for attribute in ("coef_", "intercept_", "n_samples_seen_", "backend_", "diagnostics_"):
+        assert not hasattr(estimator, attribute)
+    estimator.partial_fit(X, Y)
+    assert estimator.n_samples_seen_ == 6
+
+
+def test_set_params_rejects_unknown_names_without_changing_anything():
+    estimator = RenewableHuberRegressor(backend="numpy").fit(X, Y)
+    coef = estimator.coef_.copy()
+    with pytest.raises(ValidationError, match=r"invalid parameter\(s\) \['alpha'\]"):
+        estimator.set_params(tau=9.0, alpha=1.0)
+    assert estimator.tau == 1.345
+    np.testing.assert_array_equal(estimator.coef_, coef)
+
+
+def test_sklearn_clone_copies_parameters_and_not_the_fit():
+    base = pytest.importorskip("sklearn.base")
+    estimator = RenewableHuberRegressor(tau=2.0, penalty="l1", backend="numpy").fit(X, Y)
+    twin = base.clone(estimator)
+    assert type(twin) is RenewableHuberRegressor
+    assert twin.get_params() == estimator.get_params()
+    assert not hasattr(twin, "coef_")
+
+
+def test_sklearn_sees_fitted_state():
+    validation = pytest.importorskip("sklearn.utils.validation")
+    estimator = RenewableHuberRegressor(backend="numpy")
+    with pytest.raises(Exception, match="not fitted"):
+        validation.check_is_fitted(estimator)
+    validation.check_is_fitted(estimator.fit(X, Y))
+
+
+def test_repr_lists_only_non_default_parameters():
+    assert repr(RenewableHuberRegressor()) == "RenewableHuberRegressor()"
+    assert (
+        repr(RenewableHuberRegressor(tau=2.0, penalty="l1"))
+        == "RenewableHuberRegressor(tau=2.0, penalty='l1')"
+    )
+
+
+def test_parameter_changed_mid_stream_without_reset_is_refused():
+    estimator = RenewableHuberRegressor(backend="numpy").partial_fit(X, Y)
+    estimator.fit_intercept = False
+    with pytest.raises(ValidationError, match="changed since this stream started"):
+        estimator.partial_fit(X, Y)
+    assert estimator.n_samples_seen_ == 6
+
+
+def test_sklearn_recognises_a_regressor():
+    base = pytest.importorskip("sklearn.base")
+    assert base.is_regressor(RenewableHuberRegressor())
