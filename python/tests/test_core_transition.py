@@ -409,7 +409,8 @@ def test_missing_intercept_column_and_bad_shapes_are_refused():
     with pytest.raises(ValidationError, match=r"y has shape \(19,\)"):
         core.renewable_update(np, state, with_ones(X), y[:19], None, config)
     with pytest.raises(ValidationError, match="state has coefficients"):
-        core.renewable_update(np, RenewableState.empty(2, np.float64), with_ones(X), y, None, config)
+        small = RenewableState.empty(2, np.float64)
+        core.renewable_update(np, small, with_ones(X), y, None, config)
     bad_penalty = dataclasses.replace(config, penalty="l2")
     with pytest.raises(ValidationError, match="penalty"):
         core.renewable_update(np, state, with_ones(X), y, None, bad_penalty)
