@@ -1,0 +1,59 @@
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "rh_common.h"
+
+#if defined(_MSC_VER)
+#define RH_THREAD_LOCAL __declspec(thread)
+#else
+#define RH_THREAD_LOCAL _Thread_local
+#endif
+
+static RH_THREAD_LOCAL RhErrorBuffer thread_error;
+
+const char* rh_status_name(RhCudaStatus status) {
+  switch (status) {
+    case RH_CUDA_SUCCESS:
+      return "SUCCESS";
+    case RH_CUDA_INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case RH_CUDA_UNAVAILABLE:
+      return "UNAVAILABLE";
+    case RH_CUDA_ALLOCATION_FAILED:
+      return "ALLOCATION_FAILED";
+    case RH_CUDA_CUDA_ERROR:
+      return "CUDA_ERROR";
+    case RH_CUDA_CUBLAS_ERROR:
+      return "CUBLAS_ERROR";
+    case RH_CUDA_CUSOLVER_ERROR:
+      return "CUSOLVER_ERROR";
+    case RH_CUDA_NUMERICAL_ERROR:
+      return "NUMERICAL_ERROR";
+    case RH_CUDA_INTERNAL_ERROR:
+      return "INTERNAL_ERROR";
+    default:
+      return "UNKNOWN_STATUS";
+  }
+}
+
+RhCudaStatus rh_fail(RhErrorBuffer* err, RhCudaStatus status, const char* fmt, ...) {
+  if (err != NULL) {
+    va_list args;
+    va_start(args, fmt);
+    int written = vsnprintf(err->text, sizeof err->text, fmt, args);
+    va_end(args);
+    if (written < 0) {
+      snprintf(err->text, sizeof err->text, "%s (message formatting failed)",
+               rh_status_name(status));
+    }
+  }
+  return status;
+}
+
+void rh_error_clear(RhErrorBuffer* err) {
+  if (err != NULL) {
+    err->text[0] = '\0';
+  }
+}
+
+RhErrorBuffer* rh_thread_error(void) { return &thread_error; }

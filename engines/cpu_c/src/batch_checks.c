@@ -1,0 +1,73 @@
+#include <inttypes.h>
+#include <math.h>
+
+#include "cpu_engine.h"
+
+static int64_t first_nonfinite(int32_t dtype, const void* data, int64_t count) {
+  return dtype == RH_CUDA_DTYPE_FLOAT32 ? rh_first_nonfinite_f32((const float*)data, count)
+                                        : rh_first_nonfinite_f64((const double*)data, count);
+}
+
+static double value_at(int32_t dtype, const void* data, int64_t index) {
+  return dtype == RH_CUDA_DTYPE_FLOAT32 ? (double)((const float*)data)[index]
+                                        : ((const double*)data)[index];
+}
+
+/* Sums in double in a fixed order; negative weights are reported at their first index. */
+static RhCudaStatus sum_weights(const RhBatchData* data, double* sum, RhErrorBuffer* err) {
+  double total = 0.0;
+  for (int64_t i = 0; i < data->n_rows; ++i) {
+    double w = value_at(data->dtype, data->weights, i);
+    if (w < 0.0) {
+      return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                     "RhCudaHostBatch.sample_weight[%" PRId64 "] is %.17g: weights must be >= 0",
+                     i, w);
+    }
+    total += w;
+  }
+  *sum = total;
+  return RH_CUDA_SUCCESS;
+}
+
+RhCudaStatus rh_check_batch_values(const RhBatchData* data, double declared_weight,
+                                   double* batch_weight, RhErrorBuffer* err) {
+  int64_t count = data->n_rows * data->n_columns; /* overflow-checked by rh_validate_batch */
+  int64_t bad = first_nonfinite(data->dtype, data->x, count);
+  if (bad >= 0) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "RhCudaHostBatch.x_design[%" PRId64 ", %" PRId64 "] is %g: values must be finite",
+                   bad / data->n_columns, bad % data->n_columns, value_at(data->dtype, data->x, bad));
+  }
+  bad = first_nonfinite(data->dtype, data->y, data->n_rows);
+  if (bad >= 0) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "RhCudaHostBatch.y[%" PRId64 "] is %g: values must be finite", bad,
+                   value_at(data->dtype, data->y, bad));
+  }
+  if (data->weights == NULL) {
+    if (declared_weight != (double)data->n_rows) {
+      return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                     "RhCudaHostBatch.batch_weight is %.17g: without sample_weight it must equal "
+                     "n_rows (%" PRId64 ")",
+                     declared_weight, data->n_rows);
+    }
+    *batch_weight = (double)data->n_rows;
+    return RH_CUDA_SUCCESS;
+  }
+  bad = first_nonfinite(data->dtype, data->weights, data->n_rows);
+  if (bad >= 0) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "RhCudaHostBatch.sample_weight[%" PRId64 "] is %g: values must be finite", bad,
+                   value_at(data->dtype, data->weights, bad));
+  }
+  double sum = 0.0;
+  RH_TRY(sum_weights(data, &sum, err));
+  if (!(fabs(sum - declared_weight) <= 1e-6 * sum)) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "RhCudaHostBatch.batch_weight is %.17g but sample_weight sums to %.17g "
+                   "(allowed relative difference 1e-6)",
+                   declared_weight, sum);
+  }
+  *batch_weight = sum;
+  return RH_CUDA_SUCCESS;
+}

@@ -1,0 +1,187 @@
+/*
+ * cpu_engine.h -- internal interface of librh_cpu (never installed).
+ *
+ * Data flow of one update: the ABI entry point validates the structs (rh_common) and the
+ * batch values (batch_checks.c), sizes the workspace once for the batch shape (workspace.c),
+ * builds an RhProblem in double precision, runs the Newton or LAMM solver on it, adds this
+ * batch's Gram to the information and commits into the engine's state only when every value
+ * is finite (update.c). All dense algebra and every reduction runs in double for both dtypes;
+ * the data stays in the caller's dtype and is converted on the fly.
+ */
+#ifndef RH_CPU_ENGINE_H
+#define RH_CPU_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rh_common.h"
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(RH_NO_MULTIVERSION)
+#if __GNUC__ >= 12
+#define RH_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+#else
+#define RH_MULTIVERSION __attribute__((target_clones("avx2", "default")))
+#endif
+#else
+#define RH_MULTIVERSION
+#endif
+
+/* Row passes reduce over fixed blocks of this many rows; the size never depends on the thread
+ * count, which is what makes every result bitwise independent of it. */
+#define RH_ROW_BLOCK 1024
+/* The Gram accumulates fixed super-blocks of rows per output tile (see gram.c). */
+#define RH_GRAM_SUPERBLOCK 4096
+#define RH_GRAM_TILE 8
+
+#define RH_TRY(expr)                      \
+  do {                                    \
+    RhCudaStatus rh_try_status_ = (expr); \
+    if (rh_try_status_ != RH_CUDA_SUCCESS) { \
+      return rh_try_status_;              \
+    }                                     \
+  } while (0)
+
+/* A validated host batch, read in place in its own dtype. */
+typedef struct RhBatchData {
+  int32_t dtype;
+  const void* x;
+  const void* y;
+  const void* weights; /* NULL: all ones */
+  int64_t n_rows;
+  int64_t n_columns;    /* row stride of x */
+  int64_t n_parameters; /* P; equals n_columns + 1 when the intercept is appended */
+  int append_intercept;
+} RhBatchData;
+
+/* Reusable scratch, sized once per (n_rows, P) and only grown. Every solver loop runs on it
+ * without allocating. */
+typedef struct RhWorkspace {
+  int64_t rows_capacity;
+  int64_t params_capacity;
+  /* per row */
+  double* curvature;      /* c(r) at the current iterate */
+  double* curvature_next; /* c(r) at a trial point */
+  double* row_scale;      /* scale per listed row for the Gram */
+  int64_t* row_list;      /* rows selected for a Gram */
+  /* per row block */
+  double* block_gradient; /* n_blocks x P partial sums */
+  double* block_loss;     /* n_blocks */
+  double* gram_partial;   /* super-blocks x tiles x 64 */
+  /* per parameter */
+  double* beta0;
+  double* history; /* (W0/N) lambda0 sign(beta0) m, or zeros */
+  double* mask;
+  double* beta;
+  double* candidate;
+  double* gradient;
+  double* gradient_next;
+  double* step;
+  double* scratch;
+  double* singular_values;
+  /* P x P */
+  double* information; /* J in double */
+  double* gram_weighted; /* X' diag(w) X for the batch, computed lazily */
+  double* gram;          /* X' diag(w c) X at the current iterate */
+  double* hessian;
+  double* factor;
+  double* right_vectors;
+  /* commit staging in the engine dtype */
+  void* staged_coefficients;
+  void* staged_information;
+  int gram_weighted_ready;
+} RhWorkspace;
+
+struct RhCudaEngine {
+  int32_t dtype;
+  size_t elem_size;
+  int64_t n_parameters;
+  uint64_t requested_flags;
+  RhErrorBuffer error;
+  /* committed state, in the engine dtype */
+  void* coefficients;
+  void* information;
+  int64_t n_samples_seen;
+  int64_t batch_count;
+  double previous_lambda;
+  double weight_sum;
+  double* coefficients_f64; /* P doubles: the committed coefficients widened for predict */
+  RhWorkspace workspace;
+};
+
+/* One batch transition in double precision (spec/ALGORITHM.md notation). */
+typedef struct RhProblem {
+  RhBatchData data;
+  RhWorkspace* ws;
+  int64_t P;
+  int penalty;
+  int64_t max_iter;
+  double tau;
+  double bandwidth;
+  double lambda;
+  double ridge;
+  double tolerance;
+  double total_weight; /* N */
+  double machine_eps;  /* of the engine dtype: the solve ladder's thresholds use it */
+  int used_fallback;
+} RhProblem;
+
+typedef struct RhSolveResult {
+  int64_t iterations;
+  int converged;
+  double objective; /* F at the returned beta (without the L1 norm) */
+} RhSolveResult;
+
+/* ---- workspace.c */
+RhCudaStatus rh_workspace_reserve(RhWorkspace* ws, int64_t n_rows, int64_t n_parameters,
+                                  size_t elem_size, RhErrorBuffer* err);
+void rh_workspace_release(RhWorkspace* ws);
+
+/* ---- batch_checks.c: values of a batch whose shape rh_validate_batch accepted. On success
+ * *batch_weight is the engine's own double sum of the weights. */
+RhCudaStatus rh_check_batch_values(const RhBatchData* data, double declared_weight,
+                                   double* batch_weight, RhErrorBuffer* err);
+
+/* ---- row_pass.c: one fused sweep over the rows at beta. Always returns sum w rho(r) in
+ * *loss. With gradient != NULL also X'(w psi(r)) (P values); with curvature != NULL also c(r)
+ * per row. */
+void rh_row_pass(const RhProblem* problem, const double* beta, double* loss, double* gradient,
+                 double* curvature);
+/* prediction = X beta in the batch dtype. */
+void rh_predict_rows(int32_t dtype, const void* x, int64_t n_rows, int64_t n_columns,
+                     int append_intercept, const double* beta, void* prediction);
+
+/* ---- gram.c: G = X' diag(w c) X at the curvature in ws->curvature (exactly symmetric).
+ * reuse_weighted: the caller will ask again this batch, so caching X' diag(w) X pays off. */
+void rh_gram_at_curvature(RhProblem* problem, int reuse_weighted, double* gram);
+
+/* ---- dense_solve.c: x = H^{-1} g through Cholesky -> LU -> minimum-norm SVD. Sets
+ * *used_fallback when the SVD ran. Clobbers ws->factor, ws->right_vectors, ws->singular_values
+ * and ws->scratch. */
+void rh_dense_solve(const double* hessian, const double* rhs, int64_t P, double eps,
+                    RhWorkspace* ws, double* solution, int* used_fallback);
+
+/* ---- objective.c: f(beta) and, when gradient != NULL, g(beta) and c(r) into curvature. */
+double rh_objective(const RhProblem* problem, const double* beta, double* gradient,
+                    double* curvature);
+
+/* ---- newton_solver.c, lamm_solver.c: leave the solution in ws->beta and c(r) at it in
+ * ws->curvature. NUMERICAL_ERROR when non-finite values appear. */
+RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorBuffer* err);
+RhCudaStatus rh_solve_lamm(RhProblem* problem, RhSolveResult* result, RhErrorBuffer* err);
+
+/* ---- update.c */
+RhCudaStatus rh_engine_update(RhCudaEngine* engine, const RhCudaHostBatch* batch,
+                              const RhCudaUpdateConfig* config, RhCudaDiagnostics* diagnostics,
+                              RhCudaHostState* state_out);
+
+/* ---- engine_state.c */
+RhCudaStatus rh_engine_new(const RhCudaEngineOptions* options, RhCudaEngine** out,
+                           RhErrorBuffer* err);
+void rh_engine_free(RhCudaEngine* engine);
+RhCudaStatus rh_engine_restore_state(RhCudaEngine* engine, const RhCudaHostStateView* view);
+RhCudaStatus rh_engine_export_state(RhCudaEngine* engine, RhCudaHostState* state);
+/* Swaps the staged arrays in as the committed state and sets the counters. Cannot fail. */
+void rh_engine_commit(RhCudaEngine* engine, int64_t n_rows, double lambda, double weight_sum);
+
+#endif /* RH_CPU_ENGINE_H */

@@ -1,0 +1,39 @@
+/* The scalar pieces of spec/ALGORITHM.md, inlined into the row passes. */
+#ifndef RH_HUBER_PIECES_H
+#define RH_HUBER_PIECES_H
+
+#include <math.h>
+
+static inline double rh_huber_loss(double r, double tau) {
+  double a = fabs(r);
+  return a <= tau ? 0.5 * r * r : tau * a - 0.5 * tau * tau;
+}
+
+static inline double rh_huber_score(double r, double tau) {
+  return r < -tau ? -tau : (r > tau ? tau : r);
+}
+
+/* Derivative of the paper's quadratic-transition score: linear ramps of half-width h around
+ * +-tau, 1 inside, 0 outside. */
+static inline double rh_smoothed_curvature(double r, double tau, double h) {
+  if (r < -tau - h || r > tau + h) {
+    return 0.0;
+  }
+  if (r <= -tau + h) {
+    return 0.5 + (r + tau) / (2.0 * h);
+  }
+  if (r >= tau - h) {
+    return 0.5 - (r - tau) / (2.0 * h);
+  }
+  return 1.0;
+}
+
+static inline double rh_soft_threshold(double v, double t) {
+  double magnitude = fabs(v) - t;
+  if (!(magnitude > 0.0)) {
+    return 0.0;
+  }
+  return v > 0.0 ? magnitude : -magnitude;
+}
+
+#endif /* RH_HUBER_PIECES_H */

@@ -1,0 +1,31 @@
+#include "cpu_engine.h"
+
+/* f(beta) = [sum w rho(r) + delta' J delta / 2] / N - history . delta, and
+ * g(beta) = [-X'(w psi(r)) + J delta] / N - history, with delta = beta - beta0. J may be
+ * asymmetric (restored), so J delta is used as is, never symmetrised. */
+double rh_objective(const RhProblem* problem, const double* beta, double* gradient,
+                    double* curvature) {
+  const RhWorkspace* ws = problem->ws;
+  const int64_t P = problem->P;
+  const double inv_n = 1.0 / problem->total_weight;
+  double loss = 0.0;
+  rh_row_pass(problem, beta, &loss, gradient, gradient != NULL ? curvature : NULL);
+  double* delta = ws->scratch;
+  for (int64_t j = 0; j < P; ++j) {
+    delta[j] = beta[j] - ws->beta0[j];
+  }
+  double quadratic = 0.0, linear = 0.0;
+  for (int64_t i = 0; i < P; ++i) {
+    const double* row = ws->information + i * P;
+    double j_delta = 0.0;
+    for (int64_t k = 0; k < P; ++k) {
+      j_delta += row[k] * delta[k];
+    }
+    quadratic += delta[i] * j_delta;
+    linear += ws->history[i] * delta[i];
+    if (gradient != NULL) {
+      gradient[i] = (j_delta - gradient[i]) * inv_n - ws->history[i];
+    }
+  }
+  return (loss + 0.5 * quadratic) * inv_n - linear;
+}

@@ -1,0 +1,73 @@
+#include "cpu_engine.h"
+#include "huber_pieces.h"
+
+#define RH_T float
+#define RH_NAME(x) x##_f32
+#include "row_pass_typed.h"
+#undef RH_T
+#undef RH_NAME
+
+#define RH_T double
+#define RH_NAME(x) x##_f64
+#include "row_pass_typed.h"
+#undef RH_T
+#undef RH_NAME
+
+/* Thread-count independence: the blocks are fixed RH_ROW_BLOCK-row ranges, each block's
+ * partial sums go to its own slot, and the slots are added in block order below. Any OpenMP
+ * thread count therefore produces bitwise identical loss and gradient. */
+void rh_row_pass(const RhProblem* problem, const double* beta, double* loss, double* gradient,
+                 double* curvature) {
+  const RhBatchData* d = &problem->data;
+  const int64_t n = d->n_rows;
+  const int64_t P = problem->P;
+  const int64_t n_blocks = (n + RH_ROW_BLOCK - 1) / RH_ROW_BLOCK;
+  double* block_loss = problem->ws->block_loss;
+  double* block_gradient = problem->ws->block_gradient;
+  const int is_f32 = d->dtype == RH_CUDA_DTYPE_FLOAT32;
+#pragma omp parallel for schedule(static) if (n_blocks > 1)
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    int64_t first = b * RH_ROW_BLOCK;
+    int64_t last = first + RH_ROW_BLOCK < n ? first + RH_ROW_BLOCK : n;
+    double* partial = gradient != NULL ? block_gradient + b * P : NULL;
+    if (is_f32) {
+      row_block_f32(problem, beta, first, last, block_loss + b, partial, curvature);
+    } else {
+      row_block_f64(problem, beta, first, last, block_loss + b, partial, curvature);
+    }
+  }
+  double total = 0.0;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    total += block_loss[b];
+  }
+  *loss = total;
+  if (gradient != NULL) {
+    for (int64_t j = 0; j < P; ++j) {
+      gradient[j] = block_gradient[j];
+    }
+    for (int64_t b = 1; b < n_blocks; ++b) {
+      const double* partial = block_gradient + b * P;
+      for (int64_t j = 0; j < P; ++j) {
+        gradient[j] += partial[j];
+      }
+    }
+  }
+}
+
+void rh_predict_rows(int32_t dtype, const void* x, int64_t n_rows, int64_t n_columns,
+                     int append_intercept, const double* beta, void* prediction) {
+  const int64_t n_blocks = (n_rows + RH_ROW_BLOCK - 1) / RH_ROW_BLOCK;
+  const double intercept = append_intercept ? beta[n_columns] : 0.0;
+#pragma omp parallel for schedule(static) if (n_blocks > 1)
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    int64_t first = b * RH_ROW_BLOCK;
+    int64_t last = first + RH_ROW_BLOCK < n_rows ? first + RH_ROW_BLOCK : n_rows;
+    if (dtype == RH_CUDA_DTYPE_FLOAT32) {
+      predict_block_f32((const float*)x, first, last, n_columns, intercept, beta,
+                        (float*)prediction);
+    } else {
+      predict_block_f64((const double*)x, first, last, n_columns, intercept, beta,
+                        (double*)prediction);
+    }
+  }
+}
