@@ -263,7 +263,8 @@ def _host_array(name: str, array, dtype: np.dtype) -> np.ndarray:
         raise ValidationError(f"{name} must be numeric, got an array of dtype {raw.dtype}")
     try:
         with np.errstate(over="ignore", invalid="ignore"):
-            converted = np.ascontiguousarray(raw, dtype=dtype)
+            # Not ascontiguousarray: it would turn a 0-d array into a 1-d one.
+            converted = np.asarray(raw, dtype=dtype, order="C")
     except (TypeError, ValueError) as error:
         raise ValidationError(
             f"{name} must contain real numbers only (no missing, complex or text values): {error}"
