@@ -73,13 +73,9 @@ def _column_list(text: str) -> list[str]:
 
 
 def package_version() -> str:
-    from importlib import metadata
+    from . import __version__
 
-    try:
-        return metadata.version("renewable-huber")
-    except metadata.PackageNotFoundError:
-        # Running from a source tree (PYTHONPATH=python) without an installed distribution.
-        return "0+unknown (not installed)"
+    return __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -229,7 +225,7 @@ def _stream_fit(args, model, table, features: list[str]) -> dict:
                                      f"{batches + 1}): {exc}") from exc
             batches += 1
             rows += block.shape[0]
-            not_converged += not bool(model.diagnostics_.converged)
+            not_converged += not model.diagnostics_["converged"]
             bar.update(block.shape[0])
             if args.checkpoint and args.checkpoint_every and batches % args.checkpoint_every == 0:
                 model.save(args.checkpoint)
@@ -252,9 +248,9 @@ def _fit_summary(args, model, features, rows_before, summary) -> str:
         f"rows seen in total: {int(model.n_samples_seen_):,}",
         f"batches not converged: {summary['not_converged']}",
         "last batch: "
-        f"iterations={diag.iterations} converged={bool(diag.converged)} "
-        f"objective={diag.objective:.6g} lambda={diag.lambda_value:.6g} "
-        f"bandwidth={diag.bandwidth:.6g} fallback={bool(diag.used_regularized_fallback)}",
+        f"iterations={diag['iterations']} converged={diag['converged']} "
+        f"objective={diag['objective']:.6g} lambda={diag['lambda_value']:.6g} "
+        f"bandwidth={diag['bandwidth']:.6g} fallback={diag['used_regularized_fallback']}",
         "",
     ]
     names = [*features, "(intercept)"]
@@ -462,6 +458,11 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
+    except BrokenPipeError:
+        # The reader went away (`... | head`): like any Unix filter, stop quietly. Pointing
+        # stdout at devnull keeps the interpreter's final flush from raising again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except UsageError as exc:
         if debug:
             raise
