@@ -48,23 +48,24 @@ def _cmake_build(source: Path, build: Path, *targets: str) -> subprocess.Complet
 
 
 @pytest.fixture(scope="module")
-def abi_build_dir(tmp_path_factory) -> Path:
+def abi_build(tmp_path_factory) -> tuple[Path, Path]:
+    """(build tree to run `cmake --build` in, folder holding rh_abi_layout)."""
     build_dir = os.environ.get("RH_BUILD_DIR")
     if build_dir:
-        path = Path(build_dir) / "abi" / "tests"
-        assert path.is_dir(), f"RH_BUILD_DIR={build_dir} has no abi/tests (built without RH_BUILD_TESTS?)"
-        return path
+        probe_dir = Path(build_dir) / "abi" / "tests"
+        assert probe_dir.is_dir(), f"RH_BUILD_DIR={build_dir} has no abi/tests (RH_BUILD_TESTS off?)"
+        return Path(build_dir), probe_dir
     if shutil.which("cmake") is None:
         pytest.skip("cmake is not installed and RH_BUILD_DIR is unset: cannot build the layout probe")
     path = tmp_path_factory.mktemp("abi_tests_build")
     result = _cmake_build(REPO / "abi" / "tests", path)
     assert result.returncode == 0, result.stdout + result.stderr
-    return path
+    return path, path
 
 
 @pytest.fixture(scope="module")
-def layout(abi_build_dir) -> dict:
-    probe = abi_build_dir / ("rh_abi_layout.exe" if os.name == "nt" else "rh_abi_layout")
+def layout(abi_build) -> dict:
+    probe = abi_build[1] / ("rh_abi_layout.exe" if os.name == "nt" else "rh_abi_layout")
     assert probe.is_file(), f"layout probe missing at {probe}"
     output = subprocess.run([str(probe)], check=True, capture_output=True, text=True).stdout
     return json.loads(output)
@@ -260,11 +261,11 @@ def test_binding_source_quotes_each_c_declaration():
         assert _normalise(f"{returns} {declared['name']}({params});") in comment_text, declared["name"]
 
 
-def test_header_compiles_as_c99_c11_cxx17_and_twice(abi_build_dir):
+def test_header_compiles_as_c99_c11_cxx17_and_twice(abi_build):
     if shutil.which("cmake") is None:
         pytest.skip("cmake is not installed")
     result = subprocess.run(
-        ["cmake", "--build", str(abi_build_dir), "--target", *HEADER_CHECK_TARGETS],
+        ["cmake", "--build", str(abi_build[0]), "--target", *HEADER_CHECK_TARGETS],
         capture_output=True,
         text=True,
     )
