@@ -160,6 +160,8 @@ class Plan:
 
 
 def _side_order(sides: list[Side], round_index: int) -> list[Side]:
+    if not sides:
+        return []
     shift = round_index % len(sides)
     return sides[shift:] + sides[:shift]
 
