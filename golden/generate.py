@@ -147,7 +147,10 @@ def _v1_cases() -> list[dict]:
 
 def _v2_cases() -> list[dict]:
     weighted = _Stream(201, [1.0, -0.8, 0.0, 1.6], intercept=-0.5)
-    f32 = _Stream(202, [1.8, 0.0, -1.1, 0.0, 0.0, 0.9], intercept=0.0)
+    # Low noise and no outliers keep the float32 objective's rounding far below LAMM's
+    # acceptance margin, so the float32 oracle converges where float64 does (see
+    # _check_float32_oracle); with gross outliers it stops early at a poor point.
+    f32 = _Stream(202, [1.8, 0.0, -1.1, 0.0, 0.0, 0.9], intercept=0.0, noise=0.05)
     sparse = _Stream(203, [2.5, 0.0, 0.0, 0.0, -2.0, 0.0, 0.0, 0.0], intercept=5.0)
     unpenalised = _Stream(204, [0.6, -1.4, 2.2], intercept=1.5)
     l1 = {"penalty": "l1", "tol": 1e-6, "max_iter": 1000}
@@ -166,9 +169,9 @@ def _v2_cases() -> list[dict]:
         {
             "id": "l1-float32-no-intercept-true-zeros",
             "description": "Float32 L1 stream without an intercept, three of six true "
-            "coefficients zero, three batches.",
+            "coefficients zero, low noise, three batches.",
             "config": _estimator_config(dtype="float32", fit_intercept=False, **l1),
-            "batches": [f32.batch(40, outliers=2) for _ in range(3)],
+            "batches": [f32.batch(40) for _ in range(3)],
             "probe_X": f32.features(PROBE_ROWS),
         },
         {
@@ -277,6 +280,33 @@ def _run_case(spec: dict) -> tuple[dict, list[bool]]:
     return case, fallbacks
 
 
+# A float32 oracle must sit well inside the C engine's float32 tolerance (GOLDEN.md: rtol 4e-4,
+# atol 4e-5) of the same stream computed in float64, or engines that accumulate in double
+# would fail against rounding noise of the oracle rather than against a real difference.
+FLOAT32_ORACLE_SLACK = (1e-4, 1e-5)
+
+
+def _float32_oracle_problem(spec: dict, case: dict) -> str | None:
+    as64 = dict(spec, config=dict(spec["config"], dtype="float64"))
+    as64["batches"] = [
+        {k: None if v is None else np.asarray(v, dtype=np.float32).astype(np.float64) for k, v in b.items()}
+        for b in spec["batches"]
+    ]
+    as64["probe_X"] = np.asarray(spec["probe_X"], dtype=np.float32).astype(np.float64)
+    reference64, _ = _run_case(as64)
+    rtol, atol = FLOAT32_ORACLE_SLACK
+    pairs = zip(case["expected"]["states"], reference64["expected"]["states"])
+    for index, (state32, state64) in enumerate(pairs):
+        for key in ("coefficients", "information"):
+            a, b = np.asarray(state32[key]), np.asarray(state64[key])
+            if not np.allclose(a, b, rtol=rtol, atol=atol):
+                worst = float(np.max(np.abs(a - b)))
+                return f"batch {index + 1} {key} differs from float64 by up to {worst:.3g}"
+        if state32["diagnostics"]["converged"] != state64["diagnostics"]["converged"]:
+            return f"batch {index + 1} converged differs from float64"
+    return None
+
+
 def _check_expectations(name: str, cases: list[dict], fallbacks: list[list[bool]]) -> None:
     """The properties GOLDEN.md promises about each corpus; a violated one means the cases
     no longer test what they claim, so generation stops."""
@@ -301,9 +331,14 @@ def build_corpus(name: str) -> str:
     version, specs = {"native_core_v1.json": (1, _v1_cases), "native_core_v2.json": (2, _v2_cases)}[
         name
     ]
-    results = [_run_case(spec) for spec in specs()]
+    specs = specs()
+    results = [_run_case(spec) for spec in specs]
     cases = [case for case, _ in results]
     _check_expectations(name, cases, [fallback for _, fallback in results])
+    for spec, case in zip(specs, cases):
+        problem = case["config"]["dtype"] == "float32" and _float32_oracle_problem(spec, case)
+        if problem:
+            raise RuntimeError(f"{name} case {case['id']}: poor float32 oracle: {problem}")
     document = {"schema": SCHEMA_NAME, "schema_version": version, "oracle": ORACLE, "cases": cases}
     return json.dumps(document, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
