@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
             negative_cases_path=args.negative_cases,
             report=lambda result: print(result.line(), flush=True),
         )
-    except (RenewableHuberError, OSError) as error:
+    except (RenewableHuberError, FileNotFoundError, PermissionError, ValueError) as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 2
     verdict = "CONFORMS" if summary.passed else "DOES NOT CONFORM"
