@@ -1,0 +1,97 @@
+"""The conformance kit against built engine libraries: librh_cpu must pass every replay,
+migration and negative case; librh_cpu_broken_history (the historical L1 subgradient dropped)
+must be caught. RH_CPU_LIBRARY or RH_BUILD_DIR select the build; otherwise the repo's
+build/dev or build/ctest is used, and the tests skip with a reason when none is built."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from renewable_huber.conformance import AbiEngine, main, run_conformance
+
+REPO = Path(__file__).resolve().parents[2]
+_CPU_SUBPATH = Path("engines") / "cpu_c"
+
+
+def _build_dirs() -> list[Path]:
+    if os.environ.get("RH_BUILD_DIR"):
+        return [Path(os.environ["RH_BUILD_DIR"])]
+    return [REPO / "build" / "dev", REPO / "build" / "ctest"]
+
+
+def _library(name: str) -> Path:
+    if name == "librh_cpu.so" and os.environ.get("RH_CPU_LIBRARY"):
+        return Path(os.environ["RH_CPU_LIBRARY"])
+    if os.environ.get("RH_CPU_LIBRARY"):
+        sibling = Path(os.environ["RH_CPU_LIBRARY"]).with_name(name)
+        if sibling.is_file():
+            return sibling
+    for build in _build_dirs():
+        candidate = build / _CPU_SUBPATH / name
+        if candidate.is_file():
+            return candidate
+    pytest.skip(f"{name} is not built (set RH_BUILD_DIR or RH_CPU_LIBRARY, or build build/dev)")
+
+
+@pytest.fixture(scope="module")
+def cpu_summary():
+    return run_conformance(AbiEngine(_library("librh_cpu.so")))
+
+
+def test_cpu_engine_passes_every_replay_and_migration_case(cpu_summary):
+    failures = [r.line() for r in cpu_summary.results if r.failed]
+    assert failures == []
+    replays = [r for r in cpu_summary.results if r.kind == "replay"]
+    migrations = [r for r in cpu_summary.results if r.kind == "migration"]
+    assert len(replays) == 8 and all(r.outcome == "PASS" for r in replays)
+    assert len(migrations) == 20 and all(r.outcome == "PASS" for r in migrations)
+    assert all(r.worst is not None and r.worst <= 1.0 for r in replays + migrations)
+
+
+def test_cpu_engine_refuses_every_negative_case_with_state_unchanged(cpu_summary):
+    negatives = [r for r in cpu_summary.results if r.kind == "negative"]
+    ran = [r for r in negatives if r.outcome != "SKIP"]
+    # 49 cases in each dtype, none needing device memory skipped: a host engine must refuse
+    # device input with UNAVAILABLE, which the kit checks rather than skips.
+    assert len(ran) == 98 and all(r.outcome == "PASS" for r in ran)
+    device = [r for r in ran if r.id.startswith("device-batch-on-host-engine")]
+    assert device and all(r.detail.startswith("UNAVAILABLE") for r in device)
+
+
+def test_broken_history_engine_is_caught_on_the_multi_batch_l1_cases():
+    summary = run_conformance(AbiEngine(_library("librh_cpu_broken_history.so")))
+    by_id = {(r.kind, r.id): r for r in summary.results}
+    for case in (
+        "native_core_v1/l1-intercept-two-batches",
+        "native_core_v2/l1-weighted-three-batches",
+        "native_core_v2/l1-float32-no-intercept-true-zeros",
+        "native_core_v2/l1-sparse-truth-unpenalised-intercept",
+    ):
+        assert by_id[("replay", case)].outcome == "FAIL", case
+    # Cases without a historical subgradient (unpenalised, one batch, lambda 0) still pass:
+    # the kit pins the fault, it does not fail everything.
+    assert by_id[("replay", "native_core_v1/weighted-none-intercept-two-batches")].outcome == "PASS"
+    assert by_id[("replay", "native_core_v2/l1-lambda-scale-zero-stream")].outcome == "PASS"
+    assert not summary.passed
+
+
+def test_cli_main_exits_non_zero_and_prints_fail_lines_for_the_broken_engine(capsys):
+    broken = _library("librh_cpu_broken_history.so")
+    assert main(["--library", str(broken), "--corpus", str(REPO / "golden" / "native_core_v2.json")]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert any(
+        line.startswith("FAIL") and "native_core_v2/l1-weighted-three-batches" in line for line in out
+    )
+    assert out[-1].startswith("DOES NOT CONFORM")
+
+
+def test_cli_main_exits_zero_for_the_cpu_engine_with_its_capabilities(capsys):
+    library = _library("librh_cpu.so")
+    capabilities = REPO / "conformance" / "capabilities" / "cpu.json"
+    assert main(["--library", str(library), "--capabilities", str(capabilities)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "tolerance profile: cpu"
+    assert out[-1].startswith("CONFORMS")
