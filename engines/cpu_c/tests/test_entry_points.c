@@ -1,0 +1,450 @@
+/* Every entry point's success path and every refusal: status, message naming the field, and
+ * a committed state left byte-identical. */
+#include "test_support.h"
+
+#define P_FEATURES 3
+#define P_PARAMS 4 /* with the intercept */
+#define N_ROWS 40
+
+static double X[N_ROWS * P_FEATURES], Y[N_ROWS];
+
+typedef struct Snapshot {
+  double coefficients[P_PARAMS];
+  double information[P_PARAMS * P_PARAMS];
+  RhCudaHostState header;
+} Snapshot;
+
+static Snapshot snapshot(RhCudaEngine* engine) {
+  Snapshot s;
+  memset(&s, 0, sizeof s);
+  s.header = rh_state_out(s.coefficients, s.information);
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, &s.header), RH_CUDA_SUCCESS);
+  s.header.coefficients = NULL;
+  s.header.information = NULL;
+  return s;
+}
+
+static int same_state(const Snapshot* a, const Snapshot* b) { return memcmp(a, b, sizeof *a) == 0; }
+
+static RhCudaEngine* engine_with_one_batch(void) {
+  RhCudaEngineOptions o = rh_options(RH_CUDA_DTYPE_FLOAT64, P_PARAMS);
+  RhCudaEngine* engine = NULL;
+  CHECK_STATUS(rh_cuda_engine_create(&o, &engine), RH_CUDA_SUCCESS);
+  RhCudaUpdateConfig c = rh_config(P_FEATURES, RH_CUDA_PENALTY_NONE);
+  RhCudaHostBatch b = rh_batch(X, Y, NULL, N_ROWS, P_FEATURES, N_ROWS);
+  RhCudaDiagnostics d = rh_diagnostics();
+  CHECK_STATUS(rh_cuda_engine_update_host(engine, &b, &c, &d), RH_CUDA_SUCCESS);
+  return engine;
+}
+
+static void test_library_queries(void) {
+  CHECK(rh_cuda_abi_version() == RH_CUDA_ABI_VERSION);
+  int32_t value = -7;
+  CHECK_STATUS(rh_cuda_is_available(&value), RH_CUDA_SUCCESS);
+  CHECK(value == 1);
+  CHECK_STATUS(rh_cuda_device_count(&value), RH_CUDA_SUCCESS);
+  CHECK(value == 0);
+  CHECK_STATUS(rh_cuda_is_available(NULL), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_last_error(), "available");
+  CHECK_STATUS(rh_cuda_device_count(NULL), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_last_error(), "count");
+  RhCudaRuntimeInfo info;
+  memset(&info, 0x5a, sizeof info);
+  info.abi_version = RH_CUDA_ABI_VERSION;
+  info.struct_size = sizeof info;
+  CHECK_STATUS(rh_cuda_runtime_info(&info), RH_CUDA_SUCCESS);
+  CHECK(info.runtime_version == 0 && info.driver_version == 0 && info.device_count == 0);
+  CHECK(strcmp(rh_cuda_last_error(), "") == 0);
+  info.struct_size = 8;
+  CHECK_STATUS(rh_cuda_runtime_info(&info), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_last_error(), "RhCudaRuntimeInfo.struct_size");
+  CHECK_STATUS(rh_cuda_runtime_info(NULL), RH_CUDA_INVALID_ARGUMENT);
+}
+
+static void expect_create_fails(RhCudaEngineOptions o, const char* field) {
+  RhCudaEngine* engine = (RhCudaEngine*)&o; /* must be reset to NULL */
+  CHECK_STATUS(rh_cuda_engine_create(&o, &engine), RH_CUDA_INVALID_ARGUMENT);
+  CHECK(engine == NULL);
+  CHECK_CONTAINS(rh_cuda_last_error(), field);
+}
+
+static void test_engine_create_refusals(void) {
+  RhCudaEngineOptions o = rh_options(RH_CUDA_DTYPE_FLOAT64, P_PARAMS);
+  RhCudaEngine* engine = NULL;
+  CHECK_STATUS(rh_cuda_engine_create(NULL, &engine), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_last_error(), "RhCudaEngineOptions");
+  CHECK_STATUS(rh_cuda_engine_create(&o, NULL), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_last_error(), "out_engine");
+  RhCudaEngineOptions bad = o;
+  bad.abi_version = 1;
+  expect_create_fails(bad, "abi_version");
+  bad = o;
+  bad.struct_size = 16;
+  expect_create_fails(bad, "struct_size");
+  bad = o;
+  bad.dtype = 3;
+  expect_create_fails(bad, "dtype");
+  bad = o;
+  bad.device_id = 0;
+  expect_create_fails(bad, "device_id");
+  bad = o;
+  bad.n_parameters = 0;
+  expect_create_fails(bad, "n_parameters");
+  bad = o;
+  bad.n_parameters = -5;
+  expect_create_fails(bad, "n_parameters");
+  bad = o;
+  bad.n_parameters = (int64_t)1 << 40; /* P * P overflows */
+  expect_create_fails(bad, "n_parameters");
+  bad = o;
+  bad.reserved0 = (uint64_t)1 << 5;
+  expect_create_fails(bad, "unknown bits");
+  bad = o;
+  bad.reserved0 = RH_CUDA_ENGINE_FLAG_FAST_MATH;
+  expect_create_fails(bad, "FAST_MATH");
+}
+
+static void test_flags_are_requested_but_not_enabled(void) {
+  RhCudaEngineOptions o = rh_options(RH_CUDA_DTYPE_FLOAT32, P_PARAMS);
+  o.reserved0 = RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS | RH_CUDA_ENGINE_FLAG_FAST_MATH;
+  RhCudaEngine* engine = NULL;
+  CHECK_STATUS(rh_cuda_engine_create(&o, &engine), RH_CUDA_SUCCESS);
+  RhCudaEngineFeatures f;
+  memset(&f, 0x7f, sizeof f);
+  f.abi_version = RH_CUDA_ABI_VERSION;
+  f.struct_size = sizeof f;
+  CHECK_STATUS(rh_cuda_engine_features(engine, &f), RH_CUDA_SUCCESS);
+  CHECK(f.requested_flags == o.reserved0);
+  CHECK(f.enabled_flags == 0 && f.graph_captures == 0 && f.graph_replays == 0 &&
+        f.graph_fallbacks == 0);
+  f.abi_version = 9;
+  CHECK_STATUS(rh_cuda_engine_features(engine, &f), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "RhCudaEngineFeatures.abi_version");
+  CHECK_STATUS(rh_cuda_engine_features(engine, NULL), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_STATUS(rh_cuda_engine_destroy(engine), RH_CUDA_SUCCESS);
+}
+
+static void test_null_engine_everywhere(void) {
+  CHECK_STATUS(rh_cuda_engine_destroy(NULL), RH_CUDA_SUCCESS);
+  CHECK(strcmp(rh_cuda_engine_last_error(NULL), "engine is null") == 0);
+  uintptr_t stream = 1;
+  CHECK_STATUS(rh_cuda_engine_stream(NULL, &stream), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_last_error(), "engine");
+  CHECK_STATUS(rh_cuda_engine_synchronize(NULL), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_STATUS(rh_cuda_engine_restore(NULL, NULL), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_STATUS(rh_cuda_engine_copy_state(NULL, NULL), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_STATUS(rh_cuda_engine_update_host(NULL, NULL, NULL, NULL), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_STATUS(rh_cuda_engine_update_host_with_state(NULL, NULL, NULL, NULL, NULL),
+               RH_CUDA_INVALID_ARGUMENT);
+  CHECK_STATUS(rh_cuda_engine_update_device_with_state(NULL, NULL, NULL, NULL, NULL),
+               RH_CUDA_INVALID_ARGUMENT);
+  CHECK_STATUS(rh_cuda_engine_predict(NULL, NULL), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_STATUS(rh_cuda_engine_features(NULL, NULL), RH_CUDA_INVALID_ARGUMENT);
+}
+
+static void test_services_and_device_calls(void) {
+  RhCudaEngine* engine = engine_with_one_batch();
+  uintptr_t stream = 99;
+  CHECK_STATUS(rh_cuda_engine_stream(engine, &stream), RH_CUDA_SUCCESS);
+  CHECK(stream == 0);
+  CHECK_STATUS(rh_cuda_engine_stream(engine, NULL), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_STATUS(rh_cuda_engine_synchronize(engine), RH_CUDA_SUCCESS);
+  CHECK(strcmp(rh_cuda_engine_last_error(engine), "") == 0);
+  Snapshot before = snapshot(engine);
+  RhCudaDeviceBatch device_batch;
+  memset(&device_batch, 0, sizeof device_batch);
+  RhCudaUpdateConfig c = rh_config(P_FEATURES, RH_CUDA_PENALTY_NONE);
+  RhCudaDiagnostics d = rh_diagnostics();
+  CHECK_STATUS(rh_cuda_engine_update_device_with_state(engine, &device_batch, &c, &d, NULL),
+               RH_CUDA_UNAVAILABLE);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "device memory");
+  Snapshot after = snapshot(engine);
+  CHECK(same_state(&before, &after));
+
+  double out[N_ROWS];
+  RhCudaPrediction p;
+  memset(&p, 0, sizeof p);
+  p.abi_version = RH_CUDA_ABI_VERSION;
+  p.struct_size = sizeof p;
+  p.x_design = X;
+  p.prediction = out;
+  p.n_rows = N_ROWS;
+  p.n_columns = P_FEATURES;
+  p.n_features_in = P_FEATURES;
+  p.input_location = RH_CUDA_MEMORY_DEVICE;
+  CHECK_STATUS(rh_cuda_engine_predict(engine, &p), RH_CUDA_UNAVAILABLE);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "input_location");
+  p.input_location = 0;
+  CHECK_STATUS(rh_cuda_engine_predict(engine, &p), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "input_location");
+  p.input_location = RH_CUDA_MEMORY_HOST;
+  p.reserved0 = 1;
+  CHECK_STATUS(rh_cuda_engine_predict(engine, &p), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "reserved0");
+  p.reserved0 = 0;
+  p.n_columns = P_FEATURES + 2;
+  CHECK_STATUS(rh_cuda_engine_predict(engine, &p), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "n_columns");
+  p.n_columns = P_FEATURES;
+  p.prediction = NULL;
+  CHECK_STATUS(rh_cuda_engine_predict(engine, &p), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "prediction");
+  p.prediction = out;
+  CHECK_STATUS(rh_cuda_engine_predict(engine, &p), RH_CUDA_SUCCESS);
+  double expected = before.coefficients[P_PARAMS - 1];
+  for (int j = 0; j < P_FEATURES; ++j) {
+    expected += X[j] * before.coefficients[j];
+  }
+  CHECK_CLOSE(out[0], expected, 1e-14, 1e-14);
+  rh_cuda_engine_destroy(engine);
+}
+
+/* Runs one failing update and checks status, message and that nothing changed. */
+static void expect_update_fails(RhCudaEngine* engine, const RhCudaHostBatch* b,
+                                const RhCudaUpdateConfig* c, RhCudaStatus status,
+                                const char* field) {
+  Snapshot before = snapshot(engine);
+  RhCudaDiagnostics d = rh_diagnostics();
+  CHECK_STATUS(rh_cuda_engine_update_host(engine, b, c, &d), status);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), field);
+  Snapshot after = snapshot(engine);
+  CHECK(same_state(&before, &after));
+}
+
+static void test_update_refusals_leave_state_unchanged(void) {
+  RhCudaEngine* engine = engine_with_one_batch();
+  const RhCudaUpdateConfig good_c = rh_config(P_FEATURES, RH_CUDA_PENALTY_NONE);
+  const RhCudaHostBatch good_b = rh_batch(X, Y, NULL, N_ROWS, P_FEATURES, N_ROWS);
+  RhCudaUpdateConfig c = good_c;
+  RhCudaHostBatch b = good_b;
+
+  expect_update_fails(engine, &b, NULL, RH_CUDA_INVALID_ARGUMENT, "RhCudaUpdateConfig");
+  expect_update_fails(engine, NULL, &c, RH_CUDA_INVALID_ARGUMENT, "RhCudaHostBatch");
+  c.struct_size = 64;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "RhCudaUpdateConfig.struct_size");
+  c = good_c;
+  c.abi_version = 3;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "RhCudaUpdateConfig.abi_version");
+  c = good_c;
+  c.penalty = 2;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "penalty");
+  c = good_c;
+  c.reserved0 = 1;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "reserved0");
+  c = good_c;
+  c.n_features_in = 1;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "n_features_in");
+  c = good_c;
+  c.max_iter = 0;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "max_iter");
+  c = good_c;
+  c.max_iter = (int64_t)INT32_MAX + 1;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "max_iter");
+  c = good_c;
+  c.tau = NAN;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "tau");
+  c = good_c;
+  c.bandwidth_scale = 0.0;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "bandwidth_scale");
+  c = good_c;
+  c.tolerance = -1.0;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "tolerance");
+  c = good_c;
+  c.ridge = INFINITY;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "ridge");
+  c = good_c;
+  c.lambda_scale = -0.5;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "lambda_scale");
+  c = good_c;
+
+  b.struct_size = 48;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "RhCudaHostBatch.struct_size");
+  b = good_b;
+  b.x_design = NULL;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "x_design");
+  b = good_b;
+  b.y = NULL;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, ".y");
+  b = good_b;
+  b.n_rows = 0;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "n_rows");
+  b = good_b;
+  b.n_rows = -3;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "n_rows");
+  b = good_b;
+  b.n_columns = P_FEATURES + 2;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "n_columns");
+  b = good_b;
+  b.n_columns = -1;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "n_columns");
+  b = good_b;
+  b.n_rows = INT64_MAX / 2; /* n_rows * n_columns overflows before anything is read */
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "overflows");
+  b = good_b;
+  b.batch_weight = 0.0;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "batch_weight");
+  b = good_b;
+  b.batch_weight = N_ROWS + 1.0;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "batch_weight");
+
+  double x_bad[N_ROWS * P_FEATURES], y_bad[N_ROWS], w[N_ROWS];
+  memcpy(x_bad, X, sizeof x_bad);
+  x_bad[5 * P_FEATURES + 2] = NAN;
+  b = rh_batch(x_bad, Y, NULL, N_ROWS, P_FEATURES, N_ROWS);
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "x_design[5, 2]");
+  x_bad[5 * P_FEATURES + 2] = INFINITY;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "x_design[5, 2]");
+  memcpy(y_bad, Y, sizeof y_bad);
+  y_bad[7] = -INFINITY;
+  b = rh_batch(X, y_bad, NULL, N_ROWS, P_FEATURES, N_ROWS);
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "y[7]");
+  for (int i = 0; i < N_ROWS; ++i) {
+    w[i] = 1.0;
+  }
+  w[11] = NAN;
+  b = rh_batch(X, Y, w, N_ROWS, P_FEATURES, N_ROWS);
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "sample_weight[11]");
+  w[11] = -1.0;
+  b = rh_batch(X, Y, w, N_ROWS, P_FEATURES, N_ROWS - 2.0);
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "sample_weight[11]");
+  w[11] = 1.0;
+  b = rh_batch(X, Y, w, N_ROWS, P_FEATURES, N_ROWS * 1.01);
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "batch_weight");
+  for (int i = 0; i < N_ROWS; ++i) {
+    w[i] = 0.0;
+  }
+  b = rh_batch(X, Y, w, N_ROWS, P_FEATURES, 1.0);
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "batch_weight");
+
+  b = good_b;
+  RhCudaDiagnostics d = rh_diagnostics();
+  d.struct_size = 40;
+  Snapshot before = snapshot(engine);
+  CHECK_STATUS(rh_cuda_engine_update_host(engine, &b, &c, &d), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "RhCudaDiagnostics.struct_size");
+  CHECK_STATUS(rh_cuda_engine_update_host(engine, &b, &c, NULL), RH_CUDA_INVALID_ARGUMENT);
+  d = rh_diagnostics();
+  CHECK_STATUS(rh_cuda_engine_update_host_with_state(engine, &b, &c, &d, NULL),
+               RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "RhCudaHostState");
+  double coef[P_PARAMS];
+  RhCudaHostState s = rh_state_out(coef, NULL);
+  CHECK_STATUS(rh_cuda_engine_update_host_with_state(engine, &b, &c, &d, &s),
+               RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "information");
+  Snapshot after = snapshot(engine);
+  CHECK(same_state(&before, &after));
+
+  /* A good call still works after all those refusals, and clears the message. */
+  CHECK_STATUS(rh_cuda_engine_update_host(engine, &good_b, &good_c, &d), RH_CUDA_SUCCESS);
+  CHECK(strcmp(rh_cuda_engine_last_error(engine), "") == 0);
+  rh_cuda_engine_destroy(engine);
+}
+
+static void test_update_with_state_exports_the_commit(void) {
+  RhCudaEngine* engine = engine_with_one_batch();
+  RhCudaUpdateConfig c = rh_config(P_FEATURES, RH_CUDA_PENALTY_L1);
+  RhCudaHostBatch b = rh_batch(X, Y, NULL, N_ROWS, P_FEATURES, N_ROWS);
+  RhCudaDiagnostics d = rh_diagnostics();
+  double coef[P_PARAMS], info[P_PARAMS * P_PARAMS];
+  RhCudaHostState s = rh_state_out(coef, info);
+  CHECK_STATUS(rh_cuda_engine_update_host_with_state(engine, &b, &c, &d, &s), RH_CUDA_SUCCESS);
+  CHECK(s.n_samples_seen == 2 * N_ROWS && s.batch_count == 2 && s.weight_sum == 2.0 * N_ROWS);
+  CHECK(s.previous_lambda == d.lambda_value && d.lambda_value > 0.0);
+  Snapshot now = snapshot(engine);
+  CHECK(memcmp(now.coefficients, coef, sizeof coef) == 0);
+  CHECK(memcmp(now.information, info, sizeof info) == 0);
+  rh_cuda_engine_destroy(engine);
+}
+
+static void test_restore_refusals_and_asymmetric_round_trip(void) {
+  RhCudaEngine* engine = engine_with_one_batch();
+  double coef[P_PARAMS] = {0.5, -1.25, 3.0, 0.125};
+  double info[P_PARAMS * P_PARAMS];
+  for (int k = 0; k < P_PARAMS * P_PARAMS; ++k) {
+    info[k] = (k % 5 == 0 ? 10.0 : 0.0) + 0.01 * k; /* asymmetric on purpose */
+  }
+  RhCudaHostStateView v;
+  memset(&v, 0, sizeof v);
+  v.abi_version = RH_CUDA_ABI_VERSION;
+  v.struct_size = sizeof v;
+  v.coefficients = coef;
+  v.information = info;
+  v.n_samples_seen = 123;
+  v.batch_count = 4;
+  v.previous_lambda = 0.25;
+  v.weight_sum = 99.5;
+  const RhCudaHostStateView good = v;
+  Snapshot before = snapshot(engine);
+#define EXPECT_RESTORE_FAILS(stmt, field)                                          \
+  do {                                                                             \
+    v = good;                                                                      \
+    stmt;                                                                          \
+    CHECK_STATUS(rh_cuda_engine_restore(engine, &v), RH_CUDA_INVALID_ARGUMENT);    \
+    CHECK_CONTAINS(rh_cuda_engine_last_error(engine), field);                      \
+    Snapshot rh_after_ = snapshot(engine);                                         \
+    CHECK(same_state(&before, &rh_after_));                                        \
+  } while (0)
+  EXPECT_RESTORE_FAILS(v.struct_size = 8, "struct_size");
+  EXPECT_RESTORE_FAILS(v.abi_version = 0, "abi_version");
+  EXPECT_RESTORE_FAILS(v.coefficients = NULL, "coefficients");
+  EXPECT_RESTORE_FAILS(v.information = NULL, "information");
+  EXPECT_RESTORE_FAILS(v.n_samples_seen = -1, "n_samples_seen");
+  EXPECT_RESTORE_FAILS(v.batch_count = 0, "batch_count");
+  EXPECT_RESTORE_FAILS(v.batch_count = 200, "batch_count");
+  EXPECT_RESTORE_FAILS(v.previous_lambda = NAN, "previous_lambda");
+  EXPECT_RESTORE_FAILS(v.weight_sum = 0.0, "weight_sum");
+  EXPECT_RESTORE_FAILS(v.weight_sum = INFINITY, "weight_sum");
+  info[6] = NAN;
+  EXPECT_RESTORE_FAILS((void)0, "information[1, 2]");
+  info[6] = 0.06;
+  coef[2] = INFINITY;
+  EXPECT_RESTORE_FAILS((void)0, "coefficients[2]");
+  coef[2] = 3.0;
+  CHECK_STATUS(rh_cuda_engine_restore(engine, NULL), RH_CUDA_INVALID_ARGUMENT);
+#undef EXPECT_RESTORE_FAILS
+
+  v = good;
+  CHECK_STATUS(rh_cuda_engine_restore(engine, &v), RH_CUDA_SUCCESS);
+  double coef_out[P_PARAMS], info_out[P_PARAMS * P_PARAMS];
+  RhCudaHostState s = rh_state_out(coef_out, info_out);
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, &s), RH_CUDA_SUCCESS);
+  CHECK(memcmp(coef_out, coef, sizeof coef) == 0);
+  CHECK(memcmp(info_out, info, sizeof info) == 0);
+  CHECK(s.n_samples_seen == 123 && s.batch_count == 4 && s.previous_lambda == 0.25 &&
+        s.weight_sum == 99.5);
+  s.struct_size = 4;
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, &s), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "RhCudaHostState.struct_size");
+  s = rh_state_out(NULL, info_out);
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, &s), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "coefficients");
+
+  /* An update against the asymmetric information keeps its asymmetry (J + symmetric G). */
+  RhCudaUpdateConfig c = rh_config(P_FEATURES, RH_CUDA_PENALTY_NONE);
+  RhCudaHostBatch b = rh_batch(X, Y, NULL, N_ROWS, P_FEATURES, N_ROWS);
+  RhCudaDiagnostics d = rh_diagnostics();
+  CHECK_STATUS(rh_cuda_engine_update_host(engine, &b, &c, &d), RH_CUDA_SUCCESS);
+  s = rh_state_out(coef_out, info_out);
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, &s), RH_CUDA_SUCCESS);
+  CHECK_CLOSE(info_out[1] - info_out[4], info[1] - info[4], 1e-12, 1e-12);
+  rh_cuda_engine_destroy(engine);
+}
+
+int main(void) {
+  for (int i = 0; i < N_ROWS * P_FEATURES; ++i) {
+    X[i] = rh_normal();
+  }
+  for (int i = 0; i < N_ROWS; ++i) {
+    Y[i] = 1.0 + X[i * P_FEATURES] - 2.0 * X[i * P_FEATURES + 2] + 0.1 * rh_normal();
+  }
+  RUN_TEST(test_library_queries);
+  RUN_TEST(test_engine_create_refusals);
+  RUN_TEST(test_flags_are_requested_but_not_enabled);
+  RUN_TEST(test_null_engine_everywhere);
+  RUN_TEST(test_services_and_device_calls);
+  RUN_TEST(test_update_refusals_leave_state_unchanged);
+  RUN_TEST(test_update_with_state_exports_the_commit);
+  RUN_TEST(test_restore_refusals_and_asymmetric_round_trip);
+  return TEST_MAIN_RESULT();
+}
