@@ -444,3 +444,30 @@ def test_a_flip_anywhere_is_refused_or_harmless(tmp_path, saved):
         else:
             assert_same_state(loaded, estimator)
     assert refused > len(content) // 5 * 0.8
+
+
+# -- other engines ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ["native_cpu", "cupy", "native_cuda"])
+def test_numpy_checkpoint_resumes_on_another_engine(tmp_path, engine):
+    from renewable_huber import backends
+
+    reason = backends.unavailable_reason(engine)
+    if reason is not None:
+        pytest.skip(f"{engine} unavailable here: {reason}")
+    batches = make_batches()
+    uninterrupted = stream(RenewableHuberRegressor(backend="numpy"), batches)
+    stream(RenewableHuberRegressor(backend="numpy"), batches[:2]).save(tmp_path / "h.npz")
+    resumed = RenewableHuberRegressor.load(tmp_path / "h.npz", backend=engine)
+    assert resumed.backend_ == engine
+    stream(resumed, batches[2:])
+    # Cross-engine equality is tolerance-based (spec/GOLDEN.md, float64 engines).
+    np.testing.assert_allclose(resumed.state_.coefficients, uninterrupted.state_.coefficients,
+                               rtol=2e-8, atol=3e-9)
+    np.testing.assert_allclose(resumed.state_.information, uninterrupted.state_.information,
+                               rtol=2e-8, atol=3e-9)
+    assert resumed.n_samples_seen_ == uninterrupted.n_samples_seen_
+    assert resumed.state_.batch_count == 4
+    resumed.save(tmp_path / "back.npz")
+    assert RenewableHuberRegressor.load(tmp_path / "back.npz", backend="numpy").backend_ == "numpy"
