@@ -142,7 +142,7 @@ def test_state_counters_diagnostics_and_information_follow_the_spec():
     assert diag.objective == pytest.approx(expected_objective, rel=1e-10)
 
 
-def test_inputs_are_never_mutated():
+def test_inputs_are_never_mutated_nor_aliased():
     rng = np.random.default_rng(3)
     X, y = linear_data(rng, 50, [1.0, 2.0])
     w = rng.uniform(0.5, 1.5, size=50)
@@ -150,9 +150,11 @@ def test_inputs_are_never_mutated():
     state, _ = run_stream([(X, y, None)], config)
     Xd = with_ones(X)
     copies = [a.copy() for a in (Xd, y, w, state.coefficients, state.information)]
-    core.renewable_update(np, state, Xd, y, w, config)
+    new_state, _ = core.renewable_update(np, state, Xd, y, w, config)
     for before, after in zip(copies, (Xd, y, w, state.coefficients, state.information)):
         np.testing.assert_array_equal(before, after)
+    assert not np.shares_memory(new_state.coefficients, state.coefficients)
+    assert not np.shares_memory(new_state.information, state.information)
 
 
 # ---------------------------------------------------------------- estimating equations

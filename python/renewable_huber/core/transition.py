@@ -71,7 +71,9 @@ def renewable_update(xp, state: RenewableState, X_design, y, sample_weight, conf
     if config.penalty == "l1":
         reported_objective += lam * float(xp.sum(xp.abs(result.beta) * problem.mask))
     new_state = RenewableState(
-        coefficients=result.beta,
+        # a solver whose first iteration accepts nothing returns beta0 itself, and the new
+        # state must never alias the caller's arrays
+        coefficients=xp.array(result.beta, copy=True),
         information=information,
         n_samples_seen=int(state.n_samples_seen) + int(X_design.shape[0]),
         batch_count=int(state.batch_count) + 1,
