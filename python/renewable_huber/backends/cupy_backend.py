@@ -23,7 +23,10 @@ def cupy_unavailable_reason() -> str | None:
     try:
         import cupy
     except ImportError as error:
-        return f"CuPy is not installed ({error}); install the wheel for your CUDA version, e.g. pip install cupy-cuda12x"
+        return (
+            f"CuPy is not installed ({error}); install the wheel for your CUDA version, "
+            "e.g. pip install cupy-cuda12x"
+        )
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as error:  # CUDA driver/runtime problems surface as assorted types
