@@ -150,8 +150,8 @@ class Worker:
         self._synchronize()
         seconds = time.perf_counter() - start
         del estimator
-        iterations = [int(d.iterations) for d in diagnostics]
-        converged = all(bool(d.converged) for d in diagnostics)
+        iterations = [int(_field(d, "iterations")) for d in diagnostics]
+        converged = all(bool(_field(d, "converged")) for d in diagnostics)
         return seconds, iterations, converged
 
     def _new_estimator(self):
@@ -212,6 +212,13 @@ class Worker:
             if value is not None:
                 return value() if callable(value) else value
         return None
+
+
+def _field(diagnostics, name: str):
+    """diagnostics_ is a mapping in this project and an object with attributes in the peer."""
+    if isinstance(diagnostics, dict):
+        return diagnostics[name]
+    return getattr(diagnostics, name)
 
 
 def main() -> int:
