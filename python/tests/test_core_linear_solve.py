@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from renewable_huber import core
+from renewable_huber.exceptions import EngineError
 
 
 def spd(rng, n):
@@ -86,6 +87,14 @@ def test_solution_keeps_the_working_dtype(dtype):
             solution.x, np.linalg.solve(matrix.astype(np.float64), b.astype(np.float64)),
             rtol=1e-3 if dtype == np.float32 else 1e-11,
         )
+
+
+def test_non_finite_system_is_a_numerical_error():
+    A = np.array([[np.inf, 0.0], [0.0, 1.0]])
+    with pytest.raises(EngineError, match="NUMERICAL_ERROR"):
+        core.solve_linear(np, A, np.ones(2))
+    with pytest.raises(EngineError, match="NUMERICAL_ERROR"):
+        core.solve_linear(np, np.eye(2), np.array([1.0, np.nan]))
 
 
 def test_inputs_are_not_modified():

@@ -9,7 +9,7 @@ import pytest
 
 from renewable_huber import core
 from renewable_huber.config import UpdateConfig
-from renewable_huber.exceptions import ValidationError
+from renewable_huber.exceptions import EngineError, ValidationError
 from renewable_huber.state import RenewableState
 
 
@@ -416,3 +416,17 @@ def test_missing_intercept_column_and_bad_shapes_are_refused():
     bad_penalty = dataclasses.replace(config, penalty="l2")
     with pytest.raises(ValidationError, match="penalty"):
         core.renewable_update(np, state, with_ones(X), y, None, bad_penalty)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+def test_overflow_is_a_numerical_error_and_leaves_the_state_alone():
+    # residuals are zero at beta0, so every row has full curvature and X'X overflows
+    X = np.array([[1e200], [2e200], [-1e200]])
+    y = np.array([1.0, 2.0, -1.0])
+    config = make_config(1, fit_intercept=False)
+    state = RenewableState(np.array([1e-200]), np.eye(1), n_samples_seen=4, batch_count=1,
+                           weight_sum=4.0)
+    with pytest.raises(EngineError, match="NUMERICAL_ERROR"):
+        core.renewable_update(np, state, X, y, None, config)
+    np.testing.assert_array_equal(state.coefficients, [1e-200])
+    np.testing.assert_array_equal(state.information, np.eye(1))

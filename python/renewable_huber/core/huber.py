@@ -11,9 +11,13 @@ from ..exceptions import ValidationError
 
 
 def huber_loss(xp, r, tau: float):
-    """rho(r): quadratic inside [-tau, tau], linear with slope tau outside."""
-    a = xp.abs(r)
-    return xp.where(a <= tau, 0.5 * r * r, tau * a - 0.5 * tau * tau)
+    """rho(r): quadratic inside [-tau, tau], linear with slope tau outside.
+
+    Written as psi(r) * (r - psi(r) / 2), which is r^2/2 inside and tau |r| - tau^2/2
+    outside, so huge residuals are never squared (no spurious overflow).
+    """
+    score = huber_score(xp, r, tau)
+    return score * (r - 0.5 * score)
 
 
 def huber_score(xp, r, tau: float):

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy
 
+from .numerical_error import numerical_error
+
 # Relative pivot floor of docs/decisions.md: a factorisation is refused when its smallest
 # pivot is below PIVOT_FACTOR * P * eps times its largest.
 PIVOT_FACTOR = 64.0
@@ -106,7 +108,13 @@ def minimum_norm_solve(xp, A, b):
 
 def solve_linear(xp, A, b) -> LinearSolution:
     """Solve A x = b along the ladder: Cholesky when A is bitwise symmetric, then pivoted LU,
-    then the minimum-norm SVD solution (always finite)."""
+    then the minimum-norm SVD solution (always finite).
+
+    Raises EngineError (NUMERICAL_ERROR) when A or b already holds Inf/NaN (overflow upstream),
+    where no rung could produce a meaningful step.
+    """
+    if not (bool(xp.all(xp.isfinite(A))) and bool(xp.all(xp.isfinite(b)))):
+        raise numerical_error("the Newton system holds non-finite values (overflow)")
     if bool(xp.all(A == A.T)):
         x = cholesky_solve(xp, A, b)
         if x is not None:

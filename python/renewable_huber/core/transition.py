@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from ..config import UpdateConfig
 from ..diagnostics import Diagnostics
-from ..exceptions import EngineError, ValidationError
+from ..exceptions import ValidationError
 from ..state import RenewableState
 from .gram import weighted_gram
 from .lamm_solver import solve_lamm
 from .newton_solver import solve_newton
+from .numerical_error import numerical_error
 from .objective import RenewableProblem, curvature_weights
 
 
@@ -62,10 +63,7 @@ def renewable_update(xp, state: RenewableState, X_design, y, sample_weight, conf
     batch_information = weighted_gram(xp, X_design, curvature_weights(problem, result.residual))
     information = state.information + batch_information
     if not (bool(xp.all(xp.isfinite(result.beta))) and bool(xp.all(xp.isfinite(information)))):
-        raise EngineError(
-            "NUMERICAL_ERROR: the batch transition produced non-finite coefficients or "
-            "information (overflow); the state is unchanged"
-        )
+        raise numerical_error("the batch produced non-finite coefficients or information")
     lam = problem.lambda_value
     reported_objective = result.objective
     if config.penalty == "l1":
