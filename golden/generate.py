@@ -161,8 +161,7 @@ def _v2_cases() -> list[dict]:
             "weights, three batches.",
             "config": _estimator_config(**l1),
             "batches": [
-                weighted.batch(30, outliers=2, weights=[0.0, 0.25, 1.0, 2.0, 4.0])
-                for _ in range(3)
+                weighted.batch(30, outliers=2, weights=[0.0, 0.25, 1.0, 2.0, 4.0]) for _ in range(3)
             ],
             "probe_X": weighted.features(PROBE_ROWS),
         },
@@ -270,7 +269,9 @@ def _run_case(spec: dict) -> tuple[dict, list[bool]]:
             {
                 "X": _matrix(b["X"]),
                 "y": _vector(b["y"]),
-                "sample_weight": None if b["sample_weight"] is None else _vector(b["sample_weight"]),
+                "sample_weight": None
+                if b["sample_weight"] is None
+                else _vector(b["sample_weight"]),
             }
             for b in batches
         ],
@@ -289,13 +290,16 @@ FLOAT32_ORACLE_SLACK = (1e-4, 1e-5)
 def _float32_oracle_problem(spec: dict, case: dict) -> str | None:
     as64 = dict(spec, config=dict(spec["config"], dtype="float64"))
     as64["batches"] = [
-        {k: None if v is None else np.asarray(v, dtype=np.float32).astype(np.float64) for k, v in b.items()}
+        {
+            k: None if v is None else np.asarray(v, dtype=np.float32).astype(np.float64)
+            for k, v in b.items()
+        }
         for b in spec["batches"]
     ]
     as64["probe_X"] = np.asarray(spec["probe_X"], dtype=np.float32).astype(np.float64)
     reference64, _ = _run_case(as64)
     rtol, atol = FLOAT32_ORACLE_SLACK
-    pairs = zip(case["expected"]["states"], reference64["expected"]["states"])
+    pairs = zip(case["expected"]["states"], reference64["expected"]["states"], strict=True)
     for index, (state32, state64) in enumerate(pairs):
         for key in ("coefficients", "information"):
             a, b = np.asarray(state32[key]), np.asarray(state64[key])
@@ -335,7 +339,7 @@ def build_corpus(name: str) -> str:
     results = [_run_case(spec) for spec in specs]
     cases = [case for case, _ in results]
     _check_expectations(name, cases, [fallback for _, fallback in results])
-    for spec, case in zip(specs, cases):
+    for spec, case in zip(specs, cases, strict=True):
         problem = case["config"]["dtype"] == "float32" and _float32_oracle_problem(spec, case)
         if problem:
             raise RuntimeError(f"{name} case {case['id']}: poor float32 oracle: {problem}")
@@ -361,7 +365,7 @@ def _differences(committed, regenerated, path: str = "$") -> list[str]:
         if len(committed) != len(regenerated):
             return [f"{path}: length {len(committed)} committed, {len(regenerated)} regenerated"]
         found = []
-        for index, (a, b) in enumerate(zip(committed, regenerated)):
+        for index, (a, b) in enumerate(zip(committed, regenerated, strict=True)):
             found += _differences(a, b, f"{path}[{index}]")
         return found
     if committed != regenerated or type(committed) is not type(regenerated):

@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from renewable_huber.conformance import AbiEngine, main, run_conformance
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,10 +79,14 @@ def test_broken_history_engine_is_caught_on_the_multi_batch_l1_cases():
 
 def test_cli_main_exits_non_zero_and_prints_fail_lines_for_the_broken_engine(capsys):
     broken = _library("librh_cpu_broken_history.so")
-    assert main(["--library", str(broken), "--corpus", str(REPO / "golden" / "native_core_v2.json")]) == 1
+    assert (
+        main(["--library", str(broken), "--corpus", str(REPO / "golden" / "native_core_v2.json")])
+        == 1
+    )
     out = capsys.readouterr().out.splitlines()
     assert any(
-        line.startswith("FAIL") and "native_core_v2/l1-weighted-three-batches" in line for line in out
+        line.startswith("FAIL") and "native_core_v2/l1-weighted-three-batches" in line
+        for line in out
     )
     assert out[-1].startswith("DOES NOT CONFORM")
 

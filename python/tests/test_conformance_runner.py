@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from renewable_huber.conformance import (
     Capabilities,
     ReferenceEngine,
@@ -99,14 +98,24 @@ def test_iteration_differences_are_reported_not_failed(tmp_path):
 
 def test_undeclared_dtype_is_skipped_with_its_reason(tmp_path, capsys):
     capabilities = tmp_path / "caps.json"
-    capabilities.write_text(json.dumps({
-        "schema": "renewable-huber-capabilities", "schema_version": 1, "dtypes": ["float64"],
-        "penalties": ["none", "l1"], "device_input": False, "device_predict": False,
-    }))
+    capabilities.write_text(
+        json.dumps(
+            {
+                "schema": "renewable-huber-capabilities",
+                "schema_version": 1,
+                "dtypes": ["float64"],
+                "penalties": ["none", "l1"],
+                "device_input": False,
+                "device_predict": False,
+            }
+        )
+    )
     assert main(["--reference", "--capabilities", str(capabilities)]) == 0
     skipped = [line for line in capsys.readouterr().out.splitlines() if line.startswith("SKIP")]
-    assert any("float32-none-no-intercept-one-batch" in line and "dtype float32" in line
-               for line in skipped)
+    assert any(
+        "float32-none-no-intercept-one-batch" in line and "dtype float32" in line
+        for line in skipped
+    )
     assert any("l1-float32-no-intercept-true-zeros@2" in line for line in skipped)
 
 

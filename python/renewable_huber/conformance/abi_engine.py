@@ -17,7 +17,10 @@ from ..diagnostics import Diagnostics
 from ..state import RenewableState
 from .session import EngineCallFailed
 
-DTYPE_CODES = {np.dtype(np.float32): _abi.RH_CUDA_DTYPE_FLOAT32, np.dtype(np.float64): _abi.RH_CUDA_DTYPE_FLOAT64}
+DTYPE_CODES = {
+    np.dtype(np.float32): _abi.RH_CUDA_DTYPE_FLOAT32,
+    np.dtype(np.float64): _abi.RH_CUDA_DTYPE_FLOAT64,
+}
 PENALTY_CODES = {"none": _abi.RH_CUDA_PENALTY_NONE, "l1": _abi.RH_CUDA_PENALTY_L1}
 
 
@@ -62,7 +65,11 @@ def make_config(config: UpdateConfig) -> _abi.RhCudaUpdateConfig:
 
 
 def make_batch(design: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None):
-    weight = float(design.shape[0]) if sample_weight is None else float(np.sum(sample_weight, dtype=np.float64))
+    weight = (
+        float(design.shape[0])
+        if sample_weight is None
+        else float(np.sum(sample_weight, dtype=np.float64))
+    )
     return _abi.make(
         _abi.RhCudaHostBatch,
         x_design=pointer(design),
@@ -149,7 +156,10 @@ class AbiSession:
             previous_lambda=float(state.previous_lambda),
             weight_sum=float(state.weight_sum),
         )
-        self._check(self.lib.rh_cuda_engine_restore(self.handle, ctypes.byref(view)), "rh_cuda_engine_restore")
+        self._check(
+            self.lib.rh_cuda_engine_restore(self.handle, ctypes.byref(view)),
+            "rh_cuda_engine_restore",
+        )
 
     def copy_state(self) -> RenewableState:
         buffers = StateBuffers(self.n_parameters, self.dtype)
@@ -158,7 +168,9 @@ class AbiSession:
         return buffers.snapshot()
 
     def update(self, X, y, sample_weight, config: UpdateConfig, append_intercept: bool):
-        design = design_for_engine(host_array(X, self.dtype), config.fit_intercept, append_intercept)
+        design = design_for_engine(
+            host_array(X, self.dtype), config.fit_intercept, append_intercept
+        )
         y = host_array(y, self.dtype)
         weights = None if sample_weight is None else host_array(sample_weight, self.dtype)
         batch = make_batch(design, y, weights)
@@ -176,7 +188,9 @@ class AbiSession:
         return buffers.snapshot(), diagnostics_from(diagnostics)
 
     def predict(self, X, config: UpdateConfig, append_intercept: bool) -> np.ndarray:
-        design = design_for_engine(host_array(X, self.dtype), config.fit_intercept, append_intercept)
+        design = design_for_engine(
+            host_array(X, self.dtype), config.fit_intercept, append_intercept
+        )
         output = np.full(design.shape[0], np.nan, dtype=self.dtype)
         request = _abi.make(
             _abi.RhCudaPrediction,
@@ -188,7 +202,10 @@ class AbiSession:
             input_location=_abi.RH_CUDA_MEMORY_HOST,
             reserved0=0,
         )
-        self._check(self.lib.rh_cuda_engine_predict(self.handle, ctypes.byref(request)), "rh_cuda_engine_predict")
+        self._check(
+            self.lib.rh_cuda_engine_predict(self.handle, ctypes.byref(request)),
+            "rh_cuda_engine_predict",
+        )
         return output
 
     def close(self) -> None:

@@ -28,7 +28,7 @@ class Capabilities:
     device_predict: bool
 
     @classmethod
-    def everything_on_host(cls) -> "Capabilities":
+    def everything_on_host(cls) -> Capabilities:
         """The default without a file: the full host contract (every engine must support it),
         no device memory."""
         return cls(frozenset(_DTYPES), frozenset(_PENALTIES), False, False)
@@ -70,7 +70,9 @@ def load_capabilities(path: str | Path) -> Capabilities:
         raise ValidationError(f"capabilities {path}: cannot read JSON ({error})") from error
     if not isinstance(document, dict) or set(document) != _KEYS:
         keys = sorted(document) if isinstance(document, dict) else type(document).__name__
-        raise ValidationError(f"capabilities {path}: keys must be exactly {sorted(_KEYS)}, got {keys}")
+        raise ValidationError(
+            f"capabilities {path}: keys must be exactly {sorted(_KEYS)}, got {keys}"
+        )
     if document["schema"] != SCHEMA_NAME or document["schema_version"] != 1:
         raise ValidationError(
             f"capabilities {path}: schema must be {SCHEMA_NAME!r} version 1, got "

@@ -20,7 +20,9 @@ def _parser() -> argparse.ArgumentParser:
         "against an engine driven only through the rh_cuda ABI (see conformance/README.md).",
     )
     target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--library", metavar="PATH", help="shared library exporting the 17 ABI symbols")
+    target.add_argument(
+        "--library", metavar="PATH", help="shared library exporting the 17 ABI symbols"
+    )
     target.add_argument(
         "--reference", action="store_true", help="check the NumPy reference against the corpora"
     )

@@ -13,12 +13,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..state import RenewableState
+from .case_config import update_config
 from .corpus import ExpectedState, GoldenCase
 from .replay import result_from, stream
 from .report import CheckResult
 from .session import EngineCallFailed, EngineSession, EngineUnderTest
 from .tolerances import Comparison, Tolerance
-from .case_config import update_config
 
 
 def _as_state(expected: ExpectedState) -> RenewableState:
@@ -43,7 +43,9 @@ def _state_after(engine: EngineUnderTest, case: GoldenCase, k: int) -> Renewable
         source.close()
 
 
-def _check_round_trip(comparison: Comparison, session: EngineSession, restored: RenewableState) -> None:
+def _check_round_trip(
+    comparison: Comparison, session: EngineSession, restored: RenewableState
+) -> None:
     copied = session.copy_state()
     comparison.exact(
         "restore/copy_state round trip coefficients (bitwise)",
@@ -58,18 +60,29 @@ def _check_round_trip(comparison: Comparison, session: EngineSession, restored: 
     comparison.exact(
         "restore/copy_state round trip counters",
         (copied.n_samples_seen, copied.batch_count, copied.previous_lambda, copied.weight_sum),
-        (restored.n_samples_seen, restored.batch_count, restored.previous_lambda, restored.weight_sum),
+        (
+            restored.n_samples_seen,
+            restored.batch_count,
+            restored.previous_lambda,
+            restored.weight_sum,
+        ),
     )
 
 
-def _migrate(engine: EngineUnderTest, case: GoldenCase, k: int, source: str, profile: str) -> CheckResult:
+def _migrate(
+    engine: EngineUnderTest, case: GoldenCase, k: int, source: str, profile: str
+) -> CheckResult:
     name = f"{case.qualified_id}@{k}<-{source}"
     comparison = Comparison(Tolerance.for_case(case.rtol, case.atol, profile, case.config["dtype"]))
     try:
-        state = _as_state(case.states[k - 1]) if source == "corpus" else _state_after(engine, case, k)
+        state = (
+            _as_state(case.states[k - 1]) if source == "corpus" else _state_after(engine, case, k)
+        )
         target = engine.open(np.dtype(case.dtype), case.n_parameters)
     except EngineCallFailed as failure:
-        return CheckResult("migration", name, "FAIL", detail=str(failure), last_error=failure.message)
+        return CheckResult(
+            "migration", name, "FAIL", detail=str(failure), last_error=failure.message
+        )
     differences: list[int] = []
     error = None
     try:

@@ -18,7 +18,7 @@ import numpy as np
 from .. import _abi
 from ..exceptions import ValidationError
 from ..state import RenewableState
-from .abi_engine import AbiSession, DTYPE_CODES, StateBuffers, pointer
+from .abi_engine import DTYPE_CODES, AbiSession, StateBuffers, pointer
 from .capabilities import Capabilities
 from .corpus import data_file
 from .report import CheckResult
@@ -55,7 +55,9 @@ def load_negative_cases(path: str | Path) -> dict:
                 f"negative case {case['id']!r}: call {case['call']!r} is not one of {CALLS}"
             )
         for status in case["expect_status"]:
-            if not isinstance(getattr(_abi, status, None), int) or not status.startswith("RH_CUDA_"):
+            if not isinstance(getattr(_abi, status, None), int) or not status.startswith(
+                "RH_CUDA_"
+            ):
                 raise ValidationError(f"negative case {case['id']!r}: unknown status {status!r}")
     return document
 
@@ -79,7 +81,9 @@ class _Call:
         self.arrays = {
             "X": np.ascontiguousarray(X),
             "y": np.ascontiguousarray(np.asarray(fixture["y"], dtype=lib_dtype)),
-            "sample_weight": np.ascontiguousarray(np.asarray(fixture["sample_weight"], dtype=lib_dtype)),
+            "sample_weight": np.ascontiguousarray(
+                np.asarray(fixture["sample_weight"], dtype=lib_dtype)
+            ),
             "probe_X": np.ascontiguousarray(probe),
             "prediction": np.zeros(probe.shape[0], dtype=lib_dtype),
             "coefficients": np.ascontiguousarray(state.coefficients),
@@ -172,13 +176,17 @@ class _Call:
             return lib.rh_cuda_engine_update_host(
                 handle, self._ref("batch"), self._ref("config"), self._ref("diagnostics")
             )
-        batch = self._ref("batch", "device_batch" if call == "update_device_with_state" else "batch")
+        batch = self._ref(
+            "batch", "device_batch" if call == "update_device_with_state" else "batch"
+        )
         function = (
             lib.rh_cuda_engine_update_device_with_state
             if call == "update_device_with_state"
             else lib.rh_cuda_engine_update_host_with_state
         )
-        return function(handle, batch, self._ref("config"), self._ref("diagnostics"), self._ref("state"))
+        return function(
+            handle, batch, self._ref("config"), self._ref("diagnostics"), self._ref("state")
+        )
 
 
 def _state_bytes(state: RenewableState) -> tuple:
@@ -208,7 +216,9 @@ def _run_one(engine, case: dict, fixture: dict, dtype: np.dtype) -> CheckResult:
     try:
         session = engine.open(dtype, len(fixture["X"][0]) + int(fixture["fit_intercept"]))
     except EngineCallFailed as failure:
-        return CheckResult("negative", name, "FAIL", detail=str(failure), last_error=failure.message)
+        return CheckResult(
+            "negative", name, "FAIL", detail=str(failure), last_error=failure.message
+        )
     try:
         _prime(session, fixture, dtype)
         call = _Call(session, fixture, dtype)
@@ -225,7 +235,9 @@ def _run_one(engine, case: dict, fixture: dict, dtype: np.dtype) -> CheckResult:
             session.lib.rh_cuda_engine_destroy(call.out_engine)
         after = _state_bytes(session.copy_state())
     except EngineCallFailed as failure:
-        return CheckResult("negative", name, "FAIL", detail=str(failure), last_error=failure.message)
+        return CheckResult(
+            "negative", name, "FAIL", detail=str(failure), last_error=failure.message
+        )
     finally:
         session.close()
     problems = []
@@ -249,14 +261,19 @@ def negative_checks(engine, document: dict, capabilities: Capabilities) -> list[
         count = 2 * len(document["cases"])
         return [
             CheckResult(
-                "negative", f"all {count} negative cases", "SKIP", detail="the engine is not driven through the ABI"
+                "negative",
+                f"all {count} negative cases",
+                "SKIP",
+                detail="the engine is not driven through the ABI",
             )
         ]
     results = []
     for dtype_name in ("float64", "float32"):
         for case in document["cases"]:
             name = f"{case['id']}[{dtype_name}]"
-            reason = capabilities.missing_for(dtype_name) or capabilities.unmet(case.get("requires", {}))
+            reason = capabilities.missing_for(dtype_name) or capabilities.unmet(
+                case.get("requires", {})
+            )
             if reason:
                 results.append(CheckResult("negative", name, "SKIP", detail=reason))
             else:

@@ -44,7 +44,9 @@ def check_empty(comparison: Comparison, session: EngineSession, n_parameters: in
     state = session.copy_state()
     comparison.exact("fresh engine coefficients", state.coefficients.tolist(), [0.0] * n_parameters)
     comparison.exact(
-        "fresh engine information", state.information.tolist(), [[0.0] * n_parameters] * n_parameters
+        "fresh engine information",
+        state.information.tolist(),
+        [[0.0] * n_parameters] * n_parameters,
     )
     comparison.exact(
         "fresh engine counters",
@@ -66,14 +68,25 @@ def stream(
     differences = []
     for index in range(first_batch, len(case.batches)):
         batch = case.batches[index]
-        state, diagnostics = session.update(batch.X, batch.y, batch.sample_weight, config, append_intercept)
-        differences.append(compare_state(comparison, f"batch {index + 1}", state, diagnostics, case.states[index]))
+        state, diagnostics = session.update(
+            batch.X, batch.y, batch.sample_weight, config, append_intercept
+        )
+        differences.append(
+            compare_state(comparison, f"batch {index + 1}", state, diagnostics, case.states[index])
+        )
     predictions = session.predict(case.probe_X, config, append_intercept)
     comparison.close("predictions", predictions, case.predictions)
     return differences
 
 
-def result_from(kind: str, name: str, comparison: Comparison, differences, error: EngineCallFailed | None, session):
+def result_from(
+    kind: str,
+    name: str,
+    comparison: Comparison,
+    differences,
+    error: EngineCallFailed | None,
+    session,
+):
     if error is not None:
         return CheckResult(
             kind, name, "FAIL", comparison.worst, tuple(differences), str(error), error.message
@@ -82,7 +95,13 @@ def result_from(kind: str, name: str, comparison: Comparison, differences, error
         return CheckResult(kind, name, "PASS", comparison.worst, tuple(differences))
     last_error = session.last_error()
     return CheckResult(
-        kind, name, "FAIL", comparison.worst, tuple(differences), comparison.failure_summary(), last_error
+        kind,
+        name,
+        "FAIL",
+        comparison.worst,
+        tuple(differences),
+        comparison.failure_summary(),
+        last_error,
     )
 
 
@@ -92,7 +111,9 @@ def replay_case(engine: EngineUnderTest, case: GoldenCase, profile: str) -> Chec
     try:
         session = engine.open(np.dtype(case.dtype), case.n_parameters)
     except EngineCallFailed as failure:
-        return CheckResult("replay", case.qualified_id, "FAIL", detail=str(failure), last_error=failure.message)
+        return CheckResult(
+            "replay", case.qualified_id, "FAIL", detail=str(failure), last_error=failure.message
+        )
     differences: list[int] = []
     error = None
     try:

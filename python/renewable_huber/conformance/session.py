@@ -31,12 +31,19 @@ class EngineSession(Protocol):
     def copy_state(self) -> RenewableState: ...
 
     def update(
-        self, X: np.ndarray, y: np.ndarray, sample_weight, config: UpdateConfig, append_intercept: bool
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        sample_weight,
+        config: UpdateConfig,
+        append_intercept: bool,
     ) -> tuple[RenewableState, Diagnostics]:
         """X is (n, p). append_intercept=True hands the engine p columns and lets it append the
         intercept column itself; False hands it the expanded (n, P) design."""
 
-    def predict(self, X: np.ndarray, config: UpdateConfig, append_intercept: bool) -> np.ndarray: ...
+    def predict(
+        self, X: np.ndarray, config: UpdateConfig, append_intercept: bool
+    ) -> np.ndarray: ...
 
     def last_error(self) -> str: ...
 

@@ -29,7 +29,9 @@ class Tolerance:
     @classmethod
     def for_case(cls, case_rtol: float, case_atol: float, profile: str, dtype: str):
         if profile not in PROFILES:
-            raise ValueError(f"unknown tolerance profile {profile!r}; use one of {sorted(PROFILES)}")
+            raise ValueError(
+                f"unknown tolerance profile {profile!r}; use one of {sorted(PROFILES)}"
+            )
         profile_rtol, profile_atol = PROFILES[profile][dtype]
         return cls(max(case_rtol, profile_rtol), max(case_atol, profile_atol))
 
