@@ -34,9 +34,12 @@ def make_batches(n_batches=3, n=80, p=5, seed=2):
     return out
 
 
-@pytest.mark.parametrize(("dtype", "rtol"), [("float64", 1e-9), ("float32", 4e-4)])
+# float32 information gets a looser bound: a residual within rounding of a curvature knot
+# (+-tau +-h) changes its row's weight, and GPU and CPU round residuals differently.
+@pytest.mark.parametrize(("dtype", "rtol", "information_rtol"),
+                         [("float64", 1e-9, 1e-9), ("float32", 4e-4, 1e-2)])
 @pytest.mark.parametrize("penalty", ["none", "l1"])
-def test_cupy_matches_numpy_on_host_input(dtype, rtol, penalty):
+def test_cupy_matches_numpy_on_host_input(dtype, rtol, information_rtol, penalty):
     gpu = RenewableHuberRegressor(backend="cupy", dtype=dtype, penalty=penalty)
     cpu = RenewableHuberRegressor(backend="numpy", dtype=dtype, penalty=penalty)
     for X, y in make_batches():
@@ -48,11 +51,13 @@ def test_cupy_matches_numpy_on_host_input(dtype, rtol, penalty):
     np.testing.assert_allclose(gpu.state_.coefficients, cpu.state_.coefficients,
                                rtol=rtol, atol=rtol)
     np.testing.assert_allclose(gpu.state_.information, cpu.state_.information,
-                               rtol=rtol, atol=rtol)
+                               rtol=information_rtol, atol=information_rtol)
     prediction = gpu.predict(make_batches(1, seed=9)[0][0])
+    expected = cpu.predict(make_batches(1, seed=9)[0][0])
     assert isinstance(prediction, np.ndarray)
-    np.testing.assert_allclose(prediction, cpu.predict(make_batches(1, seed=9)[0][0]),
-                               rtol=rtol, atol=rtol)
+    # Predictions near zero carry the absolute error of the larger terms they cancel.
+    np.testing.assert_allclose(prediction, expected, rtol=rtol,
+                               atol=rtol * float(np.abs(expected).max()))
 
 
 def test_device_input_is_used_on_the_device_and_predict_returns_cupy(cp):
