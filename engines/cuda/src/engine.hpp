@@ -1,0 +1,98 @@
+// The engine behind the opaque RhCudaEngine handle: one device, one non-blocking stream with
+// cuBLAS/cuSOLVER bound to it, the committed state on the device, and workspaces that grow to
+// the largest batch seen.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cusolverDn.h>
+
+#include <cstdint>
+
+#include "device_buffer.hpp"
+#include "rh_common.h"
+#include "solver_types.hpp"
+
+namespace rh {
+
+// Failure injection for the rollback tests, chosen by RH_CUDA_TEST_INJECT_FAILURE at engine
+// creation ("cusolver": the linear solve fails as cuSOLVER would).
+enum class InjectedFailure { None, Cusolver };
+
+struct CommittedState {
+  GrowingBuffer coefficients;  // P values of the engine dtype
+  GrowingBuffer information;   // P x P row-major
+  int64_t n_samples_seen = 0;
+  int64_t batch_count = 0;
+  double previous_lambda = 0.0;
+  double weight_sum = 0.0;
+  bool information_symmetric = true;
+};
+
+struct Workspace {
+  // P-sized, allocated once at creation.
+  GrowingBuffer beta, beta0, dir, grad, jdelta, jdir, information64, hessian, gram, xtu;
+  GrowingBuffer singular_values, left_vectors, right_vectors, svd_scratch, pivots, solver_info;
+  GrowingBuffer solver_work, blas_work, candidates, candidate_deltas, candidate_jdeltas;
+  GrowingBuffer trial_terms, scalars, trial_partials;
+  // Row-sized, grown to the largest batch.
+  GrowingBuffer x_stage, y_stage, w_stage, residual, score, scaled_rows, row_partials;
+  GrowingBuffer prediction_stage;
+  // Pinned host memory: the status block, the exported state and the host-input chunks.
+  GrowingBuffer host_scalars{MemoryKind::PinnedHost};
+  GrowingBuffer host_state{MemoryKind::PinnedHost};
+  GrowingBuffer host_chunks[2] = {GrowingBuffer{MemoryKind::PinnedHost},
+                                  GrowingBuffer{MemoryKind::PinnedHost}};
+};
+
+struct GraphCounters {
+  uint64_t captures = 0;
+  uint64_t replays = 0;
+  uint64_t fallbacks = 0;
+};
+
+struct Engine {
+  int device = 0;
+  int32_t dtype = RH_CUDA_DTYPE_FLOAT64;
+  size_t elem_size = sizeof(double);
+  int64_t P = 0;
+  uint64_t requested_flags = 0;
+  uint64_t enabled_flags = 0;
+  InjectedFailure injected = InjectedFailure::None;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  cusolverDnHandle_t solver = nullptr;
+  gesvdjInfo_t svd_params = nullptr;
+  cudaEvent_t chunk_events[2] = {nullptr, nullptr};
+  int solver_work_elems = 0;
+  CommittedState committed;
+  CommittedState scratch;  // the next state is built here and swapped in on success
+  Workspace ws;
+  GraphCounters graphs;
+
+  bool graphs_enabled() const { return (enabled_flags & RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS) != 0; }
+  double dtype_epsilon() const;
+
+  void create(const RhCudaEngineOptions& options);
+  void release() noexcept;
+  void synchronize();
+};
+
+// Makes the engine's device current for the scope of an entry point and restores the caller's.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+}  // namespace rh
+
+struct RhCudaEngine {
+  RhErrorBuffer error;
+  rh::Engine impl;
+};

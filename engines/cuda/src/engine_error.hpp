@@ -1,0 +1,37 @@
+// The one exception type that travels inside librh_cuda; api_guard.hpp turns it into a status.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cusolverDn.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "rh_cuda.h"
+
+namespace rh {
+
+class EngineError : public std::runtime_error {
+ public:
+  EngineError(RhCudaStatus status, const std::string& message)
+      : std::runtime_error(message), status_(status) {}
+  RhCudaStatus status() const noexcept { return status_; }
+
+ private:
+  RhCudaStatus status_;
+};
+
+[[noreturn]] void fail(RhCudaStatus status, const char* fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+void check_cuda(cudaError_t rc, const char* what);
+void check_cublas(cublasStatus_t rc, const char* what);
+void check_cusolver(cusolverStatus_t rc, const char* what);
+// Picks up launch-configuration errors, which kernels report only through the last error.
+void check_launch(const char* kernel);
+
+}  // namespace rh

@@ -1,0 +1,72 @@
+// Launchers of the engine's kernels. Row kernels stream the batch once per call; step kernels
+// work on P-sized vectors and P x P matrices and run on a single block or a few warps.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "solver_types.hpp"
+
+namespace rh {
+
+int row_blocks(int64_t n_rows);
+
+// --- row passes (row_kernels.cu) -------------------------------------------------------------
+template <class T>
+void launch_validate_rows(const RowView<T>& rows, DeviceScalars* sc, double* partials,
+                          cudaStream_t s);
+template <class T>
+void launch_row_pass(const RowView<T>& rows, const double* beta, double tau,
+                     const DeviceScalars* sc, double* residual, T* score, T* scaled,
+                     double* partials, bool skip_when_done, cudaStream_t s);
+template <class T>
+void launch_newton_trials(const RowView<T>& rows, const double* residual, const double* dir,
+                          double tau, double* partials, cudaStream_t s);
+template <class T>
+void launch_lamm_trials(const RowView<T>& rows, const double* candidates, double tau,
+                        const DeviceScalars* sc, double* partials, cudaStream_t s);
+template <class T>
+void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t s);
+
+// --- P-sized steps (step_kernels.cu) ---------------------------------------------------------
+void launch_finish_validation(const double* partials, int blocks, const BatchConstants& k,
+                              DeviceScalars* sc, cudaStream_t s);
+// Sums the row-pass partials in a fixed order; with set_objective, F = rho_sum / N.
+void launch_reduce_row_partials(const double* partials, int blocks, bool set_objective,
+                                bool skip_when_done, DeviceScalars* sc, cudaStream_t s);
+template <class T>
+void launch_to_double(const T* in, double* out, int64_t count, cudaStream_t s);
+// g = (-X'u + J delta) / N - history term; also stores J delta.
+template <class T>
+void launch_gradient(const double* J, const double* beta, const double* beta0, const T* xtu,
+                     int64_t ncols_x, const BatchConstants& k, DeviceScalars* sc, double* g,
+                     double* jdelta, bool skip_when_done, cudaStream_t s);
+// H = (G + J) / N + ridge I, column-major for cuSOLVER, G mirrored from SYRK's upper triangle.
+template <class T>
+void launch_assemble_hessian(const T* gram, const double* J, const BatchConstants& k,
+                             const DeviceScalars* sc, double* H, cudaStream_t s);
+// Accepts a factor when info == 0 and min diag^2 > 64 P eps max diag^2 (squared: Cholesky).
+void launch_check_factor(const double* factor, const int* info, int64_t P, bool squared,
+                         double eps, DeviceScalars* sc, cudaStream_t s);
+void launch_matvec(const double* A, const double* v, double* out, int64_t P, cudaStream_t s);
+void launch_newton_select(const double* partials, int blocks, const double* dir,
+                          const double* jdelta, const double* jdir, const double* beta0,
+                          const BatchConstants& k, DeviceScalars* sc, double* beta,
+                          cudaStream_t s);
+void launch_svd_solve(const double* U, const double* S, const double* V, const double* g,
+                      int64_t P, double eps, double* scratch, double* dir, cudaStream_t s);
+void launch_lamm_candidates(int chunk, const double* beta, const double* beta0,
+                            const double* g, const BatchConstants& k, const DeviceScalars* sc,
+                            double* candidates, double* deltas, double* trial_terms,
+                            cudaStream_t s);
+void launch_lamm_quadratic(const double* J, const double* deltas, int64_t P,
+                           const DeviceScalars* sc, double* jdeltas, cudaStream_t s);
+void launch_lamm_pick(int chunk, const double* partials, int blocks, const double* candidates,
+                      const double* deltas, const double* jdeltas, const double* trial_terms,
+                      const BatchConstants& k, DeviceScalars* sc, double* beta,
+                      cudaStream_t s);
+// J_new = J + G (mirrored), beta_new = beta rounded to T, penalised objective, finiteness.
+template <class T>
+void launch_commit(const double* J, const T* gram, const double* beta, const BatchConstants& k,
+                   DeviceScalars* sc, T* info_out, T* coef_out, cudaStream_t s);
+
+}  // namespace rh

@@ -1,0 +1,102 @@
+// The Newton step's solve ladder (docs/decisions.md): Cholesky when H is bitwise symmetric,
+// then LU with partial pivoting, then the minimum-norm SVD solution. All in double.
+#include "engine_error.hpp"
+#include "kernels.hpp"
+#include "solvers.hpp"
+
+namespace rh {
+
+namespace {
+
+template <class T>
+void refuse_if_injected(UpdateContext<T>& ctx) {
+  if (ctx.e.injected == InjectedFailure::Cusolver) {
+    fail(RH_CUDA_CUSOLVER_ERROR,
+         "linear solve failed: injected cuSOLVER failure (RH_CUDA_TEST_INJECT_FAILURE=cusolver)");
+  }
+}
+
+template <class T>
+void assemble(UpdateContext<T>& ctx) {
+  launch_assemble_hessian<T>(ctx.gram(), ctx.information64(), ctx.k, ctx.device_scalars(),
+                             ctx.e.ws.hessian.template as<double>(), ctx.e.stream);
+}
+
+}  // namespace
+
+template <class T>
+void enqueue_cholesky_attempt(UpdateContext<T>& ctx) {
+  Engine& e = ctx.e;
+  const int n = static_cast<int>(ctx.k.P);
+  assemble(ctx);
+  check_cusolver(cusolverDnDpotrf(e.solver, CUBLAS_FILL_MODE_UPPER, n, e.ws.hessian.as<double>(),
+                                  n, e.ws.solver_work.as<double>(), e.solver_work_elems,
+                                  e.ws.solver_info.as<int>()),
+                 "cusolverDnDpotrf");
+  launch_check_factor(e.ws.hessian.as<double>(), e.ws.solver_info.as<int>(), ctx.k.P, true,
+                      ctx.k.pivot_epsilon, ctx.device_scalars(), e.stream);
+}
+
+template <class T>
+void enqueue_cholesky_solve(UpdateContext<T>& ctx) {
+  refuse_if_injected(ctx);
+  Engine& e = ctx.e;
+  const int n = static_cast<int>(ctx.k.P);
+  check_cuda(cudaMemcpyAsync(e.ws.dir.as<double>(), ctx.grad(), ctx.k.P * sizeof(double),
+                             cudaMemcpyDeviceToDevice, e.stream),
+             "cudaMemcpyAsync (rhs)");
+  check_cusolver(cusolverDnDpotrs(e.solver, CUBLAS_FILL_MODE_UPPER, n, 1,
+                                  e.ws.hessian.as<double>(), n, e.ws.dir.as<double>(), n,
+                                  e.ws.solver_info.as<int>()),
+                 "cusolverDnDpotrs");
+}
+
+template <class T>
+void solve_without_cholesky(UpdateContext<T>& ctx) {
+  refuse_if_injected(ctx);
+  Engine& e = ctx.e;
+  const int n = static_cast<int>(ctx.k.P);
+  double* H = e.ws.hessian.as<double>();
+  double* dir = e.ws.dir.as<double>();
+  int* info = e.ws.solver_info.as<int>();
+
+  assemble(ctx);
+  check_cusolver(cusolverDnDgetrf(e.solver, n, n, H, n, e.ws.solver_work.as<double>(),
+                                  e.ws.pivots.as<int>(), info),
+                 "cusolverDnDgetrf");
+  launch_check_factor(H, info, ctx.k.P, false, ctx.k.pivot_epsilon, ctx.device_scalars(),
+                      e.stream);
+  ctx.enqueue_readback();
+  ctx.wait_for_status();
+  if (ctx.status().factor_ok) {
+    check_cuda(cudaMemcpyAsync(dir, ctx.grad(), ctx.k.P * sizeof(double),
+                               cudaMemcpyDeviceToDevice, e.stream),
+               "cudaMemcpyAsync (rhs)");
+    check_cusolver(cusolverDnDgetrs(e.solver, CUBLAS_OP_N, n, 1, H, n, e.ws.pivots.as<int>(),
+                                    dir, n, info),
+                   "cusolverDnDgetrs");
+    return;
+  }
+  assemble(ctx);
+  check_cusolver(cusolverDnDgesvdj(e.solver, CUSOLVER_EIG_MODE_VECTOR, 0, n, n, H, n,
+                                   e.ws.singular_values.as<double>(),
+                                   e.ws.left_vectors.as<double>(), n,
+                                   e.ws.right_vectors.as<double>(), n,
+                                   e.ws.solver_work.as<double>(), e.solver_work_elems, info,
+                                   e.svd_params),
+                 "cusolverDnDgesvdj");
+  launch_svd_solve(e.ws.left_vectors.as<double>(), e.ws.singular_values.as<double>(),
+                   e.ws.right_vectors.as<double>(), ctx.grad(), ctx.k.P, ctx.k.pivot_epsilon,
+                   e.ws.svd_scratch.as<double>(), dir, e.stream);
+  ctx.used_svd = true;
+}
+
+#define RH_INSTANTIATE_LINEAR_SOLVE(T)                              \
+  template void enqueue_cholesky_attempt<T>(UpdateContext<T>&);    \
+  template void enqueue_cholesky_solve<T>(UpdateContext<T>&);      \
+  template void solve_without_cholesky<T>(UpdateContext<T>&);
+
+RH_INSTANTIATE_LINEAR_SOLVE(float)
+RH_INSTANTIATE_LINEAR_SOLVE(double)
+
+}  // namespace rh

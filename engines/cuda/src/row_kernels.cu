@@ -1,0 +1,232 @@
+// Passes over the rows of a batch. Each thread owns a fixed set of rows (grid-stride over a
+// grid that depends only on n_rows), keeps its sums in registers and the block writes one
+// partial per quantity, so every reduction is reproducible run to run.
+#include <cmath>
+
+#include "engine_error.hpp"
+#include "huber_math.cuh"
+#include "kernels.hpp"
+
+namespace rh {
+
+int row_blocks(int64_t n_rows) {
+  const int64_t wanted = (n_rows + kThreads - 1) / kThreads;
+  return static_cast<int>(wanted < kMaxRowBlocks ? wanted : kMaxRowBlocks);
+}
+
+namespace {
+
+template <class T>
+__device__ __forceinline__ double row_dot(const RowView<T>& rows, int64_t i, const double* v) {
+  const T* xi = rows.x + i * rows.ldx;
+  double dot = 0.0;
+  for (int64_t j = 0; j < rows.ncols_x; ++j) dot += static_cast<double>(xi[j]) * v[j];
+  if (rows.ncols_x < rows.P) dot += v[rows.P - 1];
+  return dot;
+}
+
+template <class T>
+__device__ __forceinline__ double row_weight(const RowView<T>& rows, int64_t i) {
+  return rows.w ? static_cast<double>(rows.w[i]) : 1.0;
+}
+
+template <class T>
+__global__ void validate_rows_kernel(RowView<T> rows, DeviceScalars* sc, double* partials) {
+  __shared__ double shared[kThreads];
+  double wsum = 0.0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows.n;
+       i += stride) {
+    const T* xi = rows.x + i * rows.ldx;
+    for (int64_t j = 0; j < rows.ncols_x; ++j) {
+      if (!isfinite(static_cast<double>(xi[j]))) {
+        atomicMin(&sc->first_bad_x, static_cast<unsigned long long>(i * rows.ncols_x + j));
+        break;
+      }
+    }
+    if (!isfinite(static_cast<double>(rows.y[i]))) {
+      atomicMin(&sc->first_bad_y, static_cast<unsigned long long>(i));
+    }
+    const double w = row_weight(rows, i);
+    if (!isfinite(w)) {
+      atomicMin(&sc->first_bad_w, static_cast<unsigned long long>(i));
+    } else if (w < 0.0) {
+      atomicMin(&sc->first_negative_w, static_cast<unsigned long long>(i));
+    }
+    wsum += w;
+  }
+  const double total = block_sum<kThreads>(wsum, shared);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+template <class T>
+__global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
+                                const DeviceScalars* sc, double* residual, T* score, T* scaled,
+                                double* partials, int skip_when_done) {
+  if (skip_when_done && sc->state != kRunning) return;
+  __shared__ double shared[kThreads];
+  const double h = sc->bandwidth;
+  double rho_acc = 0.0;
+  double score_acc = 0.0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows.n;
+       i += stride) {
+    const double r = static_cast<double>(rows.y[i]) - row_dot(rows, i, beta);
+    const double w = row_weight(rows, i);
+    const double u = w * huber_psi(r, tau);
+    rho_acc += w * huber_rho(r, tau);
+    score_acc += u;
+    residual[i] = r;
+    score[i] = static_cast<T>(u);
+    if (scaled != nullptr) {
+      // sqrt(w c) X feeds SYRK, which then forms X' diag(w c) X exactly symmetric.
+      const double root = sqrt(w * smoothed_curvature(r, tau, h));
+      const T* xi = rows.x + i * rows.ldx;
+      T* out = scaled + i * rows.P;
+      for (int64_t j = 0; j < rows.ncols_x; ++j) out[j] = static_cast<T>(root * static_cast<double>(xi[j]));
+      if (rows.ncols_x < rows.P) out[rows.P - 1] = static_cast<T>(root);
+    }
+  }
+  const double rho_total = block_sum<kThreads>(rho_acc, shared);
+  const double score_total = block_sum<kThreads>(score_acc, shared);
+  if (threadIdx.x == 0) {
+    partials[2 * blockIdx.x] = rho_total;
+    partials[2 * blockIdx.x + 1] = score_total;
+  }
+}
+
+// Every line-search trial in one pass: the candidate beta - t d has residual r + t (x . d).
+template <class T>
+__global__ void newton_trials_kernel(RowView<T> rows, const double* residual, const double* dir,
+                                     double tau, double* partials) {
+  __shared__ double shared[kThreads];
+  double acc[kLineSearchTrials];
+#pragma unroll
+  for (int k = 0; k < kLineSearchTrials; ++k) acc[k] = 0.0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows.n;
+       i += stride) {
+    const double q = row_dot(rows, i, dir);
+    const double r = residual[i];
+    const double w = row_weight(rows, i);
+    double t = 1.0;
+#pragma unroll
+    for (int k = 0; k < kLineSearchTrials; ++k) {
+      acc[k] += w * huber_rho(r + t * q, tau);
+      t *= 0.5;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kLineSearchTrials; ++k) {
+    const double total = block_sum<kThreads>(acc[k], shared);
+    if (threadIdx.x == 0) partials[blockIdx.x * kLineSearchTrials + k] = total;
+  }
+}
+
+template <class T>
+__global__ void lamm_trials_kernel(RowView<T> rows, const double* candidates, double tau,
+                                   const DeviceScalars* sc, double* partials) {
+  if (sc->state != kRunning || sc->lamm_accepted) return;
+  __shared__ double shared[kThreads];
+  double acc[kLammChunk];
+#pragma unroll
+  for (int k = 0; k < kLammChunk; ++k) acc[k] = 0.0;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows.n;
+       i += stride) {
+    const T* xi = rows.x + i * rows.ldx;
+    double dot[kLammChunk];
+#pragma unroll
+    for (int k = 0; k < kLammChunk; ++k) dot[k] = 0.0;
+    for (int64_t j = 0; j < rows.ncols_x; ++j) {
+      const double xv = static_cast<double>(xi[j]);
+#pragma unroll
+      for (int k = 0; k < kLammChunk; ++k) dot[k] += xv * candidates[k * rows.P + j];
+    }
+    if (rows.ncols_x < rows.P) {
+#pragma unroll
+      for (int k = 0; k < kLammChunk; ++k) dot[k] += candidates[k * rows.P + rows.P - 1];
+    }
+    const double y = static_cast<double>(rows.y[i]);
+    const double w = row_weight(rows, i);
+#pragma unroll
+    for (int k = 0; k < kLammChunk; ++k) acc[k] += w * huber_rho(y - dot[k], tau);
+  }
+#pragma unroll
+  for (int k = 0; k < kLammChunk; ++k) {
+    const double total = block_sum<kThreads>(acc[k], shared);
+    if (threadIdx.x == 0) partials[blockIdx.x * kLammChunk + k] = total;
+  }
+}
+
+template <class T>
+__global__ void predict_kernel(RowView<T> rows, const T* coef, T* out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows.n;
+       i += stride) {
+    const T* xi = rows.x + i * rows.ldx;
+    double dot = 0.0;
+    for (int64_t j = 0; j < rows.ncols_x; ++j) {
+      dot += static_cast<double>(xi[j]) * static_cast<double>(coef[j]);
+    }
+    if (rows.ncols_x < rows.P) dot += static_cast<double>(coef[rows.P - 1]);
+    out[i] = static_cast<T>(dot);
+  }
+}
+
+}  // namespace
+
+template <class T>
+void launch_validate_rows(const RowView<T>& rows, DeviceScalars* sc, double* partials,
+                          cudaStream_t s) {
+  validate_rows_kernel<T><<<row_blocks(rows.n), kThreads, 0, s>>>(rows, sc, partials);
+  check_launch("validate_rows_kernel");
+}
+
+template <class T>
+void launch_row_pass(const RowView<T>& rows, const double* beta, double tau,
+                     const DeviceScalars* sc, double* residual, T* score, T* scaled,
+                     double* partials, bool skip_when_done, cudaStream_t s) {
+  row_pass_kernel<T><<<row_blocks(rows.n), kThreads, 0, s>>>(
+      rows, beta, tau, sc, residual, score, scaled, partials, skip_when_done ? 1 : 0);
+  check_launch("row_pass_kernel");
+}
+
+template <class T>
+void launch_newton_trials(const RowView<T>& rows, const double* residual, const double* dir,
+                          double tau, double* partials, cudaStream_t s) {
+  newton_trials_kernel<T><<<row_blocks(rows.n), kThreads, 0, s>>>(rows, residual, dir, tau,
+                                                                   partials);
+  check_launch("newton_trials_kernel");
+}
+
+template <class T>
+void launch_lamm_trials(const RowView<T>& rows, const double* candidates, double tau,
+                        const DeviceScalars* sc, double* partials, cudaStream_t s) {
+  lamm_trials_kernel<T><<<row_blocks(rows.n), kThreads, 0, s>>>(rows, candidates, tau, sc,
+                                                                 partials);
+  check_launch("lamm_trials_kernel");
+}
+
+template <class T>
+void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t s) {
+  predict_kernel<T><<<row_blocks(rows.n), kThreads, 0, s>>>(rows, coef, out);
+  check_launch("predict_kernel");
+}
+
+#define RH_INSTANTIATE_ROW_KERNELS(T)                                                          \
+  template void launch_validate_rows<T>(const RowView<T>&, DeviceScalars*, double*,           \
+                                        cudaStream_t);                                         \
+  template void launch_row_pass<T>(const RowView<T>&, const double*, double,                  \
+                                   const DeviceScalars*, double*, T*, T*, double*, bool,       \
+                                   cudaStream_t);                                              \
+  template void launch_newton_trials<T>(const RowView<T>&, const double*, const double*,      \
+                                        double, double*, cudaStream_t);                        \
+  template void launch_lamm_trials<T>(const RowView<T>&, const double*, double,               \
+                                      const DeviceScalars*, double*, cudaStream_t);            \
+  template void launch_predict<T>(const RowView<T>&, const T*, T*, cudaStream_t);
+
+RH_INSTANTIATE_ROW_KERNELS(float)
+RH_INSTANTIATE_ROW_KERNELS(double)
+
+}  // namespace rh

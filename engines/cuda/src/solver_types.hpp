@@ -1,0 +1,77 @@
+// Types shared by the host orchestration and the kernels. Every solver scalar lives on the
+// device (DeviceScalars) so iterations can be queued, or replayed as a CUDA Graph, without the
+// host reading anything back except the small status block once per iteration.
+#pragma once
+
+#include <cstdint>
+
+namespace rh {
+
+constexpr int kThreads = 256;
+// Fixed grid for row passes: the row-to-thread assignment, and so every floating-point sum,
+// depends only on n_rows, never on timing (no floating atomics anywhere).
+constexpr int kMaxRowBlocks = 264;
+constexpr int kLineSearchTrials = 27;  // t = 1, 1/2, ..., 2^-26
+constexpr int kLammChunk = 8;          // LAMM attempts evaluated per pass over the rows
+constexpr int kLammChunks = 5;         // 40 attempts in all
+
+enum SolverState : int { kRunning = 0, kConverged = 1, kStalled = 2, kNonFinite = 3 };
+
+struct DeviceScalars {
+  double batch_weight;  // B, summed on the device in double
+  double total_weight;  // N = W0 + B
+  double bandwidth;     // capped h
+  double lambda;
+  double history_coef;  // (W0 / N) * lambda0 when the historical subgradient applies, else 0
+  double objective;     // F
+  double penalised_objective;
+  double phi;
+  double rho_sum;
+  double score_sum;
+  unsigned long long first_bad_x;
+  unsigned long long first_bad_y;
+  unsigned long long first_bad_w;
+  unsigned long long first_negative_w;
+  int weight_mismatch;
+  int state;  // SolverState
+  int iterations;
+  int factor_ok;
+  int lamm_accepted;
+  int pad;
+};
+
+constexpr unsigned long long kNoIndex = ~0ull;
+
+// One batch as the kernels see it: row-major, ldx columns stored, P used; when ncols_x == P - 1
+// the trailing intercept column is the constant one and is never materialised.
+template <class T>
+struct RowView {
+  const T* x;
+  const T* y;
+  const T* w;  // nullptr: all ones
+  int64_t n;
+  int64_t ldx;
+  int64_t ncols_x;
+  int64_t P;
+};
+
+struct BatchConstants {
+  double tau;
+  double bandwidth_scale;
+  double tolerance;
+  double ridge;
+  double lambda_scale;
+  double previous_weight;  // W0
+  double previous_lambda;
+  double claimed_batch_weight;
+  int64_t n_rows;
+  int64_t n_features_in;
+  int64_t P;
+  int has_weights;
+  int l1;
+  int use_history;      // l1 and s0 > 0
+  int fit_intercept;    // the last coefficient is never penalised
+  double pivot_epsilon;  // machine epsilon of the engine dtype
+};
+
+}  // namespace rh

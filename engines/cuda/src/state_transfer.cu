@@ -1,0 +1,87 @@
+// Restoring and exporting the committed state. A restore is checked completely on the host,
+// uploaded into the scratch buffers and swapped in only after the copy finished.
+#include <cstring>
+
+#include "api_guard.hpp"
+#include "engine_error.hpp"
+#include "engine_operations.hpp"
+
+namespace rh {
+
+namespace {
+
+template <class T>
+bool bitwise_symmetric(const T* a, int64_t P) {
+  for (int64_t r = 0; r < P; ++r) {
+    for (int64_t c = r + 1; c < P; ++c) {
+      if (std::memcmp(&a[r * P + c], &a[c * P + r], sizeof(T)) != 0) return false;
+    }
+  }
+  return true;
+}
+
+int64_t first_nonfinite(const Engine& e, const void* data, int64_t count) {
+  return e.dtype == RH_CUDA_DTYPE_FLOAT32
+             ? rh_first_nonfinite_f32(static_cast<const float*>(data), count)
+             : rh_first_nonfinite_f64(static_cast<const double*>(data), count);
+}
+
+}  // namespace
+
+void restore_state(Engine& e, const RhCudaHostStateView* view) {
+  RhErrorBuffer scratch{};
+  require(rh_validate_state_view(view, &scratch), scratch);
+  const int64_t P = e.P;
+  const int64_t bad_coef = first_nonfinite(e, view->coefficients, P);
+  if (bad_coef >= 0) {
+    fail(RH_CUDA_INVALID_ARGUMENT,
+         "RhCudaHostStateView.coefficients has a non-finite value at index %lld",
+         static_cast<long long>(bad_coef));
+  }
+  const int64_t bad_info = first_nonfinite(e, view->information, P * P);
+  if (bad_info >= 0) {
+    fail(RH_CUDA_INVALID_ARGUMENT,
+         "RhCudaHostStateView.information has a non-finite value at row %lld, column %lld",
+         static_cast<long long>(bad_info / P), static_cast<long long>(bad_info % P));
+  }
+  const bool symmetric =
+      e.dtype == RH_CUDA_DTYPE_FLOAT32
+          ? bitwise_symmetric(static_cast<const float*>(view->information), P)
+          : bitwise_symmetric(static_cast<const double*>(view->information), P);
+  check_cuda(cudaMemcpyAsync(e.scratch.coefficients.data(), view->coefficients, P * e.elem_size,
+                             cudaMemcpyHostToDevice, e.stream),
+             "cudaMemcpyAsync (restore coefficients)");
+  check_cuda(cudaMemcpyAsync(e.scratch.information.data(), view->information,
+                             P * P * e.elem_size, cudaMemcpyHostToDevice, e.stream),
+             "cudaMemcpyAsync (restore information)");
+  e.synchronize();
+  e.committed.coefficients.swap(e.scratch.coefficients);
+  e.committed.information.swap(e.scratch.information);
+  e.committed.n_samples_seen = view->n_samples_seen;
+  e.committed.batch_count = view->batch_count;
+  e.committed.previous_lambda = view->previous_lambda;
+  e.committed.weight_sum = view->weight_sum;
+  e.committed.information_symmetric = symmetric;
+}
+
+void copy_state(Engine& e, RhCudaHostState* out) {
+  RhErrorBuffer scratch{};
+  require(rh_validate_state_out(out, &scratch), scratch);
+  const int64_t P = e.P;
+  char* pinned = e.ws.host_state.as<char>();
+  check_cuda(cudaMemcpyAsync(pinned, e.committed.coefficients.data(), P * e.elem_size,
+                             cudaMemcpyDeviceToHost, e.stream),
+             "cudaMemcpyAsync (coefficients)");
+  check_cuda(cudaMemcpyAsync(pinned + P * e.elem_size, e.committed.information.data(),
+                             P * P * e.elem_size, cudaMemcpyDeviceToHost, e.stream),
+             "cudaMemcpyAsync (information)");
+  e.synchronize();
+  std::memcpy(out->coefficients, pinned, P * e.elem_size);
+  std::memcpy(out->information, pinned + P * e.elem_size, P * P * e.elem_size);
+  out->n_samples_seen = e.committed.n_samples_seen;
+  out->batch_count = e.committed.batch_count;
+  out->previous_lambda = e.committed.previous_lambda;
+  out->weight_sum = e.committed.weight_sum;
+}
+
+}  // namespace rh

@@ -1,0 +1,503 @@
+// Kernels on P-sized vectors and P x P matrices: the Newton and LAMM bookkeeping that keeps
+// beta, F, phi and the convergence state on the device between iterations. Single-block
+// kernels reduce in a fixed order, so every decision they take is reproducible.
+#include <cmath>
+
+#include "engine_error.hpp"
+#include "huber_math.cuh"
+#include "kernels.hpp"
+
+namespace rh {
+
+namespace {
+
+constexpr int kWarps = kThreads / 32;
+
+__device__ __forceinline__ double mask_of(const BatchConstants& k, int64_t j) {
+  return (k.fit_intercept && j == k.P - 1) ? 0.0 : 1.0;
+}
+
+// Fixed-order sum of partials[b * stride + column] over b, done by one warp.
+__device__ __forceinline__ double warp_column_sum(const double* partials, int blocks,
+                                                  int stride, int column) {
+  const int lane = threadIdx.x & 31;
+  double acc = 0.0;
+  for (int b = lane; b < blocks; b += 32) acc += partials[b * stride + column];
+  return warp_sum(acc);
+}
+
+__global__ void finish_validation_kernel(const double* partials, int blocks, BatchConstants k,
+                                         DeviceScalars* sc) {
+  __shared__ double shared[kThreads];
+  double acc = 0.0;
+  for (int b = threadIdx.x; b < blocks; b += kThreads) acc += partials[b];
+  const double batch_weight = block_sum<kThreads>(acc, shared);
+  if (threadIdx.x != 0) return;
+  sc->batch_weight = batch_weight;
+  sc->weight_mismatch =
+      k.has_weights && !(fabs(batch_weight - k.claimed_batch_weight) <= 1e-6 * batch_weight);
+  const double N = k.previous_weight + batch_weight;
+  const double log_p = log(fmax(static_cast<double>(k.n_features_in), 2.0));
+  sc->total_weight = N;
+  sc->bandwidth = fmin(k.bandwidth_scale / (sqrt(N) * log_p), k.tau);
+  sc->lambda = k.l1 ? k.lambda_scale * k.tau * sqrt(log_p / N) : 0.0;
+  sc->history_coef = k.use_history ? (k.previous_weight / N) * k.previous_lambda : 0.0;
+  sc->phi = 1.0;
+  sc->state = kRunning;
+  sc->iterations = 0;
+  sc->lamm_accepted = 0;
+}
+
+__global__ void reduce_row_partials_kernel(const double* partials, int blocks, int set_objective,
+                                           int skip_when_done, DeviceScalars* sc) {
+  if (skip_when_done && sc->state != kRunning) return;
+  const int warp = threadIdx.x >> 5;
+  if (warp > 1) return;
+  const double total = warp_column_sum(partials, blocks, 2, warp);
+  if ((threadIdx.x & 31) != 0) return;
+  if (warp == 0) {
+    sc->rho_sum = total;
+    if (set_objective) sc->objective = total / sc->total_weight;
+  } else {
+    sc->score_sum = total;
+  }
+}
+
+template <class T>
+__global__ void to_double_kernel(const T* in, double* out, int64_t count) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += stride) {
+    out[i] = static_cast<double>(in[i]);
+  }
+}
+
+template <class T>
+__global__ void gradient_kernel(const double* J, const double* beta, const double* beta0,
+                                const T* xtu, int64_t ncols_x, BatchConstants k,
+                                DeviceScalars* sc, double* g, double* jdelta,
+                                int skip_when_done) {
+  if (skip_when_done && sc->state != kRunning) return;
+  const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (j >= k.P) return;
+  double acc = 0.0;
+  for (int64_t c = lane; c < k.P; c += 32) acc += J[j * k.P + c] * (beta[c] - beta0[c]);
+  acc = warp_sum(acc);
+  if (lane != 0) return;
+  const double xtu_j = j < ncols_x ? static_cast<double>(xtu[j]) : sc->score_sum;
+  g[j] = (-xtu_j + acc) / sc->total_weight -
+         sc->history_coef * sign_of(beta0[j]) * mask_of(k, j);
+  jdelta[j] = acc;
+  if (j == 0) sc->lamm_accepted = 0;
+}
+
+template <class T>
+__global__ void assemble_hessian_kernel(const T* gram, const double* J, BatchConstants k,
+                                        const DeviceScalars* sc, double* H) {
+  const int64_t P = k.P;
+  const int64_t total = P * P;
+  const double inv_n = 1.0 / sc->total_weight;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += stride) {
+    const int64_t row = idx % P;
+    const int64_t col = idx / P;
+    const int64_t lo = row < col ? row : col;
+    const int64_t hi = row < col ? col : row;
+    const double value = (static_cast<double>(gram[lo + hi * P]) + J[row * P + col]) * inv_n;
+    H[idx] = row == col ? value + k.ridge : value;
+  }
+}
+
+__global__ void check_factor_kernel(const double* factor, const int* info, int64_t P,
+                                    int squared, double eps, DeviceScalars* sc) {
+  __shared__ double lo_shared[kThreads];
+  __shared__ double hi_shared[kThreads];
+  __shared__ int finite_shared[kThreads];
+  double lo = INFINITY;
+  double hi = 0.0;
+  int finite = 1;
+  for (int64_t i = threadIdx.x; i < P; i += kThreads) {
+    double d = fabs(factor[i + i * P]);
+    if (!isfinite(d)) finite = 0;
+    if (squared) d = d * d;
+    lo = fmin(lo, d);
+    hi = fmax(hi, d);
+  }
+  lo_shared[threadIdx.x] = lo;
+  hi_shared[threadIdx.x] = hi;
+  finite_shared[threadIdx.x] = finite;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      lo_shared[threadIdx.x] = fmin(lo_shared[threadIdx.x], lo_shared[threadIdx.x + s]);
+      hi_shared[threadIdx.x] = fmax(hi_shared[threadIdx.x], hi_shared[threadIdx.x + s]);
+      finite_shared[threadIdx.x] &= finite_shared[threadIdx.x + s];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    sc->factor_ok = *info == 0 && finite_shared[0] &&
+                    lo_shared[0] > 64.0 * static_cast<double>(P) * eps * hi_shared[0];
+  }
+}
+
+__global__ void matvec_kernel(const double* A, const double* v, double* out, int64_t P) {
+  const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (j >= P) return;
+  double acc = 0.0;
+  for (int64_t c = lane; c < P; c += 32) acc += A[j * P + c] * v[c];
+  acc = warp_sum(acc);
+  if (lane == 0) out[j] = acc;
+}
+
+__global__ void newton_select_kernel(const double* partials, int blocks, const double* dir,
+                                     const double* jdelta, const double* jdir,
+                                     const double* beta0, BatchConstants k, DeviceScalars* sc,
+                                     double* beta) {
+  __shared__ double shared[kThreads];
+  __shared__ double trial_sums[kLineSearchTrials];
+  __shared__ double chosen_step;
+  const int warp = threadIdx.x >> 5;
+  for (int t = warp; t < kLineSearchTrials; t += kWarps) {
+    const double total = warp_column_sum(partials, blocks, kLineSearchTrials, t);
+    if ((threadIdx.x & 31) == 0) trial_sums[t] = total;
+  }
+  double a = 0.0, b = 0.0, c = 0.0;
+  for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
+    const double delta = beta[j] - beta0[j];
+    a += delta * jdelta[j];
+    b += dir[j] * jdelta[j] + delta * jdir[j];
+    c += dir[j] * jdir[j];
+  }
+  a = block_sum<kThreads>(a, shared);
+  b = block_sum<kThreads>(b, shared);
+  c = block_sum<kThreads>(c, shared);
+  if (threadIdx.x == 0) {
+    const double N = sc->total_weight;
+    double t = 1.0;
+    chosen_step = 0.0;
+    for (int trial = 0; trial < kLineSearchTrials; ++trial) {
+      const double f = (trial_sums[trial] + 0.5 * (a - t * b + t * t * c)) / N;
+      if (f <= sc->objective) {
+        chosen_step = t;
+        sc->objective = f;
+        break;
+      }
+      t *= 0.5;
+    }
+    sc->iterations += 1;
+  }
+  __syncthreads();
+  const double t = chosen_step;
+  if (t == 0.0) {
+    if (threadIdx.x == 0) sc->state = kStalled;
+    return;
+  }
+  double step2 = 0.0, norm2 = 0.0;
+  for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
+    const double step = t * dir[j];
+    const double updated = beta[j] - step;
+    beta[j] = updated;
+    step2 += step * step;
+    norm2 += updated * updated;
+  }
+  step2 = block_sum<kThreads>(step2, shared);
+  norm2 = block_sum<kThreads>(norm2, shared);
+  if (threadIdx.x == 0) {
+    if (!isfinite(norm2) || !isfinite(sc->objective)) {
+      sc->state = kNonFinite;
+    } else if (sqrt(step2) <= k.tolerance * (1.0 + sqrt(norm2))) {
+      sc->state = kConverged;
+    }
+  }
+}
+
+// Minimum-norm solve through A = U S V^T: dir = V S^+ U^T g, small singular values dropped.
+__global__ void svd_solve_kernel(const double* U, const double* S, const double* V,
+                                 const double* g, int64_t P, double eps, double* scratch,
+                                 double* dir) {
+  const double cutoff = eps * static_cast<double>(P) * S[0];
+  for (int64_t col = threadIdx.x; col < P; col += kThreads) {
+    double acc = 0.0;
+    if (S[col] > cutoff) {
+      for (int64_t r = 0; r < P; ++r) acc += U[r + col * P] * g[r];
+      acc /= S[col];
+    }
+    scratch[col] = acc;
+  }
+  __syncthreads();
+  for (int64_t r = threadIdx.x; r < P; r += kThreads) {
+    double acc = 0.0;
+    for (int64_t col = 0; col < P; ++col) acc += V[r + col * P] * scratch[col];
+    dir[r] = acc;
+  }
+}
+
+// trial_terms per attempt: [0] the LAMM upper bound U, [1] ||Delta||^2, [2] <delta, sign(b0) m>.
+__global__ void lamm_candidates_kernel(int chunk, const double* beta, const double* beta0,
+                                       const double* g, BatchConstants k,
+                                       const DeviceScalars* sc, double* candidates,
+                                       double* deltas, double* trial_terms) {
+  if (sc->state != kRunning || sc->lamm_accepted) return;
+  __shared__ double shared[kThreads];
+  for (int a = 0; a < kLammChunk; ++a) {
+    const double phi = ldexp(sc->phi, chunk * kLammChunk + a);
+    double gd = 0.0, s2 = 0.0, hist = 0.0;
+    for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
+      const double m = mask_of(k, j);
+      const double cand = soft_threshold(beta[j] - g[j] / phi, m * sc->lambda / phi);
+      const double step = cand - beta[j];
+      const double delta = cand - beta0[j];
+      candidates[a * k.P + j] = cand;
+      deltas[a * k.P + j] = delta;
+      gd += g[j] * step;
+      s2 += step * step;
+      hist += delta * sign_of(beta0[j]) * m;
+    }
+    gd = block_sum<kThreads>(gd, shared);
+    s2 = block_sum<kThreads>(s2, shared);
+    hist = block_sum<kThreads>(hist, shared);
+    if (threadIdx.x == 0) {
+      trial_terms[a * 4 + 0] = sc->objective + gd + phi * s2 / 2.0;
+      trial_terms[a * 4 + 1] = s2;
+      trial_terms[a * 4 + 2] = hist;
+      trial_terms[a * 4 + 3] = phi;
+    }
+  }
+}
+
+__global__ void lamm_quadratic_kernel(const double* J, const double* deltas, int64_t P,
+                                      const DeviceScalars* sc, double* jdeltas) {
+  if (sc->state != kRunning || sc->lamm_accepted) return;
+  const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (j >= P) return;
+  double acc[kLammChunk];
+#pragma unroll
+  for (int a = 0; a < kLammChunk; ++a) acc[a] = 0.0;
+  for (int64_t c = lane; c < P; c += 32) {
+    const double Jjc = J[j * P + c];
+#pragma unroll
+    for (int a = 0; a < kLammChunk; ++a) acc[a] += Jjc * deltas[a * P + c];
+  }
+#pragma unroll
+  for (int a = 0; a < kLammChunk; ++a) {
+    const double total = warp_sum(acc[a]);
+    if (lane == 0) jdeltas[a * P + j] = total;
+  }
+}
+
+__global__ void lamm_pick_kernel(int chunk, const double* partials, int blocks,
+                                 const double* candidates, const double* deltas,
+                                 const double* jdeltas, const double* trial_terms,
+                                 BatchConstants k, DeviceScalars* sc, double* beta) {
+  if (sc->state != kRunning || sc->lamm_accepted) return;
+  __shared__ double shared[kThreads];
+  __shared__ double rho_sums[kLammChunk];
+  __shared__ int chosen;
+  const int warp = threadIdx.x >> 5;
+  for (int a = warp; a < kLammChunk; a += kWarps) {
+    const double total = warp_column_sum(partials, blocks, kLammChunk, a);
+    if ((threadIdx.x & 31) == 0) rho_sums[a] = total;
+  }
+  double quad[kLammChunk];
+  for (int a = 0; a < kLammChunk; ++a) {
+    double acc = 0.0;
+    for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
+      acc += deltas[a * k.P + j] * jdeltas[a * k.P + j];
+    }
+    quad[a] = block_sum<kThreads>(acc, shared);
+  }
+  if (threadIdx.x == 0) {
+    chosen = -1;
+    const double N = sc->total_weight;
+    for (int a = 0; a < kLammChunk; ++a) {
+      const double f = (rho_sums[a] + 0.5 * quad[a]) / N - sc->history_coef * trial_terms[a * 4 + 2];
+      if (f <= trial_terms[a * 4 + 0] + 1e-12) {
+        chosen = a;
+        sc->objective = f;
+        sc->phi = fmax(trial_terms[a * 4 + 3] / 2.0, 1e-8);
+        break;
+      }
+    }
+    if (chosen >= 0 || chunk == kLammChunks - 1) sc->iterations += 1;
+    if (chosen < 0 && chunk == kLammChunks - 1) sc->state = kStalled;
+  }
+  __syncthreads();
+  const int a = chosen;
+  if (a < 0) return;
+  double norm2 = 0.0;
+  for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
+    const double value = candidates[a * k.P + j];
+    beta[j] = value;
+    norm2 += value * value;
+  }
+  norm2 = block_sum<kThreads>(norm2, shared);
+  if (threadIdx.x == 0) {
+    sc->lamm_accepted = 1;
+    if (!isfinite(norm2) || !isfinite(sc->objective)) {
+      sc->state = kNonFinite;
+    } else if (sqrt(trial_terms[a * 4 + 1]) <= k.tolerance * (1.0 + sqrt(norm2))) {
+      sc->state = kConverged;
+    }
+  }
+}
+
+template <class T>
+__global__ void commit_information_kernel(const double* J, const T* gram, int64_t P,
+                                          DeviceScalars* sc, T* info_out) {
+  const int64_t total = P * P;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
+       idx += stride) {
+    const int64_t row = idx / P;
+    const int64_t col = idx % P;
+    const int64_t lo = row < col ? row : col;
+    const int64_t hi = row < col ? col : row;
+    const T value = static_cast<T>(J[idx] + static_cast<double>(gram[lo + hi * P]));
+    info_out[idx] = value;
+    if (!isfinite(static_cast<double>(value))) atomicExch(&sc->state, static_cast<int>(kNonFinite));
+  }
+}
+
+template <class T>
+__global__ void commit_coefficients_kernel(const double* beta, BatchConstants k,
+                                           DeviceScalars* sc, T* coef_out) {
+  __shared__ double shared[kThreads];
+  double l1 = 0.0;
+  int finite = 1;
+  for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
+    const T value = static_cast<T>(beta[j]);
+    coef_out[j] = value;
+    if (!isfinite(static_cast<double>(value))) finite = 0;
+    l1 += fabs(beta[j]) * mask_of(k, j);
+  }
+  l1 = block_sum<kThreads>(l1, shared);
+  const double all_finite = block_sum<kThreads>(static_cast<double>(finite), shared);
+  if (threadIdx.x == 0) {
+    sc->penalised_objective = sc->objective + sc->lambda * l1;
+    if (all_finite < static_cast<double>(kThreads)) sc->state = kNonFinite;
+  }
+}
+
+int warp_rows_blocks(int64_t P) { return static_cast<int>((P + kWarps - 1) / kWarps); }
+
+int elementwise_blocks(int64_t count) {
+  const int64_t wanted = (count + kThreads - 1) / kThreads;
+  return static_cast<int>(wanted < 4096 ? wanted : 4096);
+}
+
+}  // namespace
+
+void launch_finish_validation(const double* partials, int blocks, const BatchConstants& k,
+                              DeviceScalars* sc, cudaStream_t s) {
+  finish_validation_kernel<<<1, kThreads, 0, s>>>(partials, blocks, k, sc);
+  check_launch("finish_validation_kernel");
+}
+
+void launch_reduce_row_partials(const double* partials, int blocks, bool set_objective,
+                                bool skip_when_done, DeviceScalars* sc, cudaStream_t s) {
+  reduce_row_partials_kernel<<<1, 64, 0, s>>>(partials, blocks, set_objective ? 1 : 0,
+                                              skip_when_done ? 1 : 0, sc);
+  check_launch("reduce_row_partials_kernel");
+}
+
+template <class T>
+void launch_to_double(const T* in, double* out, int64_t count, cudaStream_t s) {
+  to_double_kernel<T><<<elementwise_blocks(count), kThreads, 0, s>>>(in, out, count);
+  check_launch("to_double_kernel");
+}
+
+template <class T>
+void launch_gradient(const double* J, const double* beta, const double* beta0, const T* xtu,
+                     int64_t ncols_x, const BatchConstants& k, DeviceScalars* sc, double* g,
+                     double* jdelta, bool skip_when_done, cudaStream_t s) {
+  gradient_kernel<T><<<warp_rows_blocks(k.P), kThreads, 0, s>>>(
+      J, beta, beta0, xtu, ncols_x, k, sc, g, jdelta, skip_when_done ? 1 : 0);
+  check_launch("gradient_kernel");
+}
+
+template <class T>
+void launch_assemble_hessian(const T* gram, const double* J, const BatchConstants& k,
+                             const DeviceScalars* sc, double* H, cudaStream_t s) {
+  assemble_hessian_kernel<T><<<elementwise_blocks(k.P * k.P), kThreads, 0, s>>>(gram, J, k, sc, H);
+  check_launch("assemble_hessian_kernel");
+}
+
+void launch_check_factor(const double* factor, const int* info, int64_t P, bool squared,
+                         double eps, DeviceScalars* sc, cudaStream_t s) {
+  check_factor_kernel<<<1, kThreads, 0, s>>>(factor, info, P, squared ? 1 : 0, eps, sc);
+  check_launch("check_factor_kernel");
+}
+
+void launch_matvec(const double* A, const double* v, double* out, int64_t P, cudaStream_t s) {
+  matvec_kernel<<<warp_rows_blocks(P), kThreads, 0, s>>>(A, v, out, P);
+  check_launch("matvec_kernel");
+}
+
+void launch_newton_select(const double* partials, int blocks, const double* dir,
+                          const double* jdelta, const double* jdir, const double* beta0,
+                          const BatchConstants& k, DeviceScalars* sc, double* beta,
+                          cudaStream_t s) {
+  newton_select_kernel<<<1, kThreads, 0, s>>>(partials, blocks, dir, jdelta, jdir, beta0, k, sc,
+                                              beta);
+  check_launch("newton_select_kernel");
+}
+
+void launch_svd_solve(const double* U, const double* S, const double* V, const double* g,
+                      int64_t P, double eps, double* scratch, double* dir, cudaStream_t s) {
+  svd_solve_kernel<<<1, kThreads, 0, s>>>(U, S, V, g, P, eps, scratch, dir);
+  check_launch("svd_solve_kernel");
+}
+
+void launch_lamm_candidates(int chunk, const double* beta, const double* beta0,
+                            const double* g, const BatchConstants& k, const DeviceScalars* sc,
+                            double* candidates, double* deltas, double* trial_terms,
+                            cudaStream_t s) {
+  lamm_candidates_kernel<<<1, kThreads, 0, s>>>(chunk, beta, beta0, g, k, sc, candidates,
+                                                deltas, trial_terms);
+  check_launch("lamm_candidates_kernel");
+}
+
+void launch_lamm_quadratic(const double* J, const double* deltas, int64_t P,
+                           const DeviceScalars* sc, double* jdeltas, cudaStream_t s) {
+  lamm_quadratic_kernel<<<warp_rows_blocks(P), kThreads, 0, s>>>(J, deltas, P, sc, jdeltas);
+  check_launch("lamm_quadratic_kernel");
+}
+
+void launch_lamm_pick(int chunk, const double* partials, int blocks, const double* candidates,
+                      const double* deltas, const double* jdeltas, const double* trial_terms,
+                      const BatchConstants& k, DeviceScalars* sc, double* beta,
+                      cudaStream_t s) {
+  lamm_pick_kernel<<<1, kThreads, 0, s>>>(chunk, partials, blocks, candidates, deltas, jdeltas,
+                                          trial_terms, k, sc, beta);
+  check_launch("lamm_pick_kernel");
+}
+
+template <class T>
+void launch_commit(const double* J, const T* gram, const double* beta, const BatchConstants& k,
+                   DeviceScalars* sc, T* info_out, T* coef_out, cudaStream_t s) {
+  commit_information_kernel<T><<<elementwise_blocks(k.P * k.P), kThreads, 0, s>>>(J, gram, k.P, sc,
+                                                                                  info_out);
+  check_launch("commit_information_kernel");
+  commit_coefficients_kernel<T><<<1, kThreads, 0, s>>>(beta, k, sc, coef_out);
+  check_launch("commit_coefficients_kernel");
+}
+
+#define RH_INSTANTIATE_STEP_KERNELS(T)                                                         \
+  template void launch_to_double<T>(const T*, double*, int64_t, cudaStream_t);                \
+  template void launch_gradient<T>(const double*, const double*, const double*, const T*,     \
+                                   int64_t, const BatchConstants&, DeviceScalars*, double*,   \
+                                   double*, bool, cudaStream_t);                               \
+  template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,    \
+                                           const DeviceScalars*, double*, cudaStream_t);       \
+  template void launch_commit<T>(const double*, const T*, const double*,                      \
+                                 const BatchConstants&, DeviceScalars*, T*, T*, cudaStream_t);
+
+RH_INSTANTIATE_STEP_KERNELS(float)
+RH_INSTANTIATE_STEP_KERNELS(double)
+
+}  // namespace rh

@@ -1,0 +1,201 @@
+// One renewable batch transition: validate, stage, solve, then build the next state in the
+// scratch buffers and swap it in after the single final synchronisation confirmed success.
+#include <cmath>
+#include <cstring>
+
+#include "api_guard.hpp"
+#include "engine_error.hpp"
+#include "engine_operations.hpp"
+#include "kernels.hpp"
+#include "memory_access.hpp"
+#include "solvers.hpp"
+#include "update_context.hpp"
+
+namespace rh {
+
+namespace {
+
+void reserve_rows(GrowingBuffer& buffer, int64_t count, size_t elem, const char* what) {
+  size_t bytes = 0;
+  if (rh_bytes(count, elem, &bytes) != 0) {
+    fail(RH_CUDA_INVALID_ARGUMENT, "%s: %lld elements overflow the address space", what,
+         static_cast<long long>(count));
+  }
+  buffer.reserve(bytes, what);
+}
+
+template <class T>
+RowView<T> place_batch(Engine& e, const RhCudaHostBatch& b, BatchLocation location) {
+  const int64_t cells = b.n_rows * b.n_columns;  // overflow-checked by rh_validate_batch
+  RowView<T> rows{static_cast<const T*>(b.x_design), static_cast<const T*>(b.y),
+                  static_cast<const T*>(b.sample_weight), b.n_rows, b.n_columns, b.n_columns,
+                  e.P};
+  if (location == BatchLocation::Device) return rows;
+  reserve_rows(e.ws.x_stage, cells, sizeof(T), "staged design");
+  reserve_rows(e.ws.y_stage, b.n_rows, sizeof(T), "staged targets");
+  stage_to_device(e, e.ws.x_stage.data(), b.x_design, cells * sizeof(T));
+  stage_to_device(e, e.ws.y_stage.data(), b.y, b.n_rows * sizeof(T));
+  rows.x = e.ws.x_stage.as<T>();
+  rows.y = e.ws.y_stage.as<T>();
+  if (b.sample_weight != nullptr) {
+    reserve_rows(e.ws.w_stage, b.n_rows, sizeof(T), "staged weights");
+    stage_to_device(e, e.ws.w_stage.data(), b.sample_weight, b.n_rows * sizeof(T));
+    rows.w = e.ws.w_stage.as<T>();
+  }
+  return rows;
+}
+
+BatchConstants batch_constants(const Engine& e, const RhCudaHostBatch& b,
+                               const RhCudaUpdateConfig& c, int fit_intercept) {
+  BatchConstants k{};
+  k.tau = c.tau;
+  k.bandwidth_scale = c.bandwidth_scale;
+  k.tolerance = c.tolerance;
+  k.ridge = c.ridge;
+  k.lambda_scale = c.lambda_scale;
+  k.previous_weight = e.committed.weight_sum;
+  k.previous_lambda = e.committed.previous_lambda;
+  k.claimed_batch_weight = b.batch_weight;
+  k.n_rows = b.n_rows;
+  k.n_features_in = c.n_features_in;
+  k.P = e.P;
+  k.has_weights = b.sample_weight != nullptr;
+  k.l1 = c.penalty == RH_CUDA_PENALTY_L1;
+  k.use_history = k.l1 && e.committed.n_samples_seen > 0;
+  k.fit_intercept = fit_intercept;
+  k.pivot_epsilon = e.dtype_epsilon();
+  return k;
+}
+
+template <class T>
+void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
+                const RhCudaUpdateConfig& c, int fit_intercept, RhCudaDiagnostics* diagnostics,
+                RhCudaHostState* out) {
+  const int64_t P = e.P;
+  reserve_rows(e.ws.residual, b.n_rows, sizeof(double), "residuals");
+  reserve_rows(e.ws.score, b.n_rows, sizeof(T), "scores");
+  reserve_rows(e.ws.scaled_rows, b.n_rows * P, sizeof(T), "scaled design");
+
+  UpdateContext<T> ctx{e,
+                       place_batch<T>(e, b, location),
+                       batch_constants(e, b, c, fit_intercept),
+                       c.max_iter,
+                       location == BatchLocation::Host ? "RhCudaHostBatch" : "RhCudaDeviceBatch",
+                       e.committed.information_symmetric};
+
+  DeviceScalars* pinned = e.ws.host_scalars.as<DeviceScalars>();
+  std::memset(&pinned[0], 0, sizeof(DeviceScalars));
+  pinned[0].first_bad_x = pinned[0].first_bad_y = kNoIndex;
+  pinned[0].first_bad_w = pinned[0].first_negative_w = kNoIndex;
+  check_cuda(cudaMemcpyAsync(ctx.device_scalars(), &pinned[0], sizeof(DeviceScalars),
+                             cudaMemcpyHostToDevice, e.stream),
+             "cudaMemcpyAsync (scalars)");
+  launch_validate_rows<T>(ctx.rows, ctx.device_scalars(), e.ws.row_partials.as<double>(),
+                          e.stream);
+  launch_finish_validation(e.ws.row_partials.as<double>(), row_blocks(b.n_rows), ctx.k,
+                           ctx.device_scalars(), e.stream);
+  launch_to_double<T>(e.committed.coefficients.as<T>(), ctx.beta0(), P, e.stream);
+  launch_to_double<T>(e.committed.information.as<T>(), ctx.information64(), P * P, e.stream);
+  check_cuda(cudaMemcpyAsync(ctx.beta(), ctx.beta0(), P * sizeof(double),
+                             cudaMemcpyDeviceToDevice, e.stream),
+             "cudaMemcpyAsync (beta)");
+
+  if (ctx.k.l1) {
+    solve_lamm(ctx);
+  } else {
+    solve_newton(ctx);
+  }
+
+  launch_commit<T>(ctx.information64(), ctx.gram(), ctx.beta(), ctx.k, ctx.device_scalars(),
+                   e.scratch.information.as<T>(), e.scratch.coefficients.as<T>(), e.stream);
+  ctx.enqueue_readback();
+  T* exported = e.ws.host_state.as<T>();
+  if (out != nullptr) {
+    check_cuda(cudaMemcpyAsync(exported, e.scratch.coefficients.data(), P * sizeof(T),
+                               cudaMemcpyDeviceToHost, e.stream),
+               "cudaMemcpyAsync (coefficients)");
+    check_cuda(cudaMemcpyAsync(exported + P, e.scratch.information.data(), P * P * sizeof(T),
+                               cudaMemcpyDeviceToHost, e.stream),
+               "cudaMemcpyAsync (information)");
+  }
+  ctx.wait_for_status();
+  const DeviceScalars& s = ctx.status();
+  if (s.state == kNonFinite) {
+    fail(RH_CUDA_NUMERICAL_ERROR,
+         "the solve produced non-finite coefficients, objective or information (overflow); "
+         "state unchanged");
+  }
+
+  e.committed.coefficients.swap(e.scratch.coefficients);
+  e.committed.information.swap(e.scratch.information);
+  e.committed.n_samples_seen += b.n_rows;
+  e.committed.batch_count += 1;
+  e.committed.previous_lambda = s.lambda;
+  e.committed.weight_sum = s.total_weight;
+
+  diagnostics->iterations = s.iterations;
+  diagnostics->converged = s.state == kConverged ? 1 : 0;
+  diagnostics->used_regularized_fallback = ctx.used_svd ? 1 : 0;
+  diagnostics->objective = s.penalised_objective;
+  diagnostics->lambda_value = s.lambda;
+  diagnostics->bandwidth = s.bandwidth;
+  if (out != nullptr) {
+    std::memcpy(out->coefficients, exported, P * sizeof(T));
+    std::memcpy(out->information, exported + P, P * P * sizeof(T));
+    out->n_samples_seen = e.committed.n_samples_seen;
+    out->batch_count = e.committed.batch_count;
+    out->previous_lambda = e.committed.previous_lambda;
+    out->weight_sum = e.committed.weight_sum;
+  }
+}
+
+}  // namespace
+
+void run_update(Engine& e, const RhCudaHostBatch* batch, BatchLocation location,
+                const RhCudaUpdateConfig* config, RhCudaDiagnostics* diagnostics,
+                RhCudaHostState* state) {
+  RhErrorBuffer scratch{};
+  int fit_intercept = 0;
+  int append_intercept = 0;
+  const char* name = location == BatchLocation::Host ? "RhCudaHostBatch" : "RhCudaDeviceBatch";
+  require(rh_validate_config(config, e.P, &fit_intercept, &scratch), scratch);
+  require(rh_validate_batch(batch, name, config, e.P, e.committed.n_samples_seen,
+                            e.committed.batch_count, e.committed.weight_sum, e.elem_size,
+                            &append_intercept, &scratch),
+          scratch);
+  require(rh_check_header(diagnostics, "RhCudaDiagnostics", sizeof(RhCudaDiagnostics), &scratch),
+          scratch);
+  if (state != nullptr) require(rh_validate_state_out(state, &scratch), scratch);
+  if (batch->sample_weight == nullptr &&
+      batch->batch_weight != static_cast<double>(batch->n_rows)) {
+    fail(RH_CUDA_INVALID_ARGUMENT,
+         "%s.batch_weight %.17g must equal n_rows %lld when sample_weight is NULL", name,
+         batch->batch_weight, static_cast<long long>(batch->n_rows));
+  }
+  if (batch->n_rows > 2147483647) {
+    fail(RH_CUDA_INVALID_ARGUMENT,
+         "%s.n_rows %lld exceeds the CUDA engine's per-batch limit of 2147483647 rows", name,
+         static_cast<long long>(batch->n_rows));
+  }
+  if (location == BatchLocation::Device) {
+    require_device_memory(e, batch->x_design, "RhCudaDeviceBatch.x_design");
+    require_device_memory(e, batch->y, "RhCudaDeviceBatch.y");
+    if (batch->sample_weight != nullptr) {
+      require_device_memory(e, batch->sample_weight, "RhCudaDeviceBatch.sample_weight");
+    }
+  }
+  try {
+    if (e.dtype == RH_CUDA_DTYPE_FLOAT32) {
+      transition<float>(e, *batch, location, *config, fit_intercept, diagnostics, state);
+    } else {
+      transition<double>(e, *batch, location, *config, fit_intercept, diagnostics, state);
+    }
+  } catch (...) {
+    // Work queued before the failure still writes scratch buffers and pinned chunks; let it
+    // drain so the next call starts from an idle stream.
+    (void)cudaStreamSynchronize(e.stream);
+    throw;
+  }
+}
+
+}  // namespace rh
