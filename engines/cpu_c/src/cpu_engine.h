@@ -33,6 +33,11 @@
 /* The Gram accumulates fixed super-blocks of rows per output tile (see gram.c). */
 #define RH_GRAM_SUPERBLOCK 4096
 #define RH_GRAM_TILE 8
+/* Below these amounts of multiply-adds a parallel region costs more than it saves (and on a
+ * loaded machine every barrier can wait a scheduler quantum), so the work stays serial. The
+ * result does not depend on it: the block layout is the same either way. */
+#define RH_PARALLEL_MIN_ROW_WORK ((int64_t)1 << 18)
+#define RH_PARALLEL_MIN_GRAM_WORK ((int64_t)1 << 22)
 
 #define RH_TRY(expr)                      \
   do {                                    \

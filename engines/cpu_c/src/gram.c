@@ -40,7 +40,8 @@ static void accumulate_listed_rows(const RhProblem* problem, int64_t m, double* 
   double* partial = problem->ws->gram_partial;
   const int64_t tile_area = RH_GRAM_TILE * RH_GRAM_TILE;
 
-#pragma omp parallel for schedule(dynamic, 1) if (n_tasks > 1)
+  const int parallel = n_tasks > 1 && m * P * P >= RH_PARALLEL_MIN_GRAM_WORK;
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (int64_t task = 0; task < n_tasks; ++task) {
     int64_t super = task / n_tiles;
     int64_t tile = task % n_tiles;

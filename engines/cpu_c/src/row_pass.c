@@ -25,7 +25,8 @@ void rh_row_pass(const RhProblem* problem, const double* beta, double* loss, dou
   double* block_loss = problem->ws->block_loss;
   double* block_gradient = problem->ws->block_gradient;
   const int is_f32 = d->dtype == RH_CUDA_DTYPE_FLOAT32;
-#pragma omp parallel for schedule(static) if (n_blocks > 1)
+  const int parallel = n_blocks > 1 && n * d->n_columns >= RH_PARALLEL_MIN_ROW_WORK;
+#pragma omp parallel for schedule(static) if (parallel)
   for (int64_t b = 0; b < n_blocks; ++b) {
     int64_t first = b * RH_ROW_BLOCK;
     int64_t last = first + RH_ROW_BLOCK < n ? first + RH_ROW_BLOCK : n;
@@ -58,7 +59,8 @@ void rh_predict_rows(int32_t dtype, const void* x, int64_t n_rows, int64_t n_col
                      int append_intercept, const double* beta, void* prediction) {
   const int64_t n_blocks = (n_rows + RH_ROW_BLOCK - 1) / RH_ROW_BLOCK;
   const double intercept = append_intercept ? beta[n_columns] : 0.0;
-#pragma omp parallel for schedule(static) if (n_blocks > 1)
+  const int parallel = n_blocks > 1 && n_rows * n_columns >= RH_PARALLEL_MIN_ROW_WORK;
+#pragma omp parallel for schedule(static) if (parallel)
   for (int64_t b = 0; b < n_blocks; ++b) {
     int64_t first = b * RH_ROW_BLOCK;
     int64_t last = first + RH_ROW_BLOCK < n_rows ? first + RH_ROW_BLOCK : n_rows;

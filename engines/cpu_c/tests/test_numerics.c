@@ -166,18 +166,28 @@ static void test_virtual_intercept_matches_explicit_ones_column(void) {
   }
 }
 
+#define N_THREADS_TEST 20000
+#define P_THREADS_TEST 20
+
+/* 20000 x 20 is above both parallel thresholds (cpu_engine.h): twenty row blocks and five Gram
+ * super-blocks really are spread over the threads. */
 static void test_results_are_bitwise_identical_for_any_thread_count(void) {
 #if defined(_OPENMP)
+  static double x[N_THREADS_TEST * P_THREADS_TEST], y[N_THREADS_TEST];
+  double beta[P_THREADS_TEST];
+  for (int j = 0; j < P_THREADS_TEST; ++j) {
+    beta[j] = rh_normal();
+  }
+  rh_make_data(x, y, N_THREADS_TEST, P_THREADS_TEST, beta, 0.5);
   for (int penalty = RH_CUDA_PENALTY_NONE; penalty <= RH_CUDA_PENALTY_L1; ++penalty) {
-    RhCudaUpdateConfig c = rh_config(P_STREAM, penalty);
+    RhCudaUpdateConfig c = rh_config(P_THREADS_TEST, penalty);
     c.tolerance = 1e-7;
-    Fit fits[3];
+    static Fit fits[3];
     const int threads[3] = {1, 2, 3};
     for (int t = 0; t < 3; ++t) {
       omp_set_num_threads(threads[t]);
-      /* 9000 rows: nine row blocks and three Gram super-blocks per batch. */
-      fits[t] = fit_stream(SX, SY, NULL, N_STREAM, P_STREAM, P_STREAM, P_STREAM + 1, N_STREAM,
-                           c, RH_CUDA_DTYPE_FLOAT64);
+      fits[t] = fit_stream(x, y, NULL, N_THREADS_TEST, P_THREADS_TEST, P_THREADS_TEST,
+                           P_THREADS_TEST + 1, N_THREADS_TEST, c, RH_CUDA_DTYPE_FLOAT64);
       CHECK_STATUS(fits[t].status, RH_CUDA_SUCCESS);
     }
     for (int t = 1; t < 3; ++t) {
