@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Both GPU stages as ONE command for the device tool; everything that must come back is packed
+# into $OUT/gpu-DATE-HOST.tar.gz (the tool returns at most 8 files) plus the log.
+#   device run: command "bash runbooks/scripts/gpu_host.sh", carry [".whl"], timeout_s 600
+# Stage 2 runs only when stage 1 passed. STAGES="1 2" (default) or "2" alone (a second call when
+# one call cannot hold both: stage 2 then builds the engines itself); PROFILES, DTYPES, ROUNDS
+# pass through to stage 2. Exit status: 0 all passed, 1 stage 1 failed, 2 stage 2 gates failed.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+: "${OUT:?OUT must name the folder that comes back (the device tool sets it)}"
+RESULTS="$OUT/gpu-$DATE-$HOST_TAG"
+mkdir -p "$RESULTS"
+LOG="$RESULTS/gpu-host.log"
+{ nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv; \
+  nvcc --version | tail -n 2; } >"$RESULTS/host.txt" 2>&1 || true
+STAGES="${STAGES:-1 2}"
+code=0
+: >"$LOG"
+if [[ " $STAGES " == *" 1 "* ]] && ! bash runbooks/scripts/gpu_stage1.sh 2>&1 | tee -a "$LOG"; then
+  code=1
+elif [[ " $STAGES " == *" 2 "* ]]; then
+  # A no-op rebuild after stage 1; the whole build when stage 2 runs alone.
+  eval "$(runbooks/scripts/build_engines.sh ON 2>>"$LOG")"
+  export RH_CPU_LIBRARY RH_CUDA_LIBRARY
+  RESULTS="$RESULTS/stage2" bash runbooks/scripts/gpu_stage2.sh 2>&1 | tee -a "$LOG" || code=2
+fi
+tar -C "$OUT" -czf "$OUT/gpu-$DATE-$HOST_TAG.tar.gz" "gpu-$DATE-$HOST_TAG"
+cp "$LOG" "$OUT/gpu-host.log"
+rm -rf "$RESULTS"
+echo "gpu_host.sh exit $code (0 pass, 1 stage 1 failed, 2 gates failed)"
+exit "$code"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# GPU host stage 2, performance: interleaved A/B native_cuda (candidate) vs cupy (baseline),
+# penalties none and l1, host and device transports, then the large profile. Writes records,
+# gates and plots into RESULTS (default $OUT/stage2, else benchmarks/records/DATE-gpu).
+# Exit 0 only when every gate passed. Expects RH_CUDA_LIBRARY (stage 1 exports it) and .whl/.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "$REPO_ROOT"
+RESULTS="${RESULTS:-${OUT:+$OUT/stage2}}"
+RESULTS="${RESULTS:-$REPO_ROOT/benchmarks/records/$DATE-gpu}"
+mkdir -p "$RESULTS"
+if ! python3 -c "import jsonschema" 2>/dev/null; then
+  python3 -m pip install --quiet --no-index --no-deps --target /tmp/rh-site .whl/*.whl \
+    || fail "jsonschema missing: run prepare_device_wheels.sh here and carry .whl"
+  export PYTHONPATH="/tmp/rh-site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$REPO_ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
+status=0
+for profile in ${PROFILES:-standard large}; do
+  step "A/B native_cuda vs cupy, profile $profile"
+  python3 benchmarks/ab.py --baseline-engine cupy --candidate-engine native_cuda \
+    --profile "$profile" --penalties none,l1 --transports host,device \
+    --dtypes "${DTYPES:-float32,float64}" --lifecycles "${LIFECYCLES:-cold}" \
+    --operations partial_fit --rounds "${ROUNDS:-9}" --no-progress \
+    --data-dir /tmp --out-dir "$RESULTS/$profile" || status=1
+  python3 benchmarks/plot.py "$RESULTS/$profile/gate.json" --out "$RESULTS/$profile/gate.png"
+done
+exit "$status"

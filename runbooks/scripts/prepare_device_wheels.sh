@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Run HERE (a machine with network and scikit-build-core), before the GPU stages: the device has
+# neither. Builds this project's wheel and fetches the pure-Python wheels the device lacks
+# (jsonschema and its dependencies, for the record validator) into .whl/, which .gitignore
+# excludes and the device tool carries (carry: [".whl"]).
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+WHEELS="$REPO_ROOT/.whl"
+rm -rf "$WHEELS" && mkdir -p "$WHEELS"
+step "project wheel (librh_cpu inside; librh_cuda is built on the device with cmake)"
+python3 -m pip wheel --no-deps --quiet -w "$WHEELS" "$REPO_ROOT"
+step "jsonschema for the device's Python 3.12"
+python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 -d "$WHEELS" \
+  jsonschema jsonschema-specifications referencing rpds-py attrs typing-extensions
+ls -l "$WHEELS"

@@ -1,0 +1,30 @@
+"""Smoke test of an installed wheel: imports from site-packages (never the checkout), fits
+with every engine this host has, and checks the engines agree with the NumPy reference."""
+
+import sys
+
+import numpy as np
+
+import renewable_huber
+from renewable_huber.backends import unavailable_reason
+
+if "site-packages" not in renewable_huber.__file__:
+    sys.exit(f"imported {renewable_huber.__file__}, not the installed wheel")
+rng = np.random.default_rng(0)
+X = rng.standard_normal((5_000, 6))
+y = X @ np.arange(1.0, 7.0) + 0.5 + 0.2 * rng.standard_normal(5_000)
+reference = renewable_huber.RenewableHuberRegressor(backend="numpy").fit(X, y).coef_
+for backend in ("native_cpu", "cupy", "native_cuda"):
+    reason = unavailable_reason(backend)
+    if reason is not None:
+        if backend in ("native_cpu", "native_cuda"):
+            sys.exit(f"{backend} unavailable on the GPU host: {reason}")
+        print(f"{backend}: unavailable ({reason})")
+        continue
+    device = {"device": "cuda"} if backend in ("cupy", "native_cuda") else {}
+    coef = renewable_huber.RenewableHuberRegressor(backend=backend, **device).fit(X, y).coef_
+    error = float(np.max(np.abs(coef - reference)))
+    print(f"{backend}: max |coef - numpy| = {error:.2e}")
+    if error > 1e-8:
+        sys.exit(f"{backend} disagrees with the NumPy reference by {error}")
+print(f"wheel smoke test passed ({renewable_huber.__file__})")
