@@ -128,15 +128,15 @@ def test_weighted_stream_resumes_with_its_weight_sum(tmp_path):
     batches = make_batches()
     weights = [np.random.default_rng(i).uniform(0, 2, size=50) for i in range(4)]
     uninterrupted = RenewableHuberRegressor(backend="numpy")
-    for (X, y), w in zip(batches, weights):
+    for (X, y), w in zip(batches, weights, strict=True):
         uninterrupted.partial_fit(X, y, w)
     half = RenewableHuberRegressor(backend="numpy")
-    for (X, y), w in zip(batches[:2], weights[:2]):
+    for (X, y), w in zip(batches[:2], weights[:2], strict=True):
         half.partial_fit(X, y, w)
     half.save(tmp_path / "w.npz")
     resumed = RenewableHuberRegressor.load(tmp_path / "w.npz")
     assert resumed.state_.weight_sum == float(weights[0].sum()) + float(weights[1].sum())
-    for (X, y), w in zip(batches[2:], weights[2:]):
+    for (X, y), w in zip(batches[2:], weights[2:], strict=True):
         resumed.partial_fit(X, y, w)
     assert_same_state(resumed, uninterrupted)
 

@@ -150,7 +150,7 @@ def test_sample_weights_reach_the_core_and_integer_weights_equal_replication():
     replicated = stream(
         RenewableHuberRegressor(backend="numpy"),
         [(np.repeat(X, w.astype(int), axis=0), np.repeat(y, w.astype(int)))
-         for (X, y), w in zip(batches, weights)],
+         for (X, y), w in zip(batches, weights, strict=True)],
     )
     np.testing.assert_allclose(weighted.coef_, replicated.coef_, rtol=1e-9, atol=1e-10)
 

@@ -204,7 +204,8 @@ def test_string_column_names_are_recorded(pd):
 
 def test_non_string_or_mixed_names_are_not_recorded(pd):
     for columns in ([0, 1, 2], ["a", 1, "c"]):
-        estimator = RenewableHuberRegressor(backend="numpy").fit(pd.DataFrame(X, columns=columns), Y)
+        frame = pd.DataFrame(X, columns=columns)
+        estimator = RenewableHuberRegressor(backend="numpy").fit(frame, Y)
         assert not hasattr(estimator, "feature_names_in_")
         assert estimator.n_features_in_ == 3
 

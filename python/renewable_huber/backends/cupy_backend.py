@@ -73,7 +73,9 @@ class CupyBackend:
     def restore(self, state: RenewableState) -> None:
         self._state = self._to_device_state(state)
 
-    def update(self, X, y, sample_weight, config: UpdateConfig) -> tuple[RenewableState, Diagnostics]:
+    def update(
+        self, X, y, sample_weight, config: UpdateConfig
+    ) -> tuple[RenewableState, Diagnostics]:
         cp = self._cp
         design = design_matrix(cp, self._on_device(X), config.fit_intercept)
         new_state, diagnostics = renewable_update(

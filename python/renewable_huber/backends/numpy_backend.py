@@ -24,7 +24,9 @@ class NumpyBackend:
     def restore(self, state: RenewableState) -> None:
         self._state = host_state_in_dtype(state.copy(), self.n_parameters, self.dtype)
 
-    def update(self, X, y, sample_weight, config: UpdateConfig) -> tuple[RenewableState, Diagnostics]:
+    def update(
+        self, X, y, sample_weight, config: UpdateConfig
+    ) -> tuple[RenewableState, Diagnostics]:
         _require_host(X)
         design = design_matrix(np, X, config.fit_intercept)
         new_state, diagnostics = renewable_update(
@@ -56,7 +58,9 @@ def linear_prediction(X, coefficients):
     return predictions
 
 
-def host_state_in_dtype(state: RenewableState, n_parameters: int, dtype: np.dtype) -> RenewableState:
+def host_state_in_dtype(
+    state: RenewableState, n_parameters: int, dtype: np.dtype
+) -> RenewableState:
     """`state` as host arrays in the working dtype (copied only when a conversion is
     needed), with plain-Python counters."""
     coefficients = np.asarray(state.coefficients, dtype=dtype)
