@@ -1,0 +1,442 @@
+// What librh_cuda computes: the OLS limit and the closed-form lambda/bandwidth (independent
+// math), agreement with librh_cpu, host/device and narrow/expanded input equality,
+// reproducibility, the SVD fallback on an exactly singular system, asymmetric restores,
+// rollback after an injected cuSOLVER failure, graphs on/off, and TF32 against strict float32.
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "test_support.hpp"
+
+using namespace rhtest;
+
+namespace {
+
+constexpr int64_t kFeatures = 6;
+constexpr int64_t kP = kFeatures + 1;
+
+struct Fit {
+  std::vector<double> coef, info;
+  RhCudaDiagnostics diag{};
+  RhCudaStatus status = RH_CUDA_SUCCESS;
+};
+
+template <class T>
+std::vector<double> widen(const std::vector<T>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+// Runs `batches` batches (seeds 100, 101, ...) on a fresh engine and returns the final state.
+template <class T>
+Fit stream_fit(int32_t dtype, int32_t penalty, uint64_t flags, bool device, bool expanded,
+               bool weighted, int batches = 3, int64_t rows = 2000) {
+  Fit fit;
+  RhCudaEngineOptions o = options(dtype, kP, flags);
+  RhCudaEngine* e = nullptr;
+  fit.status = rh_cuda_engine_create(&o, &e);
+  if (fit.status != RH_CUDA_SUCCESS) return fit;
+  HostState<T> state(kP);
+  const RhCudaUpdateConfig c = config(kFeatures, penalty);
+  for (int b = 0; b < batches && fit.status == RH_CUDA_SUCCESS; ++b) {
+    Batch<T> data = make_batch<T>(100 + b, rows, kFeatures, true, expanded);
+    RhCudaHostBatch hb = data.view(weighted);
+    fit.diag = diagnostics();
+    if (!device) {
+      fit.status = rh_cuda_engine_update_host_with_state(e, &hb, &c, &fit.diag, &state.view);
+      continue;
+    }
+    T *dx = nullptr, *dy = nullptr, *dw = nullptr;
+    cudaMalloc(&dx, data.x.size() * sizeof(T));
+    cudaMalloc(&dy, data.y.size() * sizeof(T));
+    cudaMalloc(&dw, data.w.size() * sizeof(T));
+    cudaMemcpy(dx, data.x.data(), data.x.size() * sizeof(T), cudaMemcpyHostToDevice);
+    cudaMemcpy(dy, data.y.data(), data.y.size() * sizeof(T), cudaMemcpyHostToDevice);
+    cudaMemcpy(dw, data.w.data(), data.w.size() * sizeof(T), cudaMemcpyHostToDevice);
+    RhCudaDeviceBatch db{};
+    std::memcpy(&db, &hb, sizeof db);
+    db.x_design = dx;
+    db.y = dy;
+    db.sample_weight = weighted ? dw : nullptr;
+    fit.status = rh_cuda_engine_update_device_with_state(e, &db, &c, &fit.diag, &state.view);
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(dw);
+  }
+  if (fit.status != RH_CUDA_SUCCESS) std::fprintf(stderr, "  stream_fit: %s\n", rh_cuda_engine_last_error(e));
+  fit.coef = widen(state.coef);
+  fit.info = widen(state.info);
+  rh_cuda_engine_destroy(e);
+  return fit;
+}
+
+// Dense solve by Gaussian elimination with partial pivoting, for the OLS reference.
+std::vector<double> solve_dense(std::vector<long double> A, std::vector<long double> b, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t piv = k;
+    for (int64_t r = k + 1; r < n; ++r) if (fabsl(A[r * n + k]) > fabsl(A[piv * n + k])) piv = r;
+    for (int64_t c = 0; c < n; ++c) std::swap(A[k * n + c], A[piv * n + c]);
+    std::swap(b[k], b[piv]);
+    for (int64_t r = k + 1; r < n; ++r) {
+      const long double f = A[r * n + k] / A[k * n + k];
+      for (int64_t c = k; c < n; ++c) A[r * n + c] -= f * A[k * n + c];
+      b[r] -= f * b[k];
+    }
+  }
+  std::vector<double> x(n);
+  for (int64_t r = n - 1; r >= 0; --r) {
+    long double acc = b[r];
+    for (int64_t c = r + 1; c < n; ++c) acc -= A[r * n + c] * x[c];
+    x[r] = static_cast<double>(acc / A[r * n + r]);
+  }
+  return x;
+}
+
+void test_large_tau_reproduces_ordinary_least_squares() {
+  Batch<double> data = make_batch<double>(7, 3000, kFeatures, true, true, 0.0);
+  std::vector<long double> A(kP * kP, 0.0L), rhs(kP, 0.0L);
+  for (int64_t i = 0; i < data.n; ++i) {
+    for (int64_t j = 0; j < kP; ++j) {
+      rhs[j] += static_cast<long double>(data.x[i * kP + j]) * data.y[i];
+      for (int64_t k = 0; k < kP; ++k) A[j * kP + k] += static_cast<long double>(data.x[i * kP + j]) * data.x[i * kP + k];
+    }
+  }
+  const std::vector<double> ols = solve_dense(A, rhs, kP);
+  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
+  RhCudaEngine* e = nullptr;
+  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+  RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE, 100.0);
+  RhCudaHostBatch b = data.view();
+  RhCudaDiagnostics d = diagnostics();
+  HostState<double> s(kP);
+  RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view), RH_CUDA_SUCCESS);
+  const double err = max_abs_diff(s.coef.data(), ols.data(), kP);
+  std::printf("OLS limit: max |beta - beta_ols| = %.3e, iterations %lld\n", err, static_cast<long long>(d.iterations));
+  RH_CHECK(err < 1e-10);
+  RH_CHECK(d.converged == 1 && d.used_regularized_fallback == 0);
+  // Every residual lies inside (-tau + h, tau - h), so the information is exactly X'X.
+  double info_err = 0.0;
+  for (int64_t j = 0; j < kP * kP; ++j) info_err = std::fmax(info_err, std::fabs(s.info[j] - static_cast<double>(A[j])) / (1.0 + std::fabs(static_cast<double>(A[j]))));
+  RH_CHECK(info_err < 1e-12);
+  const double N = 3000.0;
+  RH_CHECK(std::fabs(d.bandwidth - 1.0 / (std::sqrt(N) * std::log(6.0))) < 1e-15);
+  RH_CHECK(d.lambda_value == 0.0);
+  rh_cuda_engine_destroy(e);
+}
+
+void test_l1_lambda_follows_the_closed_form() {
+  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
+  RhCudaEngine* e = nullptr;
+  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+  Batch<double> data = make_batch<double>(3, 500, kFeatures, true, false);
+  RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_L1);
+  RhCudaHostBatch b = data.view(true);
+  RhCudaDiagnostics d = diagnostics();
+  RH_CHECK_STATUS(rh_cuda_engine_update_host(e, &b, &c, &d), RH_CUDA_SUCCESS);
+  const double N = b.batch_weight;
+  const double expected = 0.5 * 1.345 * std::sqrt(std::log(6.0) / N);
+  RH_CHECK(std::fabs(d.lambda_value - expected) <= 1e-15 * expected);
+  RH_CHECK(d.converged == 1);
+  HostState<double> s(kP);
+  RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &s.view), RH_CUDA_SUCCESS);
+  RH_CHECK(s.view.previous_lambda == d.lambda_value && s.view.weight_sum == N && s.view.n_samples_seen == 500);
+  rh_cuda_engine_destroy(e);
+}
+
+void test_host_and_device_input_agree_bitwise() {
+  for (int penalty : {RH_CUDA_PENALTY_NONE, RH_CUDA_PENALTY_L1}) {
+    Fit h64 = stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, penalty, 0, false, false, true);
+    Fit d64 = stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, penalty, 0, true, false, true);
+    Fit h32 = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, penalty, 0, false, true, false);
+    Fit d32 = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, penalty, 0, true, true, false);
+    RH_CHECK(h64.status == RH_CUDA_SUCCESS && d64.status == RH_CUDA_SUCCESS);
+    RH_CHECK(h32.status == RH_CUDA_SUCCESS && d32.status == RH_CUDA_SUCCESS);
+    RH_CHECK(h64.coef == d64.coef && h64.info == d64.info);
+    RH_CHECK(h32.coef == d32.coef && h32.info == d32.info);
+  }
+}
+
+void test_appended_intercept_matches_expanded_design() {
+  for (int penalty : {RH_CUDA_PENALTY_NONE, RH_CUDA_PENALTY_L1}) {
+    for (bool device : {false, true}) {
+      Fit narrow = stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, penalty, 0, device, false, true);
+      Fit wide = stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, penalty, 0, device, true, true);
+      const double rel = max_rel_diff(narrow.coef, wide.coef);
+      const double rel_info = max_rel_diff(narrow.info, wide.info);
+      std::printf("intercept append (%s, %s input): coef rel diff %.2e, info %.2e\n",
+                  penalty ? "l1" : "none", device ? "device" : "host", rel, rel_info);
+      RH_CHECK(rel < 1e-10 && rel_info < 1e-12);
+    }
+  }
+}
+
+void test_results_are_reproducible() {
+  Fit a = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, 0, false, false, true, 2, 70000);
+  Fit b = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, 0, false, false, true, 2, 70000);
+  RH_CHECK(a.coef == b.coef && a.info == b.info && a.diag.objective == b.diag.objective);
+}
+
+void test_graphs_on_and_off_agree() {
+  for (int penalty : {RH_CUDA_PENALTY_NONE, RH_CUDA_PENALTY_L1}) {
+    Fit eager = stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, penalty, 0, false, false, true);
+    Fit graph = stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, penalty, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS, false, false, true);
+    RH_CHECK(eager.status == RH_CUDA_SUCCESS && graph.status == RH_CUDA_SUCCESS);
+    RH_CHECK(eager.coef == graph.coef && eager.info == graph.info);
+    RH_CHECK(eager.diag.iterations == graph.diag.iterations);
+  }
+  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS);
+  RhCudaEngine* e = nullptr;
+  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+  Batch<double> data = make_batch<double>(9, 4000, kFeatures, true, false);
+  RhCudaHostBatch b = data.view();
+  for (int penalty : {RH_CUDA_PENALTY_NONE, RH_CUDA_PENALTY_L1}) {
+    RhCudaUpdateConfig c = config(kFeatures, penalty);
+    RhCudaDiagnostics d = diagnostics();
+    RH_CHECK_STATUS(rh_cuda_engine_update_host(e, &b, &c, &d), RH_CUDA_SUCCESS);
+  }
+  RhCudaEngineFeatures f{};
+  f.abi_version = RH_CUDA_ABI_VERSION;
+  f.struct_size = sizeof f;
+  RH_CHECK_STATUS(rh_cuda_engine_features(e, &f), RH_CUDA_SUCCESS);
+  std::printf("graphs: requested %llu enabled %llu captures %llu replays %llu fallbacks %llu\n",
+              (unsigned long long)f.requested_flags, (unsigned long long)f.enabled_flags,
+              (unsigned long long)f.graph_captures, (unsigned long long)f.graph_replays,
+              (unsigned long long)f.graph_fallbacks);
+  RH_CHECK(f.requested_flags == RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS);
+  RH_CHECK(f.graph_captures + f.graph_fallbacks >= 1);
+  RH_CHECK(f.graph_captures == 0 || f.graph_replays >= f.graph_captures);
+  rh_cuda_engine_destroy(e);
+}
+
+void test_fast_math_stays_close_to_strict_float32() {
+  Fit strict = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, 0, false, false, true, 3, 20000);
+  Fit fast = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, RH_CUDA_ENGINE_FLAG_FAST_MATH, false, false, true, 3, 20000);
+  RH_CHECK(strict.status == RH_CUDA_SUCCESS && fast.status == RH_CUDA_SUCCESS);
+  const double coef = max_rel_diff(fast.coef, strict.coef);
+  const double info = max_rel_diff(fast.info, strict.info);
+  std::printf("FAST_MATH (TF32) vs strict float32: coef rel diff %.3e, information rel diff %.3e\n", coef, info);
+  RH_CHECK(coef < 1e-2 && info < 1e-2);
+}
+
+void test_singular_system_takes_the_minimum_norm_solution() {
+  // Column 1 duplicates column 0: X'X is exactly singular and the minimum-norm solution splits
+  // their joint coefficient equally.
+  Batch<double> data = make_batch<double>(21, 400, kFeatures, true, true, 0.0);
+  for (int64_t i = 0; i < data.n; ++i) data.x[i * kP + 1] = data.x[i * kP + 0];
+  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
+  RhCudaEngine* e = nullptr;
+  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+  RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE, 100.0);
+  RhCudaHostBatch b = data.view();
+  RhCudaDiagnostics d = diagnostics();
+  HostState<double> s(kP);
+  RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view), RH_CUDA_SUCCESS);
+  std::printf("singular: fallback %d, beta0 %.12f beta1 %.12f\n", d.used_regularized_fallback, s.coef[0], s.coef[1]);
+  RH_CHECK(d.used_regularized_fallback == 1);
+  RH_CHECK(std::isfinite(s.coef[0]) && std::fabs(s.coef[0] - s.coef[1]) < 1e-8);
+  RH_CHECK(std::fabs((s.coef[0] + s.coef[1]) - 0.5) < 0.05);  // the generator's joint slope
+  rh_cuda_engine_destroy(e);
+}
+
+void test_asymmetric_restore_round_trips_and_is_kept() {
+  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
+  RhCudaEngine* e = nullptr;
+  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+  HostState<double> in(kP);
+  Rng rng(5);
+  for (int64_t j = 0; j < kP; ++j) in.coef[j] = rng.normal();
+  for (int64_t r = 0; r < kP; ++r) {
+    for (int64_t c = 0; c < kP; ++c) in.info[r * kP + c] = (r == c ? 800.0 : 0.0) + 3.0 * rng.normal();
+  }
+  RhCudaHostStateView v{};
+  v.abi_version = RH_CUDA_ABI_VERSION;
+  v.struct_size = sizeof v;
+  v.coefficients = in.coef.data();
+  v.information = in.info.data();
+  v.n_samples_seen = 1000;
+  v.batch_count = 2;
+  v.previous_lambda = 0.0;
+  v.weight_sum = 1000.0;
+  RH_CHECK_STATUS(rh_cuda_engine_restore(e, &v), RH_CUDA_SUCCESS);
+  HostState<double> out(kP);
+  RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &out.view), RH_CUDA_SUCCESS);
+  RH_CHECK(std::memcmp(in.coef.data(), out.coef.data(), kP * sizeof(double)) == 0);
+  RH_CHECK(std::memcmp(in.info.data(), out.info.data(), kP * kP * sizeof(double)) == 0);
+  RH_CHECK(out.view.n_samples_seen == 1000 && out.view.batch_count == 2 && out.view.weight_sum == 1000.0);
+
+  Batch<double> data = make_batch<double>(8, 600, kFeatures, true, false);
+  RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE);
+  RhCudaHostBatch b = data.view();
+  RhCudaDiagnostics d = diagnostics();
+  RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &out.view), RH_CUDA_SUCCESS);
+  double asym_drift = 0.0;
+  for (int64_t r = 0; r < kP; ++r) {
+    for (int64_t col = 0; col < kP; ++col) {
+      const double before = in.info[r * kP + col] - in.info[col * kP + r];
+      const double after = out.info[r * kP + col] - out.info[col * kP + r];
+      asym_drift = std::fmax(asym_drift, std::fabs(after - before));
+    }
+  }
+  RH_CHECK(asym_drift < 1e-9);
+  RH_CHECK(d.converged == 1 && std::isfinite(out.coef[0]));
+  rh_cuda_engine_destroy(e);
+}
+
+void test_injected_solver_failure_rolls_back() {
+  setenv("RH_CUDA_TEST_INJECT_FAILURE", "cusolver", 1);
+  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
+  RhCudaEngine* e = nullptr;
+  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+  unsetenv("RH_CUDA_TEST_INJECT_FAILURE");
+  HostState<double> in(kP);
+  for (int64_t j = 0; j < kP; ++j) {
+    in.coef[j] = 0.25 * static_cast<double>(j);
+    in.info[j * kP + j] = 50.0;
+  }
+  RhCudaHostStateView v{};
+  v.abi_version = RH_CUDA_ABI_VERSION;
+  v.struct_size = sizeof v;
+  v.coefficients = in.coef.data();
+  v.information = in.info.data();
+  v.n_samples_seen = 50;
+  v.batch_count = 1;
+  v.weight_sum = 50.0;
+  RH_CHECK_STATUS(rh_cuda_engine_restore(e, &v), RH_CUDA_SUCCESS);
+  Batch<double> data = make_batch<double>(4, 300, kFeatures, true, false);
+  RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE);
+  RhCudaHostBatch b = data.view();
+  RhCudaDiagnostics d = diagnostics();
+  HostState<double> out(kP);
+  RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &out.view), RH_CUDA_CUSOLVER_ERROR);
+  RH_CHECK(std::strstr(rh_cuda_engine_last_error(e), "injected") != nullptr);
+  RH_CHECK(out.coef == std::vector<double>(kP, 0.0));  // the export target was not written
+  RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &out.view), RH_CUDA_SUCCESS);
+  RH_CHECK(out.coef == in.coef && out.info == in.info);
+  RH_CHECK(out.view.n_samples_seen == 50 && out.view.batch_count == 1 && out.view.weight_sum == 50.0);
+  // The L1 solver needs no linear solve and still works on the same engine afterwards.
+  c.penalty = RH_CUDA_PENALTY_L1;
+  c.lambda_scale = 0.5;
+  RH_CHECK_STATUS(rh_cuda_engine_update_host(e, &b, &c, &d), RH_CUDA_SUCCESS);
+  rh_cuda_engine_destroy(e);
+}
+
+void test_device_prediction_matches_host_prediction() {
+  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT32, kP);
+  RhCudaEngine* e = nullptr;
+  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+  Batch<float> data = make_batch<float>(12, 1000, kFeatures, true, false);
+  RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE);
+  RhCudaHostBatch b = data.view();
+  RhCudaDiagnostics d = diagnostics();
+  HostState<float> s(kP);
+  RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view), RH_CUDA_SUCCESS);
+  std::vector<float> host_out(1000, -7.0f), device_out(1000, -9.0f);
+  RhCudaPrediction p{};
+  p.abi_version = RH_CUDA_ABI_VERSION;
+  p.struct_size = sizeof p;
+  p.x_design = data.x.data();
+  p.prediction = host_out.data();
+  p.n_rows = 1000;
+  p.n_columns = kFeatures;
+  p.n_features_in = kFeatures;
+  p.input_location = RH_CUDA_MEMORY_HOST;
+  RH_CHECK_STATUS(rh_cuda_engine_predict(e, &p), RH_CUDA_SUCCESS);
+  float *dx = nullptr, *dout = nullptr;
+  cudaMalloc(&dx, data.x.size() * sizeof(float));
+  cudaMalloc(&dout, 1000 * sizeof(float));
+  cudaMemcpy(dx, data.x.data(), data.x.size() * sizeof(float), cudaMemcpyHostToDevice);
+  p.x_design = dx;
+  p.prediction = dout;
+  p.input_location = RH_CUDA_MEMORY_DEVICE;
+  RH_CHECK_STATUS(rh_cuda_engine_predict(e, &p), RH_CUDA_SUCCESS);
+  cudaMemcpy(device_out.data(), dout, 1000 * sizeof(float), cudaMemcpyDeviceToHost);
+  cudaFree(dx);
+  cudaFree(dout);
+  RH_CHECK(host_out == device_out);
+  double worst = 0.0;
+  for (int64_t i = 0; i < 1000; ++i) {
+    double expect = s.coef[kFeatures];
+    for (int64_t j = 0; j < kFeatures; ++j) expect += static_cast<double>(data.x[i * kFeatures + j]) * s.coef[j];
+    worst = std::fmax(worst, std::fabs(expect - host_out[i]) / (1.0 + std::fabs(expect)));
+  }
+  RH_CHECK(worst < 1e-6);
+  rh_cuda_engine_destroy(e);
+}
+
+#ifdef RH_CPU_ENGINE_PATH
+template <class Fn>
+Fn cpu_symbol(void* lib, const char* name) {
+  return reinterpret_cast<Fn>(dlsym(lib, name));
+}
+
+template <class T>
+void compare_with_cpu(void* lib, int32_t dtype, int32_t penalty, double rtol) {
+  using Create = RhCudaStatus (*)(const RhCudaEngineOptions*, RhCudaEngine**);
+  using Update = RhCudaStatus (*)(RhCudaEngine*, const RhCudaHostBatch*, const RhCudaUpdateConfig*, RhCudaDiagnostics*, RhCudaHostState*);
+  using Destroy = RhCudaStatus (*)(RhCudaEngine*);
+  auto create = cpu_symbol<Create>(lib, "rh_cuda_engine_create");
+  auto update = cpu_symbol<Update>(lib, "rh_cuda_engine_update_host_with_state");
+  auto destroy = cpu_symbol<Destroy>(lib, "rh_cuda_engine_destroy");
+  RH_CHECK(create && update && destroy);
+  if (!create || !update || !destroy) return;
+  RhCudaEngineOptions o = options(dtype, kP);
+  o.device_id = -1;
+  RhCudaEngine* cpu = nullptr;
+  RH_CHECK_STATUS(create(&o, &cpu), RH_CUDA_SUCCESS);
+  HostState<T> state(kP);
+  const RhCudaUpdateConfig c = config(kFeatures, penalty);
+  RhCudaDiagnostics d = diagnostics();
+  for (int b = 0; b < 3; ++b) {
+    Batch<T> data = make_batch<T>(100 + b, 2000, kFeatures, true, false);
+    RhCudaHostBatch hb = data.view(true);
+    RH_CHECK_STATUS(update(cpu, &hb, &c, &d, &state.view), RH_CUDA_SUCCESS);
+  }
+  destroy(cpu);
+  Fit gpu = stream_fit<T>(dtype, penalty, 0, false, false, true);
+  const double coef = max_rel_diff(gpu.coef, widen(state.coef));
+  const double info = max_rel_diff(gpu.info, widen(state.info));
+  std::printf("vs librh_cpu (%s, %s): coef rel diff %.3e, info rel diff %.3e, iterations cuda %lld cpu %lld\n",
+              dtype == RH_CUDA_DTYPE_FLOAT32 ? "float32" : "float64", penalty ? "l1" : "none", coef,
+              info, static_cast<long long>(gpu.diag.iterations), static_cast<long long>(d.iterations));
+  RH_CHECK(coef < rtol && info < rtol);
+  RH_CHECK(gpu.diag.converged == d.converged);
+}
+
+void test_agrees_with_the_cpu_engine() {
+  void* lib = dlopen(RH_CPU_ENGINE_PATH, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    std::fprintf(stderr, "  cannot load %s: %s\n", RH_CPU_ENGINE_PATH, dlerror());
+    ++failures();
+    return;
+  }
+  for (int penalty : {RH_CUDA_PENALTY_NONE, RH_CUDA_PENALTY_L1}) {
+    compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, penalty, 1e-8);
+    compare_with_cpu<float>(lib, RH_CUDA_DTYPE_FLOAT32, penalty, 4e-4);
+  }
+  dlclose(lib);
+}
+#endif
+
+}  // namespace
+
+int main() {
+  skip_without_gpu("test_cuda_numerics");
+  test_large_tau_reproduces_ordinary_least_squares();
+  test_l1_lambda_follows_the_closed_form();
+  test_host_and_device_input_agree_bitwise();
+  test_appended_intercept_matches_expanded_design();
+  test_results_are_reproducible();
+  test_graphs_on_and_off_agree();
+  test_fast_math_stays_close_to_strict_float32();
+  test_singular_system_takes_the_minimum_norm_solution();
+  test_asymmetric_restore_round_trips_and_is_kept();
+  test_injected_solver_failure_rolls_back();
+  test_device_prediction_matches_host_prediction();
+#ifdef RH_CPU_ENGINE_PATH
+  test_agrees_with_the_cpu_engine();
+#else
+  std::printf("librh_cpu not built: the CPU comparison did not run\n");
+#endif
+  return finish("test_cuda_numerics");
+}

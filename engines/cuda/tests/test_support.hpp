@@ -1,0 +1,184 @@
+// Small helpers for the librh_cuda tests: checks that count failures, struct builders, a
+// deterministic data generator, and the GPU-presence gate (exit 77 = ctest SKIP, with a reason).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "rh_cuda.h"
+
+namespace rhtest {
+
+inline int& failures() {
+  static int count = 0;
+  return count;
+}
+
+#define RH_CHECK(cond)                                                                   \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
+      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);      \
+      ++rhtest::failures();                                                              \
+    }                                                                                    \
+  } while (0)
+
+#define RH_CHECK_STATUS(call, expected)                                                  \
+  do {                                                                                   \
+    const RhCudaStatus rh_got_ = (call);                                                 \
+    if (rh_got_ != (expected)) {                                                         \
+      std::fprintf(stderr, "%s:%d: %s returned %d, expected %d (%s)\n", __FILE__,         \
+                   __LINE__, #call, static_cast<int>(rh_got_), static_cast<int>(expected), \
+                   rh_cuda_last_error());                                                \
+      ++rhtest::failures();                                                              \
+    }                                                                                    \
+  } while (0)
+
+// ctest maps 77 to SKIPPED (SKIP_RETURN_CODE); the reason is printed so a skip is never silent.
+inline void skip_without_gpu(const char* test) {
+  int32_t available = 0;
+  const RhCudaStatus status = rh_cuda_is_available(&available);
+  if (status != RH_CUDA_SUCCESS || available != 1) {
+    std::printf("SKIP %s: no usable CUDA device (status %d, available %d: %s)\n", test,
+                static_cast<int>(status), static_cast<int>(available), rh_cuda_last_error());
+    std::exit(77);
+  }
+}
+
+inline int finish(const char* test) {
+  if (failures() == 0) {
+    std::printf("PASS %s\n", test);
+    return 0;
+  }
+  std::printf("FAIL %s: %d check(s) failed\n", test, failures());
+  return 1;
+}
+
+inline RhCudaEngineOptions options(int32_t dtype, int64_t P, uint64_t flags = 0) {
+  RhCudaEngineOptions o{};
+  o.abi_version = RH_CUDA_ABI_VERSION;
+  o.struct_size = sizeof o;
+  o.dtype = dtype;
+  o.device_id = 0;
+  o.n_parameters = P;
+  o.reserved0 = flags;
+  return o;
+}
+
+inline RhCudaUpdateConfig config(int64_t p, int32_t penalty, double tau = 1.345) {
+  RhCudaUpdateConfig c{};
+  c.abi_version = RH_CUDA_ABI_VERSION;
+  c.struct_size = sizeof c;
+  c.n_features_in = p;
+  c.max_iter = 100;
+  c.tau = tau;
+  c.bandwidth_scale = 1.0;
+  c.tolerance = 1e-10;
+  c.ridge = 0.0;
+  c.penalty = penalty;
+  c.lambda_scale = penalty == RH_CUDA_PENALTY_L1 ? 0.5 : 0.0;
+  return c;
+}
+
+inline RhCudaDiagnostics diagnostics() {
+  RhCudaDiagnostics d{};
+  d.abi_version = RH_CUDA_ABI_VERSION;
+  d.struct_size = sizeof d;
+  return d;
+}
+
+template <class T>
+struct Batch {
+  std::vector<T> x, y, w;
+  int64_t n = 0, cols = 0;
+  RhCudaHostBatch view(bool weighted = false) const {
+    RhCudaHostBatch b{};
+    b.abi_version = RH_CUDA_ABI_VERSION;
+    b.struct_size = sizeof b;
+    b.x_design = x.data();
+    b.y = y.data();
+    b.sample_weight = weighted ? w.data() : nullptr;
+    b.n_rows = n;
+    b.n_columns = cols;
+    double sum = 0.0;
+    for (T v : w) sum += static_cast<double>(v);
+    b.batch_weight = weighted ? sum : static_cast<double>(n);
+    return b;
+  }
+};
+
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : s_(seed * 6364136223846793005ull + 1442695040888963407ull) {}
+  double uniform() {
+    s_ = s_ * 6364136223846793005ull + 1442695040888963407ull;
+    return (static_cast<double>(s_ >> 11) + 0.5) / 9007199254740992.0;
+  }
+  double normal() {
+    const double u1 = uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+
+ private:
+  uint64_t s_;
+};
+
+// y = X beta + noise with a few gross outliers; expanded = the intercept column is included.
+template <class T>
+Batch<T> make_batch(uint64_t seed, int64_t n, int64_t p, bool intercept, bool expanded,
+                    double outlier_scale = 8.0) {
+  Rng rng(seed);
+  Batch<T> b;
+  b.n = n;
+  b.cols = p + (intercept && expanded ? 1 : 0);
+  b.x.resize(static_cast<size_t>(n * b.cols));
+  b.y.resize(static_cast<size_t>(n));
+  b.w.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    double target = intercept ? 0.7 : 0.0;
+    for (int64_t j = 0; j < p; ++j) {
+      const double v = rng.normal();
+      b.x[i * b.cols + j] = static_cast<T>(v);
+      target += static_cast<double>(static_cast<T>(v)) * (0.5 + 0.25 * static_cast<double>(j % 5));
+    }
+    if (intercept && expanded) b.x[i * b.cols + p] = T(1);
+    target += 0.2 * rng.normal();
+    if (i % 50 == 7) target += outlier_scale * rng.normal();
+    b.y[i] = static_cast<T>(target);
+    b.w[i] = static_cast<T>(1 + (i % 3));
+  }
+  return b;
+}
+
+template <class T>
+struct HostState {
+  std::vector<T> coef, info;
+  RhCudaHostState view{};
+  explicit HostState(int64_t P) : coef(P), info(P * P) {
+    view.abi_version = RH_CUDA_ABI_VERSION;
+    view.struct_size = sizeof view;
+    view.coefficients = coef.data();
+    view.information = info.data();
+  }
+};
+
+inline double max_abs_diff(const double* a, const double* b, size_t n) {
+  double worst = 0.0;
+  for (size_t i = 0; i < n; ++i) worst = std::fmax(worst, std::fabs(a[i] - b[i]));
+  return worst;
+}
+
+template <class T>
+double max_rel_diff(const std::vector<T>& a, const std::vector<T>& b) {
+  double worst = 0.0, scale = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::fmax(worst, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    scale = std::fmax(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return worst / (scale > 0.0 ? scale : 1.0);
+}
+
+}  // namespace rhtest
