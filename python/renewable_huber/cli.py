@@ -258,7 +258,8 @@ def _fit_summary(args, model, features, rows_before, summary) -> str:
     width = max(len("feature"), *(len(n) for n in names))
     lines.append(f"{'feature':<{width}}  {'coefficient':>14}")
     lines.append(f"{'-' * width}  {'-' * 14}")
-    lines.extend(f"{name:<{width}}  {value:>14.6g}" for name, value in zip(names, values))
+    lines.extend(f"{name:<{width}}  {value:>14.6g}"
+                 for name, value in zip(names, values, strict=True))
     if args.checkpoint:
         lines.append("")
         lines.append(f"checkpoint: {args.checkpoint}")

@@ -106,10 +106,12 @@ def format_report(result: DemoResult) -> str:
              f"{m.seconds:.3f}") for m in (result.renewable, result.oracle, result.ols)]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, tuple("-" * w for w in widths), *rows]:
-        cells = [f"{row[0]:<{widths[0]}}"] + [f"{c:>{w}}" for c, w in zip(row[1:], widths[1:])]
+        numbers = zip(row[1:], widths[1:], strict=True)
+        cells = [f"{row[0]:<{widths[0]}}"] + [f"{c:>{w}}" for c, w in numbers]
         lines.append("  ".join(cells))
     lines.append("")
-    lines.append(f"renewable vs oracle L2 distance (coef + intercept): {result.renewable_to_oracle:.2e}")
+    lines.append("renewable vs oracle L2 distance (coef + intercept): "
+                 f"{result.renewable_to_oracle:.2e}")
     return "\n".join(lines)
 
 

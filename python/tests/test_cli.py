@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import renewable_huber
 from renewable_huber import RenewableHuberRegressor
 from renewable_huber.cli import main
@@ -33,7 +32,7 @@ def write_csv(path, X, y, *, extra_text_column=True):
     with open(path, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow([*FEATURES, "y"] + (["label"] if extra_text_column else []))
-        for i, (row, target) in enumerate(zip(X.tolist(), y.tolist())):
+        for i, (row, target) in enumerate(zip(X.tolist(), y.tolist(), strict=True)):
             writer.writerow([repr(v) for v in row] + [repr(target)]
                             + ([f"row{i}"] if extra_text_column else []))
 
@@ -168,7 +167,7 @@ def test_fit_matches_the_estimator_fitted_in_process_on_the_same_batches(
     assert fitted.n_samples_seen_ == N_ROWS
     assert list(fitted.feature_names_in_) == FEATURES
     # the summary names every coefficient; the text column 'label' was left out
-    for name, value in zip(FEATURES, expected.coef_):
+    for name, value in zip(FEATURES, expected.coef_, strict=True):
         printed = re.search(rf"^{name}\s+(\S+)$", out, re.MULTILINE).group(1)
         assert float(printed) == pytest.approx(value, rel=1e-5)
     assert "label" not in out

@@ -3,7 +3,6 @@ selection and the errors that name the file, line and column."""
 
 import numpy as np
 import pytest
-
 from renewable_huber.datafile import DataFileError, open_table, select_columns
 
 
