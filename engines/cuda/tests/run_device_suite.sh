@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The GPU host's one command: build both engines with CMake, run ctest (CPU + CUDA),
+# compute-sanitizer memcheck and racecheck on the CUDA entry-point test, the export-table check,
+# the CUDA-marked and then the full pytest suite, the conformance kit on librh_cuda, and a short
+# per-batch timing. Logs land in OUTDIR (at most 8 files); OUTDIR/summary.txt has one line per
+# step with pass/fail counts. A CUDA test that skips on the GPU host counts as a failure.
+#
+#   engines/cuda/tests/run_device_suite.sh OUTDIR [BUILD_DIR]
+set -u
+OUTDIR=${1:?usage: run_device_suite.sh OUTDIR [BUILD_DIR]}
+ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
+BUILD=${2:-/tmp/rh-device-build}
+JOBS=$(nproc 2>/dev/null || echo 4)
+mkdir -p "$OUTDIR"
+OUTDIR=$(cd "$OUTDIR" && pwd)
+SUMMARY="$OUTDIR/summary.txt"
+: >"$SUMMARY"
+FAILED=0
+
+note() { echo "$*" | tee -a "$SUMMARY"; }
+verdict() {  # name status detail
+  note "$(printf '%-22s %-4s %s' "$1" "$2" "$3")"
+  [ "$2" = PASS ] || FAILED=$((FAILED + 1))
+}
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "git: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+  echo "nvcc: $(nvcc --version 2>/dev/null | tail -1)"
+  echo "python: $(python3 --version 2>&1), numpy $(python3 -c 'import numpy; print(numpy.__version__)' 2>&1)"
+} | tee -a "$SUMMARY"
+
+# ---------------------------------------------------------------------------------- build
+if cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON -DRH_BUILD_TESTS=ON \
+     >"$OUTDIR/build.log" 2>&1 && cmake --build "$BUILD" -j "$JOBS" >>"$OUTDIR/build.log" 2>&1; then
+  verdict build PASS "cmake configure + build ($BUILD)"
+else
+  verdict build FAIL "see build.log"
+  tail -30 "$OUTDIR/build.log"
+  note "FAILED STEPS: $FAILED"
+  exit 1
+fi
+CPU_LIB=$(find "$BUILD" -name 'librh_cpu.so' -print -quit)
+CUDA_LIB=$(find "$BUILD" -name 'librh_cuda.so' -print -quit)
+export RH_CPU_LIBRARY="$CPU_LIB" RH_CUDA_LIBRARY="$CUDA_LIB" PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
+note "libraries: RH_CPU_LIBRARY=$CPU_LIB RH_CUDA_LIBRARY=$CUDA_LIB"
+
+# ---------------------------------------------------------------------------------- ctest
+CUDA_TESTS=$(cd "$BUILD" && ctest -N -L cuda | sed -n 's/^ *Test *#[0-9]*: *//p')
+(cd "$BUILD" && timeout 300 ctest --output-on-failure -j 4 --timeout 240) >"$OUTDIR/ctest.log" 2>&1
+CTEST_RC=$?
+CTEST_LINE=$(grep -E 'tests passed|tests failed' "$OUTDIR/ctest.log" | tail -1)
+SKIPPED_CUDA=0
+for t in $CUDA_TESTS; do
+  grep -Eq "Test +#[0-9]+: $t \.+\*+Skipped" "$OUTDIR/ctest.log" && SKIPPED_CUDA=$((SKIPPED_CUDA + 1))
+done
+if [ $CTEST_RC -eq 0 ] && [ $SKIPPED_CUDA -eq 0 ]; then
+  verdict ctest PASS "$CTEST_LINE"
+else
+  verdict ctest FAIL "$CTEST_LINE (rc $CTEST_RC, CUDA tests skipped on the GPU host: $SKIPPED_CUDA)"
+fi
+
+# ------------------------------------------------------------------------ compute-sanitizer
+SMOKE=$(find "$BUILD" -name test_cuda_entry_points -type f -print -quit)
+: >"$OUTDIR/sanitizer.log"
+for tool in memcheck racecheck; do
+  echo "===== compute-sanitizer --tool $tool" >>"$OUTDIR/sanitizer.log"
+  timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 "$SMOKE" >>"$OUTDIR/sanitizer.log" 2>&1
+  rc=$?
+  errors=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUTDIR/sanitizer.log" | tail -1)
+  if [ $rc -eq 0 ]; then verdict "sanitizer-$tool" PASS "$errors"; else verdict "sanitizer-$tool" FAIL "rc $rc: $errors"; fi
+done
+
+# ------------------------------------------------------------------------- export table
+EXPECTED=$(grep -oE 'RH_CUDA_API [^(]*\(' "$ROOT/abi/rh_cuda.h" | grep -oE 'rh_cuda_[a-z_]+' | sort)
+for lib in "$CUDA_LIB" "$CPU_LIB"; do
+  GOT=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[TtWwDdBbRr]$/ {print $3}' | grep -v '^_' | sort)
+  n_expected=$(echo "$EXPECTED" | grep -c .)
+  if [ "$GOT" = "$EXPECTED" ] && [ "$n_expected" -eq 17 ]; then
+    verdict "exports-$(basename "$lib")" PASS "exactly the 17 ABI symbols"
+  else
+    verdict "exports-$(basename "$lib")" FAIL "$(diff <(echo "$EXPECTED") <(echo "$GOT") | tr '\n' ' ')"
+  fi
+done
+
+# ------------------------------------------------------------------------------- pytest
+pytest_counts() { grep -E '^(=+ )?[0-9]+ (passed|failed|error|skipped)|no tests ran' "$1" | tail -1; }
+(cd "$ROOT" && timeout 240 python3 -m pytest -m cuda -rs -q -p no:cacheprovider python/tests) >"$OUTDIR/pytest.log" 2>&1
+rc=$?
+line=$(pytest_counts "$OUTDIR/pytest.log")
+if [ $rc -eq 0 ] && ! echo "$line" | grep -q skipped; then verdict pytest-cuda PASS "$line"; else verdict pytest-cuda FAIL "rc $rc: $line (a skip counts as a failure here)"; fi
+
+# ------------------------------------------------------------------------- conformance
+if (cd "$ROOT" && python3 -c 'import renewable_huber.conformance' 2>/dev/null); then
+  (cd "$ROOT" && timeout 180 python3 -m renewable_huber.cli conformance --library "$CUDA_LIB") >"$OUTDIR/conformance.log" 2>&1
+  rc=$?
+  line=$(grep -E 'CONFORMS|DOES NOT CONFORM' "$OUTDIR/conformance.log" | tail -1)
+  if [ $rc -eq 0 ]; then verdict conformance-cuda PASS "$line"; else verdict conformance-cuda FAIL "rc $rc: $line"; fi
+else
+  verdict conformance-cuda FAIL "renewable_huber.conformance is not importable in this tree: not run"
+fi
+
+# ------------------------------------------------------------------------------ timing
+TIMER=$(find "$BUILD" -name cuda_update_timing -type f -print -quit)
+if timeout 150 "$TIMER" 10 >"$OUTDIR/timing.log" 2>&1; then
+  verdict timing PASS "per-batch update times in timing.log"
+else
+  verdict timing FAIL "rc $? (see timing.log)"
+fi
+
+# -------------------------------------------------------------- full pytest suite (last)
+echo "===== full suite" >>"$OUTDIR/pytest.log"
+(cd "$ROOT" && timeout 300 python3 -m pytest -q -rs -p no:cacheprovider python/tests) >>"$OUTDIR/pytest.log" 2>&1
+rc=$?
+line=$(pytest_counts "$OUTDIR/pytest.log")
+if [ $rc -eq 0 ]; then verdict pytest-all PASS "$line"; else verdict pytest-all FAIL "rc $rc: $line"; fi
+
+note "FAILED STEPS: $FAILED"
+[ $FAILED -eq 0 ]
