@@ -98,20 +98,19 @@ def gpu() -> dict:
 
 
 def _library_candidates(stem: str) -> list[Path]:
+    """Where the estimator's loader looks: the environment override, else the installed
+    package's _lib. Build folders are never guessed: one may hold a sanitizer build, which
+    aborts any process that loads it without its runtime."""
     override = os.environ.get(LIBRARY_VARIABLES[stem])
     if override:
         return [Path(override)]
     names = {"linux": f"{stem}.so", "darwin": f"{stem}.dylib", "win32": f"{stem}.dll"}
     name = names.get(sys.platform, f"{stem}.so")
-    found = [REPO_ROOT / "python" / "renewable_huber" / "_lib" / name]
-    found += sorted(REPO_ROOT.glob(f"build*/**/{name}"))
     try:
         import renewable_huber
-
-        found.insert(0, Path(renewable_huber.__file__).parent / "_lib" / name)
     except ImportError:
-        pass
-    return found
+        return []
+    return [Path(renewable_huber.__file__).parent / "_lib" / name]
 
 
 class _RuntimeInfo(ctypes.Structure):
@@ -124,7 +123,8 @@ def engine_library(stem: str) -> dict:
     """ABI and runtime facts of one engine library, read through its own exported queries."""
     candidates = [p for p in _library_candidates(stem) if p.exists()]
     if not candidates:
-        return {"loaded": False, "reason": f"{stem} not found (set {LIBRARY_VARIABLES[stem]})"}
+        return {"loaded": False, "reason": f"{stem} not found in the installed package "
+                f"(set {LIBRARY_VARIABLES[stem]})"}
     path = candidates[0]
     try:
         lib = ctypes.CDLL(str(path))

@@ -64,8 +64,8 @@ def compare_case(base: dict, cand: dict) -> dict:
     """The gate verdict of one case measured on both sides."""
     device = "cuda" if "cuda" in (base["device"], cand["device"]) else "cpu"
     limits = THRESHOLDS[device]
-    base_by_round = dict(zip(base["rounds"], base["samples"]))
-    pairs = [(base_by_round[r], s) for r, s in zip(cand["rounds"], cand["samples"])
+    base_by_round = dict(zip(base["rounds"], base["samples"], strict=True))
+    pairs = [(base_by_round[r], s) for r, s in zip(cand["rounds"], cand["samples"], strict=True)
              if r in base_by_round]
     ratios = [c / b for b, c in pairs]
     median_ratio = float(np.median(ratios)) if ratios else None
@@ -94,7 +94,8 @@ def compare_case(base: dict, cand: dict) -> dict:
                "no paired ratio" if median_ratio is None else
                f"{where}: median paired ratio {median_ratio:.3f} > {limits['slowdown']}"),
     ]
-    if is_competitor_pair(cand["engine"], base["engine"]) and base["transport"] == cand["transport"]:
+    same_transport = base["transport"] == cand["transport"]
+    if is_competitor_pair(cand["engine"], base["engine"]) and same_transport:
         checks.append(_check(
             "competitor_parity", median_ratio is not None and median_ratio <= 1.0, median_ratio,
             1.0, "no paired ratio" if median_ratio is None else

@@ -10,13 +10,15 @@ MIN_SAMPLE_SECONDS = 0.1
 MAX_REPETITIONS = 100_000
 
 
-def repetitions_for(single_run_seconds: float, min_sample_seconds: float = MIN_SAMPLE_SECONDS) -> int:
+def repetitions_for(single_run_seconds: float,
+                    min_sample_seconds: float = MIN_SAMPLE_SECONDS) -> int:
     """Repetitions per sample so a sample lasts at least min_sample_seconds."""
     if not math.isfinite(single_run_seconds) or single_run_seconds < 0:
         raise ValueError(f"single_run_seconds must be finite and >= 0, got {single_run_seconds}")
     if single_run_seconds == 0:
         return MAX_REPETITIONS
-    return int(min(MAX_REPETITIONS, max(1, math.ceil(min_sample_seconds / single_run_seconds))))
+    repetitions = math.ceil(min_sample_seconds / single_run_seconds)
+    return int(min(MAX_REPETITIONS, max(1, repetitions)))
 
 
 def relative_mad(samples) -> float:

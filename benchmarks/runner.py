@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import datagen
 from .engines import Engine
-from .measurement import MIN_SAMPLE_SECONDS, summarize
+from .measurement import MIN_SAMPLE_SECONDS, repetitions_for, summarize
 from .profiles import Shape
 
 WORKER_SCRIPT = Path(__file__).resolve().parent / "worker.py"
@@ -260,12 +260,14 @@ class InterleavedRunner:
                 worker.request("load", x=str(paths[0]), y=str(paths[1]), sha256=dataset.sha256,
                                transport=spec.transport)
                 prepared = worker.request("prepare", case=spec.worker_case(),
-                                          warmups=self.warmups, repetitions=None,
-                                          min_sample_seconds=self.min_sample_seconds)
+                                          warmups=self.warmups)
+                repetitions = repetitions_for(prepared["calibration_seconds"],
+                                              self.min_sample_seconds)
+                worker.request("freeze", repetitions=repetitions)
             except WorkerError as error:
                 self._skip_case(spec, side, f"prepare failed: {error}")
                 continue
-            measured[side.label] = {"repetitions": prepared["repetitions"], "samples": [],
+            measured[side.label] = {"repetitions": repetitions, "samples": [],
                                     "rounds": [], "iterations": prepared["iterations"],
                                     "converged": prepared["converged"]}
         for round_index in range(self.rounds):

@@ -83,7 +83,8 @@ def _case_problems(index: int, case: dict, labels: dict[str, str], rounds: int) 
     if label not in labels:
         found.append(f"{where}: label {label!r} names no side of the record")
     elif labels[label] != engine:
-        found.append(f"{where}: label {label!r} belongs to engine {labels[label]!r}, not {engine!r}")
+        found.append(f"{where}: label {label!r} belongs to engine {labels[label]!r}, "
+                     f"not {engine!r}")
     shape = case.get("shape", {})
     if isinstance(shape, dict) and "index" in shape and case.get("seed") != 42 + shape["index"]:
         found.append(f"{where}: seed {case.get('seed')!r} is not 42 + shape index {shape['index']}")

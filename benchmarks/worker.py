@@ -9,8 +9,8 @@ Protocol: one JSON object per line on stdin, one JSON reply per line on the real
 (anything the estimator prints goes to stderr so it cannot corrupt a reply). Requests:
   {"op": "hello", "backend": ..., "n_jobs": int|null, "pin_blas": bool}
   {"op": "load", "x": path, "y": path, "sha256": hex, "transport": "host"|"device"}
-  {"op": "prepare", "case": {...}, "warmups": int, "repetitions": int|null,
-   "min_sample_seconds": float}
+  {"op": "prepare", "case": {...}, "warmups": int}  -> the seconds of one calibration run
+  {"op": "freeze", "repetitions": int}  (the runner sizes the blocks)
   {"op": "sample"}
   {"op": "quit"}
 Every reply has "ok"; a failure carries "error" with the exception's type and message.
@@ -22,15 +22,12 @@ import gc
 import hashlib
 import importlib
 import json
-import math
 import os
 import sys
 import time
 import traceback
 
 import numpy as np
-
-MAX_REPETITIONS = 100_000
 
 
 class Worker:
@@ -92,20 +89,22 @@ class Worker:
             self.X, self.y, self.data_key = X, Y, key
         return {"sha256": sha256}
 
-    def prepare(self, case: dict, warmups: int, repetitions: int | None,
-                min_sample_seconds: float) -> dict:
+    def prepare(self, case: dict, warmups: int) -> dict:
         self.case = case
+        self.repetitions = 0
         self.steady_estimator = None
         if case["lifecycle"] == "steady":
             self.steady_estimator = self._new_estimator()
-        for _ in range(max(1, warmups)):
-            _, iterations, converged = self._run_once()
-        if repetitions is None:
-            single, iterations, converged = self._run_once()
-            repetitions = 1 if single >= min_sample_seconds else int(
-                min(MAX_REPETITIONS, math.ceil(min_sample_seconds / max(single, 1e-9))))
+        for _ in range(warmups):
+            self._run_once()
+        seconds, iterations, converged = self._run_once()
+        return {"calibration_seconds": seconds, "iterations": iterations, "converged": converged}
+
+    def freeze(self, repetitions: int) -> dict:
+        if repetitions < 1:
+            raise ValueError(f"repetitions must be >= 1, got {repetitions}")
         self.repetitions = int(repetitions)
-        return {"repetitions": self.repetitions, "iterations": iterations, "converged": converged}
+        return {}
 
     def sample(self) -> dict:
         """Mean seconds of one block of the frozen repetition count."""
@@ -229,6 +228,7 @@ def main() -> int:
         "hello": worker.hello,
         "load": worker.load,
         "prepare": worker.prepare,
+        "freeze": worker.freeze,
         "sample": worker.sample,
     }
     for line in sys.stdin:

@@ -40,7 +40,7 @@ def test_gate_renders_a_png(tmp_path):
 def test_record_ratios_are_against_the_reference_engine(tmp_path):
     labels, series, band, _ = plot.series_from_record(two_engine_record(), "numpy")
     assert band == 0.10
-    ratios = dict(zip(labels, series["native_cpu / numpy"]))
+    ratios = dict(zip(labels, series["native_cpu / numpy"], strict=True))
     assert ratios["latency f64 none"] == pytest.approx(0.2)
     assert ratios["latency f32 none"] == pytest.approx(1.3)
     path = tmp_path / "record.json"
