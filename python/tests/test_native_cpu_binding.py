@@ -217,15 +217,17 @@ def test_bad_config_is_refused_naming_the_field(fitted, field, value):
     )
 
 
-def test_overflow_during_the_solve_is_a_numerical_engine_error(fitted):
+def test_overflow_during_the_solve_is_a_numerical_engine_error():
     # Finite data whose Gram matrix overflows (1e160^2 > DBL_MAX): the reference core raises
-    # NUMERICAL_ERROR on the same batch.
+    # NUMERICAL_ERROR on the same batch from the empty state.
     X, y = batch(2, 30, 3)
+    fresh = backend_for(3)
     error = _refusal_leaves_state(
-        fitted, lambda: fitted.update(X * 1e160, y, None, config_for(3)), EngineError,
+        fresh, lambda: fresh.update(X * 1e160, y, None, config_for(3)), EngineError,
         "NUMERICAL_ERROR",
     )
     assert error.status_name == "NUMERICAL_ERROR"
+    fresh.close()
 
 
 def test_invalid_restore_is_refused(fitted):
