@@ -6,13 +6,12 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from renewable_huber import _abi
-from renewable_huber._loader import PACKAGE_LIBRARY_DIR, load_engine_library
+from renewable_huber._loader import load_engine_library
 from renewable_huber.backends.native import NativeBackend, unavailable_reason
 from renewable_huber.config import UpdateConfig
 from renewable_huber.exceptions import (
@@ -23,23 +22,7 @@ from renewable_huber.exceptions import (
 )
 from renewable_huber.state import RenewableState
 
-
-def _locate_cpu_library() -> Path | None:
-    candidates = [os.environ.get("RH_CPU_LIBRARY")]
-    if os.environ.get("RH_BUILD_DIR"):
-        candidates.append(Path(os.environ["RH_BUILD_DIR"]) / "engines" / "cpu_c" / "librh_cpu.so")
-    candidates.append(PACKAGE_LIBRARY_DIR / "librh_cpu.so")
-    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cpu_library():
-    path = _locate_cpu_library()
-    if path is None:
-        pytest.skip("librh_cpu not found: pip install . or set RH_BUILD_DIR / RH_CPU_LIBRARY")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RH_CPU_LIBRARY", str(path))
-        yield path
+pytestmark = pytest.mark.usefixtures("cpu_library")
 
 
 def config_for(p: int, *, fit_intercept=True, penalty="none", **overrides) -> UpdateConfig:

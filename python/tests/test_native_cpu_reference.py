@@ -7,37 +7,17 @@ counts may differ near the stopping tolerance; differences are printed, not hidd
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from renewable_huber import core
-from renewable_huber._loader import PACKAGE_LIBRARY_DIR
 from renewable_huber.backends.native import NativeBackend
 from renewable_huber.config import UpdateConfig
 from renewable_huber.state import RenewableState
 
-
-def _locate_cpu_library() -> Path | None:
-    candidates = [os.environ.get("RH_CPU_LIBRARY")]
-    if os.environ.get("RH_BUILD_DIR"):
-        candidates.append(Path(os.environ["RH_BUILD_DIR"]) / "engines" / "cpu_c" / "librh_cpu.so")
-    candidates.append(PACKAGE_LIBRARY_DIR / "librh_cpu.so")
-    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cpu_library():
-    path = _locate_cpu_library()
-    if path is None:
-        pytest.skip("librh_cpu not found: pip install . or set RH_BUILD_DIR / RH_CPU_LIBRARY")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RH_CPU_LIBRARY", str(path))
-        yield path
+pytestmark = pytest.mark.usefixtures("cpu_library")
 
 
 def make_stream(seed: int, p: int, batch_sizes: list[int], dtype, weights: bool):

@@ -7,14 +7,10 @@ $RH_BUILD_DIR/engines/cuda, or the installed package)."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from renewable_huber import core
-from renewable_huber._loader import PACKAGE_LIBRARY_DIR
 from renewable_huber.backends.native import NativeBackend, unavailable_reason
 from renewable_huber.config import UpdateConfig
 from renewable_huber.exceptions import BackendContractError, ValidationError
@@ -23,25 +19,12 @@ from renewable_huber.state import RenewableState
 pytestmark = pytest.mark.cuda
 
 
-def _locate_cuda_library() -> Path | None:
-    candidates = [os.environ.get("RH_CUDA_LIBRARY")]
-    if os.environ.get("RH_BUILD_DIR"):
-        candidates.append(Path(os.environ["RH_BUILD_DIR"]) / "engines" / "cuda" / "librh_cuda.so")
-    candidates.append(PACKAGE_LIBRARY_DIR / "librh_cuda.so")
-    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
-
-
 @pytest.fixture(scope="module", autouse=True)
-def cuda_library():
-    path = _locate_cuda_library()
-    if path is None:
-        pytest.skip("librh_cuda not found: build with CUDA, or set RH_BUILD_DIR / RH_CUDA_LIBRARY")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RH_CUDA_LIBRARY", str(path))
-        reason = unavailable_reason("native_cuda")
-        if reason is not None:
-            pytest.skip(f"native_cuda unavailable here: {reason}")
-        yield path
+def cuda_available(cuda_library):
+    reason = unavailable_reason("native_cuda")
+    if reason is not None:
+        pytest.skip(f"native_cuda unavailable here: {reason}")
+    return cuda_library
 
 
 @pytest.fixture(scope="module")

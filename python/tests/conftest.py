@@ -1,0 +1,50 @@
+"""Shared test plumbing: where the built engine libraries are.
+
+A library is taken from its environment override (RH_CPU_LIBRARY / RH_CUDA_LIBRARY), else the
+ctest build named by RH_BUILD_DIR (the Makefile sets it), else the installed package. Tests that
+need one skip with the reason when none exists; CI always has librh_cpu, so they run there."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from renewable_huber._loader import PACKAGE_LIBRARY_DIR
+
+_ENGINES = {
+    "native_cpu": ("RH_CPU_LIBRARY", Path("engines") / "cpu_c", "librh_cpu.so"),
+    "native_cuda": ("RH_CUDA_LIBRARY", Path("engines") / "cuda", "librh_cuda.so"),
+}
+
+
+def locate_engine_library(kind: str) -> Path | None:
+    variable, build_subdir, filename = _ENGINES[kind]
+    candidates = [os.environ.get(variable)]
+    if os.environ.get("RH_BUILD_DIR"):
+        candidates.append(Path(os.environ["RH_BUILD_DIR"]) / build_subdir / filename)
+    candidates.append(PACKAGE_LIBRARY_DIR / filename)
+    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
+
+
+def _library_fixture(kind: str):
+    variable = _ENGINES[kind][0]
+    path = locate_engine_library(kind)
+    if path is None:
+        pytest.skip(f"{kind} library not found: pip install . or set RH_BUILD_DIR / {variable}")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(variable, str(path))
+        yield path
+
+
+@pytest.fixture(scope="module")
+def cpu_library():
+    """Path of librh_cpu, exported as RH_CPU_LIBRARY for the module's duration."""
+    yield from _library_fixture("native_cpu")
+
+
+@pytest.fixture(scope="module")
+def cuda_library():
+    """Path of librh_cuda, exported as RH_CUDA_LIBRARY for the module's duration."""
+    yield from _library_fixture("native_cuda")
