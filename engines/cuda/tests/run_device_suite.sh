@@ -93,10 +93,11 @@ if [ $rc -eq 0 ] && ! echo "$line" | grep -q skipped; then verdict pytest-cuda P
 
 # ------------------------------------------------------------------------- conformance
 if (cd "$ROOT" && python3 -c 'import renewable_huber.conformance' 2>/dev/null); then
-  (cd "$ROOT" && timeout 180 python3 -m renewable_huber.cli conformance --library "$CUDA_LIB") >"$OUTDIR/conformance.log" 2>&1
+  (cd "$ROOT" && timeout 180 python3 -m renewable_huber conformance --library "$CUDA_LIB") >"$OUTDIR/conformance.log" 2>&1
   rc=$?
   line=$(grep -E 'CONFORMS|DOES NOT CONFORM' "$OUTDIR/conformance.log" | tail -1)
-  if [ $rc -eq 0 ]; then verdict conformance-cuda PASS "$line"; else verdict conformance-cuda FAIL "rc $rc: $line"; fi
+  # A verdict line is required: a runner that printed nothing has not shown conformance.
+  if [ $rc -eq 0 ] && echo "$line" | grep -q '^CONFORMS'; then verdict conformance-cuda PASS "$line"; else verdict conformance-cuda FAIL "rc $rc: ${line:-no verdict printed}"; fi
 else
   verdict conformance-cuda FAIL "renewable_huber.conformance is not importable in this tree: not run"
 fi
