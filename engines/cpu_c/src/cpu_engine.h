@@ -14,25 +14,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "multiversion.h"
 #include "rh_common.h"
-
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
-    !defined(RH_NO_MULTIVERSION)
-#if __GNUC__ >= 12
-#define RH_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
-#else
-#define RH_MULTIVERSION __attribute__((target_clones("avx2", "default")))
-#endif
-#else
-#define RH_MULTIVERSION
-#endif
 
 /* Row passes reduce over fixed blocks of this many rows; the size never depends on the thread
  * count, which is what makes every result bitwise independent of it. */
 #define RH_ROW_BLOCK 1024
-/* The Gram accumulates fixed super-blocks of rows per output tile (see gram.c). */
-#define RH_GRAM_SUPERBLOCK 4096
-#define RH_GRAM_TILE 8
+/* The Gram sums fixed super-blocks of listed rows into one partial each, packing them in
+ * chunks of RH_GRAM_DEPTH rows (see gram.c). */
+#define RH_GRAM_SUPERBLOCK 1024
+#define RH_GRAM_DEPTH 128
+/* Spare doubles in the Gram buffers so gram.c can align them to a cache line. */
+#define RH_GRAM_ALIGN_SLACK 8
 /* Below these amounts of multiply-adds a parallel region costs more than it saves (and on a
  * loaded machine every barrier can wait a scheduler quantum), so the work stays serial. The
  * result does not depend on it: the block layout is the same either way. */
@@ -72,7 +65,8 @@ typedef struct RhWorkspace {
   /* per row block */
   double* block_gradient; /* n_blocks x P partial sums */
   double* block_loss;     /* n_blocks */
-  double* gram_partial;   /* super-blocks x tiles x 64 */
+  double* gram_pack;      /* super-blocks x 2 packed chunk panels (gram.c) */
+  double* gram_partial;   /* super-blocks x padded P x padded P */
   /* per parameter */
   double* beta0;
   double* history; /* (W0/N) lambda0 sign(beta0) m, or zeros */

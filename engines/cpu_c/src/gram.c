@@ -8,12 +8,18 @@
  * or, when fewer rows have c_i > 0 than c_i < 1, sums those rows directly. The two ways differ
  * by rounding only (about 1e-16 relative), far inside the cross-engine tolerance.
  *
- * Parallel layout: the lower triangle is cut into 8 x 8 tiles and the listed rows into fixed
- * super-blocks of RH_GRAM_SUPERBLOCK; every (super-block, tile) task writes its own partial,
- * and partials are added in super-block order. Neither depends on the thread count, so the
- * result is bitwise identical for any number of threads.
+ * Layout: the listed rows are cut into fixed super-blocks of RH_GRAM_SUPERBLOCK; a super-block
+ * is packed chunk by chunk (RH_GRAM_DEPTH rows, widened to double, so a chunk's panels stay in
+ * L2 for all of its tiles) and multiplied by the register-blocked kernel of gram_kernel.c into
+ * the super-block's own partial. Partials are added in super-block order. Neither the blocks
+ * nor the order depend on the thread count, so the result is bitwise identical for any number
+ * of threads.
  */
+#include <stdint.h>
+#include <string.h>
+
 #include "cpu_engine.h"
+#include "gram_kernel.h"
 
 #define RH_T float
 #define RH_NAME(x) x##_f32
@@ -27,56 +33,61 @@
 #undef RH_T
 #undef RH_NAME
 
-/* gram (P x P, full and symmetric) = sum over the m listed rows of scale[k] x_k x_k'. */
-static void accumulate_listed_rows(const RhProblem* problem, int64_t m, double* gram) {
+/* The workspace's Gram buffers carry RH_GRAM_ALIGN_SLACK spare doubles for this. */
+static double* align_to_cache_line(double* p) {
+  return (double*)(((uintptr_t)p + 63u) & ~(uintptr_t)63u);
+}
+
+/* The listed rows [first, last) of one super-block into its zeroed partial (width x width). */
+static void super_block_gram(const RhProblem* problem, int64_t first, int64_t last,
+                             int64_t groups, double* pack, double* partial) {
   const RhBatchData* d = &problem->data;
-  const int64_t P = problem->P;
-  const int64_t tiles_1d = (P + RH_GRAM_TILE - 1) / RH_GRAM_TILE;
-  const int64_t n_tiles = tiles_1d * (tiles_1d + 1) / 2;
-  const int64_t n_super = m > 0 ? (m + RH_GRAM_SUPERBLOCK - 1) / RH_GRAM_SUPERBLOCK : 0;
-  const int64_t n_tasks = n_super * n_tiles;
   const int64_t* rows = problem->ws->row_list;
   const double* scale = problem->ws->row_scale;
-  double* partial = problem->ws->gram_partial;
-  const int64_t tile_area = RH_GRAM_TILE * RH_GRAM_TILE;
-
-  const int parallel = n_tasks > 1 && m * P * P >= RH_PARALLEL_MIN_GRAM_WORK;
-#pragma omp parallel for schedule(dynamic, 1) if (parallel)
-  for (int64_t task = 0; task < n_tasks; ++task) {
-    int64_t super = task / n_tiles;
-    int64_t tile = task % n_tiles;
-    int64_t jb = 0;
-    while ((jb + 1) * (jb + 2) / 2 <= tile) {
-      ++jb;
-    }
-    int64_t kb = tile - jb * (jb + 1) / 2;
-    int64_t first = super * RH_GRAM_SUPERBLOCK;
-    int64_t last = first + RH_GRAM_SUPERBLOCK < m ? first + RH_GRAM_SUPERBLOCK : m;
-    double* out = partial + task * tile_area;
+  const int64_t width = groups * RH_PANEL_WIDTH;
+  double* scaled = pack;
+  double* plain = pack + (int64_t)RH_GRAM_DEPTH * width;
+  memset(partial, 0, (size_t)(width * width) * sizeof(double));
+  for (int64_t k = first; k < last; k += RH_GRAM_DEPTH) {
+    int64_t count = last - k < RH_GRAM_DEPTH ? last - k : RH_GRAM_DEPTH;
     if (d->dtype == RH_CUDA_DTYPE_FLOAT32) {
-      gram_tile_f32(d, rows, scale, first, last, jb * RH_GRAM_TILE, kb * RH_GRAM_TILE, out);
+      pack_chunk_f32(d, rows + k, scale + k, count, groups, scaled, plain);
     } else {
-      gram_tile_f64(d, rows, scale, first, last, jb * RH_GRAM_TILE, kb * RH_GRAM_TILE, out);
+      pack_chunk_f64(d, rows + k, scale + k, count, groups, scaled, plain);
     }
+    rh_panel_gram_upper(scaled, plain, count, RH_GRAM_DEPTH, groups, partial, width);
+  }
+}
+
+/* gram (P x P, full and symmetric) = sum over the m listed rows of scale[k] x_k x_k'. */
+static void accumulate_listed_rows(const RhProblem* problem, int64_t m, double* gram) {
+  const int64_t P = problem->P;
+  const int64_t groups = (P + RH_PANEL_WIDTH - 1) / RH_PANEL_WIDTH;
+  const int64_t width = groups * RH_PANEL_WIDTH;
+  const int64_t pack_size = 2 * (int64_t)RH_GRAM_DEPTH * width;
+  const int64_t partial_size = width * width;
+  const int64_t n_super = m > 0 ? (m + RH_GRAM_SUPERBLOCK - 1) / RH_GRAM_SUPERBLOCK : 0;
+  double* packs = align_to_cache_line(problem->ws->gram_pack);
+  double* partials = align_to_cache_line(problem->ws->gram_partial);
+
+  const int parallel = n_super > 1 && m * P * P >= RH_PARALLEL_MIN_GRAM_WORK;
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (int64_t s = 0; s < n_super; ++s) {
+    int64_t first = s * RH_GRAM_SUPERBLOCK;
+    int64_t last = first + RH_GRAM_SUPERBLOCK < m ? first + RH_GRAM_SUPERBLOCK : m;
+    super_block_gram(problem, first, last, groups, packs + s * pack_size,
+                     partials + s * partial_size);
   }
 
-  for (int64_t jb = 0, tile = 0; jb < tiles_1d; ++jb) {
-    for (int64_t kb = 0; kb <= jb; ++kb, ++tile) {
-      for (int64_t a = 0; a < RH_GRAM_TILE; ++a) {
-        for (int64_t b = 0; b < RH_GRAM_TILE; ++b) {
-          int64_t j = jb * RH_GRAM_TILE + a, k = kb * RH_GRAM_TILE + b;
-          /* Only j >= k is taken from the tiles; the upper triangle is its mirror. */
-          if (j >= P || k > j) {
-            continue;
-          }
-          double sum = 0.0;
-          for (int64_t s = 0; s < n_super; ++s) {
-            sum += partial[(s * n_tiles + tile) * tile_area + a * RH_GRAM_TILE + b];
-          }
-          gram[j * P + k] = sum;
-          gram[k * P + j] = sum;
-        }
+  for (int64_t j = 0; j < P; ++j) {
+    for (int64_t k = j; k < P; ++k) {
+      /* Only j <= k is taken from the partials; the lower triangle is its mirror. */
+      double sum = n_super > 0 ? partials[j * width + k] : 0.0;
+      for (int64_t s = 1; s < n_super; ++s) {
+        sum += partials[s * partial_size + j * width + k];
       }
+      gram[j * P + k] = sum;
+      gram[k * P + j] = sum;
     }
   }
 }

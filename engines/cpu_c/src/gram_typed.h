@@ -1,59 +1,34 @@
-/* Type-generic body of gram.c, included once per dtype with RH_T and RH_NAME(x) defined. */
+/* Type-generic packing of gram.c, included once per dtype with RH_T and RH_NAME(x) defined. */
 
-/* Eight design values of one row starting at column `first`, with the virtual intercept
- * column (index n_columns when appended) and zero padding past P. */
-static inline void RH_NAME(pack_columns)(const RH_T* row, int64_t n_columns, int append,
-                                         int64_t first, double out[RH_GRAM_TILE]) {
-  if (first + RH_GRAM_TILE <= n_columns) {
-    for (int c = 0; c < RH_GRAM_TILE; ++c) {
-      out[c] = (double)row[first + c];
-    }
-    return;
-  }
-  for (int c = 0; c < RH_GRAM_TILE; ++c) {
-    int64_t col = first + c;
-    out[c] = col < n_columns ? (double)row[col] : (col == n_columns && append ? 1.0 : 0.0);
-  }
-}
-
-#define RH_GRAM_CHUNK 32
-
-/* out (8 x 8) = sum over listed rows k in [first, last) of scale[k] * x[J..J+8) x[K..K+8)',
- * accumulated in list order. */
-RH_MULTIVERSION static void RH_NAME(gram_tile)(const RhBatchData* d, const int64_t* rows,
-                                               const double* scale, int64_t first, int64_t last,
-                                               int64_t J, int64_t K, double* out) {
+/* Listed rows [0, count) of one chunk into the two panels (layout of gram_kernel.h, stride
+ * RH_GRAM_DEPTH): `plain` gets the design values widened to double with the virtual intercept
+ * column and zero padding, `scaled` the same values times scale[k]. */
+RH_MULTIVERSION static void RH_NAME(pack_chunk)(const RhBatchData* d, const int64_t* rows,
+                                                const double* scale, int64_t count,
+                                                int64_t groups, double* scaled, double* plain) {
   const RH_T* x = (const RH_T*)d->x;
   const int64_t m = d->n_columns;
-  double acc[RH_GRAM_TILE][RH_GRAM_TILE];
-  double left[RH_GRAM_CHUNK][RH_GRAM_TILE];
-  double right[RH_GRAM_CHUNK][RH_GRAM_TILE];
-  for (int a = 0; a < RH_GRAM_TILE; ++a) {
-    for (int b = 0; b < RH_GRAM_TILE; ++b) {
-      acc[a][b] = 0.0;
-    }
-  }
-  for (int64_t k = first; k < last; k += RH_GRAM_CHUNK) {
-    int count = last - k < RH_GRAM_CHUNK ? (int)(last - k) : RH_GRAM_CHUNK;
-    for (int r = 0; r < count; ++r) {
-      const RH_T* row = x + rows[k + r] * m;
-      RH_NAME(pack_columns)(row, m, d->append_intercept, J, left[r]);
-      RH_NAME(pack_columns)(row, m, d->append_intercept, K, right[r]);
-      for (int a = 0; a < RH_GRAM_TILE; ++a) {
-        left[r][a] *= scale[k + r];
+  const int64_t complete = m / RH_PANEL_WIDTH;
+  const int64_t group_size = (int64_t)RH_GRAM_DEPTH * RH_PANEL_WIDTH;
+  for (int64_t k = 0; k < count; ++k) {
+    const RH_T* row = x + rows[k] * m;
+    const double s = scale[k];
+    double* p = plain + k * RH_PANEL_WIDTH;
+    double* q = scaled + k * RH_PANEL_WIDTH;
+    for (int64_t g = 0; g < complete; ++g) {
+      for (int l = 0; l < RH_PANEL_WIDTH; ++l) {
+        double v = (double)row[g * RH_PANEL_WIDTH + l];
+        p[g * group_size + l] = v;
+        q[g * group_size + l] = v * s;
       }
     }
-    for (int r = 0; r < count; ++r) {
-      for (int a = 0; a < RH_GRAM_TILE; ++a) {
-        for (int b = 0; b < RH_GRAM_TILE; ++b) {
-          acc[a][b] += left[r][a] * right[r][b];
-        }
+    for (int64_t g = complete; g < groups; ++g) {
+      for (int l = 0; l < RH_PANEL_WIDTH; ++l) {
+        int64_t col = g * RH_PANEL_WIDTH + l;
+        double v = col < m ? (double)row[col] : (col == m && d->append_intercept ? 1.0 : 0.0);
+        p[g * group_size + l] = v;
+        q[g * group_size + l] = v * s;
       }
-    }
-  }
-  for (int a = 0; a < RH_GRAM_TILE; ++a) {
-    for (int b = 0; b < RH_GRAM_TILE; ++b) {
-      out[a * RH_GRAM_TILE + b] = acc[a][b];
     }
   }
 }

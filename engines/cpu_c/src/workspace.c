@@ -1,8 +1,10 @@
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_engine.h"
+#include "gram_kernel.h"
 
 /* Every buffer of the workspace with its element count, so sizing and release stay in one
  * table and cannot drift apart. */
@@ -17,12 +19,19 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static size_t buffer_specs(RhWorkspace* ws, int64_t n, int64_t P, size_t elem_size,
                            RhBufferSpec* specs, int* overflow) {
   int64_t square = 0, row_blocks = ceil_div(n, RH_ROW_BLOCK), block_grad = 0;
-  int64_t tiles_1d = ceil_div(P, RH_GRAM_TILE), tiles = 0, partial = 0;
-  int64_t superblocks = ceil_div(n, RH_GRAM_SUPERBLOCK);
+  /* Gram: per super-block two packed chunks of RH_GRAM_DEPTH rows and one partial, both with
+   * the parameters padded to whole panel groups (gram.c). */
+  int64_t width = ceil_div(P, RH_PANEL_WIDTH) * RH_PANEL_WIDTH;
+  int64_t superblocks = ceil_div(n, RH_GRAM_SUPERBLOCK), pack = 0, partial = 0;
   *overflow = rh_mul_i64(P, P, &square) || rh_mul_i64(row_blocks, P, &block_grad) ||
-              rh_mul_i64(tiles_1d, tiles_1d + 1, &tiles) ||
-              rh_mul_i64(superblocks, tiles / 2, &partial) ||
-              rh_mul_i64(partial, RH_GRAM_TILE * RH_GRAM_TILE, &partial);
+              rh_mul_i64(superblocks, 2 * (int64_t)RH_GRAM_DEPTH, &pack) ||
+              rh_mul_i64(pack, width, &pack) || rh_mul_i64(width, width, &partial) ||
+              rh_mul_i64(partial, superblocks, &partial) ||
+              pack > INT64_MAX - RH_GRAM_ALIGN_SLACK || partial > INT64_MAX - RH_GRAM_ALIGN_SLACK;
+  if (!*overflow) {
+    pack += RH_GRAM_ALIGN_SLACK;
+    partial += RH_GRAM_ALIGN_SLACK;
+  }
   size_t k = 0;
 #define RH_SPEC(field, cnt, size) specs[k++] = (RhBufferSpec){(void**)&ws->field, (cnt), (size)}
   RH_SPEC(curvature, n, sizeof(double));
@@ -31,6 +40,7 @@ static size_t buffer_specs(RhWorkspace* ws, int64_t n, int64_t P, size_t elem_si
   RH_SPEC(row_list, n, sizeof(int64_t));
   RH_SPEC(block_gradient, block_grad, sizeof(double));
   RH_SPEC(block_loss, row_blocks, sizeof(double));
+  RH_SPEC(gram_pack, pack, sizeof(double));
   RH_SPEC(gram_partial, partial, sizeof(double));
   RH_SPEC(beta0, P, sizeof(double));
   RH_SPEC(history, P, sizeof(double));
