@@ -93,7 +93,7 @@ if [ $rc -eq 0 ] && ! echo "$line" | grep -q skipped; then verdict pytest-cuda P
 
 # ------------------------------------------------------------------------- conformance
 if (cd "$ROOT" && python3 -c 'import renewable_huber.conformance' 2>/dev/null); then
-  (cd "$ROOT" && timeout 180 python3 -m renewable_huber conformance --library "$CUDA_LIB") >"$OUTDIR/conformance.log" 2>&1
+  (cd "$ROOT" && timeout 180 python3 -m renewable_huber conformance --library "$CUDA_LIB" --capabilities conformance/capabilities/cuda.json) >"$OUTDIR/conformance.log" 2>&1
   rc=$?
   line=$(grep -E 'CONFORMS|DOES NOT CONFORM' "$OUTDIR/conformance.log" | tail -1)
   # A verdict line is required: a runner that printed nothing has not shown conformance.
