@@ -90,7 +90,10 @@ def _flat_optimum_checks(index, state, ref_state) -> list[str]:
     radius = np.sqrt(np.finfo(np.float64).eps) * (1.0 + np.linalg.norm(ref_beta))
     np.testing.assert_allclose(beta, ref_beta, rtol=2e-8, atol=3e-9 + radius)
     gap = np.linalg.norm(state.information - ref_state.information)
-    assert gap <= 1e-6 * np.linalg.norm(ref_state.information)
+    # 1e-5: a coefficient gap of sqrt(eps) moves the residual of a transition-zone row by
+    # ~||x|| sqrt(eps) and its curvature weight by that over 2h (h ~ 1e-3 here), and these
+    # gaps accumulate over batches; 1e-6 was exceeded on the GPU host's NumPy (other BLAS).
+    assert gap <= 1e-5 * np.linalg.norm(ref_state.information)
     if not np.allclose(beta, ref_beta, rtol=2e-8, atol=3e-9) or not np.allclose(
         state.information, ref_state.information, rtol=2e-8, atol=3e-9
     ):
