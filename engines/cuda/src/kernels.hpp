@@ -8,7 +8,10 @@
 
 namespace rh {
 
-int row_blocks(int64_t n_rows);
+// Lanes per row of a row pass (1, or a warp when rows have more than kWideRowColumns stored
+// columns), and the fixed number of blocks a row pass over n_rows such rows launches.
+int row_team(int64_t ncols_x);
+int row_blocks(int64_t n_rows, int64_t ncols_x);
 
 // --- row passes (row_kernels.cu) -------------------------------------------------------------
 template <class T>

@@ -13,7 +13,7 @@ namespace {
 template <class T>
 void enqueue_iteration(UpdateContext<T>& ctx) {
   Engine& e = ctx.e;
-  const int blocks = row_blocks(ctx.rows.n);
+  const int blocks = row_blocks(ctx.rows.n, ctx.rows.ncols_x);
   for (int chunk = 0; chunk < kLammChunks; ++chunk) {
     launch_lamm_candidates(chunk, ctx.beta(), ctx.beta0(), ctx.grad(), ctx.k,
                            ctx.device_scalars(), e.ws.candidates.as<double>(),

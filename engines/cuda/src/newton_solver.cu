@@ -17,7 +17,7 @@ void enqueue_step_and_next_attempt(UpdateContext<T>& ctx) {
                 e.stream);
   launch_newton_trials<T>(ctx.rows, e.ws.residual.as<double>(), e.ws.dir.as<double>(), ctx.k.tau,
                           e.ws.trial_partials.as<double>(), e.stream);
-  launch_newton_select(e.ws.trial_partials.as<double>(), row_blocks(ctx.rows.n),
+  launch_newton_select(e.ws.trial_partials.as<double>(), row_blocks(ctx.rows.n, ctx.rows.ncols_x),
                        e.ws.dir.as<double>(), ctx.jdelta(), e.ws.jdir.as<double>(), ctx.beta0(),
                        ctx.k, ctx.device_scalars(), ctx.beta(), e.stream);
   ctx.row_pass(true, false, false);

@@ -9,19 +9,48 @@
 
 namespace rh {
 
-int row_blocks(int64_t n_rows) {
-  const int64_t wanted = (n_rows + kThreads - 1) / kThreads;
+int row_team(int64_t ncols_x) { return ncols_x > kWideRowColumns ? 32 : 1; }
+
+int row_blocks(int64_t n_rows, int64_t ncols_x) {
+  const int64_t wanted = (n_rows * row_team(ncols_x) + kThreads - 1) / kThreads;
   return static_cast<int>(wanted < kMaxRowBlocks ? wanted : kMaxRowBlocks);
 }
 
 namespace {
 
-template <class T>
-__device__ __forceinline__ double row_dot(const RowView<T>& rows, int64_t i, const double* v) {
+// Rows are shared out to teams of Team consecutive lanes: one lane per row for narrow batches,
+// a whole warp per row for wide ones, so the loads of a row are coalesced and a few thousand
+// wide rows still fill every SM. The team assignment depends only on n_rows and the columns.
+template <int Team>
+struct RowTeam {
+  int64_t first;
+  int64_t stride;
+  int lane;
+  __device__ RowTeam()
+      : first((blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / Team),
+        stride(static_cast<int64_t>(gridDim.x) * blockDim.x / Team),
+        lane(static_cast<int>(threadIdx.x % Team)) {}
+};
+
+// Butterfly sum over the team: every lane ends with the same bits, since each pairwise add sees
+// the same two operands on both lanes.
+template <int Team>
+__device__ __forceinline__ double team_sum(double v) {
+#pragma unroll
+  for (int offset = Team / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+template <int Team, class T, class V>
+__device__ __forceinline__ double row_dot(const RowView<T>& rows, int64_t i, int lane,
+                                          const V* v) {
   const T* xi = rows.x + i * rows.ldx;
   double dot = 0.0;
-  for (int64_t j = 0; j < rows.ncols_x; ++j) dot += static_cast<double>(xi[j]) * v[j];
-  if (rows.ncols_x < rows.P) dot += v[rows.P - 1];
+  for (int64_t j = lane; j < rows.ncols_x; j += Team) {
+    dot += static_cast<double>(xi[j]) * static_cast<double>(v[j]);
+  }
+  dot = team_sum<Team>(dot);
+  if (rows.ncols_x < rows.P) dot += static_cast<double>(v[rows.P - 1]);
   return dot;
 }
 
@@ -30,20 +59,20 @@ __device__ __forceinline__ double row_weight(const RowView<T>& rows, int64_t i) 
   return rows.w ? static_cast<double>(rows.w[i]) : 1.0;
 }
 
-template <class T>
+template <class T, int Team>
 __global__ void validate_rows_kernel(RowView<T> rows, DeviceScalars* sc, double* partials) {
   __shared__ double shared[kThreads];
+  const RowTeam<Team> team;
   double wsum = 0.0;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows.n;
-       i += stride) {
+  for (int64_t i = team.first; i < rows.n; i += team.stride) {
     const T* xi = rows.x + i * rows.ldx;
-    for (int64_t j = 0; j < rows.ncols_x; ++j) {
+    for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
       if (!isfinite(static_cast<double>(xi[j]))) {
         atomicMin(&sc->first_bad_x, static_cast<unsigned long long>(i * rows.ncols_x + j));
         break;
       }
     }
+    if (team.lane != 0) continue;
     if (!isfinite(static_cast<double>(rows.y[i]))) {
       atomicMin(&sc->first_bad_y, static_cast<unsigned long long>(i));
     }
@@ -59,33 +88,35 @@ __global__ void validate_rows_kernel(RowView<T> rows, DeviceScalars* sc, double*
   if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
 
-template <class T>
+template <class T, int Team>
 __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
                                 const DeviceScalars* sc, double* residual, T* score, T* scaled,
                                 double* partials, int skip_when_done) {
   if (skip_when_done && sc->state != kRunning) return;
   __shared__ double shared[kThreads];
+  const RowTeam<Team> team;
   const double h = sc->bandwidth;
   double rho_acc = 0.0;
   double score_acc = 0.0;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows.n;
-       i += stride) {
-    const double r = static_cast<double>(rows.y[i]) - row_dot(rows, i, beta);
+  for (int64_t i = team.first; i < rows.n; i += team.stride) {
+    const double r = static_cast<double>(rows.y[i]) - row_dot<Team>(rows, i, team.lane, beta);
     const double w = row_weight(rows, i);
+    if (scaled != nullptr) {
+      // sqrt(w c) X feeds the Gram GEMM, which then forms X' diag(w c) X.
+      const double root = sqrt(w * smoothed_curvature(r, tau, h));
+      const T* xi = rows.x + i * rows.ldx;
+      T* out = scaled + i * rows.P;
+      for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
+        out[j] = static_cast<T>(root * static_cast<double>(xi[j]));
+      }
+      if (rows.ncols_x < rows.P && team.lane == 0) out[rows.P - 1] = static_cast<T>(root);
+    }
+    if (team.lane != 0) continue;
     const double u = w * huber_psi(r, tau);
     rho_acc += w * huber_rho(r, tau);
     score_acc += u;
     residual[i] = r;
     score[i] = static_cast<T>(u);
-    if (scaled != nullptr) {
-      // sqrt(w c) X feeds SYRK, which then forms X' diag(w c) X exactly symmetric.
-      const double root = sqrt(w * smoothed_curvature(r, tau, h));
-      const T* xi = rows.x + i * rows.ldx;
-      T* out = scaled + i * rows.P;
-      for (int64_t j = 0; j < rows.ncols_x; ++j) out[j] = static_cast<T>(root * static_cast<double>(xi[j]));
-      if (rows.ncols_x < rows.P) out[rows.P - 1] = static_cast<T>(root);
-    }
   }
   const double rho_total = block_sum<kThreads>(rho_acc, shared);
   const double score_total = block_sum<kThreads>(score_acc, shared);
@@ -96,17 +127,17 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
 }
 
 // Every line-search trial in one pass: the candidate beta - t d has residual r + t (x . d).
-template <class T>
+template <class T, int Team>
 __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, const double* dir,
                                      double tau, double* partials) {
   __shared__ double shared[kThreads];
+  const RowTeam<Team> team;
   double acc[kLineSearchTrials];
 #pragma unroll
   for (int k = 0; k < kLineSearchTrials; ++k) acc[k] = 0.0;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows.n;
-       i += stride) {
-    const double q = row_dot(rows, i, dir);
+  for (int64_t i = team.first; i < rows.n; i += team.stride) {
+    const double q = row_dot<Team>(rows, i, team.lane, dir);
+    if (team.lane != 0) continue;
     const double r = residual[i];
     const double w = row_weight(rows, i);
     double t = 1.0;
@@ -123,26 +154,28 @@ __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, co
   }
 }
 
-template <class T>
+template <class T, int Team>
 __global__ void lamm_trials_kernel(RowView<T> rows, const double* candidates, double tau,
                                    const DeviceScalars* sc, double* partials) {
   if (sc->state != kRunning || sc->lamm_accepted) return;
   __shared__ double shared[kThreads];
+  const RowTeam<Team> team;
   double acc[kLammChunk];
 #pragma unroll
   for (int k = 0; k < kLammChunk; ++k) acc[k] = 0.0;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows.n;
-       i += stride) {
+  for (int64_t i = team.first; i < rows.n; i += team.stride) {
     const T* xi = rows.x + i * rows.ldx;
     double dot[kLammChunk];
 #pragma unroll
     for (int k = 0; k < kLammChunk; ++k) dot[k] = 0.0;
-    for (int64_t j = 0; j < rows.ncols_x; ++j) {
+    for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
       const double xv = static_cast<double>(xi[j]);
 #pragma unroll
       for (int k = 0; k < kLammChunk; ++k) dot[k] += xv * candidates[k * rows.P + j];
     }
+#pragma unroll
+    for (int k = 0; k < kLammChunk; ++k) dot[k] = team_sum<Team>(dot[k]);
+    if (team.lane != 0) continue;
     if (rows.ncols_x < rows.P) {
 #pragma unroll
       for (int k = 0; k < kLammChunk; ++k) dot[k] += candidates[k * rows.P + rows.P - 1];
@@ -159,59 +192,58 @@ __global__ void lamm_trials_kernel(RowView<T> rows, const double* candidates, do
   }
 }
 
-template <class T>
+template <class T, int Team>
 __global__ void predict_kernel(RowView<T> rows, const T* coef, T* out) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows.n;
-       i += stride) {
-    const T* xi = rows.x + i * rows.ldx;
-    double dot = 0.0;
-    for (int64_t j = 0; j < rows.ncols_x; ++j) {
-      dot += static_cast<double>(xi[j]) * static_cast<double>(coef[j]);
-    }
-    if (rows.ncols_x < rows.P) dot += static_cast<double>(coef[rows.P - 1]);
-    out[i] = static_cast<T>(dot);
+  const RowTeam<Team> team;
+  for (int64_t i = team.first; i < rows.n; i += team.stride) {
+    const double dot = row_dot<Team>(rows, i, team.lane, coef);
+    if (team.lane == 0) out[i] = static_cast<T>(dot);
   }
 }
 
 }  // namespace
 
+// Launches kernel<T, 1> or kernel<T, 32> over the row grid of the batch.
+#define RH_LAUNCH_ROWS(kernel, T, rows, s, ...)                                             \
+  do {                                                                                      \
+    const int blocks_ = row_blocks((rows).n, (rows).ncols_x);                               \
+    if (row_team((rows).ncols_x) == 32) {                                                   \
+      kernel<T, 32><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__);                              \
+    } else {                                                                                \
+      kernel<T, 1><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__);                               \
+    }                                                                                       \
+    check_launch(#kernel);                                                                  \
+  } while (0)
+
 template <class T>
 void launch_validate_rows(const RowView<T>& rows, DeviceScalars* sc, double* partials,
                           cudaStream_t s) {
-  validate_rows_kernel<T><<<row_blocks(rows.n), kThreads, 0, s>>>(rows, sc, partials);
-  check_launch("validate_rows_kernel");
+  RH_LAUNCH_ROWS(validate_rows_kernel, T, rows, s, rows, sc, partials);
 }
 
 template <class T>
 void launch_row_pass(const RowView<T>& rows, const double* beta, double tau,
                      const DeviceScalars* sc, double* residual, T* score, T* scaled,
                      double* partials, bool skip_when_done, cudaStream_t s) {
-  row_pass_kernel<T><<<row_blocks(rows.n), kThreads, 0, s>>>(
-      rows, beta, tau, sc, residual, score, scaled, partials, skip_when_done ? 1 : 0);
-  check_launch("row_pass_kernel");
+  RH_LAUNCH_ROWS(row_pass_kernel, T, rows, s, rows, beta, tau, sc, residual, score, scaled,
+                 partials, skip_when_done ? 1 : 0);
 }
 
 template <class T>
 void launch_newton_trials(const RowView<T>& rows, const double* residual, const double* dir,
                           double tau, double* partials, cudaStream_t s) {
-  newton_trials_kernel<T><<<row_blocks(rows.n), kThreads, 0, s>>>(rows, residual, dir, tau,
-                                                                   partials);
-  check_launch("newton_trials_kernel");
+  RH_LAUNCH_ROWS(newton_trials_kernel, T, rows, s, rows, residual, dir, tau, partials);
 }
 
 template <class T>
 void launch_lamm_trials(const RowView<T>& rows, const double* candidates, double tau,
                         const DeviceScalars* sc, double* partials, cudaStream_t s) {
-  lamm_trials_kernel<T><<<row_blocks(rows.n), kThreads, 0, s>>>(rows, candidates, tau, sc,
-                                                                 partials);
-  check_launch("lamm_trials_kernel");
+  RH_LAUNCH_ROWS(lamm_trials_kernel, T, rows, s, rows, candidates, tau, sc, partials);
 }
 
 template <class T>
 void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t s) {
-  predict_kernel<T><<<row_blocks(rows.n), kThreads, 0, s>>>(rows, coef, out);
-  check_launch("predict_kernel");
+  RH_LAUNCH_ROWS(predict_kernel, T, rows, s, rows, coef, out);
 }
 
 #define RH_INSTANTIATE_ROW_KERNELS(T)                                                          \

@@ -11,6 +11,8 @@ constexpr int kThreads = 256;
 // Fixed grid for row passes: the row-to-thread assignment, and so every floating-point sum,
 // depends only on n_rows, never on timing (no floating atomics anywhere).
 constexpr int kMaxRowBlocks = 264;
+// Rows wider than this are read by a warp each (coalesced, and enough warps for few rows).
+constexpr int64_t kWideRowColumns = 32;
 constexpr int kLineSearchTrials = 27;  // t = 1, 1/2, ..., 2^-26
 constexpr int kLammChunk = 8;          // LAMM attempts evaluated per pass over the rows
 constexpr int kLammChunks = 5;         // 40 attempts in all

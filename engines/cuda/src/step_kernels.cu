@@ -153,11 +153,40 @@ __global__ void matvec_kernel(const double* A, const double* v, double* out, int
   if (lane == 0) out[j] = acc;
 }
 
+// First trial index at which beta - t d rounds back to beta in every component (kLineSearchTrials
+// when none does). Rounding is monotone in t, so every later, smaller step vanishes as well.
+__device__ int vanishing_trial(const double* beta, const double* dir, int64_t P, int* shared) {
+  int first = 0;
+  for (int64_t j = threadIdx.x; j < P; j += kThreads) {
+    double t = 1.0;
+    int trial = 0;
+    while (trial < kLineSearchTrials && beta[j] - t * dir[j] != beta[j]) {
+      t *= 0.5;
+      ++trial;
+    }
+    first = max(first, trial);
+  }
+  shared[threadIdx.x] = first;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) shared[threadIdx.x] = max(shared[threadIdx.x], shared[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const int result = shared[0];
+  __syncthreads();
+  return result;
+}
+
+// The line search of spec/ALGORITHM.md. F is the objective at beta evaluated like the reference
+// does, from the fresh residual of the last row pass; a trial whose candidate equals beta bitwise
+// has objective exactly F and is accepted, as in the reference: the fused r + t (x . d) form would
+// otherwise compare F with a rounding-perturbed copy of itself near the optimum.
 __global__ void newton_select_kernel(const double* partials, int blocks, const double* dir,
                                      const double* jdelta, const double* jdir,
                                      const double* beta0, BatchConstants k, DeviceScalars* sc,
                                      double* beta) {
   __shared__ double shared[kThreads];
+  __shared__ int shared_index[kThreads];
   __shared__ double trial_sums[kLineSearchTrials];
   __shared__ double chosen_step;
   const int warp = threadIdx.x >> 5;
@@ -175,13 +204,18 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
   a = block_sum<kThreads>(a, shared);
   b = block_sum<kThreads>(b, shared);
   c = block_sum<kThreads>(c, shared);
+  const int vanishes_from = vanishing_trial(beta, dir, k.P, shared_index);
   if (threadIdx.x == 0) {
     const double N = sc->total_weight;
+    const double F = (sc->rho_sum + 0.5 * a) / N;
     double t = 1.0;
     chosen_step = 0.0;
+    sc->objective = F;
     for (int trial = 0; trial < kLineSearchTrials; ++trial) {
-      const double f = (trial_sums[trial] + 0.5 * (a - t * b + t * t * c)) / N;
-      if (f <= sc->objective) {
+      const double f = trial >= vanishes_from
+                           ? F
+                           : (trial_sums[trial] + 0.5 * (a - t * b + t * t * c)) / N;
+      if (f <= F) {
         chosen_step = t;
         sc->objective = f;
         break;
@@ -198,8 +232,8 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
   }
   double step2 = 0.0, norm2 = 0.0;
   for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
-    const double step = t * dir[j];
-    const double updated = beta[j] - step;
+    const double updated = beta[j] - t * dir[j];
+    const double step = updated - beta[j];
     beta[j] = updated;
     step2 += step * step;
     norm2 += updated * updated;

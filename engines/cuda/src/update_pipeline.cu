@@ -92,7 +92,7 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
              "cudaMemcpyAsync (scalars)");
   launch_validate_rows<T>(ctx.rows, ctx.device_scalars(), e.ws.row_partials.as<double>(),
                           e.stream);
-  launch_finish_validation(e.ws.row_partials.as<double>(), row_blocks(b.n_rows), ctx.k,
+  launch_finish_validation(e.ws.row_partials.as<double>(), row_blocks(ctx.rows.n, ctx.rows.ncols_x), ctx.k,
                            ctx.device_scalars(), e.stream);
   launch_to_double<T>(e.committed.coefficients.as<T>(), ctx.beta0(), P, e.stream);
   launch_to_double<T>(e.committed.information.as<T>(), ctx.information64(), P * P, e.stream);
