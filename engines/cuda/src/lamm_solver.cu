@@ -1,6 +1,7 @@
 // LAMM proximal steps (penalty l1). The 40 attempts of an iteration are evaluated 8 at a time,
 // each group in one pass over the rows; kernels after the accepted attempt return at once, so
-// an iteration is a fixed launch sequence (one graph replay) and one status readback.
+// an iteration is a fixed launch sequence, and kLammIterationsPerReplay of them one graph
+// replay and one status readback.
 #include "engine_error.hpp"
 #include "graph_replayer.hpp"
 #include "kernels.hpp"
@@ -30,7 +31,6 @@ void enqueue_iteration(UpdateContext<T>& ctx) {
   }
   ctx.row_pass(false, false, true);
   ctx.gradient(true);
-  ctx.enqueue_readback();
 }
 
 }  // namespace
@@ -42,11 +42,26 @@ void solve_lamm(UpdateContext<T>& ctx) {
   ctx.enqueue_readback();
   ctx.wait_for_status();
 
-  GraphReplayer iteration(ctx.e);
-  for (int64_t it = 0; it < ctx.max_iter; ++it) {
-    iteration.run([&] { enqueue_iteration(ctx); });
+  // Several iterations per replay and status readback: once the state leaves kRunning the
+  // remaining kernels of the replay return at once, so only cuBLAS's X'u reruns, unchanged.
+  GraphReplayer several(ctx.e);
+  GraphReplayer one(ctx.e);
+  int64_t it = 0;
+  while (it < ctx.max_iter && ctx.status().state == kRunning) {
+    if (ctx.max_iter - it >= kLammIterationsPerReplay) {
+      several.run([&] {
+        for (int i = 0; i < kLammIterationsPerReplay; ++i) enqueue_iteration(ctx);
+        ctx.enqueue_readback();
+      });
+      it += kLammIterationsPerReplay;
+    } else {
+      one.run([&] {
+        enqueue_iteration(ctx);
+        ctx.enqueue_readback();
+      });
+      it += 1;
+    }
     ctx.wait_for_status();
-    if (ctx.status().state != kRunning) break;
   }
   ctx.row_pass(true, false, false);
 }

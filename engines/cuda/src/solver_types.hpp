@@ -16,6 +16,7 @@ constexpr int64_t kWideRowColumns = 32;
 constexpr int kLineSearchTrials = 27;  // t = 1, 1/2, ..., 2^-26
 constexpr int kLammChunk = 8;          // LAMM attempts evaluated per pass over the rows
 constexpr int kLammChunks = 5;         // 40 attempts in all
+constexpr int kLammIterationsPerReplay = 4;
 
 enum SolverState : int { kRunning = 0, kConverged = 1, kStalled = 2, kNonFinite = 3 };
 

@@ -31,16 +31,17 @@ std::vector<double> widen(const std::vector<T>& v) {
 // Runs `batches` batches (seeds 100, 101, ...) on a fresh engine and returns the final state.
 template <class T>
 Fit stream_fit(int32_t dtype, int32_t penalty, uint64_t flags, bool device, bool expanded,
-               bool weighted, int batches = 3, int64_t rows = 2000) {
+               bool weighted, int batches = 3, int64_t rows = 2000,
+               int64_t features = kFeatures) {
   Fit fit;
-  RhCudaEngineOptions o = options(dtype, kP, flags);
+  RhCudaEngineOptions o = options(dtype, features + 1, flags);
   RhCudaEngine* e = nullptr;
   fit.status = rh_cuda_engine_create(&o, &e);
   if (fit.status != RH_CUDA_SUCCESS) return fit;
-  HostState<T> state(kP);
-  const RhCudaUpdateConfig c = config(kFeatures, penalty);
+  HostState<T> state(features + 1);
+  const RhCudaUpdateConfig c = config(features, penalty);
   for (int b = 0; b < batches && fit.status == RH_CUDA_SUCCESS; ++b) {
-    Batch<T> data = make_batch<T>(100 + b, rows, kFeatures, true, expanded);
+    Batch<T> data = make_batch<T>(100 + b, rows, features, true, expanded);
     RhCudaHostBatch hb = data.view(weighted);
     fit.diag = diagnostics();
     if (!device) {
@@ -372,7 +373,8 @@ Fn cpu_symbol(void* lib, const char* name) {
 }
 
 template <class T>
-void compare_with_cpu(void* lib, int32_t dtype, int32_t penalty, double rtol) {
+void compare_with_cpu(void* lib, int32_t dtype, int32_t penalty, double rtol,
+                      int64_t features = kFeatures) {
   using Create = RhCudaStatus (*)(const RhCudaEngineOptions*, RhCudaEngine**);
   using Update = RhCudaStatus (*)(RhCudaEngine*, const RhCudaHostBatch*, const RhCudaUpdateConfig*, RhCudaDiagnostics*, RhCudaHostState*);
   using Destroy = RhCudaStatus (*)(RhCudaEngine*);
@@ -381,24 +383,24 @@ void compare_with_cpu(void* lib, int32_t dtype, int32_t penalty, double rtol) {
   auto destroy = cpu_symbol<Destroy>(lib, "rh_cuda_engine_destroy");
   RH_CHECK(create && update && destroy);
   if (!create || !update || !destroy) return;
-  RhCudaEngineOptions o = options(dtype, kP);
+  RhCudaEngineOptions o = options(dtype, features + 1);
   o.device_id = -1;
   RhCudaEngine* cpu = nullptr;
   RH_CHECK_STATUS(create(&o, &cpu), RH_CUDA_SUCCESS);
-  HostState<T> state(kP);
-  const RhCudaUpdateConfig c = config(kFeatures, penalty);
+  HostState<T> state(features + 1);
+  const RhCudaUpdateConfig c = config(features, penalty);
   RhCudaDiagnostics d = diagnostics();
   for (int b = 0; b < 3; ++b) {
-    Batch<T> data = make_batch<T>(100 + b, 2000, kFeatures, true, false);
+    Batch<T> data = make_batch<T>(100 + b, 2000, features, true, false);
     RhCudaHostBatch hb = data.view(true);
     RH_CHECK_STATUS(update(cpu, &hb, &c, &d, &state.view), RH_CUDA_SUCCESS);
   }
   destroy(cpu);
-  Fit gpu = stream_fit<T>(dtype, penalty, 0, false, false, true);
+  Fit gpu = stream_fit<T>(dtype, penalty, 0, false, false, true, 3, 2000, features);
   const double coef = max_rel_diff(gpu.coef, widen(state.coef));
   const double info = max_rel_diff(gpu.info, widen(state.info));
-  std::printf("vs librh_cpu (%s, %s): coef rel diff %.3e, info rel diff %.3e, iterations cuda %lld cpu %lld\n",
-              dtype == RH_CUDA_DTYPE_FLOAT32 ? "float32" : "float64", penalty ? "l1" : "none", coef,
+  std::printf("vs librh_cpu (p %lld, %s, %s): coef rel diff %.3e, info rel diff %.3e, iterations cuda %lld cpu %lld\n",
+              static_cast<long long>(features), dtype == RH_CUDA_DTYPE_FLOAT32 ? "float32" : "float64", penalty ? "l1" : "none", coef,
               info, static_cast<long long>(gpu.diag.iterations), static_cast<long long>(d.iterations));
   RH_CHECK(coef < rtol && info < rtol);
   RH_CHECK(gpu.diag.converged == d.converged);
@@ -414,6 +416,9 @@ void test_agrees_with_the_cpu_engine() {
   for (int penalty : {RH_CUDA_PENALTY_NONE, RH_CUDA_PENALTY_L1}) {
     compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, penalty, 1e-8);
     compare_with_cpu<float>(lib, RH_CUDA_DTYPE_FLOAT32, penalty, 4e-4);
+    // Wider than kWideRowColumns: the warp-per-row passes.
+    compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, penalty, 1e-8, 40);
+    compare_with_cpu<float>(lib, RH_CUDA_DTYPE_FLOAT32, penalty, 4e-4, 40);
   }
   dlclose(lib);
 }
