@@ -3,8 +3,8 @@
  *
  * For every standard shape of spec/BENCHMARKS.md x {float64, float32} x {none, l1}: a new
  * engine, every batch of the stream through rh_cuda_engine_update_host, the engine destroyed,
- * all inside the timer (the "cold" lifecycle). Prints the median and min of the repetitions in
- * milliseconds per stream.
+ * all inside the timer (the "cold" lifecycle). Prints the median and min wall time of the
+ * repetitions and the median CPU time of all threads, in milliseconds per stream.
  *
  * Several --library arguments are timed interleaved (one repetition of each library in turn,
  * order alternating each round) so a before/after comparison sees the same machine load.
@@ -144,14 +144,15 @@ static Dataset make_dataset(const Shape* s, int shape_index, int32_t dtype) {
   return d;
 }
 
-static double now_ms(void) {
+static double clock_ms(clockid_t clock) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(clock, &t);
   return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
 typedef struct StreamResult {
   double ms;
+  double cpu_ms;      /* CPU time of all threads: less sensitive than ms to a loaded machine */
   int64_t iterations; /* summed over the batches */
   double objective;   /* of the last batch */
 } StreamResult;
@@ -181,8 +182,9 @@ static StreamResult run_stream(const Library* lib, const Shape* s, const Dataset
   config.penalty = penalty;
   config.lambda_scale = 1.0;
 
-  StreamResult result = {0.0, 0, 0.0};
-  double start = now_ms();
+  StreamResult result = {0.0, 0.0, 0, 0.0};
+  double start = clock_ms(CLOCK_MONOTONIC);
+  double cpu_start = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
   RhCudaEngine* engine = NULL;
   if (lib->create(&options, &engine) != RH_CUDA_SUCCESS) {
     fprintf(stderr, "rh_cpu_bench: engine creation failed in %s\n", lib->path);
@@ -211,7 +213,8 @@ static StreamResult run_stream(const Library* lib, const Shape* s, const Dataset
     result.iterations += diagnostics.iterations;
     result.objective = diagnostics.objective;
   }
-  result.ms = now_ms() - start;
+  result.ms = clock_ms(CLOCK_MONOTONIC) - start;
+  result.cpu_ms = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - cpu_start;
   lib->destroy(engine);
   return result;
 }
@@ -287,8 +290,8 @@ int main(int argc, char** argv) {
   }
   printf("# OMP_NUM_THREADS=%s, load average at start %.2f, %d repetitions (median, min)\n",
          threads ? threads : "(unset)", load, repeats);
-  printf("%-10s %-5s %-5s %-4s %10s %10s %6s %22s\n", "shape", "dtype", "pen", "lib",
-         "median_ms", "min_ms", "iters", "objective");
+  printf("%-10s %-5s %-5s %-4s %10s %10s %10s %6s %22s\n", "shape", "dtype", "pen", "lib",
+         "median_ms", "min_ms", "cpu_ms", "iters", "objective");
 
   const int32_t dtypes[2] = {RH_CUDA_DTYPE_FLOAT64, RH_CUDA_DTYPE_FLOAT32};
   const char* dtype_names[2] = {"f64", "f32"};
@@ -308,7 +311,7 @@ int main(int argc, char** argv) {
         if (penalty_filter != NULL && strcmp(penalty_filter, penalty_names[pi]) != 0) {
           continue;
         }
-        double samples[MAX_LIBRARIES][MAX_REPEATS];
+        double samples[MAX_LIBRARIES][MAX_REPEATS], cpu[MAX_LIBRARIES][MAX_REPEATS];
         StreamResult last[MAX_LIBRARIES];
         for (int l = 0; l < n_libraries; ++l) {
           run_stream(&libraries[l], s, &data, penalties[pi]); /* warm-up */
@@ -318,13 +321,15 @@ int main(int argc, char** argv) {
             int l = r % 2 == 0 ? k : n_libraries - 1 - k;
             last[l] = run_stream(&libraries[l], s, &data, penalties[pi]);
             samples[l][r] = last[l].ms;
+            cpu[l][r] = last[l].cpu_ms;
           }
         }
         for (int l = 0; l < n_libraries; ++l) {
           qsort(samples[l], (size_t)repeats, sizeof(double), compare_doubles);
-          printf("%-10s %-5s %-5s %-4d %10.2f %10.2f %6lld %22.15e\n", s->name, dtype_names[di],
-                 penalty_names[pi], l, samples[l][repeats / 2], samples[l][0],
-                 (long long)last[l].iterations, last[l].objective);
+          qsort(cpu[l], (size_t)repeats, sizeof(double), compare_doubles);
+          printf("%-10s %-5s %-5s %-4d %10.2f %10.2f %10.2f %6lld %22.15e\n", s->name,
+                 dtype_names[di], penalty_names[pi], l, samples[l][repeats / 2], samples[l][0],
+                 cpu[l][repeats / 2], (long long)last[l].iterations, last[l].objective);
         }
         fflush(stdout);
       }

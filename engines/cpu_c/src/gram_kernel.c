@@ -7,18 +7,15 @@
  * AVX-512 the accumulators are 16 of the 32 zmm registers. Tiles start at the diagonal's
  * column group, which keeps the work at about half of the full product.
  *
- * GCC and Clang get the 8-double vectors from the vector extension (one source compiled per
- * instruction set by RH_MULTIVERSION); other compilers run the same loops on scalars, in the
- * same per-entry order.
+ * GCC and Clang get the 8-double vectors of vec8.h (one source compiled per instruction set by
+ * RH_MULTIVERSION); other compilers run the same loops on scalars, in the same per-entry order.
  */
 #include "gram_kernel.h"
 
 #include "multiversion.h"
+#include "vec8.h"
 
-#if defined(__GNUC__) || defined(__clang__)
-
-/* aligned(8): panels and outputs are only guaranteed double alignment. */
-typedef double RhVec8 __attribute__((vector_size(64), aligned(8)));
+#if RH_HAVE_VECTORS
 
 #define RH_ALWAYS_INLINE static inline __attribute__((always_inline))
 

@@ -1,17 +1,25 @@
 #include "cpu_engine.h"
 #include "huber_pieces.h"
+#include "vec8.h"
+
+/* Rows whose dot products run together in the row pass. */
+#define RH_ROWS_AT_ONCE 4
 
 #define RH_T float
 #define RH_NAME(x) x##_f32
+#define RH_LOAD8(p) rh_vec8_load_f32(p)
 #include "row_pass_typed.h"
 #undef RH_T
 #undef RH_NAME
+#undef RH_LOAD8
 
 #define RH_T double
 #define RH_NAME(x) x##_f64
+#define RH_LOAD8(p) rh_vec8_load(p)
 #include "row_pass_typed.h"
 #undef RH_T
 #undef RH_NAME
+#undef RH_LOAD8
 
 /* Thread-count independence: the blocks are fixed RH_ROW_BLOCK-row ranges, each block's
  * partial sums go to its own slot, and the slots are added in block order below. Any OpenMP
