@@ -29,8 +29,7 @@ static RhCudaStatus sum_weights(const RhBatchData* data, double* sum, RhErrorBuf
   return RH_CUDA_SUCCESS;
 }
 
-RhCudaStatus rh_check_batch_values(const RhBatchData* data, double declared_weight,
-                                   double* batch_weight, RhErrorBuffer* err) {
+RhCudaStatus rh_check_design_values(const RhBatchData* data, RhErrorBuffer* err) {
   int64_t count = data->n_rows * data->n_columns; /* overflow-checked by rh_validate_batch */
   int64_t bad = first_nonfinite(data->dtype, data->x, count);
   if (bad >= 0) {
@@ -38,7 +37,12 @@ RhCudaStatus rh_check_batch_values(const RhBatchData* data, double declared_weig
                    "RhCudaHostBatch.x_design[%" PRId64 ", %" PRId64 "] is %g: values must be finite",
                    bad / data->n_columns, bad % data->n_columns, value_at(data->dtype, data->x, bad));
   }
-  bad = first_nonfinite(data->dtype, data->y, data->n_rows);
+  return RH_CUDA_SUCCESS;
+}
+
+RhCudaStatus rh_check_batch_values(const RhBatchData* data, double declared_weight,
+                                   double* batch_weight, RhErrorBuffer* err) {
+  int64_t bad = first_nonfinite(data->dtype, data->y, data->n_rows);
   if (bad >= 0) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
                    "RhCudaHostBatch.y[%" PRId64 "] is %g: values must be finite", bad,

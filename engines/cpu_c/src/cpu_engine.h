@@ -137,9 +137,14 @@ RhCudaStatus rh_workspace_reserve(RhWorkspace* ws, int64_t n_rows, int64_t n_par
 void rh_workspace_release(RhWorkspace* ws);
 
 /* ---- batch_checks.c: values of a batch whose shape rh_validate_batch accepted. On success
- * *batch_weight is the engine's own double sum of the weights. */
+ * *batch_weight is the engine's own double sum of the weights. Checks y and the weights only:
+ * a separate pass over X would cost as much as a solver pass, and every non-finite x_ij makes
+ * the solvers' first objective non-finite (x_ij beta_j is NaN or infinite for any beta_j), so
+ * the solvers call rh_check_design_values exactly then, before anything is committed. */
 RhCudaStatus rh_check_batch_values(const RhBatchData* data, double declared_weight,
                                    double* batch_weight, RhErrorBuffer* err);
+/* INVALID_ARGUMENT naming the first non-finite x_design value, if any. */
+RhCudaStatus rh_check_design_values(const RhBatchData* data, RhErrorBuffer* err);
 
 /* ---- row_pass.c: one fused sweep over the rows at beta. Always returns sum w rho(r) in
  * *loss. With gradient != NULL also X'(w psi(r)) (P values); with curvature != NULL also c(r)

@@ -13,6 +13,7 @@ RhCudaStatus rh_solve_lamm(RhProblem* problem, RhSolveResult* result, RhErrorBuf
   }
   double objective = rh_objective(problem, ws->beta, ws->gradient, ws->curvature);
   if (!isfinite(objective)) {
+    RH_TRY(rh_check_design_values(&problem->data, err));
     return rh_fail(err, RH_CUDA_NUMERICAL_ERROR,
                    "objective at the previous coefficients is %g (overflow)", objective);
   }

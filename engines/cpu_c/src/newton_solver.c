@@ -25,6 +25,7 @@ RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorB
   }
   double objective = rh_objective(problem, ws->beta, ws->gradient, ws->curvature);
   if (!isfinite(objective)) {
+    RH_TRY(rh_check_design_values(&problem->data, err));
     return rh_fail(err, RH_CUDA_NUMERICAL_ERROR,
                    "objective at the previous coefficients is %g (overflow)", objective);
   }

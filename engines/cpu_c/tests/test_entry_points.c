@@ -341,6 +341,38 @@ static void test_update_refusals_leave_state_unchanged(void) {
   rh_cuda_engine_destroy(engine);
 }
 
+/* The engine finds non-finite x_design values through its first objective, not a separate
+ * pass: every kind of bad value, in every position, on a fresh engine (zero coefficients, where
+ * inf * 0 is NaN) and after a batch, for both solvers, must still be named exactly and leave
+ * the state alone. */
+static void test_nonfinite_design_values_are_named_for_both_solvers(void) {
+  const double bad_values[3] = {NAN, INFINITY, -INFINITY};
+  const int64_t positions[3] = {0, 5 * P_FEATURES + 2, N_ROWS * P_FEATURES - 1};
+  const char* names[3] = {"x_design[0, 0]", "x_design[5, 2]", "x_design[39, 2]"};
+  static double x_bad[N_ROWS * P_FEATURES];
+  for (int penalty = RH_CUDA_PENALTY_NONE; penalty <= RH_CUDA_PENALTY_L1; ++penalty) {
+    const RhCudaUpdateConfig c = rh_config(P_FEATURES, penalty);
+    for (int fresh = 0; fresh <= 1; ++fresh) {
+      RhCudaEngine* engine = NULL;
+      if (fresh) {
+        RhCudaEngineOptions o = rh_options(RH_CUDA_DTYPE_FLOAT64, P_PARAMS);
+        CHECK_STATUS(rh_cuda_engine_create(&o, &engine), RH_CUDA_SUCCESS);
+      } else {
+        engine = engine_with_one_batch();
+      }
+      for (int v = 0; v < 3; ++v) {
+        for (int p = 0; p < 3; ++p) {
+          memcpy(x_bad, X, sizeof x_bad);
+          x_bad[positions[p]] = bad_values[v];
+          RhCudaHostBatch b = rh_batch(x_bad, Y, NULL, N_ROWS, P_FEATURES, N_ROWS);
+          expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, names[p]);
+        }
+      }
+      rh_cuda_engine_destroy(engine);
+    }
+  }
+}
+
 static void test_update_with_state_exports_the_commit(void) {
   RhCudaEngine* engine = engine_with_one_batch();
   RhCudaUpdateConfig c = rh_config(P_FEATURES, RH_CUDA_PENALTY_L1);
@@ -444,6 +476,7 @@ int main(void) {
   RUN_TEST(test_null_engine_everywhere);
   RUN_TEST(test_services_and_device_calls);
   RUN_TEST(test_update_refusals_leave_state_unchanged);
+  RUN_TEST(test_nonfinite_design_values_are_named_for_both_solvers);
   RUN_TEST(test_update_with_state_exports_the_commit);
   RUN_TEST(test_restore_refusals_and_asymmetric_round_trip);
   return TEST_MAIN_RESULT();
