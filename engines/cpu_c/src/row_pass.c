@@ -2,8 +2,46 @@
 #include "huber_pieces.h"
 #include "vec8.h"
 
-/* Rows whose dot products run together in the row pass. */
-#define RH_ROWS_AT_ONCE 4
+#if RH_HAVE_VECTORS
+#define RH_ALWAYS_INLINE static inline __attribute__((always_inline))
+#else
+#define RH_ALWAYS_INLINE static inline
+#endif
+
+/* The Huber pieces of eight rows (huber_pieces.h, lane by lane): adds w rho(r) and w psi(r) to
+ * the lane sums, writes w psi(r) to scores and c(r) to curvature. */
+RH_ALWAYS_INLINE void rh_eight_pieces(const double* residual, const double* weight, double tau,
+                                      double h, RhVec8* lane_loss, RhVec8* lane_score,
+                                      double* scores, double* curvature) {
+#if RH_HAVE_VECTORS
+  const RhVec8 r = rh_vec8_load(residual), w = rh_vec8_load(weight);
+  const RhVec8 a = rh_vec8_abs(r);
+  const RhVec8 t = rh_vec8_splat(tau), neg_t = rh_vec8_splat(-tau);
+  const RhVec8 linear = tau * a - rh_vec8_splat(0.5 * tau * tau);
+  const RhVec8 rho = rh_vec8_select(a <= t, 0.5 * r * r, linear);
+  const RhVec8 psi = rh_vec8_select(r < neg_t, neg_t, rh_vec8_select(r > t, t, r));
+  const RhVec8 score = w * psi;
+  *lane_loss = w * rho + *lane_loss;
+  *lane_score = *lane_score + score;
+  rh_vec8_store(scores, score);
+  const RhVec8 slope = rh_vec8_splat(rh_curvature_slope(h));
+  const RhVec8 rising = 0.5 + (r + t) * slope;
+  const RhVec8 falling = 0.5 - (r - t) * slope;
+  RhVec8 c = rh_vec8_select(r >= rh_vec8_splat(tau - h), falling, rh_vec8_splat(1.0));
+  c = rh_vec8_select(r <= rh_vec8_splat(-tau + h), rising, c);
+  c = rh_vec8_select(r > rh_vec8_splat(tau + h), rh_vec8_zero(), c);
+  c = rh_vec8_select(r < rh_vec8_splat(-tau - h), rh_vec8_zero(), c);
+  rh_vec8_store(curvature, c);
+#else
+  for (int q = 0; q < 8; ++q) {
+    double score = weight[q] * rh_huber_score(residual[q], tau);
+    lane_loss->lane[q] += weight[q] * rh_huber_loss(residual[q], tau);
+    lane_score->lane[q] += score;
+    scores[q] = score;
+    curvature[q] = rh_smoothed_curvature(residual[q], tau, h);
+  }
+#endif
+}
 
 #define RH_T float
 #define RH_NAME(x) x##_f32

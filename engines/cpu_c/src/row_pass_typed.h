@@ -1,28 +1,30 @@
 /* Type-generic body of row_pass.c, included once per dtype with RH_T (float or double) and
  * RH_NAME(x) (a suffixing macro) defined. Values are widened to double as they are read. */
 
-/* x . beta for RH_ROWS_AT_ONCE rows of stride m at once: independent accumulators hide the
- * FMA latency. Each row's sum is the 8-lane sum of rh_lane_dot's order, so grouping rows never
- * changes a result. */
-static inline void RH_NAME(rows_dot)(const RH_T* x, int64_t m, const double* beta,
-                                     double out[RH_ROWS_AT_ONCE]) {
-  RhVec8 acc[RH_ROWS_AT_ONCE];
-  for (int q = 0; q < RH_ROWS_AT_ONCE; ++q) {
+/* x . beta for 8 rows of stride m at once: independent accumulators hide the FMA latency, and
+ * each row's sum is rh_vec8_sum's order, so grouping rows never changes a result. */
+static inline void RH_NAME(eight_dots)(const RH_T* x, int64_t m, const double* beta,
+                                       double out[8]) {
+  RhVec8 acc[8];
+  for (int q = 0; q < 8; ++q) {
     acc[q] = rh_vec8_zero();
   }
   int64_t j = 0;
   for (; j + 8 <= m; j += 8) {
     RhVec8 b = rh_vec8_load(beta + j);
-    for (int q = 0; q < RH_ROWS_AT_ONCE; ++q) {
+    for (int q = 0; q < 8; ++q) {
       acc[q] = rh_vec8_fma(RH_LOAD8(x + q * m + j), b, acc[q]);
     }
   }
-  for (int q = 0; q < RH_ROWS_AT_ONCE; ++q) {
+  RhVec8 sums;
+  RH_VEC8_SUM_EACH(acc, sums);
+  rh_vec8_store(out, sums);
+  for (int q = 0; q < 8; ++q) {
     double tail = 0.0;
     for (int64_t t = j; t < m; ++t) {
       tail += (double)x[q * m + t] * beta[t];
     }
-    out[q] = rh_vec8_sum(acc[q]) + tail;
+    out[q] += tail;
   }
 }
 
@@ -60,8 +62,17 @@ static inline void RH_NAME(rows_axpy)(const RH_T* x, int64_t m, int count, const
   }
 }
 
+/* Hints the next rows into cache, one request per cache line. */
+static inline void RH_NAME(prefetch_rows)(const RH_T* p, int64_t count) {
+  const char* bytes = (const char*)p;
+  for (int64_t k = 0; k < count * (int64_t)sizeof(RH_T); k += 64) {
+    __builtin_prefetch(bytes + k);
+  }
+}
+
 /* One block of rows: loss always; gradient partial (P values, overwritten) and curvature when
- * requested. Rows go RH_ROWS_AT_ONCE at a time so they are still in L1 for the gradient. */
+ * requested. Rows go eight at a time: their dots in one pass, the Huber pieces as straight-line
+ * code the compiler vectorises across the rows, then the gradient while the rows are in L1. */
 RH_MULTIVERSION static void RH_NAME(row_block)(const RhProblem* problem, const double* beta,
                                                int64_t first, int64_t last, double* loss,
                                                double* gradient, double* curvature) {
@@ -73,31 +84,37 @@ RH_MULTIVERSION static void RH_NAME(row_block)(const RhProblem* problem, const d
   const double intercept = d->append_intercept ? beta[m] : 0.0;
   const double tau = problem->tau;
   const double h = problem->bandwidth;
-  double total = 0.0, intercept_gradient = 0.0;
+  /* Per-lane running sums, added pairwise at the end: a fixed order for a fixed block. */
+  RhVec8 lane_loss = rh_vec8_zero(), lane_score = rh_vec8_zero();
   if (gradient != NULL) {
     for (int64_t j = 0; j < m; ++j) {
       gradient[j] = 0.0;
     }
   }
-  for (int64_t i = first; i < last; i += RH_ROWS_AT_ONCE) {
-    const int count = last - i < RH_ROWS_AT_ONCE ? (int)(last - i) : RH_ROWS_AT_ONCE;
+  for (int64_t i = first; i < last; i += 8) {
+    const int count = last - i < 8 ? (int)(last - i) : 8;
     const RH_T* rows = x + i * m;
-    double dots[RH_ROWS_AT_ONCE], scores[RH_ROWS_AT_ONCE];
-    if (count == RH_ROWS_AT_ONCE) {
-      RH_NAME(rows_dot)(rows, m, beta, dots);
+    double dots[8], r[8], weight[8], scores[8], c[8];
+    if (i + 24 <= last) {
+      RH_NAME(prefetch_rows)(x + (i + 16) * m, 8 * m);
+    }
+    if (count == 8) {
+      RH_NAME(eight_dots)(rows, m, beta, dots);
     } else {
-      for (int q = 0; q < count; ++q) {
-        dots[q] = RH_NAME(row_dot)(rows + q * m, beta, m);
+      for (int q = 0; q < 8; ++q) {
+        dots[q] = q < count ? RH_NAME(row_dot)(rows + q * m, beta, m) : 0.0;
       }
     }
-    for (int q = 0; q < count; ++q) {
-      double r = (double)y[i + q] - (dots[q] + intercept);
-      double weight = w != NULL ? (double)w[i + q] : 1.0;
-      total += weight * rh_huber_loss(r, tau);
-      scores[q] = weight * rh_huber_score(r, tau);
-      intercept_gradient += scores[q];
-      if (curvature != NULL) {
-        curvature[i + q] = rh_smoothed_curvature(r, tau, h);
+    for (int q = 0; q < 8; ++q) {
+      /* Rows past `last` get weight 0 and a zero residual, so they add exact zeros. */
+      int live = q < count;
+      r[q] = live ? (double)y[i + q] - (dots[q] + intercept) : 0.0;
+      weight[q] = !live ? 0.0 : (w != NULL ? (double)w[i + q] : 1.0);
+    }
+    rh_eight_pieces(r, weight, tau, h, &lane_loss, &lane_score, scores, c);
+    if (curvature != NULL) {
+      for (int q = 0; q < count; ++q) {
+        curvature[i + q] = c[q];
       }
     }
     if (gradient != NULL) {
@@ -105,9 +122,10 @@ RH_MULTIVERSION static void RH_NAME(row_block)(const RhProblem* problem, const d
     }
   }
   if (gradient != NULL && d->append_intercept) {
-    gradient[m] = intercept_gradient;
+    gradient[m] = rh_vec8_sum(lane_score);
   }
-  *loss = total;
+  *loss = rh_vec8_sum(lane_loss);
+
 }
 
 RH_MULTIVERSION static void RH_NAME(predict_block)(const RH_T* x, int64_t first, int64_t last,

@@ -27,6 +27,44 @@ typedef float RhVecF8 __attribute__((vector_size(32), aligned(4)));
   ((((v)[0] + (v)[4]) + ((v)[1] + (v)[5])) + (((v)[2] + (v)[6]) + ((v)[3] + (v)[7])))
 #define rh_vec8_load_f32(p) __builtin_convertvector(*(const RhVecF8*)(p), RhVec8)
 
+typedef long long RhVec8Bits __attribute__((vector_size(64)));
+/* Lanewise mask ? a : b, with mask from a vector comparison (all ones or all zeros). */
+#define rh_vec8_select(mask, a, b) \
+  ((RhVec8)((((RhVec8Bits)(a)) & (mask)) | (((RhVec8Bits)(b)) & ~(mask))))
+#define rh_vec8_abs(v) ((RhVec8)(((RhVec8Bits)(v)) & (RhVec8Bits){RH_ABS_BITS8}))
+#define RH_ABS_BIT 0x7fffffffffffffffLL
+#define RH_ABS_BITS8 \
+  RH_ABS_BIT, RH_ABS_BIT, RH_ABS_BIT, RH_ABS_BIT, RH_ABS_BIT, RH_ABS_BIT, RH_ABS_BIT, RH_ABS_BIT
+
+#if defined(__clang__)
+#define RH_SHUFFLE8(a, b, i0, i1, i2, i3, i4, i5, i6, i7) \
+  __builtin_shufflevector((a), (b), i0, i1, i2, i3, i4, i5, i6, i7)
+#else
+#define RH_SHUFFLE8(a, b, i0, i1, i2, i3, i4, i5, i6, i7) \
+  __builtin_shuffle((a), (b), (RhVec8Bits){i0, i1, i2, i3, i4, i5, i6, i7})
+#endif
+
+/* out[q] = rh_vec8_sum(acc[q]) for q < 8, as one vector: the same pairwise additions done
+ * eight rows at a time by transposing shuffles. */
+#define RH_VEC8_SUM_EACH(acc, out)                                                          \
+  do {                                                                                      \
+    RhVec8 rh_p_[4], rh_c_[2];                                                              \
+    for (int rh_k_ = 0; rh_k_ < 4; ++rh_k_) {                                               \
+      rh_p_[rh_k_] = RH_SHUFFLE8((acc)[2 * rh_k_], (acc)[2 * rh_k_ + 1], 0, 1, 2, 3, 8, 9,  \
+                                 10, 11) +                                                  \
+                     RH_SHUFFLE8((acc)[2 * rh_k_], (acc)[2 * rh_k_ + 1], 4, 5, 6, 7, 12,    \
+                                 13, 14, 15);                                               \
+    }                                                                                       \
+    for (int rh_k_ = 0; rh_k_ < 2; ++rh_k_) {                                               \
+      rh_c_[rh_k_] = RH_SHUFFLE8(rh_p_[2 * rh_k_], rh_p_[2 * rh_k_ + 1], 0, 2, 4, 6, 8, 10, \
+                                 12, 14) +                                                  \
+                     RH_SHUFFLE8(rh_p_[2 * rh_k_], rh_p_[2 * rh_k_ + 1], 1, 3, 5, 7, 9, 11, \
+                                 13, 15);                                                   \
+    }                                                                                       \
+    (out) = RH_SHUFFLE8(rh_c_[0], rh_c_[1], 0, 2, 4, 6, 8, 10, 12, 14) +                    \
+            RH_SHUFFLE8(rh_c_[0], rh_c_[1], 1, 3, 5, 7, 9, 11, 13, 15);                     \
+  } while (0)
+
 #else
 
 #define RH_HAVE_VECTORS 0
@@ -71,6 +109,12 @@ static inline double rh_vec8_sum(RhVec8 v) {
   const double* l = v.lane;
   return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
 }
+#define RH_VEC8_SUM_EACH(acc, out)                   \
+  do {                                               \
+    for (int rh_k_ = 0; rh_k_ < 8; ++rh_k_) {        \
+      (out).lane[rh_k_] = rh_vec8_sum((acc)[rh_k_]); \
+    }                                                \
+  } while (0)
 
 #endif
 
