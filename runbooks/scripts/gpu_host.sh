@@ -4,7 +4,8 @@
 #   device run: command "bash runbooks/scripts/gpu_host.sh", carry [".whl"], timeout_s 600
 # Stage 2 runs only when stage 1 passed. STAGES="1 2" (default) or "2" alone (a second call when
 # one call cannot hold both: stage 2 then builds the engines itself); PROFILES, DTYPES, ROUNDS
-# pass through to stage 2. Exit status: 0 all passed, 1 stage 1 failed, 2 stage 2 gates failed.
+# pass through to stage 2; an exported RH_CUDA_LIBRARY skips stage 2's build. Exit status: 0 all
+# passed, 1 stage 1 failed, 2 stage 2 gates failed, 3 the engine build failed.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 : "${OUT:?OUT must name the folder that comes back (the device tool sets it)}"
 RESULTS="$OUT/gpu-$DATE-$HOST_TAG"
@@ -18,13 +19,24 @@ code=0
 if [[ " $STAGES " == *" 1 "* ]] && ! bash runbooks/scripts/gpu_stage1.sh 2>&1 | tee -a "$LOG"; then
   code=1
 elif [[ " $STAGES " == *" 2 "* ]]; then
-  # A no-op rebuild after stage 1; the whole build when stage 2 runs alone.
-  eval "$(runbooks/scripts/build_engines.sh ON 2>>"$LOG")"
-  export RH_CPU_LIBRARY RH_CUDA_LIBRARY
-  RESULTS="$RESULTS/stage2" bash runbooks/scripts/gpu_stage2.sh 2>&1 | tee -a "$LOG" || code=2
+  # A no-op rebuild after stage 1; the whole build when stage 2 runs alone, unless the caller
+  # built librh_cuda itself and exported RH_CUDA_LIBRARY. A failed build must stop here: an
+  # empty eval would leave the loader to report a missing library for every case instead.
+  if [ -z "${RH_CUDA_LIBRARY:-}" ]; then
+    if exports="$(runbooks/scripts/build_engines.sh ON 2>>"$LOG")"; then
+      eval "$exports"
+    else
+      echo "engine build failed: see gpu-host.log" | tee -a "$LOG"
+      code=3
+    fi
+  fi
+  if [ "$code" -eq 0 ]; then
+    export RH_CPU_LIBRARY="${RH_CPU_LIBRARY:-}" RH_CUDA_LIBRARY
+    RESULTS="$RESULTS/stage2" bash runbooks/scripts/gpu_stage2.sh 2>&1 | tee -a "$LOG" || code=2
+  fi
 fi
 tar -C "$OUT" -czf "$OUT/gpu-$DATE-$HOST_TAG.tar.gz" "gpu-$DATE-$HOST_TAG"
 cp "$LOG" "$OUT/gpu-host.log"
 rm -rf "$RESULTS"
-echo "gpu_host.sh exit $code (0 pass, 1 stage 1 failed, 2 gates failed)"
+echo "gpu_host.sh exit $code (0 pass, 1 stage 1 failed, 2 gates failed, 3 build failed)"
 exit "$code"
