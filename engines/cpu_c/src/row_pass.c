@@ -8,11 +8,12 @@
 #define RH_ALWAYS_INLINE static inline
 #endif
 
-/* The Huber pieces of eight rows (huber_pieces.h, lane by lane): adds w rho(r) and w psi(r) to
+/* The Huber pieces of eight rows (huber_pieces.h, lane by lane; slope = rh_curvature_slope(h),
+ * computed once per block): adds w rho(r) and w psi(r) to
  * the lane sums, writes w psi(r) to scores and c(r) to curvature. */
 RH_ALWAYS_INLINE void rh_eight_pieces(const double* residual, const double* weight, double tau,
-                                      double h, RhVec8* lane_loss, RhVec8* lane_score,
-                                      double* scores, double* curvature) {
+                                      double h, double slope, RhVec8* lane_loss,
+                                      RhVec8* lane_score, double* scores, double* curvature) {
 #if RH_HAVE_VECTORS
   const RhVec8 r = rh_vec8_load(residual), w = rh_vec8_load(weight);
   const RhVec8 a = rh_vec8_abs(r);
@@ -24,9 +25,8 @@ RH_ALWAYS_INLINE void rh_eight_pieces(const double* residual, const double* weig
   *lane_loss = w * rho + *lane_loss;
   *lane_score = *lane_score + score;
   rh_vec8_store(scores, score);
-  const RhVec8 slope = rh_vec8_splat(rh_curvature_slope(h));
-  const RhVec8 rising = 0.5 + (r + t) * slope;
-  const RhVec8 falling = 0.5 - (r - t) * slope;
+  const RhVec8 rising = 0.5 + (r + t) * rh_vec8_splat(slope);
+  const RhVec8 falling = 0.5 - (r - t) * rh_vec8_splat(slope);
   RhVec8 c = rh_vec8_select(r >= rh_vec8_splat(tau - h), falling, rh_vec8_splat(1.0));
   c = rh_vec8_select(r <= rh_vec8_splat(-tau + h), rising, c);
   c = rh_vec8_select(r > rh_vec8_splat(tau + h), rh_vec8_zero(), c);

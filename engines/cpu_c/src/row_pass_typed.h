@@ -62,6 +62,20 @@ static inline void RH_NAME(rows_axpy)(const RH_T* x, int64_t m, int count, const
   }
 }
 
+/* Residuals y - (x . beta + intercept) and weights of eight consecutive rows. */
+static inline void RH_NAME(eight_residuals)(const RH_T* y, const RH_T* w, const double* dots,
+                                            double intercept, double* r, double* weight) {
+#if RH_HAVE_VECTORS
+  rh_vec8_store(r, RH_LOAD8(y) - (rh_vec8_load(dots) + intercept));
+  rh_vec8_store(weight, w != NULL ? RH_LOAD8(w) : rh_vec8_splat(1.0));
+#else
+  for (int q = 0; q < 8; ++q) {
+    r[q] = (double)y[q] - (dots[q] + intercept);
+    weight[q] = w != NULL ? (double)w[q] : 1.0;
+  }
+#endif
+}
+
 /* Hints the next rows into cache, one request per cache line. */
 static inline void RH_NAME(prefetch_rows)(const RH_T* p, int64_t count) {
   const char* bytes = (const char*)p;
@@ -84,6 +98,7 @@ RH_MULTIVERSION static void RH_NAME(row_block)(const RhProblem* problem, const d
   const double intercept = d->append_intercept ? beta[m] : 0.0;
   const double tau = problem->tau;
   const double h = problem->bandwidth;
+  const double slope = rh_curvature_slope(h);
   /* Per-lane running sums, added pairwise at the end: a fixed order for a fixed block. */
   RhVec8 lane_loss = rh_vec8_zero(), lane_score = rh_vec8_zero();
   if (gradient != NULL) {
@@ -91,27 +106,33 @@ RH_MULTIVERSION static void RH_NAME(row_block)(const RhProblem* problem, const d
       gradient[j] = 0.0;
     }
   }
-  for (int64_t i = first; i < last; i += 8) {
-    const int count = last - i < 8 ? (int)(last - i) : 8;
+  int64_t i = first;
+  for (; i + 8 <= last; i += 8) {
     const RH_T* rows = x + i * m;
     double dots[8], r[8], weight[8], scores[8], c[8];
     if (i + 24 <= last) {
       RH_NAME(prefetch_rows)(x + (i + 16) * m, 8 * m);
     }
-    if (count == 8) {
-      RH_NAME(eight_dots)(rows, m, beta, dots);
-    } else {
-      for (int q = 0; q < 8; ++q) {
-        dots[q] = q < count ? RH_NAME(row_dot)(rows + q * m, beta, m) : 0.0;
-      }
+    RH_NAME(eight_dots)(rows, m, beta, dots);
+    RH_NAME(eight_residuals)(y + i, w != NULL ? w + i : NULL, dots, intercept, r, weight);
+    rh_eight_pieces(r, weight, tau, h, slope, &lane_loss, &lane_score, scores,
+                    curvature != NULL ? curvature + i : c);
+    if (gradient != NULL) {
+      RH_NAME(rows_axpy)(rows, m, 8, scores, gradient);
     }
+  }
+  if (i < last) {
+    /* The last rows of the block, padded to eight with weight 0 and a zero residual so the
+     * padding adds exact zeros. */
+    const int count = (int)(last - i);
+    const RH_T* rows = x + i * m;
+    double r[8], weight[8], scores[8], c[8];
     for (int q = 0; q < 8; ++q) {
-      /* Rows past `last` get weight 0 and a zero residual, so they add exact zeros. */
       int live = q < count;
-      r[q] = live ? (double)y[i + q] - (dots[q] + intercept) : 0.0;
+      r[q] = live ? (double)y[i + q] - (RH_NAME(row_dot)(rows + q * m, beta, m) + intercept) : 0.0;
       weight[q] = !live ? 0.0 : (w != NULL ? (double)w[i + q] : 1.0);
     }
-    rh_eight_pieces(r, weight, tau, h, &lane_loss, &lane_score, scores, c);
+    rh_eight_pieces(r, weight, tau, h, slope, &lane_loss, &lane_score, scores, c);
     if (curvature != NULL) {
       for (int q = 0; q < count; ++q) {
         curvature[i + q] = c[q];
@@ -125,7 +146,6 @@ RH_MULTIVERSION static void RH_NAME(row_block)(const RhProblem* problem, const d
     gradient[m] = rh_vec8_sum(lane_score);
   }
   *loss = rh_vec8_sum(lane_loss);
-
 }
 
 RH_MULTIVERSION static void RH_NAME(predict_block)(const RH_T* x, int64_t first, int64_t last,
