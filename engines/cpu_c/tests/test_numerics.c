@@ -98,26 +98,47 @@ static void solve_dense(double* a, double* b, int P) {
   }
 }
 
-#define N_OLS 300
-#define P_OLS 5
-
-static void test_large_tau_reproduces_least_squares(void) {
-  static double x[N_OLS * P_OLS], y[N_OLS];
-  const double beta[P_OLS] = {1.0, -2.0, 0.5, 0.0, 3.0};
-  rh_make_data(x, y, N_OLS, P_OLS, beta, 0.7);
-  RhCudaUpdateConfig c = rh_config(P_OLS, RH_CUDA_PENALTY_NONE);
+/* With tau far above every residual the fit is least squares: the information after one batch
+ * is X'X and the coefficients solve the normal equations (the test's own elimination). Shapes
+ * cover rows that leave a partial group of eight and a partial row block, columns below and
+ * above the vector width, and float32 data (the same values widened, so only the stored state
+ * is rounded). */
+static void check_least_squares_limit(int n, int p, int32_t dtype, double info_rtol,
+                                      double rtol) {
+  enum { MAX_N = 2100, MAX_PF = 13 };
+  static double x[MAX_N * MAX_PF], y[MAX_N];
+  static float xf[MAX_N * MAX_PF], yf[MAX_N];
+  double beta[MAX_PF];
+  for (int j = 0; j < p; ++j) {
+    beta[j] = (double)(j % 5) - 2.0;
+  }
+  rh_make_data(x, y, n, p, beta, 0.7);
+  if (dtype == RH_CUDA_DTYPE_FLOAT32) {
+    for (int k = 0; k < n * p; ++k) {
+      xf[k] = (float)x[k];
+      x[k] = (double)xf[k];
+    }
+    for (int i = 0; i < n; ++i) {
+      yf[i] = (float)y[i];
+      y[i] = (double)yf[i];
+    }
+  }
+  RhCudaUpdateConfig c = rh_config(p, RH_CUDA_PENALTY_NONE);
   c.tau = 100.0;
-  Fit fit = fit_stream(x, y, NULL, N_OLS, P_OLS, P_OLS, P_OLS + 1, N_OLS, c, RH_CUDA_DTYPE_FLOAT64);
+  const int is_f32 = dtype == RH_CUDA_DTYPE_FLOAT32;
+  Fit fit = fit_stream(is_f32 ? (const void*)xf : (const void*)x,
+                       is_f32 ? (const void*)yf : (const void*)y, NULL, n, p, p, p + 1, n, c,
+                       dtype);
   CHECK_STATUS(fit.status, RH_CUDA_SUCCESS);
   CHECK(fit.diagnostics.converged == 1);
-  enum { P = P_OLS + 1 };
-  double xtx[P * P] = {0}, xty[P] = {0};
-  for (int i = 0; i < N_OLS; ++i) {
-    double row[P];
-    for (int j = 0; j < P_OLS; ++j) {
-      row[j] = x[i * P_OLS + j];
+  const int P = p + 1;
+  double xtx[(MAX_PF + 1) * (MAX_PF + 1)] = {0}, xty[MAX_PF + 1] = {0};
+  for (int i = 0; i < n; ++i) {
+    double row[MAX_PF + 1];
+    for (int j = 0; j < p; ++j) {
+      row[j] = x[i * p + j];
     }
-    row[P_OLS] = 1.0;
+    row[p] = 1.0;
     for (int j = 0; j < P; ++j) {
       xty[j] += row[j] * y[i];
       for (int k = 0; k < P; ++k) {
@@ -125,14 +146,20 @@ static void test_large_tau_reproduces_least_squares(void) {
       }
     }
   }
-  /* The information after one batch with c == 1 everywhere is exactly X'X. */
   for (int k = 0; k < P * P; ++k) {
-    CHECK_CLOSE(fit.information[k], xtx[k], 1e-12, 1e-9);
+    CHECK_CLOSE(fit.information[k], xtx[k], info_rtol, 1e-9);
   }
   solve_dense(xtx, xty, P);
   for (int j = 0; j < P; ++j) {
-    CHECK_CLOSE(fit.coefficients[j], xty[j], 1e-10, 1e-12);
+    CHECK_CLOSE(fit.coefficients[j], xty[j], rtol, 1e-12);
   }
+}
+
+static void test_large_tau_reproduces_least_squares(void) {
+  check_least_squares_limit(300, 5, RH_CUDA_DTYPE_FLOAT64, 1e-12, 1e-10);
+  check_least_squares_limit(2053, 13, RH_CUDA_DTYPE_FLOAT64, 1e-12, 1e-10);
+  /* float32 state: information and coefficients are rounded to float when committed. */
+  check_least_squares_limit(2053, 13, RH_CUDA_DTYPE_FLOAT32, 1e-6, 1e-6);
 }
 
 #define N_STREAM 9000
