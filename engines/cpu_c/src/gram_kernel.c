@@ -65,6 +65,36 @@ RH_ALWAYS_INLINE void tile_8x8(const double* a, const double* b0, int64_t depth,
   }
 }
 
+/* AVX2 has 16 ymm registers and GCC lowers 8-double vectors badly without AVX-512 (through
+ * the stack), so its tile is 4 x 8 on explicit 4-double halves: 8 ymm accumulators, two loads
+ * and one broadcast per row and lane half. */
+typedef double RhVec4 __attribute__((vector_size(32), aligned(8)));
+
+RH_ALWAYS_INLINE void tile_4x8(const double* a, const double* b0, int64_t depth, double* c,
+                               int64_t ldc) {
+  RhVec4 lo[4], hi[4];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    lo[r] = *(const RhVec4*)(c + r * ldc);
+    hi[r] = *(const RhVec4*)(c + r * ldc + 4);
+  }
+  for (int64_t k = 0; k < depth; ++k) {
+    const RhVec4 p0 = *(const RhVec4*)(b0 + k * RH_PANEL_WIDTH);
+    const RhVec4 p1 = *(const RhVec4*)(b0 + k * RH_PANEL_WIDTH + 4);
+    const double* ak = a + k * RH_PANEL_WIDTH;
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      lo[r] += ak[r] * p0;
+      hi[r] += ak[r] * p1;
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    *(RhVec4*)(c + r * ldc) = lo[r];
+    *(RhVec4*)(c + r * ldc + 4) = hi[r];
+  }
+}
+
 #else
 
 static void tile_8xw(const double* a, const double* const* b, int groups_wide, int64_t depth,
@@ -95,20 +125,70 @@ static void tile_8x8(const double* a, const double* b0, int64_t depth, double* c
 
 #endif
 
+/* The tiles of row group i: from its own column group to the last. */
+#define RH_PANEL_GRAM_BODY(TILES_OF_GROUP)                                  \
+  const int64_t group_size = stride * RH_PANEL_WIDTH;                      \
+  for (int64_t i = 0; i < groups; ++i) {                                   \
+    const double* a = scaled + i * group_size;                             \
+    double* row = c + i * RH_PANEL_WIDTH * ldc;                            \
+    TILES_OF_GROUP                                                         \
+  }
+
+#define RH_TILES_8X16                                                                   \
+  int64_t g = i;                                                                        \
+  for (; g + 2 <= groups; g += 2) {                                                     \
+    tile_8x16(a, plain + g * group_size, plain + (g + 1) * group_size, depth,           \
+              row + g * RH_PANEL_WIDTH, ldc);                                           \
+  }                                                                                     \
+  if (g < groups) {                                                                     \
+    tile_8x8(a, plain + g * group_size, depth, row + g * RH_PANEL_WIDTH, ldc);          \
+  }
+
+#define RH_TILES_4X8                                                                     \
+  for (int64_t g = i; g < groups; ++g) {                                                 \
+    tile_4x8(a, plain + g * group_size, depth, row + g * RH_PANEL_WIDTH, ldc);           \
+    tile_4x8(a + 4, plain + g * group_size, depth, row + 4 * ldc + g * RH_PANEL_WIDTH, ldc); \
+  }
+
+#if RH_HAVE_VECTORS && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(RH_NO_MULTIVERSION) && __GNUC__ >= 12
+
+/* Explicit per-ISA versions instead of RH_MULTIVERSION: the best tile shape differs. */
+__attribute__((target("arch=x86-64-v4"))) static void panel_gram_avx512(
+    const double* scaled, const double* plain, int64_t depth, int64_t stride, int64_t groups,
+    double* c, int64_t ldc) {
+  RH_PANEL_GRAM_BODY(RH_TILES_8X16)
+}
+
+__attribute__((target("avx2,fma"))) static void panel_gram_avx2(
+    const double* scaled, const double* plain, int64_t depth, int64_t stride, int64_t groups,
+    double* c, int64_t ldc) {
+  RH_PANEL_GRAM_BODY(RH_TILES_4X8)
+}
+
+static void panel_gram_baseline(const double* scaled, const double* plain, int64_t depth,
+                                int64_t stride, int64_t groups, double* c, int64_t ldc) {
+  RH_PANEL_GRAM_BODY(RH_TILES_4X8)
+}
+
+void rh_panel_gram_upper(const double* scaled, const double* plain, int64_t depth, int64_t stride,
+                         int64_t groups, double* c, int64_t ldc) {
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")) {
+    panel_gram_avx512(scaled, plain, depth, stride, groups, c, ldc);
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    panel_gram_avx2(scaled, plain, depth, stride, groups, c, ldc);
+  } else {
+    panel_gram_baseline(scaled, plain, depth, stride, groups, c, ldc);
+  }
+}
+
+#else
+
 RH_MULTIVERSION void rh_panel_gram_upper(const double* scaled, const double* plain,
                                          int64_t depth, int64_t stride, int64_t groups,
                                          double* c, int64_t ldc) {
-  const int64_t group_size = stride * RH_PANEL_WIDTH;
-  for (int64_t i = 0; i < groups; ++i) {
-    const double* a = scaled + i * group_size;
-    double* row = c + i * RH_PANEL_WIDTH * ldc;
-    int64_t g = i;
-    for (; g + 2 <= groups; g += 2) {
-      tile_8x16(a, plain + g * group_size, plain + (g + 1) * group_size, depth,
-                row + g * RH_PANEL_WIDTH, ldc);
-    }
-    if (g < groups) {
-      tile_8x8(a, plain + g * group_size, depth, row + g * RH_PANEL_WIDTH, ldc);
-    }
-  }
+  RH_PANEL_GRAM_BODY(RH_TILES_8X16)
 }
+
+#endif
