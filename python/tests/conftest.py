@@ -10,8 +10,14 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from renewable_huber._loader import PACKAGE_LIBRARY_DIR
+
+# CI replays the same examples every run (a red CI must be reproducible); local runs explore.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 _ENGINES = {
     "native_cpu": ("RH_CPU_LIBRARY", Path("engines") / "cpu_c", "librh_cpu.so"),
