@@ -234,6 +234,8 @@ class InterleavedRunner:
                                          f"{side.engine.name} runs on the CPU: no device "
                                          "transport"})
         bar = _progress_bar(plan.count() * self.rounds, self.progress)
+        if self.data_dir is not None:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self.data_dir, prefix="rh-bench-") as folder:
             for shape in plan.shapes:
                 for dtype in plan.dtypes:
