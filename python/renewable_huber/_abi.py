@@ -330,6 +330,25 @@ def make(struct_type: type[ctypes.Structure], **fields) -> ctypes.Structure:
     )
 
 
+def make_update_config(config) -> RhCudaUpdateConfig:
+    """The RhCudaUpdateConfig of a renewable_huber.config.UpdateConfig (penalty name -> code).
+    An unknown penalty name is a ValidationError naming it."""
+    if config.penalty not in PENALTY_CODES:
+        raise ValidationError(f"penalty must be 'none' or 'l1', got {config.penalty!r}")
+    return make(
+        RhCudaUpdateConfig,
+        n_features_in=config.n_features_in,
+        max_iter=config.max_iter,
+        tau=config.tau,
+        bandwidth_scale=config.bandwidth_scale,
+        tolerance=config.tol,
+        ridge=config.ridge,
+        penalty=PENALTY_CODES[config.penalty],
+        reserved0=0,
+        lambda_scale=config.lambda_scale,
+    )
+
+
 def status_name(status: int) -> str:
     return STATUS_NAMES.get(status, f"UNKNOWN_STATUS({status})")
 

@@ -201,20 +201,7 @@ class NativeBackend:
                 f"{config.n_features_in}, fit_intercept {config.fit_intercept}); this engine "
                 f"was created for {self.n_parameters}"
             )
-        if config.penalty not in _abi.PENALTY_CODES:
-            raise ValidationError(f"penalty must be 'none' or 'l1', got {config.penalty!r}")
-        return _abi.make(
-            _abi.RhCudaUpdateConfig,
-            n_features_in=config.n_features_in,
-            max_iter=config.max_iter,
-            tau=config.tau,
-            bandwidth_scale=config.bandwidth_scale,
-            tolerance=config.tol,
-            ridge=config.ridge,
-            penalty=_abi.PENALTY_CODES[config.penalty],
-            reserved0=0,
-            lambda_scale=config.lambda_scale,
-        )
+        return _abi.make_update_config(config)
 
     def _new_state_buffers(self):
         # Fresh arrays per batch: a state returned earlier must never be overwritten by a later

@@ -21,7 +21,6 @@ DTYPE_CODES = {
     np.dtype(np.float32): _abi.RH_CUDA_DTYPE_FLOAT32,
     np.dtype(np.float64): _abi.RH_CUDA_DTYPE_FLOAT64,
 }
-PENALTY_CODES = {"none": _abi.RH_CUDA_PENALTY_NONE, "l1": _abi.RH_CUDA_PENALTY_L1}
 
 
 def load_engine_library(path: str | Path) -> ctypes.CDLL:
@@ -47,21 +46,6 @@ def design_for_engine(X: np.ndarray, fit_intercept: bool, append_intercept: bool
         return np.ascontiguousarray(X)
     ones = np.ones((X.shape[0], 1), dtype=X.dtype)
     return np.ascontiguousarray(np.concatenate([X, ones], axis=1))
-
-
-def make_config(config: UpdateConfig) -> _abi.RhCudaUpdateConfig:
-    return _abi.make(
-        _abi.RhCudaUpdateConfig,
-        n_features_in=config.n_features_in,
-        max_iter=config.max_iter,
-        tau=config.tau,
-        bandwidth_scale=config.bandwidth_scale,
-        tolerance=config.tol,
-        ridge=config.ridge,
-        penalty=PENALTY_CODES[config.penalty],
-        reserved0=0,
-        lambda_scale=config.lambda_scale,
-    )
 
 
 def make_batch(design: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None):
@@ -174,7 +158,7 @@ class AbiSession:
         y = host_array(y, self.dtype)
         weights = None if sample_weight is None else host_array(sample_weight, self.dtype)
         batch = make_batch(design, y, weights)
-        abi_config = make_config(config)
+        abi_config = _abi.make_update_config(config)
         diagnostics = _abi.make(_abi.RhCudaDiagnostics)
         buffers = StateBuffers(self.n_parameters, self.dtype)
         status = self.lib.rh_cuda_engine_update_host_with_state(
