@@ -155,6 +155,17 @@ void rh_row_pass(const RhProblem* problem, const double* beta, double* loss, dou
 void rh_predict_rows(int32_t dtype, const void* x, int64_t n_rows, int64_t n_columns,
                      int append_intercept, const double* beta, void* prediction);
 
+/* ---- row_pass_avx512.c (where RH_HAVE_AVX512_KERNELS): the row_pass.c kernels for AVX-512,
+ * called only when rh_cpu_has_avx512(). */
+void row_block_f32_avx512(const RhProblem* problem, const double* beta, int64_t first,
+                          int64_t last, double* loss, double* gradient, double* curvature);
+void row_block_f64_avx512(const RhProblem* problem, const double* beta, int64_t first,
+                          int64_t last, double* loss, double* gradient, double* curvature);
+void predict_block_f32_avx512(const float* x, int64_t first, int64_t last, int64_t m,
+                              double intercept, const double* beta, float* out);
+void predict_block_f64_avx512(const double* x, int64_t first, int64_t last, int64_t m,
+                              double intercept, const double* beta, double* out);
+
 /* ---- gram.c: G = X' diag(w c) X at the curvature in ws->curvature (exactly symmetric).
  * reuse_weighted: the caller will ask again this batch, so caching X' diag(w) X pays off. */
 void rh_gram_at_curvature(RhProblem* problem, int reuse_weighted, double* gram);

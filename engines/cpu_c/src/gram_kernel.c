@@ -150,8 +150,7 @@ static void tile_8x8(const double* a, const double* b0, int64_t depth, double* c
     tile_4x8(a + 4, plain + g * group_size, depth, row + 4 * ldc + g * RH_PANEL_WIDTH, ldc); \
   }
 
-#if RH_HAVE_VECTORS && defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
-    !defined(RH_NO_MULTIVERSION) && __GNUC__ >= 12
+#if RH_HAVE_VECTORS && RH_HAVE_AVX512_KERNELS
 
 /* Explicit per-ISA versions instead of RH_MULTIVERSION: the best tile shape differs. */
 __attribute__((target("arch=x86-64-v4"))) static void panel_gram_avx512(
@@ -173,8 +172,7 @@ static void panel_gram_baseline(const double* scaled, const double* plain, int64
 
 void rh_panel_gram_upper(const double* scaled, const double* plain, int64_t depth, int64_t stride,
                          int64_t groups, double* c, int64_t ldc) {
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")) {
+  if (rh_cpu_has_avx512()) {
     panel_gram_avx512(scaled, plain, depth, stride, groups, c, ldc);
   } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     panel_gram_avx2(scaled, plain, depth, stride, groups, c, ldc);

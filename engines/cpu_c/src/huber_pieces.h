@@ -18,10 +18,10 @@ static inline double rh_huber_score(double r, double tau) {
 static inline double rh_curvature_slope(double h) { return 0.5 / h; }
 
 /* Derivative of the paper's quadratic-transition score: linear ramps of half-width h around
- * +-tau, 1 inside, 0 outside. */
-static inline double rh_smoothed_curvature(double r, double tau, double h) {
-  double rising = 0.5 + (r + tau) * rh_curvature_slope(h);
-  double falling = 0.5 - (r - tau) * rh_curvature_slope(h);
+ * +-tau, 1 inside, 0 outside; slope = rh_curvature_slope(h), computed once by the caller. */
+static inline double rh_smoothed_curvature(double r, double tau, double h, double slope) {
+  double rising = 0.5 + (r + tau) * slope;
+  double falling = 0.5 - (r - tau) * slope;
   return r < -tau - h   ? 0.0
          : r > tau + h  ? 0.0
          : r <= -tau + h ? rising

@@ -2,15 +2,17 @@
  * RhVec8: eight doubles, the unit of every vector loop in the engine. GCC and Clang map it to
  * their vector extension, so each RH_MULTIVERSION clone gets one zmm (AVX-512), two ymm or four
  * xmm registers per value from one source; other compilers get a struct and scalar loops with
- * the same per-lane arithmetic. The operations are macros on the vector path so no function
- * ever takes or returns a vector (which would tie the ABI to one instruction set).
+ * the same per-lane arithmetic (also chosen with RH_SCALAR_LANES: GCC lowers 8-double vectors
+ * poorly without AVX-512, while it vectorises the lane loops well). The operations are macros
+ * on the vector path so no function ever takes or returns a vector (which would tie the ABI to
+ * one instruction set).
  */
 #ifndef RH_VEC8_H
 #define RH_VEC8_H
 
 #include <string.h>
 
-#if defined(__GNUC__) || defined(__clang__)
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(RH_SCALAR_LANES)
 
 #define RH_HAVE_VECTORS 1
 /* aligned(8): the engine's arrays are only guaranteed double alignment. */
