@@ -21,7 +21,7 @@ RhCudaStatus rh_solve_lamm(RhProblem* problem, RhSolveResult* result, RhErrorBuf
   result->converged = 0;
   for (int64_t it = 1; it <= problem->max_iter; ++it) {
     result->iterations = it;
-    int accepted = 0, have_gradient = 0;
+    int accepted = 0;
     double candidate_objective = 0.0;
     double* delta = ws->step;
     for (int attempt = 0; attempt < 40; ++attempt) {
@@ -35,10 +35,10 @@ RhCudaStatus rh_solve_lamm(RhProblem* problem, RhSolveResult* result, RhErrorBuf
         squared += delta[j] * delta[j];
       }
       double upper = objective + inner + phi * squared / 2.0;
-      have_gradient = attempt == 0;
+      /* Every attempt also forms the gradient and curvature: they ride along in the same
+       * pass over X, where computing them after a late acceptance would cost another pass. */
       candidate_objective =
-          rh_objective(problem, ws->candidate, have_gradient ? ws->gradient_next : NULL,
-                       ws->curvature_next);
+          rh_objective(problem, ws->candidate, ws->gradient_next, ws->curvature_next);
       if (candidate_objective <= upper + 1e-12) {
         accepted = 1;
         break;
@@ -48,10 +48,6 @@ RhCudaStatus rh_solve_lamm(RhProblem* problem, RhSolveResult* result, RhErrorBuf
     if (!accepted) {
       result->objective = objective;
       return RH_CUDA_SUCCESS;
-    }
-    if (!have_gradient) {
-      candidate_objective =
-          rh_objective(problem, ws->candidate, ws->gradient_next, ws->curvature_next);
     }
     rh_swap_buffers(&ws->beta, &ws->candidate);
     rh_swap_buffers(&ws->gradient, &ws->gradient_next);

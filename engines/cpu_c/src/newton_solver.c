@@ -39,19 +39,18 @@ RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorB
       return rh_fail(err, RH_CUDA_NUMERICAL_ERROR,
                      "Newton step is not finite at iteration %" PRId64, it);
     }
-    int accepted = 0, have_gradient = 0;
+    int accepted = 0;
     double candidate_objective = 0.0;
     double t = 1.0;
-    /* t = 1, 1/2, ..., 2^-26: the first trial is fused with the gradient and curvature the
-     * next iteration needs (it is usually accepted); later trials need the loss only. */
+    /* t = 1, 1/2, ..., 2^-26: every trial also forms the gradient and curvature the next
+     * iteration needs; they ride along in the same pass over X, where computing them after a
+     * later acceptance would cost another pass. */
     for (int trial = 0; trial < 27; ++trial, t *= 0.5) {
       for (int64_t j = 0; j < P; ++j) {
         ws->candidate[j] = ws->beta[j] - t * ws->step[j];
       }
-      have_gradient = trial == 0;
       candidate_objective =
-          rh_objective(problem, ws->candidate, have_gradient ? ws->gradient_next : NULL,
-                       ws->curvature_next);
+          rh_objective(problem, ws->candidate, ws->gradient_next, ws->curvature_next);
       if (candidate_objective <= objective) {
         accepted = 1;
         break;
@@ -60,10 +59,6 @@ RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorB
     if (!accepted) {
       result->objective = objective;
       return RH_CUDA_SUCCESS;
-    }
-    if (!have_gradient) {
-      candidate_objective =
-          rh_objective(problem, ws->candidate, ws->gradient_next, ws->curvature_next);
     }
     double* delta = ws->step;
     for (int64_t j = 0; j < P; ++j) {
