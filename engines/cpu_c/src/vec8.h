@@ -27,7 +27,14 @@ typedef float RhVecF8 __attribute__((vector_size(32), aligned(4)));
 /* The pairwise order of rh_vec8_sum is part of the results: never change it. */
 #define rh_vec8_sum(v) \
   ((((v)[0] + (v)[4]) + ((v)[1] + (v)[5])) + (((v)[2] + (v)[6]) + ((v)[3] + (v)[7])))
+#if defined(__AVX512F__)
+/* GCC splits __builtin_convertvector from 8 floats into two 4-wide conversions; with AVX-512
+ * one instruction does it. */
+#include <immintrin.h>
+#define rh_vec8_load_f32(p) ((RhVec8)_mm512_cvtps_pd(_mm256_loadu_ps(p)))
+#else
 #define rh_vec8_load_f32(p) __builtin_convertvector(*(const RhVecF8*)(p), RhVec8)
+#endif
 
 typedef long long RhVec8Bits __attribute__((vector_size(64)));
 /* Lanewise mask ? a : b, with mask from a vector comparison (all ones or all zeros). */
