@@ -1,5 +1,7 @@
 #include "cpu_engine.h"
 
+/* Where row_pass_avx512.c provides the 8-double vector kernels, the clones built here are the
+ * AVX2 and baseline ones, which run best on plain lane loops (vec8.h). */
 #if RH_HAVE_AVX512_KERNELS
 #define RH_SCALAR_LANES
 #endif
