@@ -257,7 +257,8 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_copy_state(RhCudaEngine* engine, RhCudaH
 
 /* One renewable batch transition (spec/ALGORITHM.md) on host data. batch, config: borrowed for
  * the call. diagnostics: out, borrowed for the call. The new state is committed only when the
- * whole transition succeeded; NaN or Inf in the batch is refused before any work. */
+ * whole transition succeeded; NaN or Inf in the batch is refused and never committed (the
+ * committed state is untouched; which bad value is reported first is unspecified). */
 RH_CUDA_API RhCudaStatus rh_cuda_engine_update_host(RhCudaEngine* engine,
                                                     const RhCudaHostBatch* batch,
                                                     const RhCudaUpdateConfig* config,

@@ -76,6 +76,7 @@ def load_library_path(path: str | os.PathLike) -> ctypes.CDLL:
         cached = _cache.get(resolved)
         if cached is not None:
             return cached
+        _limit_openmp_spinning()
         try:
             library = ctypes.CDLL(resolved)
         except OSError as error:
@@ -84,6 +85,16 @@ def load_library_path(path: str | os.PathLike) -> ctypes.CDLL:
         _abi.bind(library)
         _cache[resolved] = library
         return library
+
+
+def _limit_openmp_spinning() -> None:
+    # libgomp's default lets idle threads spin for a long time between parallel regions; on a
+    # small or shared machine a spinning thread steals the core the other one needs, and
+    # librh_cpu with 2 threads ran 4-5x slower than with 1 (reference shape, 2 busy cores).
+    # A bounded spin keeps the quiet-machine speed. libgomp reads the variable once, when it
+    # is first loaded, so it must be set before the engine (which links it) is; a value the
+    # user set is kept.
+    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
 
 
 def _require_abi_version(library: ctypes.CDLL, path: str) -> None:
