@@ -8,7 +8,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 PEER_PYTHON="${1:?usage: cpu_benchmarks.sh PEER_PYTHON [profile]}"
 PROFILE="${2:-standard}"
 RECORDS="$REPO_ROOT/benchmarks/records"
-STEM="$RECORDS/$DATE-cpu-$PROFILE"
+STEM="$RECORDS/$DATE-cpu-$PROFILE-threads${THREADS:-1}"
 cd "$REPO_ROOT"
 step "sweep $PROFILE: numpy, native_cpu, peer_native_cpu -> $STEM.json"
 python3 benchmarks/sweep.py --profile "$PROFILE" --engines numpy,native_cpu,peer_native_cpu \

@@ -10,6 +10,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 : "${OUT:?OUT must name the folder that comes back (the device tool sets it)}"
 RESULTS="$OUT/gpu-$DATE-$HOST_TAG"
 mkdir -p "$RESULTS"
+export RESULTS
+# The test and record-validator dependencies the device lacks (jsonschema and its own), carried
+# as wheels; the machine is disposable, so they go into the system Python. The project's wheel
+# is not installed here: stage 1 installs it into a clean venv for the smoke test.
+deps=(); for w in .whl/*.whl; do case "$w" in .whl/renewable_huber-*) ;; *) deps+=("$w");; esac; done
+if [ ${#deps[@]} -gt 0 ]; then
+  python3 -m pip install --quiet --no-index --no-deps --break-system-packages "${deps[@]}"
+fi
 LOG="$RESULTS/gpu-host.log"
 { nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv; \
   nvcc --version | tail -n 2; } >"$RESULTS/host.txt" 2>&1 || true
