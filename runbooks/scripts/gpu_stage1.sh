@@ -23,5 +23,6 @@ rm -rf /tmp/rh-smoke-venv
 # --system-site-packages only for NumPy/CuPy: the device has no network to fetch them.
 python3 -m venv --system-site-packages /tmp/rh-smoke-venv
 /tmp/rh-smoke-venv/bin/pip install --quiet --no-index --no-deps .whl/renewable_huber-*.whl
-(cd /tmp && /tmp/rh-smoke-venv/bin/python "$REPO_ROOT/runbooks/scripts/wheel_smoke.py")
+# native_cpu must come from the wheel itself, not the cmake build exported above.
+(cd /tmp && env -u RH_CPU_LIBRARY /tmp/rh-smoke-venv/bin/python "$REPO_ROOT/runbooks/scripts/wheel_smoke.py")
 step "stage 1 PASSED"
