@@ -20,9 +20,22 @@ engines/cuda/tests/run_device_suite.sh "$SUITE_DIR" "$BUILD_DIR" || fail "device
 step "1.3 wheel smoke test in a clean venv (wheel built off-device, librh_cuda from cmake)"
 ls .whl/renewable_huber-*.whl >/dev/null 2>&1 || fail "no wheel in .whl/: run prepare_device_wheels.sh"
 rm -rf /tmp/rh-smoke-venv
-# --system-site-packages only for NumPy/CuPy: the device has no network to fetch them.
-python3 -m venv --system-site-packages /tmp/rh-smoke-venv
+python3 -m venv /tmp/rh-smoke-venv
 /tmp/rh-smoke-venv/bin/pip install --quiet --no-index --no-deps .whl/renewable_huber-*.whl
+# The device has no network to fetch NumPy/CuPy: the host's copies are appended through a .pth
+# file (after the venv's own site-packages, so the wheel's package is the one imported).
+venv_site="$(/tmp/rh-smoke-venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+python3 - >"$venv_site/host-array-libraries.pth" <<'PY'
+import importlib.util, os
+folders = []
+for name in ("numpy", "cupy", "cupy_backends", "fastrlock"):
+    spec = importlib.util.find_spec(name)
+    if spec and spec.origin:
+        folder = os.path.dirname(os.path.dirname(spec.origin))
+        if folder not in folders:
+            folders.append(folder)
+print("\n".join(folders))
+PY
 # native_cpu must come from the wheel itself, not the cmake build exported above.
 (cd /tmp && env -u RH_CPU_LIBRARY /tmp/rh-smoke-venv/bin/python "$REPO_ROOT/runbooks/scripts/wheel_smoke.py")
 step "stage 1 PASSED"
