@@ -12,7 +12,9 @@ if "site-packages" not in renewable_huber.__file__:
     sys.exit(f"imported {renewable_huber.__file__}, not the installed wheel")
 rng = np.random.default_rng(0)
 X = rng.standard_normal((5_000, 6))
-y = X @ np.arange(1.0, 7.0) + 0.5 + 0.2 * rng.standard_normal(5_000)
+# Heavy-tailed noise and gross outliers, so rows sit in every curvature zone of the Huber loss.
+y = X @ np.arange(1.0, 7.0) + 0.5 + rng.standard_t(3, 5_000)
+y[::50] += 25.0
 reference = renewable_huber.RenewableHuberRegressor(backend="numpy").fit(X, y).coef_
 for backend in ("native_cpu", "cupy", "native_cuda"):
     reason = unavailable_reason(backend)
@@ -22,7 +24,10 @@ for backend in ("native_cpu", "cupy", "native_cuda"):
         print(f"{backend}: unavailable ({reason})")
         continue
     device = {"device": "cuda"} if backend in ("cupy", "native_cuda") else {}
-    coef = renewable_huber.RenewableHuberRegressor(backend=backend, **device).fit(X, y).coef_
+    model = renewable_huber.RenewableHuberRegressor(backend=backend, **device).fit(X, y)
+    if model.backend_ != backend:
+        sys.exit(f"asked for {backend}, the estimator ran {model.backend_}")
+    coef = model.coef_
     error = float(np.max(np.abs(coef - reference)))
     print(f"{backend}: max |coef - numpy| = {error:.2e}")
     if error > 1e-8:
