@@ -10,7 +10,7 @@ MIN_CMAKE := 3.21
 # cmake, ctest and ninja are taken from the venv first when it provides them.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: demo test test-c test-asan test-golden test-python install-demo install-test
+.PHONY: demo test test-c test-asan test-golden test-python test-bench-smoke install-demo install-test
 # The C builds and pip each use every core they are given; running them side by side would
 # only oversubscribe a small machine.
 .NOTPARALLEL:
@@ -18,7 +18,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 demo: install-demo
 	$(VENV)/bin/renewable-huber demo
 
-test: test-c test-asan test-golden test-python
+test: test-c test-asan test-golden test-python test-bench-smoke
 
 # Debian and Ubuntu ship python3 without ensurepip, so venv fails on a fresh machine: as root
 # with apt-get the missing python3-venv is installed, anywhere else the error says what to do.
@@ -74,3 +74,11 @@ test-golden: install-test
 # RH_BUILD_DIR points the tests at the ctest build (ABI layout probe, C test binaries).
 test-python: install-test test-c
 	RH_BUILD_DIR=build/ctest $(VENV_PY) -m pytest
+
+# The benchmark harness end to end on the real engines (timings are never asserted): the smoke
+# profile for numpy and native_cpu, interleaved, then the record validator.
+test-bench-smoke: install-test
+	mkdir -p build
+	$(VENV_PY) benchmarks/sweep.py --profile smoke --engines numpy,native_cpu --samples 3 \
+	  --min-sample-seconds 0.02 --no-progress --out build/bench-smoke.json
+	$(VENV_PY) benchmarks/validate.py build/bench-smoke.json
