@@ -180,6 +180,11 @@ void rh_dense_solve(const double* hessian, const double* rhs, int64_t P, double 
 double rh_objective(const RhProblem* problem, const double* beta, double* gradient,
                     double* curvature);
 
+/* Both solvers start here: beta = beta0, and f, g and the curvature at it. A non-finite
+ * objective means bad design values (reported exactly, INVALID_ARGUMENT) or overflow
+ * (NUMERICAL_ERROR). */
+RhCudaStatus rh_start_at_previous(RhProblem* problem, double* objective, RhErrorBuffer* err);
+
 /* ---- newton_solver.c, lamm_solver.c: leave the solution in ws->beta and c(r) at it in
  * ws->curvature. NUMERICAL_ERROR when non-finite values appear. */
 RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorBuffer* err);

@@ -20,15 +20,8 @@ static void build_hessian(RhProblem* problem) {
 RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorBuffer* err) {
   RhWorkspace* ws = problem->ws;
   const int64_t P = problem->P;
-  for (int64_t j = 0; j < P; ++j) {
-    ws->beta[j] = ws->beta0[j];
-  }
-  double objective = rh_objective(problem, ws->beta, ws->gradient, ws->curvature);
-  if (!isfinite(objective)) {
-    RH_TRY(rh_check_design_values(&problem->data, err));
-    return rh_fail(err, RH_CUDA_NUMERICAL_ERROR,
-                   "objective at the previous coefficients is %g (overflow)", objective);
-  }
+  double objective = 0.0;
+  RH_TRY(rh_start_at_previous(problem, &objective, err));
   result->converged = 0;
   for (int64_t it = 1; it <= problem->max_iter; ++it) {
     result->iterations = it;

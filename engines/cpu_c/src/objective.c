@@ -1,3 +1,5 @@
+#include <math.h>
+
 #include "cpu_engine.h"
 
 /* f(beta) = [sum w rho(r) + delta' J delta / 2] / N - history . delta, and
@@ -28,4 +30,18 @@ double rh_objective(const RhProblem* problem, const double* beta, double* gradie
     }
   }
   return (loss + 0.5 * quadratic) * inv_n - linear;
+}
+
+RhCudaStatus rh_start_at_previous(RhProblem* problem, double* objective, RhErrorBuffer* err) {
+  RhWorkspace* ws = problem->ws;
+  for (int64_t j = 0; j < problem->P; ++j) {
+    ws->beta[j] = ws->beta0[j];
+  }
+  *objective = rh_objective(problem, ws->beta, ws->gradient, ws->curvature);
+  if (!isfinite(*objective)) {
+    RH_TRY(rh_check_design_values(&problem->data, err));
+    return rh_fail(err, RH_CUDA_NUMERICAL_ERROR,
+                   "objective at the previous coefficients is %g (overflow)", *objective);
+  }
+  return RH_CUDA_SUCCESS;
 }
