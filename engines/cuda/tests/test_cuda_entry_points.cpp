@@ -237,15 +237,7 @@ void test_update_misuse(RhCudaEngine* e) {
 void test_predict_misuse_and_services(RhCudaEngine* e) {
   Batch<double> data = make_batch<double>(5, 16, kFeatures, true, false);
   std::vector<double> out(16, -1.0);
-  RhCudaPrediction p{};
-  p.abi_version = RH_CUDA_ABI_VERSION;
-  p.struct_size = sizeof p;
-  p.x_design = data.x.data();
-  p.prediction = out.data();
-  p.n_rows = 16;
-  p.n_columns = kFeatures;
-  p.n_features_in = kFeatures;
-  p.input_location = RH_CUDA_MEMORY_HOST;
+  RhCudaPrediction p = prediction(data.x.data(), out.data(), 16, kFeatures);
   RH_CHECK_STATUS(rh_cuda_engine_predict(e, &p), RH_CUDA_SUCCESS);
   RhCudaPrediction q = p;
   q.input_location = 0;

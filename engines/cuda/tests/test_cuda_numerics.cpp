@@ -334,15 +334,7 @@ void test_device_prediction_matches_host_prediction() {
   HostState<float> s(kP);
   RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view), RH_CUDA_SUCCESS);
   std::vector<float> host_out(1000, -7.0f), device_out(1000, -9.0f);
-  RhCudaPrediction p{};
-  p.abi_version = RH_CUDA_ABI_VERSION;
-  p.struct_size = sizeof p;
-  p.x_design = data.x.data();
-  p.prediction = host_out.data();
-  p.n_rows = 1000;
-  p.n_columns = kFeatures;
-  p.n_features_in = kFeatures;
-  p.input_location = RH_CUDA_MEMORY_HOST;
+  RhCudaPrediction p = prediction(data.x.data(), host_out.data(), 1000, kFeatures);
   RH_CHECK_STATUS(rh_cuda_engine_predict(e, &p), RH_CUDA_SUCCESS);
   float *dx = nullptr, *dout = nullptr;
   cudaMalloc(&dx, data.x.size() * sizeof(float));

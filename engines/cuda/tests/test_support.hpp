@@ -90,6 +90,21 @@ inline RhCudaDiagnostics diagnostics() {
   return d;
 }
 
+// A prediction request of n_rows x p features (the engine appends the intercept).
+inline RhCudaPrediction prediction(const void* x, void* out, int64_t n_rows, int64_t p,
+                                   int32_t location = RH_CUDA_MEMORY_HOST) {
+  RhCudaPrediction q{};
+  q.abi_version = RH_CUDA_ABI_VERSION;
+  q.struct_size = sizeof q;
+  q.x_design = x;
+  q.prediction = out;
+  q.n_rows = n_rows;
+  q.n_columns = p;
+  q.n_features_in = p;
+  q.input_location = location;
+  return q;
+}
+
 template <class T>
 struct Batch {
   std::vector<T> x, y, w;
