@@ -26,7 +26,7 @@ class RenewableState:
     weight_sum: float = 0.0
 
     @classmethod
-    def empty(cls, n_parameters: int, dtype) -> "RenewableState":
+    def empty(cls, n_parameters: int, dtype) -> RenewableState:
         dtype = np.dtype(dtype)
         return cls(
             coefficients=np.zeros(n_parameters, dtype=dtype),
@@ -37,7 +37,7 @@ class RenewableState:
     def n_parameters(self) -> int:
         return int(self.coefficients.shape[0])
 
-    def copy(self) -> "RenewableState":
+    def copy(self) -> RenewableState:
         return dataclasses.replace(
             self,
             coefficients=np.array(self.coefficients, copy=True),

@@ -96,7 +96,7 @@ class CupyBackend:
             coefficients=cp.ascontiguousarray(new_state.coefficients, dtype=self.dtype),
             information=cp.ascontiguousarray(new_state.information, dtype=self.dtype),
         )
-        return host, _host_diagnostics(diagnostics)
+        return host, Diagnostics.from_fields(diagnostics)
 
     def predict(self, X):
         cp = self._cp
@@ -108,14 +108,3 @@ class CupyBackend:
         # Hand the result back in the caller's own library, without a copy.
         library = sys.modules[type(X).__module__.split(".")[0]]
         return library.from_dlpack(predictions)
-
-
-def _host_diagnostics(diagnostics: Diagnostics) -> Diagnostics:
-    return Diagnostics(
-        iterations=int(diagnostics.iterations),
-        converged=bool(diagnostics.converged),
-        objective=float(diagnostics.objective),
-        lambda_value=float(diagnostics.lambda_value),
-        bandwidth=float(diagnostics.bandwidth),
-        used_regularized_fallback=bool(diagnostics.used_regularized_fallback),
-    )

@@ -227,17 +227,6 @@ class NativeBackend:
             weight_sum=float(out.weight_sum),
         )
 
-    @staticmethod
-    def _diagnostics(diagnostics) -> Diagnostics:
-        return Diagnostics(
-            iterations=int(diagnostics.iterations),
-            converged=bool(diagnostics.converged),
-            objective=float(diagnostics.objective),
-            lambda_value=float(diagnostics.lambda_value),
-            bandwidth=float(diagnostics.bandwidth),
-            used_regularized_fallback=bool(diagnostics.used_regularized_fallback),
-        )
-
     def _is_device_input(self, X) -> bool:
         return self.name == "native_cuda" and not isinstance(X, np.ndarray)
 
@@ -323,7 +312,8 @@ class NativeBackend:
             ctypes.byref(diagnostics),
             ctypes.byref(out),
         )
-        return self._committed_state(coefficients, information, out), self._diagnostics(diagnostics)
+        state = self._committed_state(coefficients, information, out)
+        return state, Diagnostics.from_fields(diagnostics)
 
     def _borrow(self, array, name: str, ndim: int):
         return _dlpack.borrow(
@@ -358,7 +348,8 @@ class NativeBackend:
                     self._device_update_call(
                         x_view, y_view, w_view.data_pointer, batch_weight, cfg, diagnostics, out, p
                     )
-        return self._committed_state(coefficients, information, out), self._diagnostics(diagnostics)
+        state = self._committed_state(coefficients, information, out)
+        return state, Diagnostics.from_fields(diagnostics)
 
     def _device_update_call(self, x_view, y_view, weights_pointer, batch_weight, cfg, diag, out, p):
         batch = _abi.make(

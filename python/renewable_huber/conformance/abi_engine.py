@@ -88,17 +88,6 @@ class StateBuffers:
         )
 
 
-def diagnostics_from(struct: _abi.RhCudaDiagnostics) -> Diagnostics:
-    return Diagnostics(
-        iterations=int(struct.iterations),
-        converged=bool(struct.converged),
-        objective=float(struct.objective),
-        lambda_value=float(struct.lambda_value),
-        bandwidth=float(struct.bandwidth),
-        used_regularized_fallback=bool(struct.used_regularized_fallback),
-    )
-
-
 class AbiSession:
     """One engine handle of one library."""
 
@@ -169,7 +158,7 @@ class AbiSession:
             ctypes.byref(buffers.struct),
         )
         self._check(status, "rh_cuda_engine_update_host_with_state")
-        return buffers.snapshot(), diagnostics_from(diagnostics)
+        return buffers.snapshot(), Diagnostics.from_fields(diagnostics)
 
     def predict(self, X, config: UpdateConfig, append_intercept: bool) -> np.ndarray:
         design = design_for_engine(
