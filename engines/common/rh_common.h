@@ -40,6 +40,15 @@ RhCudaStatus rh_fail(RhErrorBuffer* err, RhCudaStatus status, const char* fmt, .
 
 void rh_error_clear(RhErrorBuffer* err);
 
+/* Returns from the calling function with the status of `expr` when it is not SUCCESS. */
+#define RH_TRY(expr)                        \
+  do {                                      \
+    RhCudaStatus rh_try_status_ = (expr);   \
+    if (rh_try_status_ != RH_CUDA_SUCCESS) { \
+      return rh_try_status_;                \
+    }                                       \
+  } while (0)
+
 /* The calling thread's buffer behind rh_cuda_last_error(). */
 RhErrorBuffer* rh_thread_error(void);
 

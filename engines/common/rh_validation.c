@@ -40,16 +40,8 @@ static RhCudaStatus require_nonnegative_finite(double value, const char* field,
   return RH_CUDA_SUCCESS;
 }
 
-#define RH_RETURN_IF_FAILED(expr)          \
-  do {                                     \
-    RhCudaStatus rh_status_ = (expr);      \
-    if (rh_status_ != RH_CUDA_SUCCESS) {   \
-      return rh_status_;                   \
-    }                                      \
-  } while (0)
-
 RhCudaStatus rh_validate_options(const RhCudaEngineOptions* options, RhErrorBuffer* err) {
-  RH_RETURN_IF_FAILED(
+  RH_TRY(
       rh_check_header(options, "RhCudaEngineOptions", (uint32_t)sizeof(RhCudaEngineOptions), err));
   size_t elem_size = rh_dtype_size(options->dtype);
   if (elem_size == 0) {
@@ -90,7 +82,7 @@ RhCudaStatus rh_validate_options(const RhCudaEngineOptions* options, RhErrorBuff
 
 RhCudaStatus rh_validate_config(const RhCudaUpdateConfig* config, int64_t n_parameters,
                                 int* fit_intercept, RhErrorBuffer* err) {
-  RH_RETURN_IF_FAILED(
+  RH_TRY(
       rh_check_header(config, "RhCudaUpdateConfig", (uint32_t)sizeof(RhCudaUpdateConfig), err));
   int64_t p = config->n_features_in;
   if (p <= 0 || !(n_parameters - p == 0 || n_parameters - p == 1)) {
@@ -104,12 +96,12 @@ RhCudaStatus rh_validate_config(const RhCudaUpdateConfig* config, int64_t n_para
                    "RhCudaUpdateConfig.max_iter is %" PRId64 ": must be in [1, %d]",
                    config->max_iter, INT32_MAX);
   }
-  RH_RETURN_IF_FAILED(require_positive_finite(config->tau, "RhCudaUpdateConfig.tau", err));
-  RH_RETURN_IF_FAILED(
+  RH_TRY(require_positive_finite(config->tau, "RhCudaUpdateConfig.tau", err));
+  RH_TRY(
       require_positive_finite(config->bandwidth_scale, "RhCudaUpdateConfig.bandwidth_scale", err));
-  RH_RETURN_IF_FAILED(
+  RH_TRY(
       require_positive_finite(config->tolerance, "RhCudaUpdateConfig.tolerance", err));
-  RH_RETURN_IF_FAILED(require_nonnegative_finite(config->ridge, "RhCudaUpdateConfig.ridge", err));
+  RH_TRY(require_nonnegative_finite(config->ridge, "RhCudaUpdateConfig.ridge", err));
   if (config->penalty != RH_CUDA_PENALTY_NONE && config->penalty != RH_CUDA_PENALTY_L1) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
                    "RhCudaUpdateConfig.penalty is %" PRId32 ": expected %d (NONE) or %d (L1)",
@@ -119,7 +111,7 @@ RhCudaStatus rh_validate_config(const RhCudaUpdateConfig* config, int64_t n_para
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
                    "RhCudaUpdateConfig.reserved0 is %" PRId32 ": must be 0", config->reserved0);
   }
-  RH_RETURN_IF_FAILED(
+  RH_TRY(
       require_nonnegative_finite(config->lambda_scale, "RhCudaUpdateConfig.lambda_scale", err));
   if (fit_intercept != NULL) {
     *fit_intercept = n_parameters == p + 1;
@@ -160,18 +152,18 @@ RhCudaStatus rh_validate_batch(const RhCudaHostBatch* batch, const char* name,
                                const RhCudaUpdateConfig* config, int64_t n_parameters,
                                int64_t n_samples_seen, int64_t batch_count, double weight_sum,
                                size_t elem_size, int* append_intercept, RhErrorBuffer* err) {
-  RH_RETURN_IF_FAILED(rh_check_header(batch, name, (uint32_t)sizeof(RhCudaHostBatch), err));
+  RH_TRY(rh_check_header(batch, name, (uint32_t)sizeof(RhCudaHostBatch), err));
   if (batch->x_design == NULL) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.x_design is NULL", name);
   }
   if (batch->y == NULL) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.y is NULL", name);
   }
-  RH_RETURN_IF_FAILED(check_columns(name, batch->n_rows, batch->n_columns, config->n_features_in,
+  RH_TRY(check_columns(name, batch->n_rows, batch->n_columns, config->n_features_in,
                                     n_parameters, elem_size, append_intercept, err));
   char field[96];
   snprintf(field, sizeof field, "%s.batch_weight", name);
-  RH_RETURN_IF_FAILED(require_positive_finite(batch->batch_weight, field, err));
+  RH_TRY(require_positive_finite(batch->batch_weight, field, err));
   if (n_samples_seen > INT64_MAX - batch->n_rows) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
                    "%s.n_rows (%" PRId64 ") overflows n_samples_seen (%" PRId64 ")", name,
@@ -194,7 +186,7 @@ RhCudaStatus rh_validate_batch(const RhCudaHostBatch* batch, const char* name,
 RhCudaStatus rh_validate_prediction(const RhCudaPrediction* prediction, int64_t n_parameters,
                                     size_t elem_size, int* append_intercept, RhErrorBuffer* err) {
   const char* name = "RhCudaPrediction";
-  RH_RETURN_IF_FAILED(rh_check_header(prediction, name, (uint32_t)sizeof(RhCudaPrediction), err));
+  RH_TRY(rh_check_header(prediction, name, (uint32_t)sizeof(RhCudaPrediction), err));
   if (prediction->x_design == NULL) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.x_design is NULL", name);
   }
@@ -224,7 +216,7 @@ RhCudaStatus rh_validate_prediction(const RhCudaPrediction* prediction, int64_t 
 
 RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, RhErrorBuffer* err) {
   const char* name = "RhCudaHostStateView";
-  RH_RETURN_IF_FAILED(rh_check_header(state, name, (uint32_t)sizeof(RhCudaHostStateView), err));
+  RH_TRY(rh_check_header(state, name, (uint32_t)sizeof(RhCudaHostStateView), err));
   if (state->coefficients == NULL) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.coefficients is NULL", name);
   }
@@ -247,9 +239,9 @@ RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, RhErrorBuf
                    "n_samples_seen",
                    name, state->batch_count, state->n_samples_seen);
   }
-  RH_RETURN_IF_FAILED(require_nonnegative_finite(state->previous_lambda,
+  RH_TRY(require_nonnegative_finite(state->previous_lambda,
                                                  "RhCudaHostStateView.previous_lambda", err));
-  RH_RETURN_IF_FAILED(
+  RH_TRY(
       require_nonnegative_finite(state->weight_sum, "RhCudaHostStateView.weight_sum", err));
   if (state->batch_count > 0 && !(state->weight_sum > 0.0)) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
@@ -262,7 +254,7 @@ RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, RhErrorBuf
 
 RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, RhErrorBuffer* err) {
   const char* name = "RhCudaHostState";
-  RH_RETURN_IF_FAILED(rh_check_header(state, name, (uint32_t)sizeof(RhCudaHostState), err));
+  RH_TRY(rh_check_header(state, name, (uint32_t)sizeof(RhCudaHostState), err));
   if (state->coefficients == NULL) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.coefficients is NULL", name);
   }

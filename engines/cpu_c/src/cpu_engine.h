@@ -32,14 +32,6 @@
 #define RH_PARALLEL_MIN_ROW_WORK ((int64_t)1 << 18)
 #define RH_PARALLEL_MIN_GRAM_WORK ((int64_t)1 << 22)
 
-#define RH_TRY(expr)                      \
-  do {                                    \
-    RhCudaStatus rh_try_status_ = (expr); \
-    if (rh_try_status_ != RH_CUDA_SUCCESS) { \
-      return rh_try_status_;              \
-    }                                     \
-  } while (0)
-
 /* A validated host batch, read in place in its own dtype. */
 typedef struct RhBatchData {
   int32_t dtype;
