@@ -40,6 +40,8 @@ PROBE_ROWS = 5
 
 
 def _estimator_config(**overrides) -> dict:
+    # Spelled out, not taken from the estimator's defaults: the committed corpora must not move
+    # when a default does.
     config = {
         "tau": 1.345,
         "penalty": "none",
