@@ -37,6 +37,8 @@ struct Workspace {
   GrowingBuffer trial_terms, scalars, trial_partials;
   // Row-sized, grown to the largest batch.
   GrowingBuffer x_stage, y_stage, w_stage, residual, score, scaled_rows, row_partials;
+  // Per-chunk partial Grams (split over rows), reduced in a fixed order.
+  GrowingBuffer gram_partials;
   GrowingBuffer prediction_stage;
   // Pinned host memory: the status block, the exported state and the host-input chunks.
   GrowingBuffer host_scalars{MemoryKind::PinnedHost};

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "test_support.hpp"
@@ -87,12 +88,13 @@ void time_shape(const Shape& s, int32_t dtype, uint64_t flags, int reps) {
                     penalty ? "l1" : "none", device ? "device" : "host", rh_cuda_engine_last_error(e));
         continue;
       }
-      std::printf("%-10s %7lld x %-4lld %s %-4s %-6s %-6s update %9.1f us (min %9.1f)  it %3lld conv %d | pageable copy %9.1f us\n",
+      std::printf("%-10s %7lld x %-4lld %s %-4s %-6s %-6s update %9.1f us (min %9.1f)  it %3lld conv %d fb %d | pageable copy %9.1f us\n",
                   s.name, static_cast<long long>(s.rows), static_cast<long long>(s.p),
                   dtype == RH_CUDA_DTYPE_FLOAT32 ? "f32" : "f64", penalty ? "l1" : "none",
                   device ? "device" : "host", flags & RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS ? "graph" : "eager",
                   median(times), *std::min_element(times.begin(), times.end()),
-                  static_cast<long long>(d.iterations), d.converged, median(copy_times));
+                  static_cast<long long>(d.iterations), d.converged, d.used_regularized_fallback,
+                  median(copy_times));
     }
   }
   rh_cuda_engine_destroy(e);
@@ -102,15 +104,22 @@ void time_shape(const Shape& s, int32_t dtype, uint64_t flags, int reps) {
 
 }  // namespace
 
+// Usage: cuda_update_timing [REPS [SHAPE|all [eager|graph|both [f32|f64|both]]]]
 int main(int argc, char** argv) {
   skip_without_gpu("cuda_update_timing");
   const int reps = argc > 1 ? std::atoi(argv[1]) : 15;
+  const std::string only_shape = argc > 2 ? argv[2] : "all";
+  const std::string mode = argc > 3 ? argv[3] : "both";
+  const std::string dtypes = argc > 4 ? argv[4] : "both";
   const Shape shapes[] = {{"latency", 4096, 16}, {"reference", 32768, 90}, {"wide", 4096, 256},
                           {"streaming", 65536, 32}, {"big", 1000000, 32}};
   for (const Shape& s : shapes) {
+    if (only_shape != "all" && only_shape != s.name) continue;
     for (uint64_t flags : {uint64_t{0}, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS}) {
-      time_shape<float>(s, RH_CUDA_DTYPE_FLOAT32, flags, reps);
-      time_shape<double>(s, RH_CUDA_DTYPE_FLOAT64, flags, reps);
+      const bool graph = flags != 0;
+      if ((mode == "eager" && graph) || (mode == "graph" && !graph)) continue;
+      if (dtypes != "f64") time_shape<float>(s, RH_CUDA_DTYPE_FLOAT32, flags, reps);
+      if (dtypes != "f32") time_shape<double>(s, RH_CUDA_DTYPE_FLOAT64, flags, reps);
     }
   }
   return 0;
