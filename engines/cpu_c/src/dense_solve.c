@@ -1,14 +1,22 @@
 /*
  * The Newton step's linear solve, per docs/decisions.md: Cholesky when H is bitwise symmetric,
  * else (or when Cholesky is refused) LU with partial pivoting, else the minimum-norm
- * least-squares solution through a one-sided Jacobi SVD. The pivot thresholds (64 P eps
- * relative, eps of the engine dtype) send exactly rank-deficient systems to the SVD
- * deterministically instead of trusting a factorisation of rounding noise.
+ * least-squares solution. The pivot thresholds (64 P eps relative, eps of the engine dtype)
+ * send exactly rank-deficient systems to the minimum-norm solve deterministically instead of
+ * trusting a factorisation of rounding noise.
+ *
+ * The minimum-norm solve of a bitwise symmetric H (the normal case) goes through its
+ * eigendecomposition (the singular values of a symmetric matrix are the magnitudes of its
+ * eigenvalues, so the eps * P * sigma_max cutoff is the same rule); an asymmetric H (restored
+ * from a checkpoint), or a symmetric one whose QR iteration does not converge in its bound,
+ * takes the one-sided Jacobi SVD.
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
 #include "cpu_engine.h"
+#include "dense_solve.h"
 
 static int is_bitwise_symmetric(const double* a, int64_t P) {
   for (int64_t i = 0; i < P; ++i) {
@@ -134,8 +142,11 @@ static double dot(const double* a, const double* b, int64_t n) {
 /* One-sided Jacobi (Hestenes) on the rows of B = A' (the columns of A, contiguous), with the
  * same rotations applied to Vt. On exit the rows of B are sigma_j u_j' and the rows of Vt are
  * v_j', so x = sum_j v_j (b_j . rhs) / sigma_j^2 over the kept singular values. */
-static void min_norm_svd_solve(const double* a, int64_t P, double eps, double* bt, double* vt,
-                               double* sigma, const double* rhs, double* x) {
+void rh_min_norm_jacobi_solve(const double* a, const double* rhs, int64_t P, double eps,
+                              RhWorkspace* ws, double* x) {
+  double* bt = ws->factor;
+  double* vt = ws->right_vectors;
+  double* sigma = ws->singular_values;
   for (int64_t i = 0; i < P; ++i) {
     for (int64_t j = 0; j < P; ++j) {
       bt[i * P + j] = a[j * P + i];
@@ -194,16 +205,234 @@ static void min_norm_svd_solve(const double* a, int64_t P, double eps, double* b
   }
 }
 
+/* ---- Minimum-norm solve of a symmetric matrix through its eigendecomposition.
+ *
+ * A = Q T Q' with T tridiagonal (Householder), Q = H_0 H_1 ... H_{P-3} and
+ * H_k = I - beta_k v_k v_k' acting on the indices k+1..P-1; T = Z diag(lambda) Z' (implicit QR
+ * with Wilkinson shifts, the rotations accumulated into Z). Then
+ * x = Q Z diag(f) Z' Q' b with f_i = 1 / lambda_i where |lambda_i| > eps P max|lambda|, else 0.
+ * Z is kept transposed (row i of zt is the i-th eigenvector of T) so every rotation and every
+ * product with an eigenvector runs over contiguous memory. */
+
+/* Reduces t (a copy of A) in place. On exit d and e hold the diagonal and the off-diagonal
+ * (e[k] = T_{k,k+1}) of T, v_k lies in row k of t at columns k+1..P-1 and beta_k at
+ * t[(k+1) P + k], a position below the diagonal that the reduction no longer reads. The
+ * trailing block is updated in full (both triangles), which keeps every product row-wise
+ * contiguous. work: P doubles. */
+static void tridiagonalize(double* t, int64_t P, double* d, double* e, double* work) {
+  for (int64_t k = 0; k + 2 < P; ++k) {
+    const int64_t n = P - k - 1;
+    double* v = t + k * P + k + 1; /* x = A[k, k+1:] = A[k+1:, k], overwritten by v_k */
+    double* trailing = t + (k + 1) * P + k + 1;
+    d[k] = t[k * P + k];
+    double scale = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      scale = fmax(scale, fabs(v[i]));
+    }
+    double tail = 0.0; /* |x[1:]|^2 / scale^2, scaled against overflow */
+    for (int64_t i = 1; scale > 0.0 && i < n; ++i) {
+      const double q = v[i] / scale;
+      tail += q * q;
+    }
+    if (tail == 0.0) { /* the column is already reduced: H_k = I */
+      e[k] = v[0];
+      t[(k + 1) * P + k] = 0.0;
+      continue;
+    }
+    const double head = v[0] / scale;
+    const double norm = scale * sqrt(head * head + tail);
+    /* H_k x = alpha e_1 with alpha of the sign opposite to x_0, so v_0 = x_0 - alpha adds two
+     * numbers of one sign; v'v = 2 norm |v_0| gives beta = 2 / v'v. */
+    const double alpha = v[0] >= 0.0 ? -norm : norm;
+    v[0] -= alpha;
+    const double beta = (1.0 / norm) / fabs(v[0]);
+    e[k] = alpha;
+    t[(k + 1) * P + k] = beta;
+    /* H A22 H = A22 - v w' - w v' with p = beta A22 v and w = p - (beta p'v / 2) v. */
+    double pv = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double p = beta * dot(trailing + i * P, v, n);
+      work[i] = p;
+      pv += p * v[i];
+    }
+    const double half = 0.5 * beta * pv;
+    for (int64_t i = 0; i < n; ++i) {
+      work[i] -= half * v[i];
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      double* row = trailing + i * P;
+      const double vi = v[i], wi = work[i];
+      for (int64_t j = 0; j < n; ++j) {
+        row[j] -= vi * work[j] + wi * v[j];
+      }
+    }
+  }
+  if (P >= 2) {
+    d[P - 2] = t[(P - 2) * P + P - 2];
+    e[P - 2] = t[(P - 2) * P + P - 1];
+  }
+  d[P - 1] = t[(P - 1) * P + P - 1];
+}
+
+/* x <- H_k x (H_k is its own inverse and transpose). */
+static void apply_reflector(const double* t, int64_t P, int64_t k, double* x) {
+  const double beta = t[(k + 1) * P + k];
+  if (beta == 0.0) {
+    return;
+  }
+  const double* v = t + k * P + k + 1;
+  double* u = x + k + 1;
+  const int64_t n = P - k - 1;
+  const double s = beta * dot(v, u, n);
+  for (int64_t i = 0; i < n; ++i) {
+    u[i] -= s * v[i];
+  }
+}
+
+/* e[k] is negligible against its diagonal neighbours (or underflowed). */
+static int negligible(const double* d, const double* e, int64_t k) {
+  const double off = fabs(e[k]);
+  return off <= DBL_EPSILON * (fabs(d[k]) + fabs(d[k + 1])) || off < DBL_MIN;
+}
+
+/* One implicit QR step with the Wilkinson shift on the unreduced block lo..hi of T: T <- G'TG
+ * for the rotations G in the planes (k, k+1), k = lo..hi-1, chasing the bulge down, with the
+ * same rotations accumulated into the rows of zt. A rotation maps (x, z) to (r, 0) with
+ * c = x / r, s = z / r and acts on rows k, k+1 as [c s; -s c]. */
+static void qr_step(double* d, double* e, int64_t lo, int64_t hi, double* zt, int64_t P) {
+  /* mu: the eigenvalue of the trailing 2 x 2 block nearer to d[hi]; the denominator adds two
+   * numbers of one sign and is nonzero because e[hi-1] is. */
+  const double delta = 0.5 * (d[hi - 1] - d[hi]);
+  const double b = e[hi - 1];
+  const double root = hypot(delta, b);
+  const double mu = d[hi] - b * (b / (delta + (delta >= 0.0 ? root : -root)));
+  double x = d[lo] - mu, z = e[lo];
+  for (int64_t k = lo; k < hi; ++k) {
+    const double r = hypot(x, z);
+    double c = 1.0, s = 0.0;
+    if (r > 0.0) {
+      c = x / r;
+      s = z / r;
+    }
+    if (k > lo) {
+      e[k - 1] = r; /* the bulge below e[k-1] is gone */
+    }
+    const double p = d[k], q = d[k + 1], off = e[k];
+    const double cc = c * c, ss = s * s, cross = 2.0 * c * s * off;
+    d[k] = cc * p + cross + ss * q;
+    d[k + 1] = ss * p - cross + cc * q;
+    e[k] = c * s * (q - p) + (cc - ss) * off;
+    if (k + 1 < hi) {
+      z = s * e[k + 1]; /* the new bulge at (k+2, k) */
+      e[k + 1] *= c;
+      x = e[k];
+    }
+    double* zk = zt + k * P;
+    double* zk1 = zk + P;
+    for (int64_t j = 0; j < P; ++j) {
+      const double u = zk[j], w = zk1[j];
+      zk[j] = c * u + s * w;
+      zk1[j] = c * w - s * u;
+    }
+  }
+}
+
+/* Eigenvalues of T into d, eigenvectors into the rows of zt (which must hold the identity).
+ * 0 when some eigenvalue needs more than 30 QR steps on average. */
+static int tridiagonal_eigen(double* d, double* e, int64_t P, double* zt) {
+  int64_t budget = 30 * P;
+  int64_t hi = P - 1;
+  while (hi > 0) {
+    if (negligible(d, e, hi - 1)) {
+      e[hi - 1] = 0.0;
+      --hi;
+      continue;
+    }
+    int64_t lo = hi - 1;
+    while (lo > 0 && !negligible(d, e, lo - 1)) {
+      --lo;
+    }
+    if (lo > 0) {
+      e[lo - 1] = 0.0;
+    }
+    if (budget-- == 0) {
+      return 0;
+    }
+    qr_step(d, e, lo, hi, zt, P);
+  }
+  return 1;
+}
+
+static int all_finite(const double* v, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    sum += v[i] * 0.0; /* NaN for an infinite or NaN v[i], 0 otherwise */
+  }
+  return sum == 0.0;
+}
+
+int rh_min_norm_symmetric_solve(const double* a, const double* rhs, int64_t P, double eps,
+                                RhWorkspace* ws, double* x) {
+  double* t = ws->factor;
+  double* zt = ws->right_vectors;
+  double* d = ws->singular_values;
+  double* e = ws->scratch;
+  if (!all_finite(a, P * P)) {
+    return 0;
+  }
+  memcpy(t, a, (size_t)(P * P) * sizeof(double));
+  tridiagonalize(t, P, d, e, x);
+  if (!all_finite(d, P) || !all_finite(e, P - 1)) {
+    return 0;
+  }
+  memset(zt, 0, (size_t)(P * P) * sizeof(double));
+  for (int64_t i = 0; i < P; ++i) {
+    zt[i * P + i] = 1.0;
+  }
+  if (!tridiagonal_eigen(d, e, P, zt)) {
+    return 0;
+  }
+  /* c = Q' b, in x. */
+  memcpy(x, rhs, (size_t)P * sizeof(double));
+  for (int64_t k = 0; k + 2 < P; ++k) {
+    apply_reflector(t, P, k, x);
+  }
+  double lambda_max = 0.0;
+  for (int64_t i = 0; i < P; ++i) {
+    lambda_max = fmax(lambda_max, fabs(d[i]));
+  }
+  const double cutoff = eps * (double)P * lambda_max;
+  /* e (free now) <- diag(f) Z' c; x <- Z e; x <- Q x. */
+  for (int64_t i = 0; i < P; ++i) {
+    e[i] = fabs(d[i]) > cutoff ? dot(zt + i * P, x, P) / d[i] : 0.0;
+  }
+  memset(x, 0, (size_t)P * sizeof(double));
+  for (int64_t i = 0; i < P; ++i) {
+    if (e[i] != 0.0) {
+      const double* zi = zt + i * P;
+      for (int64_t j = 0; j < P; ++j) {
+        x[j] += e[i] * zi[j];
+      }
+    }
+  }
+  for (int64_t k = P - 3; k >= 0; --k) {
+    apply_reflector(t, P, k, x);
+  }
+  return 1;
+}
+
 void rh_dense_solve(const double* hessian, const double* rhs, int64_t P, double eps,
                     RhWorkspace* ws, double* solution, int* used_fallback) {
-  if (is_bitwise_symmetric(hessian, P) && cholesky(hessian, P, eps, ws->factor)) {
+  const int symmetric = is_bitwise_symmetric(hessian, P);
+  if (symmetric && cholesky(hessian, P, eps, ws->factor)) {
     cholesky_solve(ws->factor, P, rhs, solution);
     return;
   }
   if (lu_solve(hessian, P, eps, ws->factor, rhs, solution)) {
     return;
   }
-  min_norm_svd_solve(hessian, P, eps, ws->factor, ws->right_vectors, ws->singular_values, rhs,
-                     solution);
+  if (!symmetric || !rh_min_norm_symmetric_solve(hessian, rhs, P, eps, ws, solution)) {
+    rh_min_norm_jacobi_solve(hessian, rhs, P, eps, ws, solution);
+  }
   *used_fallback = 1;
 }
