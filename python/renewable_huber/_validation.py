@@ -1,7 +1,13 @@
 """The one place where estimator parameters and user arrays are checked.
 
 Every backend receives data that already satisfies the input rules of spec/PYTHON.md, so
-the rules here are the rules of the whole package: no backend re-validates them.
+the rules here are the rules of the whole package: no backend re-validates them. One rule is
+delegated: with `engine_checks_finite` (the native engines, which refuse NaN/Inf in X, y and
+sample_weight naming the array and the first bad position before anything is committed), an
+array that reaches the engine unchanged (host input already in the working dtype and
+C-contiguous, or device input) is not scanned for NaN/Inf here; the native backend turns the
+engine's refusal into a ValidationError naming the user's array. Arrays that were cast or
+copied are still scanned here, which also reports values that overflow float32 as such.
 """
 
 from __future__ import annotations
@@ -250,7 +256,9 @@ def _reject_sparse(name: str, array) -> None:
         )
 
 
-def _host_array(name: str, array, dtype: np.dtype) -> np.ndarray:
+def _host_array(
+    name: str, array, dtype: np.dtype, *, engine_checks_finite: bool = False
+) -> np.ndarray:
     if hasattr(array, "to_numpy") and not isinstance(array, np.ndarray):
         array = array.to_numpy()
     try:
@@ -269,7 +277,10 @@ def _host_array(name: str, array, dtype: np.dtype) -> np.ndarray:
         raise ValidationError(
             f"{name} must contain real numbers only (no missing, complex or text values): {error}"
         ) from None
-    _check_host_finite(name, raw, converted)
+    # `converted is raw` means no cast and no copy: the engine reads the values as given and
+    # refuses NaN/Inf itself. A cast (e.g. to float32) may create infinities: scan those here.
+    if not (engine_checks_finite and converted is raw):
+        _check_host_finite(name, raw, converted)
     return converted
 
 
@@ -291,7 +302,7 @@ def _check_host_finite(name: str, raw: np.ndarray, converted: np.ndarray) -> Non
     raise ValidationError(f"{name} contains NaN or infinity (first at {where})")
 
 
-def _check_device_array(name: str, array, dtype: np.dtype) -> None:
+def _check_device_array(name: str, array, dtype: np.dtype, *, check_finite: bool = True) -> None:
     dtype_name = _device_dtype_name(array)
     if dtype_name.startswith("complex"):
         raise ValidationError(f"{name} is complex ({dtype_name}); only real numbers are accepted")
@@ -302,7 +313,7 @@ def _check_device_array(name: str, array, dtype: np.dtype) -> None:
             f"(e.g. {name}.astype('{dtype.name}')) or set dtype='{dtype_name}'"
         )
     # The array's own library reduces on the device: only one boolean crosses to the host.
-    if not bool(_library_of(array).isfinite(array).all()):
+    if check_finite and not bool(_library_of(array).isfinite(array).all()):
         raise ValidationError(f"{name} contains NaN or infinity")
 
 
@@ -363,8 +374,12 @@ def validate_X(
     backend_name: str,
     n_features_expected: int | None = None,
     feature_names_expected: tuple[str, ...] | None = None,
+    engine_checks_finite: bool = False,
 ) -> tuple[Any, tuple[str, ...] | None, bool]:
-    """Validate a design matrix; returns (X, feature names to record or None, on_device)."""
+    """Validate a design matrix; returns (X, feature names to record or None, on_device).
+
+    engine_checks_finite: the backend's engine refuses NaN/Inf itself (see the module
+    docstring); only arrays that reach it unchanged skip the scan here."""
     _reject_sparse("X", X)
     X = _detached(X)
     on_device = is_device_array(X)
@@ -372,9 +387,9 @@ def validate_X(
     if on_device:
         _require_device_backend("X", X, accepts_device, backend_name)
         _check_X_shape(_shape(X), n_features_expected)
-        _check_device_array("X", X, dtype)
+        _check_device_array("X", X, dtype, check_finite=not engine_checks_finite)
         return X, names, True
-    host = _host_array("X", X, dtype)
+    host = _host_array("X", X, dtype, engine_checks_finite=engine_checks_finite)
     _check_X_shape(host.shape, n_features_expected)
     return host, names, False
 
@@ -389,7 +404,7 @@ def _require_device_backend(name: str, array, accepts_device: bool, backend_name
 
 
 def _validate_vector(name: str, array, n_rows: int, dtype: np.dtype, on_device: bool,
-                     accepts_device: bool, backend_name: str):
+                     accepts_device: bool, backend_name: str, engine_checks_finite: bool):
     _reject_sparse(name, array)
     array = _detached(array)
     if is_device_array(array) != on_device:
@@ -401,7 +416,7 @@ def _validate_vector(name: str, array, n_rows: int, dtype: np.dtype, on_device: 
         _require_device_backend(name, array, accepts_device, backend_name)
         shape = _shape(array)
     else:
-        array = _host_array(name, array, dtype)
+        array = _host_array(name, array, dtype, engine_checks_finite=engine_checks_finite)
         shape = array.shape
     if name == "y" and len(shape) == 2 and shape[1] == 1:
         array = array.reshape(-1)
@@ -414,7 +429,7 @@ def _validate_vector(name: str, array, n_rows: int, dtype: np.dtype, on_device: 
             f"X has {n_rows} rows but {name} has {shape[0]} entries; they must have the same length"
         )
     if on_device:
-        _check_device_array(name, array, dtype)
+        _check_device_array(name, array, dtype, check_finite=not engine_checks_finite)
     return array
 
 
@@ -442,8 +457,11 @@ def validate_batch(
     backend_name: str,
     n_features_expected: int | None = None,
     feature_names_expected: tuple[str, ...] | None = None,
+    engine_checks_finite: bool = False,
 ) -> Batch:
-    """Apply every input rule of spec/PYTHON.md to one batch."""
+    """Apply every input rule of spec/PYTHON.md to one batch (NaN/Inf in arrays that reach
+    the engine unchanged left to the engine when engine_checks_finite; see the module
+    docstring)."""
     X, names, on_device = validate_X(
         X,
         dtype=dtype,
@@ -451,12 +469,16 @@ def validate_batch(
         backend_name=backend_name,
         n_features_expected=n_features_expected,
         feature_names_expected=feature_names_expected,
+        engine_checks_finite=engine_checks_finite,
     )
     n_rows = _shape(X)[0]
-    y = _validate_vector("y", y, n_rows, dtype, on_device, accepts_device, backend_name)
+    y = _validate_vector(
+        "y", y, n_rows, dtype, on_device, accepts_device, backend_name, engine_checks_finite
+    )
     if sample_weight is not None:
         sample_weight = _validate_vector(
-            "sample_weight", sample_weight, n_rows, dtype, on_device, accepts_device, backend_name
+            "sample_weight", sample_weight, n_rows, dtype, on_device, accepts_device,
+            backend_name, engine_checks_finite,
         )
         _check_weights(sample_weight)
     return Batch(X=X, y=y, sample_weight=sample_weight, feature_names=names, on_device=on_device)

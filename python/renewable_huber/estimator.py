@@ -30,6 +30,10 @@ from .state import RenewableState
 
 # Backends that take device arrays as they are; the others compute on the host.
 _DEVICE_INPUT_BACKENDS = ("cupy", "native_cuda")
+# Backends whose engine refuses NaN/Inf in X, y and sample_weight before committing anything,
+# naming the array and the first bad position (docs/decisions.md "Data checks"): arrays that
+# reach them unchanged are not scanned twice (see _validation).
+_ENGINE_CHECKS_FINITE_BACKENDS = ("native_cpu", "native_cuda")
 
 _FITTED_ATTRIBUTES = (
     "coef_",
@@ -187,6 +191,7 @@ class RenewableHuberRegressor:
             backend_name=backend_name,
             n_features_expected=n_features,
             feature_names_expected=feature_names,
+            engine_checks_finite=backend_name in _ENGINE_CHECKS_FINITE_BACKENDS,
         )
         n_features = int(batch.X.shape[1])
         config = _update_config(params, n_features)

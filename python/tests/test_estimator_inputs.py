@@ -289,3 +289,145 @@ def test_unfitted_estimator_raises_not_fitted():
         with pytest.raises(NotFittedError, match="not fitted yet"):
             call()
     assert not hasattr(estimator, "state_")
+
+
+# ---------------------------------------------- native_cpu: NaN/Inf left to the engine's check
+# An array that reaches librh_cpu unchanged (already the working dtype, C-contiguous) is not
+# scanned in Python: the engine refuses it and the backend names the user's array. A cast or a
+# copy is still scanned in Python. Either way the user sees the same ValidationError and
+# nothing changes, in the estimator or in the engine.
+NONFINITE_PLACES = [
+    ("X", (3, 1), r"row 3, column 1", r"RhCudaHostBatch\.x_design\[3, 1\] is {value}"),
+    ("y", (5,), r"index 5", r"RhCudaHostBatch\.y\[5\] is {value}"),
+    # Weights reach the engine only with their sum: a non-finite sum is traced to its first
+    # bad weight before the call (the engine would refuse the sum without a position).
+    ("sample_weight", (2,), r"index 2", None),
+]
+# (estimator dtype, input dtype, memory order): the first two reach the engine unchanged.
+NATIVE_INPUT_PATHS = {
+    "float64 unchanged": ("float64", np.float64, "C"),
+    "float32 unchanged": ("float32", np.float32, "C"),
+    "float64 to float32 cast": ("float32", np.float64, "C"),
+    "Fortran-order copy": ("float64", np.float64, "F"),
+}
+
+
+def native_batch(rows, input_dtype, order, place=None, value=None):
+    """Rows `rows` of X, Y with unit weights, as the caller would pass them; `value` written at
+    `place` = (array name, index) first."""
+    arrays = {
+        "X": np.array(X[rows], dtype=input_dtype, order=order),
+        "y": np.array(Y[rows], dtype=input_dtype),
+        "sample_weight": np.ones(len(Y[rows]), dtype=input_dtype),
+    }
+    if place is not None:
+        arrays[place[0]][place[1]] = value
+    return arrays["X"], arrays["y"], arrays["sample_weight"]
+
+
+def engine_state(estimator):
+    """The committed state read back from the engine itself (not the estimator's copy)."""
+    state = estimator._backend.state()
+    return (state.coefficients.copy(), state.information.copy(), state.n_samples_seen,
+            state.batch_count, state.previous_lambda, state.weight_sum)
+
+
+def assert_same_engine_state(before, after):
+    np.testing.assert_array_equal(before[0], after[0])
+    np.testing.assert_array_equal(before[1], after[1])
+    assert before[2:] == after[2:]
+
+
+def expected_nonfinite_message(path, place, value):
+    name, index, where, engine_text = place
+    dtype, input_dtype, order = NATIVE_INPUT_PATHS[path]
+    pattern = rf"^{name} contains NaN or infinity \(first at {where}\)"
+    unchanged = np.dtype(input_dtype) == np.dtype(dtype) and (order == "C" or name != "X")
+    if engine_text is not None and unchanged:
+        # The engine found it: its own text (call, status, field) follows the user's name.
+        return (pattern + r": rh_cuda_engine_update_host_with_state failed with "
+                r"INVALID_ARGUMENT: " + engine_text.format(value=value)
+                + ": values must be finite$")
+    return pattern + "$"
+
+
+# A -inf weight is negative first: test_native_cpu_negative_weights.
+NONFINITE_CASES = [
+    pytest.param(path, place, value, id=f"{path}-{place[0]}-{value}")
+    for path in NATIVE_INPUT_PATHS
+    for place in NONFINITE_PLACES
+    for value in (np.nan, np.inf, -np.inf)
+    if not (place[0] == "sample_weight" and value < 0)
+]
+
+
+@pytest.mark.parametrize(("path", "place", "value"), NONFINITE_CASES)
+def test_native_cpu_nonfinite_first_batch_names_the_array_and_fits_nothing(
+    cpu_library, path, place, value
+):
+    dtype, input_dtype, order = NATIVE_INPUT_PATHS[path]
+    estimator = RenewableHuberRegressor(backend="native_cpu", dtype=dtype, n_jobs=1)
+    bad = native_batch(slice(0, 20), input_dtype, order, place[:2], value)
+    message = expected_nonfinite_message(path, place, value)
+    with pytest.raises(ValidationError, match=message):
+        estimator.partial_fit(*bad)
+    assert not hasattr(estimator, "coef_") and estimator._backend is None
+    with pytest.raises(NotFittedError):
+        estimator.predict(X)
+    with pytest.raises(ValidationError, match=message):
+        estimator.fit(*bad)
+    assert not hasattr(estimator, "coef_")
+
+
+@pytest.mark.parametrize(("path", "place", "value"), NONFINITE_CASES)
+def test_native_cpu_nonfinite_later_batch_changes_nothing(cpu_library, path, place, value):
+    dtype, input_dtype, order = NATIVE_INPUT_PATHS[path]
+    estimator = RenewableHuberRegressor(backend="native_cpu", dtype=dtype, n_jobs=1)
+    estimator.partial_fit(*native_batch(slice(0, 20), input_dtype, order))
+    before, engine_before = snapshot(estimator), engine_state(estimator)
+    bad = native_batch(slice(20, 30), input_dtype, order, place[:2], value)
+    message = expected_nonfinite_message(path, place, value)
+    for call in (estimator.partial_fit, estimator.fit):
+        with pytest.raises(ValidationError, match=message):
+            call(*bad)
+        assert_unchanged(before, snapshot(estimator))
+        assert_same_engine_state(engine_before, engine_state(estimator))
+    # The stream goes on exactly as if the bad batch never came.
+    estimator.partial_fit(*native_batch(slice(30, 40), input_dtype, order))
+    clean = RenewableHuberRegressor(backend="native_cpu", dtype=dtype, n_jobs=1)
+    clean.partial_fit(*native_batch(slice(0, 20), input_dtype, order))
+    clean.partial_fit(*native_batch(slice(30, 40), input_dtype, order))
+    np.testing.assert_array_equal(estimator.coef_, clean.coef_)
+    assert_same_engine_state(engine_state(clean), engine_state(estimator))
+
+
+def test_native_cpu_reports_float32_overflow_of_a_cast(cpu_library):
+    big = X.copy()
+    big[1, 2] = 1e300
+    estimator = RenewableHuberRegressor(backend="native_cpu", dtype="float32")
+    with pytest.raises(ValidationError, match=r"row 1, column 2 .* overflows float32"):
+        estimator.fit(big, Y)
+    assert not hasattr(estimator, "coef_")
+
+
+@pytest.mark.parametrize("first_bad", [-1.0, -np.inf])
+def test_native_cpu_negative_weights(cpu_library, first_bad):
+    estimator = RenewableHuberRegressor(backend="native_cpu").partial_fit(X[:20], Y[:20])
+    before, engine_before = snapshot(estimator), engine_state(estimator)
+    weights = np.ones(20)
+    weights[[4, 9]] = [first_bad, np.nan]
+    with pytest.raises(ValidationError, match=r"^sample_weight must be >= 0, got .* at index 4$"):
+        estimator.partial_fit(X[20:], Y[20:], sample_weight=weights)
+    with pytest.raises(ValidationError, match="^sample_weight is all zero"):
+        estimator.partial_fit(X[20:], Y[20:], sample_weight=np.zeros(20))
+    assert_unchanged(before, snapshot(estimator))
+    assert_same_engine_state(engine_before, engine_state(estimator))
+
+
+def test_native_cpu_finite_weights_whose_sum_overflows_are_refused_by_the_engine(cpu_library):
+    estimator = RenewableHuberRegressor(backend="native_cpu").partial_fit(X[:20], Y[:20])
+    before, engine_before = snapshot(estimator), engine_state(estimator)
+    with pytest.raises(ValidationError, match=r"RhCudaHostBatch\.batch_weight is inf"):
+        estimator.partial_fit(X[20:], Y[20:], sample_weight=np.full(20, 1e308))
+    assert_unchanged(before, snapshot(estimator))
+    assert_same_engine_state(engine_before, engine_state(estimator))

@@ -175,6 +175,44 @@ def test_nan_in_x_is_refused_by_the_engine_with_its_message(fitted):
     )
     assert error.engine_message and error.engine_message in str(error)
     assert error.status == _abi.RH_CUDA_INVALID_ARGUMENT
+    # The estimator skips its own scan for such arrays: the message names the user's array.
+    assert str(error).startswith("X contains NaN or infinity (first at row 4, column 1): ")
+    assert error.engine_message == "RhCudaHostBatch.x_design[4, 1] is nan: values must be finite"
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_nonfinite_y_and_weights_are_refused_naming_the_argument(dtype):
+    backend = backend_for(3, dtype=dtype)
+    backend.update(*batch(1, 80, 3, dtype), None, config_for(3))
+    X, y = batch(2, 30, 3, dtype)
+    y[6] = -np.inf
+    error = _refusal_leaves_state(
+        backend, lambda: backend.update(X, y, None, config_for(3)), ValidationError,
+        "y contains NaN or infinity (first at index 6): rh_cuda_engine_update_host_with_state "
+        "failed with INVALID_ARGUMENT: RhCudaHostBatch.y[6] is -inf: values must be finite",
+    )
+    assert error.status_name == "INVALID_ARGUMENT"
+    y[6] = 0.5
+    weights = np.ones(30, dtype=dtype)
+    weights[[3, 8]] = [np.inf, np.nan]
+    _refusal_leaves_state(
+        backend, lambda: backend.update(X, y, weights, config_for(3)), ValidationError,
+        "sample_weight contains NaN or infinity (first at index 3)",
+    )
+    backend.close()
+
+
+def test_engine_refusals_other_than_nonfinite_data_keep_their_message(fitted):
+    X, y = batch(2, 30, 3)
+    error = _refusal_leaves_state(
+        fitted, lambda: fitted.update(X, y, None, config_for(3, tau=-1.0)), ValidationError,
+        "RhCudaUpdateConfig.tau",
+    )
+    assert "contains NaN" not in str(error)
+    assert str(error) == (
+        "rh_cuda_engine_update_host_with_state failed with INVALID_ARGUMENT: "
+        + error.engine_message
+    )
 
 
 def test_negative_weight_is_refused(fitted):

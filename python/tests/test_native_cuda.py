@@ -180,3 +180,145 @@ def test_fast_math_with_float32_is_reported():
     backend = cuda_backend(3, np.float32, cuda_fast_math=True)
     assert "fast_math" in backend.features["requested"]
     backend.close()
+
+
+# ------------------------------------- NaN/Inf through the estimator: the engine's own check
+# native_cuda input that reaches the engine unchanged (device arrays always; host arrays in the
+# working dtype, C-contiguous) is not scanned in Python: launch_validate_rows finds the first
+# bad value and the backend names the user's array. A host cast is still scanned in Python.
+NONFINITE_INPUTS = {
+    # kind: (estimator dtype, input dtype, on device)
+    "cupy float64": ("float64", np.float64, True),
+    "cupy float32": ("float32", np.float32, True),
+    "host float64 unchanged": ("float64", np.float64, False),
+    "host float64 to float32 cast": ("float32", np.float64, False),
+}
+NONFINITE_FIELDS = {
+    # estimator argument: (index written, position in the message, engine text after the struct)
+    "X": ((3, 1), "row 3, column 1", r"x_design has a non-finite value at row 3, column 1"),
+    "y": ((5,), "index 5", r"y has a non-finite value at index 5"),
+    # Weights reach the engine with their sum, which the engine checks first: a non-finite sum
+    # is traced to its first bad weight in the backend.
+    "sample_weight": ((2,), "index 2", None),
+}
+NONFINITE_CUDA_CASES = [
+    pytest.param(kind, name, value, id=f"{kind}-{name}-{value}")
+    for kind in NONFINITE_INPUTS
+    for name in NONFINITE_FIELDS
+    for value in (np.nan, np.inf, -np.inf)
+    if not (name == "sample_weight" and value < 0)  # a negative weight: its own message
+]
+
+
+def _estimator_batch(request, kind, seed, n, p=4, bad=None):
+    """(X, y, sample_weight) for the estimator, optionally with bad = (name, value) written."""
+    _, input_dtype, on_device = NONFINITE_INPUTS[kind]
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, p))
+    arrays = {
+        "X": X.astype(input_dtype),
+        "y": (X @ np.linspace(-1.0, 1.0, p) + rng.standard_t(3, size=n)).astype(input_dtype),
+        "sample_weight": rng.uniform(0.5, 1.5, size=n).astype(input_dtype),
+    }
+    if bad is not None:
+        name, value = bad
+        arrays[name][NONFINITE_FIELDS[name][0]] = value
+    if on_device:
+        cupy = request.getfixturevalue("cupy")
+        arrays = {key: cupy.asarray(array) for key, array in arrays.items()}
+    return arrays["X"], arrays["y"], arrays["sample_weight"]
+
+
+def _expected_nonfinite(kind, name):
+    dtype, input_dtype, on_device = NONFINITE_INPUTS[kind]
+    _, where, engine_text = NONFINITE_FIELDS[name]
+    message = rf"^{name} contains NaN or infinity \(first at {where}\)"
+    if engine_text is None or np.dtype(input_dtype) != np.dtype(dtype):
+        return message + "$"
+    call, struct = (
+        ("rh_cuda_engine_update_device_with_state", "RhCudaDeviceBatch") if on_device
+        else ("rh_cuda_engine_update_host_with_state", "RhCudaHostBatch")
+    )
+    return message + rf": {call} failed with INVALID_ARGUMENT: {struct}\.{engine_text}$"
+
+
+def _fitted_snapshot(estimator):
+    """The estimator's fitted attributes and the engine's own committed state."""
+    engine = estimator._backend.state()
+    return {
+        "coef_": estimator.coef_.copy(),
+        "intercept_": estimator.intercept_,
+        "n_samples_seen_": estimator.n_samples_seen_,
+        "n_iter_": estimator.n_iter_,
+        "diagnostics_": dict(estimator.diagnostics_),
+        "state_coefficients": estimator.state_.coefficients,
+        "engine_coefficients": engine.coefficients,
+        "engine_information": engine.information,
+        "engine_counters": (engine.n_samples_seen, engine.batch_count, engine.previous_lambda,
+                            engine.weight_sum),
+    }
+
+
+def _assert_same_snapshot(before, after):
+    for key, value in before.items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(after[key], value, err_msg=key)
+        else:
+            assert after[key] == value, key
+
+
+@pytest.mark.parametrize(("kind", "name", "value"), NONFINITE_CUDA_CASES)
+def test_estimator_nonfinite_first_batch_names_the_array_and_fits_nothing(
+    request, kind, name, value
+):
+    from renewable_huber import NotFittedError, RenewableHuberRegressor
+
+    estimator = RenewableHuberRegressor(backend="native_cuda", dtype=NONFINITE_INPUTS[kind][0])
+    bad = _estimator_batch(request, kind, 1, 40, bad=(name, value))
+    message = _expected_nonfinite(kind, name)
+    with pytest.raises(ValidationError, match=message):
+        estimator.partial_fit(*bad)
+    assert not hasattr(estimator, "coef_") and estimator._backend is None
+    with pytest.raises(NotFittedError):
+        estimator.predict(_estimator_batch(request, kind, 2, 5)[0])
+    with pytest.raises(ValidationError, match=message):
+        estimator.fit(*bad)
+    assert not hasattr(estimator, "coef_")
+
+
+@pytest.mark.parametrize(("kind", "name", "value"), NONFINITE_CUDA_CASES)
+def test_estimator_nonfinite_later_batch_changes_nothing(request, kind, name, value):
+    from renewable_huber import RenewableHuberRegressor
+
+    dtype = NONFINITE_INPUTS[kind][0]
+    estimator = RenewableHuberRegressor(backend="native_cuda", dtype=dtype)
+    estimator.partial_fit(*_estimator_batch(request, kind, 1, 60))
+    before = _fitted_snapshot(estimator)
+    bad = _estimator_batch(request, kind, 2, 30, bad=(name, value))
+    message = _expected_nonfinite(kind, name)
+    for call in (estimator.partial_fit, estimator.fit):
+        with pytest.raises(ValidationError, match=message):
+            call(*bad)
+        _assert_same_snapshot(before, _fitted_snapshot(estimator))
+    # The stream goes on as if the bad batch never came.
+    estimator.partial_fit(*_estimator_batch(request, kind, 3, 30))
+    clean = RenewableHuberRegressor(backend="native_cuda", dtype=dtype)
+    clean.partial_fit(*_estimator_batch(request, kind, 1, 60))
+    clean.partial_fit(*_estimator_batch(request, kind, 3, 30))
+    rtol = 1e-12 if dtype == "float64" else 1e-6
+    np.testing.assert_allclose(estimator.coef_, clean.coef_, rtol=rtol, atol=rtol)
+    assert estimator.n_samples_seen_ == clean.n_samples_seen_ == 90
+
+
+def test_estimator_torch_nonfinite_weight_is_located(torch):
+    from renewable_huber import RenewableHuberRegressor
+
+    rng = np.random.default_rng(4)
+    X = torch.tensor(rng.normal(size=(40, 3)), device="cuda")
+    y = torch.tensor(rng.normal(size=40), device="cuda")
+    w = torch.ones(40, dtype=torch.float64, device="cuda", requires_grad=True)
+    with torch.no_grad():
+        w[7] = float("nan")
+    with pytest.raises(ValidationError, match=r"^sample_weight contains NaN or infinity "
+                                              r"\(first at index 7\)$"):
+        RenewableHuberRegressor(backend="native_cuda").partial_fit(X, y, sample_weight=w)

@@ -20,7 +20,9 @@ the engine was built without OpenMP.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
+import re
 import threading
 from typing import Any
 
@@ -40,6 +42,58 @@ from ..state import RenewableState
 
 KINDS = ("native_cpu", "native_cuda")
 _HOST_DEVICE_ID = -1
+
+
+# The engines' refusals of NaN/Inf, by the batch struct's field: librh_cpu
+# (engines/cpu_c/src/batch_checks.c) writes "RhCudaHostBatch.x_design[3, 1] is nan: values must
+# be finite" or "RhCudaHostBatch.y[5] is inf: ..."; librh_cuda (engines/cuda/src/
+# update_context.cu) "RhCudaDeviceBatch.x_design has a non-finite value at row 3, column 1" or
+# "RhCudaHostBatch.y has a non-finite value at index 5".
+_ENGINE_NONFINITE = (
+    re.compile(
+        r"RhCuda(?:Host|Device)Batch\.(?P<field>x_design|y|sample_weight)"
+        r"\[(?P<first>\d+)(?:, (?P<second>\d+))?\] is [^:]+: values must be finite"
+    ),
+    re.compile(
+        r"RhCuda(?:Host|Device)Batch\.(?P<field>x_design|y|sample_weight) has a non-finite "
+        r"value at (?:row (?P<first>\d+), column (?P<second>\d+)|index (?P<index>\d+))"
+    ),
+)
+# The batch struct's field -> the estimator's (and this backend's) argument name.
+_USER_NAMES = {"x_design": "X", "y": "y", "sample_weight": "sample_weight"}
+
+
+def _user_named_refusal(error: ValidationError) -> ValidationError | None:
+    """The engine's NaN/Inf refusal restated with the user's array name and position first;
+    the engine's own text (call, status, field) follows unchanged. None for other errors."""
+    text = getattr(error, "engine_message", None)
+    if getattr(error, "status", None) != _abi.RH_CUDA_INVALID_ARGUMENT or not text:
+        return None
+    for pattern in _ENGINE_NONFINITE:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        name = _USER_NAMES[match["field"]]
+        if match["second"] is not None:
+            where = f"row {match['first']}, column {match['second']}"
+        else:
+            where = f"index {match['first'] if match['first'] is not None else match['index']}"
+        named = ValidationError(f"{name} contains NaN or infinity (first at {where}): {error}")
+        named.status = error.status
+        named.status_name = error.status_name
+        named.engine_message = text
+        return named
+    return None
+
+
+def _refuse_nonfinite_weights(weights: np.ndarray) -> None:
+    """Called when the weights' float64 sum is not finite: the engines refuse a non-finite
+    batch_weight before they look at the weights, so name the first bad weight here. Finite
+    weights whose sum overflows are left to the engine's batch_weight check."""
+    bad = ~np.isfinite(weights)
+    if bad.any():
+        index = int(np.argmax(bad))
+        raise ValidationError(f"sample_weight contains NaN or infinity (first at index {index})")
 
 
 def _check_kind(kind: str) -> None:
@@ -275,10 +329,16 @@ class NativeBackend:
     def update(self, X, y, sample_weight, config: UpdateConfig):
         """One batch; returns (host RenewableState, Diagnostics). Transactional."""
         cfg = self._update_config(config)
-        if self._is_device_input(X):
-            result = self._update_device(X, y, sample_weight, cfg, config.n_features_in)
-        else:
-            result = self._update_host(X, y, sample_weight, cfg, config.n_features_in)
+        try:
+            if self._is_device_input(X):
+                result = self._update_device(X, y, sample_weight, cfg, config.n_features_in)
+            else:
+                result = self._update_host(X, y, sample_weight, cfg, config.n_features_in)
+        except ValidationError as error:
+            named = _user_named_refusal(error)
+            if named is None:
+                raise
+            raise named from None
         self._n_features_in = config.n_features_in
         return result
 
@@ -293,7 +353,10 @@ class NativeBackend:
         else:
             sample_weight = self._host_array(sample_weight, "sample_weight", (n,))
             weights_pointer = sample_weight.ctypes.data
-            batch_weight = float(np.sum(sample_weight, dtype=np.float64))
+            with np.errstate(over="ignore", invalid="ignore"):
+                batch_weight = float(np.sum(sample_weight, dtype=np.float64))
+            if not math.isfinite(batch_weight):
+                _refuse_nonfinite_weights(sample_weight)
         batch = _abi.make(
             _abi.RhCudaHostBatch,
             x_design=X.ctypes.data,
@@ -340,6 +403,8 @@ class NativeBackend:
                 )
             else:
                 batch_weight = _device_weight_sum(sample_weight)
+                if not math.isfinite(batch_weight):
+                    _refuse_nonfinite_weights(_device_to_host(sample_weight))
                 with self._borrow(sample_weight, "sample_weight", 1) as w_view:
                     if w_view.shape != (n,):
                         raise ValidationError(
@@ -454,6 +519,13 @@ def _device_weight_sum(sample_weight) -> float:
     import torch
 
     return float(_dlpack.detach_if_requires_grad(sample_weight).sum(dtype=torch.float64))
+
+
+def _device_to_host(array) -> np.ndarray:
+    """A host copy of a CuPy array or PyTorch CUDA tensor (error paths only)."""
+    if _array_library(array) == "cupy":
+        return array.get()
+    return _dlpack.detach_if_requires_grad(array).cpu().numpy()
 
 
 def _empty_like_library(X, n: int, dtype: np.dtype):
