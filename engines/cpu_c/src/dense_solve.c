@@ -209,24 +209,48 @@ void rh_min_norm_jacobi_solve(const double* a, const double* rhs, int64_t P, dou
  *
  * A = Q T Q' with T tridiagonal (Householder), Q = H_0 H_1 ... H_{P-3} and
  * H_k = I - beta_k v_k v_k' acting on the indices k+1..P-1; T = Z diag(lambda) Z' (implicit QR
- * with Wilkinson shifts, the rotations accumulated into Z). Then
- * x = Q Z diag(f) Z' Q' b with f_i = 1 / lambda_i where |lambda_i| > eps P max|lambda|, else 0.
- * Z is kept transposed (row i of zt is the i-th eigenvector of T) so every rotation and every
- * product with an eigenvector runs over contiguous memory. */
+ * with Wilkinson shifts). The solution is x = Q y with y = T^+ Q'b, and
+ * y = Z diag(f) Z' (Q'b) with f_i = 1 / lambda_i where |lambda_i| > eps P max|lambda|, else 0.
+ *
+ * The eigenvalues alone cost O(P^2), the eigenvectors O(P^3), so the eigenvalues come first.
+ * When none of them is cut off, T^+ = T^{-1} and y is the solution of the tridiagonal system,
+ * computed by Gaussian elimination with partial pivoting in O(P) (backward stable, its growth
+ * factor is at most 2 for a tridiagonal matrix). Only when some eigenvalue is cut off does the
+ * QR iteration run again with the rotations accumulated into Z. Z is kept transposed (row i of
+ * zt is the i-th eigenvector of T) so every rotation and every product with an eigenvector
+ * runs over contiguous memory. */
 
-/* Reduces t (a copy of A) in place. On exit d and e hold the diagonal and the off-diagonal
- * (e[k] = T_{k,k+1}) of T, v_k lies in row k of t at columns k+1..P-1 and beta_k at
- * t[(k+1) P + k], a position below the diagonal that the reduction no longer reads. The
- * trailing block is updated in full (both triangles), which keeps every product row-wise
- * contiguous. work: P doubles. */
+/* a . b with four partial sums (a fixed order, so the result is deterministic). */
+static double dot4(const double* a, const double* b, int64_t n) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; ++i) {
+    s0 += a[i] * b[i];
+  }
+  return (s0 + s1) + (s2 + s3);
+}
+
+/* Reduces t (a copy of A; only its lower triangle is read) in place. On exit d and e hold the
+ * diagonal and the off-diagonal (e[k] = T_{k+1,k}) of T, v_k lies in row k of t at columns
+ * k+1..P-1 (the unused upper triangle) and beta_k at t[(k+1) P + k], below the diagonal in the
+ * column the step has just reduced. work: P doubles. */
 static void tridiagonalize(double* t, int64_t P, double* d, double* e, double* work) {
   for (int64_t k = 0; k + 2 < P; ++k) {
     const int64_t n = P - k - 1;
-    double* v = t + k * P + k + 1; /* x = A[k, k+1:] = A[k+1:, k], overwritten by v_k */
+    double* v = t + k * P + k + 1;
+    /* The rows and columns of the trailing block A22 are k+1..P-1; element (i, j) of it, for
+     * j <= i, is trailing[i P + j]. */
     double* trailing = t + (k + 1) * P + k + 1;
     d[k] = t[k * P + k];
     double scale = 0.0;
     for (int64_t i = 0; i < n; ++i) {
+      v[i] = t[(k + 1 + i) * P + k]; /* x = A[k+1:, k] */
       scale = fmax(scale, fabs(v[i]));
     }
     double tail = 0.0; /* |x[1:]|^2 / scale^2, scaled against overflow */
@@ -248,12 +272,31 @@ static void tridiagonalize(double* t, int64_t P, double* d, double* e, double* w
     const double beta = (1.0 / norm) / fabs(v[0]);
     e[k] = alpha;
     t[(k + 1) * P + k] = beta;
-    /* H A22 H = A22 - v w' - w v' with p = beta A22 v and w = p - (beta p'v / 2) v. */
+    /* H A22 H = A22 - v w' - w v' with p = beta A22 v and w = p - (beta p'v / 2) v. A22 v from
+     * the lower triangle: row i contributes its part left of the diagonal to p_i (a dot
+     * product) and, by symmetry, to p_j for j < i (an axpy), both in one contiguous sweep. */
+    memset(work, 0, (size_t)n * sizeof(double));
+    for (int64_t i = 0; i < n; ++i) {
+      const double* row = trailing + i * P;
+      const double vi = v[i];
+      double s0 = 0.0, s1 = 0.0;
+      int64_t j = 0;
+      for (; j + 2 <= i; j += 2) {
+        s0 += row[j] * v[j];
+        s1 += row[j + 1] * v[j + 1];
+        work[j] += row[j] * vi;
+        work[j + 1] += row[j + 1] * vi;
+      }
+      for (; j < i; ++j) {
+        s0 += row[j] * v[j];
+        work[j] += row[j] * vi;
+      }
+      work[i] += (s0 + s1) + row[i] * vi;
+    }
     double pv = 0.0;
     for (int64_t i = 0; i < n; ++i) {
-      const double p = beta * dot(trailing + i * P, v, n);
-      work[i] = p;
-      pv += p * v[i];
+      work[i] *= beta;
+      pv += work[i] * v[i];
     }
     const double half = 0.5 * beta * pv;
     for (int64_t i = 0; i < n; ++i) {
@@ -262,14 +305,14 @@ static void tridiagonalize(double* t, int64_t P, double* d, double* e, double* w
     for (int64_t i = 0; i < n; ++i) {
       double* row = trailing + i * P;
       const double vi = v[i], wi = work[i];
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t j = 0; j <= i; ++j) {
         row[j] -= vi * work[j] + wi * v[j];
       }
     }
   }
   if (P >= 2) {
     d[P - 2] = t[(P - 2) * P + P - 2];
-    e[P - 2] = t[(P - 2) * P + P - 1];
+    e[P - 2] = t[(P - 1) * P + P - 2];
   }
   d[P - 1] = t[(P - 1) * P + P - 1];
 }
@@ -283,10 +326,21 @@ static void apply_reflector(const double* t, int64_t P, int64_t k, double* x) {
   const double* v = t + k * P + k + 1;
   double* u = x + k + 1;
   const int64_t n = P - k - 1;
-  const double s = beta * dot(v, u, n);
+  const double s = beta * dot4(v, u, n);
   for (int64_t i = 0; i < n; ++i) {
     u[i] -= s * v[i];
   }
+}
+
+/* sqrt(x^2 + z^2) without overflow or harmful underflow. */
+static double pythag(double x, double z) {
+  const double ax = fabs(x), az = fabs(z);
+  const double big = ax > az ? ax : az, small = ax > az ? az : ax;
+  if (big == 0.0) {
+    return 0.0;
+  }
+  const double q = small / big;
+  return big * sqrt(1.0 + q * q);
 }
 
 /* e[k] is negligible against its diagonal neighbours (or underflowed). */
@@ -296,19 +350,19 @@ static int negligible(const double* d, const double* e, int64_t k) {
 }
 
 /* One implicit QR step with the Wilkinson shift on the unreduced block lo..hi of T: T <- G'TG
- * for the rotations G in the planes (k, k+1), k = lo..hi-1, chasing the bulge down, with the
- * same rotations accumulated into the rows of zt. A rotation maps (x, z) to (r, 0) with
+ * for the rotations G in the planes (k, k+1), k = lo..hi-1, chasing the bulge down; with zt,
+ * the same rotations are accumulated into its rows. A rotation maps (x, z) to (r, 0) with
  * c = x / r, s = z / r and acts on rows k, k+1 as [c s; -s c]. */
 static void qr_step(double* d, double* e, int64_t lo, int64_t hi, double* zt, int64_t P) {
   /* mu: the eigenvalue of the trailing 2 x 2 block nearer to d[hi]; the denominator adds two
    * numbers of one sign and is nonzero because e[hi-1] is. */
   const double delta = 0.5 * (d[hi - 1] - d[hi]);
   const double b = e[hi - 1];
-  const double root = hypot(delta, b);
+  const double root = pythag(delta, b);
   const double mu = d[hi] - b * (b / (delta + (delta >= 0.0 ? root : -root)));
   double x = d[lo] - mu, z = e[lo];
   for (int64_t k = lo; k < hi; ++k) {
-    const double r = hypot(x, z);
+    const double r = pythag(x, z);
     double c = 1.0, s = 0.0;
     if (r > 0.0) {
       c = x / r;
@@ -327,18 +381,21 @@ static void qr_step(double* d, double* e, int64_t lo, int64_t hi, double* zt, in
       e[k + 1] *= c;
       x = e[k];
     }
-    double* zk = zt + k * P;
-    double* zk1 = zk + P;
-    for (int64_t j = 0; j < P; ++j) {
-      const double u = zk[j], w = zk1[j];
-      zk[j] = c * u + s * w;
-      zk1[j] = c * w - s * u;
+    if (zt != NULL) {
+      double* zk = zt + k * P;
+      double* zk1 = zk + P;
+      for (int64_t j = 0; j < P; ++j) {
+        const double u = zk[j], w = zk1[j];
+        zk[j] = c * u + s * w;
+        zk1[j] = c * w - s * u;
+      }
     }
   }
 }
 
-/* Eigenvalues of T into d, eigenvectors into the rows of zt (which must hold the identity).
- * 0 when some eigenvalue needs more than 30 QR steps on average. */
+/* Eigenvalues of T (d, e; both overwritten) into d and, when zt != NULL, the eigenvectors into
+ * the rows of zt (which must hold the identity). 0 when the eigenvalues need more than 30 QR
+ * steps each on average. */
 static int tridiagonal_eigen(double* d, double* e, int64_t P, double* zt) {
   int64_t budget = 30 * P;
   int64_t hi = P - 1;
@@ -363,6 +420,53 @@ static int tridiagonal_eigen(double* d, double* e, int64_t P, double* zt) {
   return 1;
 }
 
+/* Solves T y = y (in place) for T with diagonal d and off-diagonal e by Gaussian elimination
+ * with partial pivoting; d and e are overwritten by the first two diagonals of U, u2 receives
+ * the third. 0 on a zero pivot. Step k eliminates column k between the current row k (which
+ * may reach column k+2 after an earlier interchange) and the original row k+1. */
+static int tridiagonal_solve(double* d, double* e, int64_t P, double* u2, double* y) {
+  double a = d[0], b = P > 1 ? e[0] : 0.0, c = 0.0, rhs = y[0];
+  for (int64_t k = 0; k + 1 < P; ++k) {
+    const double l = e[k], dn = d[k + 1], en = k + 2 < P ? e[k + 1] : 0.0, rn = y[k + 1];
+    double p0, p1, p2, pr, o0, o1, o2, orhs;
+    if (fabs(l) > fabs(a)) {
+      p0 = l, p1 = dn, p2 = en, pr = rn;
+      o0 = a, o1 = b, o2 = c, orhs = rhs;
+    } else {
+      p0 = a, p1 = b, p2 = c, pr = rhs;
+      o0 = l, o1 = dn, o2 = en, orhs = rn;
+    }
+    if (p0 == 0.0) {
+      return 0;
+    }
+    const double m = o0 / p0;
+    d[k] = p0;
+    e[k] = p1;
+    u2[k] = p2;
+    y[k] = pr;
+    a = o1 - m * p1;
+    b = o2 - m * p2;
+    c = 0.0;
+    rhs = orhs - m * pr;
+  }
+  if (a == 0.0) {
+    return 0;
+  }
+  d[P - 1] = a;
+  y[P - 1] = rhs;
+  for (int64_t k = P - 1; k >= 0; --k) {
+    double v = y[k];
+    if (k + 1 < P) {
+      v -= e[k] * y[k + 1];
+    }
+    if (k + 2 < P) {
+      v -= u2[k] * y[k + 2];
+    }
+    y[k] = v / d[k];
+  }
+  return 1;
+}
+
 static int all_finite(const double* v, int64_t n) {
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) {
@@ -377,6 +481,11 @@ int rh_min_norm_symmetric_solve(const double* a, const double* rhs, int64_t P, d
   double* zt = ws->right_vectors;
   double* d = ws->singular_values;
   double* e = ws->scratch;
+  /* While only eigenvalues are computed, zt holds a copy of T: its diagonal in zt[0, P), its
+   * off-diagonal in zt[P, 2P - 1) and, during the tridiagonal solve, U's third diagonal in
+   * zt[2P, 3P) when P >= 3 (else in d). */
+  double* saved_d = zt;
+  double* saved_e = zt + P;
   if (!all_finite(a, P * P)) {
     return 0;
   }
@@ -385,36 +494,60 @@ int rh_min_norm_symmetric_solve(const double* a, const double* rhs, int64_t P, d
   if (!all_finite(d, P) || !all_finite(e, P - 1)) {
     return 0;
   }
-  memset(zt, 0, (size_t)(P * P) * sizeof(double));
-  for (int64_t i = 0; i < P; ++i) {
-    zt[i * P + i] = 1.0;
-  }
-  if (!tridiagonal_eigen(d, e, P, zt)) {
-    return 0;
-  }
-  /* c = Q' b, in x. */
+  /* x <- Q'b. */
   memcpy(x, rhs, (size_t)P * sizeof(double));
   for (int64_t k = 0; k + 2 < P; ++k) {
     apply_reflector(t, P, k, x);
+  }
+  memcpy(saved_d, d, (size_t)P * sizeof(double));
+  memcpy(saved_e, e, (size_t)(P - 1) * sizeof(double));
+  if (!tridiagonal_eigen(d, e, P, NULL)) {
+    return 0;
   }
   double lambda_max = 0.0;
   for (int64_t i = 0; i < P; ++i) {
     lambda_max = fmax(lambda_max, fabs(d[i]));
   }
   const double cutoff = eps * (double)P * lambda_max;
-  /* e (free now) <- diag(f) Z' c; x <- Z e; x <- Q x. */
+  int64_t kept = 0;
   for (int64_t i = 0; i < P; ++i) {
-    e[i] = fabs(d[i]) > cutoff ? dot(zt + i * P, x, P) / d[i] : 0.0;
+    kept += fabs(d[i]) > cutoff;
   }
-  memset(x, 0, (size_t)P * sizeof(double));
-  for (int64_t i = 0; i < P; ++i) {
-    if (e[i] != 0.0) {
-      const double* zi = zt + i * P;
-      for (int64_t j = 0; j < P; ++j) {
-        x[j] += e[i] * zi[j];
+  if (kept == P) {
+    double* u2 = P >= 3 ? zt + 2 * P : d;
+    if (!tridiagonal_solve(saved_d, saved_e, P, u2, x)) {
+      return 0;
+    }
+  } else {
+    memcpy(d, saved_d, (size_t)P * sizeof(double));
+    memcpy(e, saved_e, (size_t)(P - 1) * sizeof(double));
+    memset(zt, 0, (size_t)(P * P) * sizeof(double));
+    for (int64_t i = 0; i < P; ++i) {
+      zt[i * P + i] = 1.0;
+    }
+    if (!tridiagonal_eigen(d, e, P, zt)) {
+      return 0;
+    }
+    lambda_max = 0.0;
+    for (int64_t i = 0; i < P; ++i) {
+      lambda_max = fmax(lambda_max, fabs(d[i]));
+    }
+    const double cut = eps * (double)P * lambda_max;
+    /* e (free now) <- diag(f) Z' x; x <- Z e. */
+    for (int64_t i = 0; i < P; ++i) {
+      e[i] = fabs(d[i]) > cut ? dot4(zt + i * P, x, P) / d[i] : 0.0;
+    }
+    memset(x, 0, (size_t)P * sizeof(double));
+    for (int64_t i = 0; i < P; ++i) {
+      if (e[i] != 0.0) {
+        const double* zi = zt + i * P;
+        for (int64_t j = 0; j < P; ++j) {
+          x[j] += e[i] * zi[j];
+        }
       }
     }
   }
+  /* x <- Q x. */
   for (int64_t k = P - 3; k >= 0; --k) {
     apply_reflector(t, P, k, x);
   }
