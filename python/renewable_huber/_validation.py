@@ -82,9 +82,9 @@ class ValidatedParams:
         values["dtype"] = self.dtype.name
         return values
 
-    def stream_layout(self) -> tuple:
-        """Parameters fixed for the life of a stream: changing them needs a new stream."""
-        return (
+    def __post_init__(self):
+        # Compared on every batch: built once (dtype.name is a Python-level property).
+        object.__setattr__(self, "_stream_layout", (
             self.fit_intercept,
             self.dtype.name,
             self.backend,
@@ -92,7 +92,11 @@ class ValidatedParams:
             self.n_jobs,
             self.cuda_graphs,
             self.cuda_fast_math,
-        )
+        ))
+
+    def stream_layout(self) -> tuple:
+        """Parameters fixed for the life of a stream: changing them needs a new stream."""
+        return self._stream_layout
 
 
 def _is_bool(value) -> bool:
@@ -259,6 +263,11 @@ def _reject_sparse(name: str, array) -> None:
 def _host_array(
     name: str, array, dtype: np.dtype, *, engine_checks_finite: bool = False
 ) -> np.ndarray:
+    if type(array) is np.ndarray and array.dtype == dtype and array.flags.c_contiguous:
+        # Already what the conversion below would return unchanged (`converted is raw`).
+        if not engine_checks_finite:
+            _check_host_finite(name, array, array)
+        return array
     if hasattr(array, "to_numpy") and not isinstance(array, np.ndarray):
         array = array.to_numpy()
     try:

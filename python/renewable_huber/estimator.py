@@ -100,6 +100,8 @@ class RenewableHuberRegressor:
         self.n_jobs = n_jobs
         self.cuda_graphs = cuda_graphs
         self.cuda_fast_math = cuda_fast_math
+        self._params_cache = None  # (parameter values, their ValidatedParams)
+        self._config_cache = None  # (ValidatedParams, n_features, UpdateConfig)
         self._clear_fit()
 
     # -- scikit-learn parameter protocol ------------------------------------------------
@@ -173,8 +175,21 @@ class RenewableHuberRegressor:
         self._stream_layout = None
         self._feature_names = None
 
+    def _validated_params(self) -> ValidatedParams:
+        """validate_params(self.get_params()), reusing the last result while every parameter
+        is still the very same immutable object (the check is a pure function of them)."""
+        values = self.get_params()
+        cached = getattr(self, "_params_cache", None)
+        if cached is not None and _same_objects(cached[0], values):
+            return cached[1]
+        params = validate_params(values)
+        self._params_cache = (
+            (values, params) if all(map(_immutable_parameter, values.values())) else None
+        )
+        return params
+
     def _learn(self, X, y, sample_weight, *, new_stream: bool) -> None:
-        params = validate_params(self.get_params())
+        params = self._validated_params()
         if new_stream:
             backend_name, _ = choose_backend(params.backend, params.device)
             n_features, feature_names = None, None
@@ -194,7 +209,7 @@ class RenewableHuberRegressor:
             engine_checks_finite=backend_name in _ENGINE_CHECKS_FINITE_BACKENDS,
         )
         n_features = int(batch.X.shape[1])
-        config = _update_config(params, n_features)
+        config = self._update_config(params, n_features)
         if new_stream:
             backend = create_backend(
                 backend_name,
@@ -210,6 +225,16 @@ class RenewableHuberRegressor:
             backend = self._backend
         state, diagnostics = backend.update(batch.X, batch.y, batch.sample_weight, config)
         self._commit(backend, state, diagnostics, params, n_features, feature_names)
+
+    def _update_config(self, params: ValidatedParams, n_features: int) -> UpdateConfig:
+        # The same UpdateConfig object while params and p stay: a native backend then reuses
+        # the ABI struct it built from it.
+        cached = getattr(self, "_config_cache", None)
+        if cached is not None and cached[0] is params and cached[1] == n_features:
+            return cached[2]
+        config = _update_config(params, n_features)
+        self._config_cache = (params, n_features, config)
+        return config
 
     def _check_same_stream(self, params: ValidatedParams) -> None:
         if params.stream_layout() != self._stream_layout:
@@ -426,6 +451,23 @@ def _to_host(array) -> np.ndarray:
     if hasattr(library, "asnumpy"):
         return library.asnumpy(array)
     return np.asarray(array.detach().cpu())
+
+
+def _same_objects(before: dict[str, Any], now: dict[str, Any]) -> bool:
+    return before.keys() == now.keys() and all(before[k] is now[k] for k in now)
+
+
+# Parameter values that cannot change while the estimator holds them; a parameter of any other
+# type (e.g. a float subclass with its own __float__) is validated again at every batch.
+_IMMUTABLE_TYPES = (bool, int, float, str, type(None))
+
+
+def _immutable_parameter(value) -> bool:
+    if type(value) in _IMMUTABLE_TYPES:
+        return True
+    if isinstance(value, (np.generic, np.dtype)) and type(value).__module__.startswith("numpy"):
+        return True
+    return value is np.float32 or value is np.float64
 
 
 def _same_value(value, default) -> bool:

@@ -175,3 +175,80 @@ def test_parameter_changed_mid_stream_without_reset_is_refused():
 def test_sklearn_recognises_a_regressor():
     base = pytest.importorskip("sklearn.base")
     assert base.is_regressor(RenewableHuberRegressor())
+
+
+# -------------------------------------------- parameters changed mid-stream (no set_params)
+# The estimator reuses the last validation while every parameter is the very same immutable
+# object; any change of object, or a parameter whose value could change in place, is validated
+# again before the next batch.
+MID_STREAM_BACKENDS = ["numpy", "native_cpu"]
+
+
+def _mid_stream_estimator(request, backend):
+    if backend == "native_cpu":
+        request.getfixturevalue("cpu_library")
+    return RenewableHuberRegressor(backend=backend, n_jobs=1 if backend == "native_cpu" else None)
+
+
+@pytest.mark.parametrize("backend", MID_STREAM_BACKENDS)
+@pytest.mark.parametrize(("name", "value", "message"), BAD_PARAMS)
+def test_invalid_parameter_set_mid_stream_is_rejected_at_the_next_batch(
+    request, backend, name, value, message
+):
+    estimator = _mid_stream_estimator(request, backend).partial_fit(X, Y)
+    estimator.partial_fit(X, Y)
+    good = getattr(estimator, name)
+    coef = estimator.coef_.copy()
+    setattr(estimator, name, value)
+    with pytest.raises(ValidationError, match=message):
+        estimator.partial_fit(X, Y)
+    assert estimator.n_samples_seen_ == 12
+    np.testing.assert_array_equal(estimator.coef_, coef)
+    setattr(estimator, name, good)
+    estimator.partial_fit(X, Y)
+    assert estimator.n_samples_seen_ == 18
+
+
+class _TunableFloat(float):
+    """A float whose value as a number (float(x)) can change after it was stored."""
+
+    def __new__(cls, value):
+        instance = super().__new__(cls, value)
+        instance.value = value
+        return instance
+
+    def __float__(self):
+        return float(self.value)
+
+
+@pytest.mark.parametrize("backend", MID_STREAM_BACKENDS)
+def test_a_parameter_that_can_change_in_place_is_validated_at_every_batch(request, backend):
+    estimator = _mid_stream_estimator(request, backend)
+    estimator.tau = _TunableFloat(1.345)
+    estimator.partial_fit(X, Y).partial_fit(X, Y)
+    estimator.tau.value = float("nan")
+    with pytest.raises(ValidationError, match="tau must be a finite real number > 0"):
+        estimator.partial_fit(X, Y)
+    assert estimator.n_samples_seen_ == 12
+
+
+@pytest.mark.parametrize("backend", MID_STREAM_BACKENDS)
+def test_valid_parameters_changed_mid_stream_apply_from_the_next_batch(request, backend):
+    estimator = _mid_stream_estimator(request, backend).partial_fit(X, Y)
+    assert estimator.diagnostics_["lambda_value"] == 0.0
+    estimator.penalty = "l1"
+    estimator.lambda_scale = 2.0
+    estimator.tau = 0.9
+    estimator.partial_fit(X, Y)
+    # spec/ALGORITHM.md: lambda = lambda_scale * tau * sqrt(ln(max(p, 2)) / N), N = 12 rows.
+    expected = 2.0 * 0.9 * np.sqrt(np.log(2.0) / 12.0)
+    assert estimator.diagnostics_["lambda_value"] == pytest.approx(expected, rel=1e-12)
+    estimator.max_iter = 1
+    estimator.lambda_scale = 0.5
+    estimator.partial_fit(X, Y)
+    assert estimator.n_iter_ <= 1
+    expected = 0.5 * 0.9 * np.sqrt(np.log(2.0) / 18.0)
+    assert estimator.diagnostics_["lambda_value"] == pytest.approx(expected, rel=1e-12)
+    estimator.penalty = "none"
+    estimator.partial_fit(X, Y)
+    assert estimator.diagnostics_["lambda_value"] == 0.0

@@ -154,6 +154,27 @@ def test_bad_n_jobs_is_refused(n_jobs):
         backend_for(2, n_jobs=n_jobs)
 
 
+# ------------------------------------------------------------------- states handed back
+def test_each_update_returns_a_fresh_state_that_later_batches_never_touch():
+    p = 3
+    backend = backend_for(p)
+    first, _ = backend.update(*batch(1, 80, p), None, config_for(p))
+    kept = (first.coefficients.copy(), first.information.copy())
+    second, _ = backend.update(*batch(2, 80, p), None, config_for(p))
+    np.testing.assert_array_equal(first.coefficients, kept[0])
+    np.testing.assert_array_equal(first.information, kept[1])
+    assert not np.array_equal(second.coefficients, first.coefficients)
+    for state in (first, second):
+        assert state.coefficients.shape == (p + 1,) and state.coefficients.dtype == np.float64
+        assert state.information.shape == (p + 1, p + 1) and state.information.flags.c_contiguous
+        assert not np.shares_memory(state.coefficients, state.information)
+    assert not np.shares_memory(first.information, second.information)
+    # The engine's own copy agrees with what update() handed back (the layout against the
+    # reference is test_native_cpu_reference's).
+    assert_states_equal(backend.state(), second)
+    backend.close()
+
+
 # ------------------------------------------------------------ engine refusals, state intact
 def _refusal_leaves_state(backend: NativeBackend, action, error_type, *fragments):
     before = backend.state()

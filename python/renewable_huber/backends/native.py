@@ -44,6 +44,18 @@ KINDS = ("native_cpu", "native_cuda")
 _HOST_DEVICE_ID = -1
 
 
+def _header(struct_type) -> dict[str, int]:
+    """abi_version and struct_size of `struct_type`, as _abi.make fills them in."""
+    return {"abi_version": _abi.ABI_VERSION, "struct_size": ctypes.sizeof(struct_type)}
+
+
+# The structs built for every batch skip _abi.make's field-name checks (their fields are
+# spelled once, below, and covered by the tests); the header is the same.
+_HOST_BATCH_HEADER = _header(_abi.RhCudaHostBatch)
+_DEVICE_BATCH_HEADER = _header(_abi.RhCudaDeviceBatch)
+_HOST_STATE_HEADER = _header(_abi.RhCudaHostState)
+_DIAGNOSTICS_HEADER = _header(_abi.RhCudaDiagnostics)
+
 # The engines' refusals of NaN/Inf, by the batch struct's field: librh_cpu
 # (engines/cpu_c/src/batch_checks.c) writes "RhCudaHostBatch.x_design[3, 1] is nan: values must
 # be finite" or "RhCudaHostBatch.y[5] is inf: ..."; librh_cuda (engines/cuda/src/
@@ -176,6 +188,7 @@ class NativeBackend:
         _check_kind(kind)
         self._engine = None
         self._lock = threading.Lock()
+        self._config_cache = None  # (UpdateConfig, its RhCudaUpdateConfig), never handed out
         self.dtype = np.dtype(dtype)
         if self.dtype.name not in _abi.DTYPE_CODES:
             raise ValidationError(f"dtype must be float32 or float64, got {self.dtype}")
@@ -257,18 +270,28 @@ class NativeBackend:
             )
         return _abi.make_update_config(config)
 
+    def _config_struct(self, config: UpdateConfig):
+        # The estimator passes the same UpdateConfig object while nothing changed; the engine
+        # only reads the struct (const), and this one is never handed out to be modified.
+        cached = self._config_cache
+        if cached is not None and cached[0] is config:
+            return cached[1]
+        cfg = self._update_config(config)
+        self._config_cache = (config, cfg)
+        return cfg
+
     def _new_state_buffers(self):
         # Fresh arrays per batch: a state returned earlier must never be overwritten by a later
-        # batch (the estimator may keep it, e.g. as state_).
+        # batch (the estimator may keep it, e.g. as state_). One allocation holds both.
         P = self.n_parameters
-        coefficients = np.empty(P, dtype=self.dtype)
-        information = np.empty((P, P), dtype=self.dtype)
-        out = _abi.make(
-            _abi.RhCudaHostState,
-            coefficients=coefficients.ctypes.data,
-            information=information.ctypes.data,
+        flat = np.empty(P + P * P, dtype=self.dtype)
+        address = flat.ctypes.data
+        out = _abi.RhCudaHostState(
+            **_HOST_STATE_HEADER,
+            coefficients=address,
+            information=address + P * flat.itemsize,
         )
-        return coefficients, information, out
+        return flat[:P], flat[P:].reshape(P, P), out
 
     @staticmethod
     def _committed_state(coefficients, information, out) -> RenewableState:
@@ -328,7 +351,7 @@ class NativeBackend:
 
     def update(self, X, y, sample_weight, config: UpdateConfig):
         """One batch; returns (host RenewableState, Diagnostics). Transactional."""
-        cfg = self._update_config(config)
+        cfg = self._config_struct(config)
         try:
             if self._is_device_input(X):
                 result = self._update_device(X, y, sample_weight, cfg, config.n_features_in)
@@ -357,8 +380,8 @@ class NativeBackend:
                 batch_weight = float(np.sum(sample_weight, dtype=np.float64))
             if not math.isfinite(batch_weight):
                 _refuse_nonfinite_weights(sample_weight)
-        batch = _abi.make(
-            _abi.RhCudaHostBatch,
+        batch = _abi.RhCudaHostBatch(
+            **_HOST_BATCH_HEADER,
             x_design=X.ctypes.data,
             y=y.ctypes.data,
             sample_weight=weights_pointer,
@@ -366,7 +389,7 @@ class NativeBackend:
             n_columns=p,
             batch_weight=batch_weight,
         )
-        diagnostics = _abi.make(_abi.RhCudaDiagnostics)
+        diagnostics = _abi.RhCudaDiagnostics(**_DIAGNOSTICS_HEADER)
         coefficients, information, out = self._new_state_buffers()
         self._call(
             "rh_cuda_engine_update_host_with_state",
@@ -389,7 +412,7 @@ class NativeBackend:
         )
 
     def _update_device(self, X, y, sample_weight, cfg, p: int):
-        diagnostics = _abi.make(_abi.RhCudaDiagnostics)
+        diagnostics = _abi.RhCudaDiagnostics(**_DIAGNOSTICS_HEADER)
         coefficients, information, out = self._new_state_buffers()
         with self._borrow(X, "X", 2) as x_view, self._borrow(y, "y", 1) as y_view:
             n = x_view.shape[0]
@@ -417,8 +440,8 @@ class NativeBackend:
         return state, Diagnostics.from_fields(diagnostics)
 
     def _device_update_call(self, x_view, y_view, weights_pointer, batch_weight, cfg, diag, out, p):
-        batch = _abi.make(
-            _abi.RhCudaDeviceBatch,
+        batch = _abi.RhCudaDeviceBatch(
+            **_DEVICE_BATCH_HEADER,
             x_design=x_view.data_pointer,
             y=y_view.data_pointer,
             sample_weight=weights_pointer,
