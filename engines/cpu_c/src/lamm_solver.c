@@ -22,7 +22,8 @@ RhCudaStatus rh_solve_lamm(RhProblem* problem, RhSolveResult* result, RhErrorBuf
       for (int64_t j = 0; j < P; ++j) {
         /* The mask keeps the intercept unthresholded. */
         double threshold = problem->lambda / phi * ws->mask[j];
-        ws->candidate[j] = rh_soft_threshold(ws->beta[j] - ws->gradient[j] / phi, threshold);
+        ws->candidate[j] = rh_working_value(
+            problem, rh_soft_threshold(ws->beta[j] - ws->gradient[j] / phi, threshold));
         delta[j] = ws->candidate[j] - ws->beta[j];
         inner += ws->gradient[j] * delta[j];
         squared += delta[j] * delta[j];

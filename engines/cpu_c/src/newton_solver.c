@@ -40,7 +40,7 @@ RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorB
      * later acceptance would cost another pass. */
     for (int trial = 0; trial < 27; ++trial, t *= 0.5) {
       for (int64_t j = 0; j < P; ++j) {
-        ws->candidate[j] = ws->beta[j] - t * ws->step[j];
+        ws->candidate[j] = rh_working_value(problem, ws->beta[j] - t * ws->step[j]);
       }
       candidate_objective =
           rh_objective(problem, ws->candidate, ws->gradient_next, ws->curvature_next);

@@ -2,7 +2,8 @@
 
 #include "cpu_engine.h"
 
-/* f(beta) = [sum w rho(r) + delta' J delta / 2] / N - history . delta, and
+/* f(beta) = [sum w rho(r) + delta' J delta / 2] / N - history . delta (a float32 value for a
+ * float32 engine, see below), and
  * g(beta) = [-X'(w psi(r)) + J delta] / N - history, with delta = beta - beta0. J may be
  * asymmetric (restored), so J delta is used as is, never symmetrised. */
 double rh_objective(const RhProblem* problem, const double* beta, double* gradient,
@@ -28,6 +29,15 @@ double rh_objective(const RhProblem* problem, const double* beta, double* gradie
     if (gradient != NULL) {
       gradient[i] = (j_delta - gradient[i]) * inv_n - ws->history[i];
     }
+  }
+  if (problem->data.dtype == RH_CUDA_DTYPE_FLOAT32) {
+    /* The float32 rule (docs/decisions.md, "Float32 oracle"): the three reductions stay in
+     * double, each is rounded once to float, and f is assembled in float arithmetic in the
+     * reference's order. 0.5f * q is exact, so a contracted multiply-add rounds the same. */
+    const float l = (float)loss, q = (float)quadratic, h = (float)linear;
+    const float n = (float)problem->total_weight;
+    const float scaled = (l + 0.5f * q) / n;
+    return (double)(scaled - h);
   }
   return (loss + 0.5 * quadratic) * inv_n - linear;
 }

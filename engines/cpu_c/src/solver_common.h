@@ -23,6 +23,14 @@ static inline int rh_all_finite(const double* v, int64_t n) {
   return 1;
 }
 
+/* The float32 rule (docs/decisions.md, "Float32 oracle"): a float32 engine rounds every
+ * candidate coefficient vector to float (the stored dtype) before its objective, Delta and the
+ * convergence test, so a step below float32 resolution is exactly zero, as in the float32
+ * reference; rh_objective returns float32 values. Identity for float64. */
+static inline double rh_working_value(const RhProblem* problem, double v) {
+  return problem->data.dtype == RH_CUDA_DTYPE_FLOAT32 ? (double)(float)v : v;
+}
+
 static inline void rh_swap_buffers(double** a, double** b) {
   double* t = *a;
   *a = *b;

@@ -1,6 +1,6 @@
 /* Numerical behaviour pinned against independent expectations: least squares from the normal
  * equations, the virtual intercept, thread-count independence, the minimum-norm fallback,
- * weights as replication, and float32 against float64. */
+ * weights as replication, float32 against float64, and the float32 rule's exact zero steps. */
 #include "test_support.h"
 
 #if defined(_OPENMP)
@@ -305,6 +305,49 @@ static void test_float32_tracks_float64(void) {
   }
 }
 
+/* The float32 rule (docs/decisions.md, "Float32 oracle"): candidates are rounded to float and
+ * objectives are float32 values, so once LAMM's progress is below float32 resolution a
+ * rejection doubles phi until the step rounds to zero, Delta is exactly zero and the solver
+ * converges, as the float32 reference does. tol 3e-8 lies below what double-precision LAMM
+ * steps settle to on this stream (that rule ran to max_iter here); at tol >~ 1e-7 both stop
+ * normally. The result still tracks the float64 fit at an ordinary tolerance within the golden
+ * float32 tolerance. */
+static void test_float32_converges_below_float32_resolution(void) {
+  static float xf[N_STREAM * P_STREAM], yf[N_STREAM];
+  static double xd[N_STREAM * P_STREAM], yd[N_STREAM];
+  for (int k = 0; k < N_STREAM * P_STREAM; ++k) {
+    xf[k] = (float)SX[k];
+    xd[k] = (double)xf[k];
+  }
+  for (int i = 0; i < N_STREAM; ++i) {
+    yf[i] = (float)SY[i];
+    yd[i] = (double)yf[i];
+  }
+  for (int penalty = RH_CUDA_PENALTY_NONE; penalty <= RH_CUDA_PENALTY_L1; ++penalty) {
+    RhCudaUpdateConfig tight = rh_config(P_STREAM, penalty);
+    tight.tolerance = 3e-8;
+    tight.max_iter = 1000;
+    /* One batch, so the diagnostics fit_stream keeps are those of the only solve. */
+    Fit f32 = fit_stream(xf, yf, NULL, 3000, P_STREAM, P_STREAM, P_STREAM + 1, 3000, tight,
+                         RH_CUDA_DTYPE_FLOAT32);
+    CHECK_STATUS(f32.status, RH_CUDA_SUCCESS);
+    CHECK(f32.diagnostics.converged == 1);
+    CHECK(f32.diagnostics.iterations <= 100);
+    if (penalty == RH_CUDA_PENALTY_NONE) {
+      /* The reported objective is F itself, a float32 value. */
+      CHECK(f32.diagnostics.objective == (double)(float)f32.diagnostics.objective);
+    }
+    RhCudaUpdateConfig usual = rh_config(P_STREAM, penalty);
+    usual.tolerance = 1e-8;
+    Fit f64 = fit_stream(xd, yd, NULL, 3000, P_STREAM, P_STREAM, P_STREAM + 1, 3000, usual,
+                         RH_CUDA_DTYPE_FLOAT64);
+    CHECK_STATUS(f64.status, RH_CUDA_SUCCESS);
+    for (int j = 0; j <= P_STREAM; ++j) {
+      CHECK_CLOSE(f32.coefficients[j], f64.coefficients[j], 4e-4, 4e-5);
+    }
+  }
+}
+
 static void test_bounded_influence_of_one_outlier(void) {
   enum { N = 101 };
   static double x[N], y[N];
@@ -329,6 +372,7 @@ int main(void) {
   RUN_TEST(test_collinear_columns_use_minimum_norm_fallback);
   RUN_TEST(test_integer_weights_equal_row_replication);
   RUN_TEST(test_float32_tracks_float64);
+  RUN_TEST(test_float32_converges_below_float32_resolution);
   RUN_TEST(test_bounded_influence_of_one_outlier);
   return TEST_MAIN_RESULT();
 }
