@@ -3,14 +3,28 @@
 #include <cfloat>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "engine_error.hpp"
+#include "memory_access.hpp"
 
 namespace rh {
 
 namespace {
 
 constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
+// Idle resource sets kept per device; a destroy beyond that releases its set for real.
+constexpr size_t kMaxIdleSetsPerDevice = 4;
+// A pooled set keeps pinned buffers up to this size; larger ones are freed when it goes idle.
+constexpr size_t kMaxPooledPinnedBytes = size_t{64} << 20;
+// Freed device memory the engine pool keeps cached across synchronisations (beyond it, the
+// driver returns unused memory to the OS at the next synchronisation). Covers the workspaces of
+// every standard and large benchmark batch of one engine.
+constexpr uint64_t kPoolReleaseThreshold = uint64_t{1} << 30;
 
 InjectedFailure injected_failure_from_environment() {
   const char* value = std::getenv("RH_CUDA_TEST_INJECT_FAILURE");
@@ -25,6 +39,173 @@ void reserve_elems(GrowingBuffer& buffer, int64_t count, size_t elem, const char
          static_cast<long long>(count));
   }
   buffer.reserve(bytes > 0 ? bytes : elem, what);
+}
+
+}  // namespace
+
+// What one engine needs that is expensive to make, kept across engines of the same device. The
+// destructor really releases it; pooled sets are never destroyed (the pool lives until the
+// process exits, when the driver reclaims everything).
+struct ResourceSet {
+  int device = -1;
+  cudaMemPool_t memory = nullptr;  // the device's engine pool (null: cudaMalloc)
+  cudaStream_t stream = nullptr;
+  cudaEvent_t chunk_events[2] = {nullptr, nullptr};
+  cublasHandle_t blas = nullptr;
+  cusolverDnHandle_t solver = nullptr;
+  gesvdjInfo_t svd_params = nullptr;  // never modified by the engine: default tolerance, sweeps
+  GrowingBuffer blas_work;
+  GrowingBuffer host_scalars{MemoryKind::PinnedHost};
+  GrowingBuffer host_state{MemoryKind::PinnedHost};
+  GrowingBuffer host_chunks[2] = {GrowingBuffer{MemoryKind::PinnedHost},
+                                  GrowingBuffer{MemoryKind::PinnedHost}};
+  // cuSOLVER's workspace answer for the last P (a function of P alone on one device).
+  int64_t solver_sized_for = -1;
+  int solver_work_elems = 0;
+
+  ResourceSet() = default;
+  ResourceSet(const ResourceSet&) = delete;
+  ResourceSet& operator=(const ResourceSet&) = delete;
+  ~ResourceSet() {
+    if (stream != nullptr) cudaStreamSynchronize(stream);
+    if (svd_params != nullptr) cusolverDnDestroyGesvdjInfo(svd_params);
+    if (solver != nullptr) cusolverDnDestroy(solver);
+    if (blas != nullptr) cublasDestroy(blas);
+    blas_work.reset();
+    if (stream != nullptr) cudaStreamSynchronize(stream);
+    for (cudaEvent_t event : chunk_events) {
+      if (event != nullptr) cudaEventDestroy(event);
+    }
+    if (stream != nullptr) cudaStreamDestroy(stream);
+    // The pinned buffers free themselves (cudaFreeHost) as members.
+  }
+
+  // The pinned buffers and the cuBLAS workspace, which travel between the set and an engine.
+  template <class F>
+  void for_each_carried(Workspace& ws, F&& f) {
+    f(blas_work, ws.blas_work);
+    f(host_scalars, ws.host_scalars);
+    f(host_state, ws.host_state);
+    f(host_chunks[0], ws.host_chunks[0]);
+    f(host_chunks[1], ws.host_chunks[1]);
+  }
+};
+
+namespace {
+
+// The process-wide pool: idle resource sets per device and one stream-ordered memory pool per
+// device. One mutex guards both; creating a resource set happens outside it, so concurrent
+// creates on an empty pool do not serialise. Leaked on purpose: destroying CUDA objects from a
+// static destructor at exit races the runtime's own teardown.
+class ResourcePool {
+ public:
+  static ResourcePool& instance() {
+    static ResourcePool* pool = new ResourcePool();
+    return *pool;
+  }
+
+  // The most recently returned idle set of `device`, or null.
+  std::unique_ptr<ResourceSet> take(int device) {
+    for (;;) {
+      ResourceSet* found = nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
+          if ((*it)->device == device) {
+            found = *it;
+            idle_.erase(std::next(it).base());
+            break;
+          }
+        }
+      }
+      if (found == nullptr) return nullptr;
+      const cudaError_t alive = cudaStreamQuery(found->stream);
+      if (alive == cudaSuccess || alive == cudaErrorNotReady) {
+        return std::unique_ptr<ResourceSet>(found);
+      }
+      // Its context is gone (cudaDeviceReset): every handle in it is dead and releasing them is
+      // not safe, so the set is dropped unreleased, and so is the device's memory pool.
+      (void)cudaGetLastError();
+      std::lock_guard<std::mutex> lock(mutex_);
+      memory_pools_.erase(device);
+    }
+  }
+
+  // Keeps a synchronised set for the next engine, or destroys it when `device` has enough idle.
+  void give_back(std::unique_ptr<ResourceSet> set) noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      size_t idle_here = 0;
+      for (const ResourceSet* s : idle_) idle_here += s->device == set->device ? 1 : 0;
+      if (idle_here < kMaxIdleSetsPerDevice) {
+        idle_.push_back(set.release());
+        return;
+      }
+    }
+    set.reset();
+  }
+
+  // The engines' stream-ordered pool on `device`, created on first use; null when the device
+  // has no memory-pool support (then buffers fall back to cudaMalloc).
+  cudaMemPool_t memory_pool(int device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = memory_pools_.find(device);
+    if (found != memory_pools_.end()) return found->second;
+    int supported = 0;
+    if (cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();
+      supported = 0;
+    }
+    cudaMemPool_t pool = nullptr;
+    if (supported != 0) {
+      cudaMemPoolProps props;
+      std::memset(&props, 0, sizeof props);
+      props.allocType = cudaMemAllocationTypePinned;
+      props.handleTypes = cudaMemHandleTypeNone;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = device;
+      check_cuda(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate");
+      uint64_t threshold = kPoolReleaseThreshold;
+      const cudaError_t rc =
+          cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+      if (rc != cudaSuccess) {
+        cudaMemPoolDestroy(pool);
+        check_cuda(rc, "cudaMemPoolSetAttribute (release threshold)");
+      }
+    }
+    memory_pools_.emplace(device, pool);
+    return pool;
+  }
+
+ private:
+  ResourcePool() = default;
+
+  std::mutex mutex_;
+  std::vector<ResourceSet*> idle_;  // owned
+  std::map<int, cudaMemPool_t> memory_pools_;
+};
+
+std::unique_ptr<ResourceSet> make_resource_set(int device) {
+  auto set = std::make_unique<ResourceSet>();
+  set->device = device;
+  set->memory = ResourcePool::instance().memory_pool(device);
+  check_cuda(cudaStreamCreateWithFlags(&set->stream, cudaStreamNonBlocking),
+             "cudaStreamCreateWithFlags");
+  for (cudaEvent_t& event : set->chunk_events) {
+    check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+  }
+  check_cublas(cublasCreate(&set->blas), "cublasCreate");
+  check_cusolver(cusolverDnCreate(&set->solver), "cusolverDnCreate");
+  check_cusolver(cusolverDnCreateGesvdjInfo(&set->svd_params), "cusolverDnCreateGesvdjInfo");
+  set->blas_work.bind(set->stream, set->memory);
+  // A fixed workspace keeps cuBLAS from allocating during graph capture.
+  set->blas_work.reserve(kBlasWorkspaceBytes, "cuBLAS workspace");
+  for (GrowingBuffer* pinned : {&set->host_scalars, &set->host_state, &set->host_chunks[0],
+                                &set->host_chunks[1]}) {
+    pinned->bind(set->stream, nullptr);
+  }
+  return set;
 }
 
 }  // namespace
@@ -55,23 +236,7 @@ void Engine::create(const RhCudaEngineOptions& options) {
   // counted. TF32 is only ever requested with float32 (rh_validate_options refuses float64).
   enabled_flags = requested_flags;
   injected = injected_failure_from_environment();
-
-  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  for (cudaEvent_t& event : chunk_events) {
-    check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
-  }
-  check_cublas(cublasCreate(&blas), "cublasCreate");
-  check_cublas(cublasSetStream(blas, stream), "cublasSetStream");
-  // A fixed workspace keeps cuBLAS from allocating during graph capture.
-  reserve_elems(ws.blas_work, static_cast<int64_t>(kBlasWorkspaceBytes), 1, "cuBLAS workspace");
-  check_cublas(cublasSetWorkspace(blas, ws.blas_work.data(), kBlasWorkspaceBytes),
-               "cublasSetWorkspace");
-  if (enabled_flags & RH_CUDA_ENGINE_FLAG_FAST_MATH) {
-    check_cublas(cublasSetMathMode(blas, CUBLAS_TF32_TENSOR_OP_MATH), "cublasSetMathMode");
-  }
-  check_cusolver(cusolverDnCreate(&solver), "cusolverDnCreate");
-  check_cusolver(cusolverDnSetStream(solver, stream), "cusolverDnSetStream");
-  check_cusolver(cusolverDnCreateGesvdjInfo(&svd_params), "cusolverDnCreateGesvdjInfo");
+  configure_staging(*this);
 
   int64_t PP = 0;
   if (rh_mul_i64(P, P, &PP) != 0) {
@@ -84,6 +249,43 @@ void Engine::create(const RhCudaEngineOptions& options) {
          "(cuSOLVER takes 32-bit sizes for P x P)",
          static_cast<long long>(P));
   }
+
+  // An idle set of this device, or a new one. From here release() hands it back.
+  std::unique_ptr<ResourceSet> set = ResourcePool::instance().take(device);
+  if (set == nullptr) set = make_resource_set(device);
+  resources = set.release();
+  stream = resources->stream;
+  chunk_events[0] = resources->chunk_events[0];
+  chunk_events[1] = resources->chunk_events[1];
+  blas = resources->blas;
+  solver = resources->solver;
+  svd_params = resources->svd_params;
+  resources->for_each_carried(ws, [](GrowingBuffer& pooled, GrowingBuffer& mine) {
+    mine.swap(pooled);
+  });
+  ws.for_each([&](GrowingBuffer& b) {
+    if (b.kind() == MemoryKind::Device) b.bind(stream, resources->memory);
+  });
+  for (CommittedState* state : {&committed, &scratch}) {
+    state->coefficients.bind(stream, resources->memory);
+    state->information.bind(stream, resources->memory);
+  }
+
+  // Everything a previous engine may have changed on the handles goes back to this engine's
+  // settings: a FAST_MATH engine's TF32 mode must never reach a strict one. cublasSetStream
+  // also drops the user workspace, so the workspace is set after it.
+  check_cublas(cublasSetStream(blas, stream), "cublasSetStream");
+  check_cublas(cublasSetWorkspace(blas, ws.blas_work.data(), ws.blas_work.capacity()),
+               "cublasSetWorkspace");
+  check_cublas(cublasSetMathMode(blas, (enabled_flags & RH_CUDA_ENGINE_FLAG_FAST_MATH)
+                                           ? CUBLAS_TF32_TENSOR_OP_MATH
+                                           : CUBLAS_DEFAULT_MATH),
+               "cublasSetMathMode");
+  check_cublas(cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
+  check_cublas(cublasSetAtomicsMode(blas, CUBLAS_ATOMICS_NOT_ALLOWED), "cublasSetAtomicsMode");
+  check_cublas(cublasSetSmCountTarget(blas, 0), "cublasSetSmCountTarget");
+  check_cusolver(cusolverDnSetStream(solver, stream), "cusolverDnSetStream");
+
   for (GrowingBuffer* b : {&ws.beta, &ws.beta0, &ws.dir, &ws.grad, &ws.jdelta, &ws.jdir,
                            &ws.singular_values, &ws.svd_scratch}) {
     reserve_elems(*b, P, sizeof(double), "P-vector");
@@ -105,23 +307,31 @@ void Engine::create(const RhCudaEngineOptions& options) {
   reserve_elems(ws.row_partials, int64_t{kMaxRowBlocks} * 2, sizeof(double), "row partials");
   reserve_elems(ws.host_scalars, 2, sizeof(DeviceScalars), "status block");
   reserve_elems(ws.host_state, P + PP, elem_size, "exported state");
+  // A pooled status block still holds the previous engine's last status.
+  std::memset(ws.host_scalars.data(), 0, ws.host_scalars.capacity());
 
-  const int n = static_cast<int>(P);
-  int potrf_work = 0, getrf_work = 0, svd_work = 0;
-  double* H = ws.hessian.as<double>();
-  check_cusolver(cusolverDnDpotrf_bufferSize(solver, CUBLAS_FILL_MODE_UPPER, n, H, n, &potrf_work),
-                 "cusolverDnDpotrf_bufferSize");
-  check_cusolver(cusolverDnDgetrf_bufferSize(solver, n, n, H, n, &getrf_work),
-                 "cusolverDnDgetrf_bufferSize");
-  check_cusolver(cusolverDnDgesvdj_bufferSize(solver, CUSOLVER_EIG_MODE_VECTOR, 0, n, n, H, n,
-                                              ws.singular_values.as<double>(),
-                                              ws.left_vectors.as<double>(), n,
-                                              ws.right_vectors.as<double>(), n, &svd_work,
-                                              svd_params),
-                 "cusolverDnDgesvdj_bufferSize");
-  solver_work_elems = potrf_work;
-  if (getrf_work > solver_work_elems) solver_work_elems = getrf_work;
-  if (svd_work > solver_work_elems) solver_work_elems = svd_work;
+  if (resources->solver_sized_for != P) {
+    const int n = static_cast<int>(P);
+    int potrf_work = 0, getrf_work = 0, svd_work = 0;
+    double* H = ws.hessian.as<double>();
+    check_cusolver(
+        cusolverDnDpotrf_bufferSize(solver, CUBLAS_FILL_MODE_UPPER, n, H, n, &potrf_work),
+        "cusolverDnDpotrf_bufferSize");
+    check_cusolver(cusolverDnDgetrf_bufferSize(solver, n, n, H, n, &getrf_work),
+                   "cusolverDnDgetrf_bufferSize");
+    check_cusolver(cusolverDnDgesvdj_bufferSize(solver, CUSOLVER_EIG_MODE_VECTOR, 0, n, n, H, n,
+                                                ws.singular_values.as<double>(),
+                                                ws.left_vectors.as<double>(), n,
+                                                ws.right_vectors.as<double>(), n, &svd_work,
+                                                svd_params),
+                   "cusolverDnDgesvdj_bufferSize");
+    int elems = potrf_work;
+    if (getrf_work > elems) elems = getrf_work;
+    if (svd_work > elems) elems = svd_work;
+    resources->solver_work_elems = elems;
+    resources->solver_sized_for = P;
+  }
+  solver_work_elems = resources->solver_work_elems;
   reserve_elems(ws.solver_work, solver_work_elems > 0 ? solver_work_elems : 1, sizeof(double),
                 "cuSOLVER workspace");
 
@@ -137,19 +347,37 @@ void Engine::create(const RhCudaEngineOptions& options) {
 }
 
 void Engine::release() noexcept {
-  if (stream != nullptr) cudaStreamSynchronize(stream);
-  if (svd_params != nullptr) cusolverDnDestroyGesvdjInfo(svd_params);
-  if (solver != nullptr) cusolverDnDestroy(solver);
-  if (blas != nullptr) cublasDestroy(blas);
-  for (cudaEvent_t& event : chunk_events) {
-    if (event != nullptr) cudaEventDestroy(event);
-    event = nullptr;
+  if (resources == nullptr) return;
+  std::unique_ptr<ResourceSet> set(resources);
+  resources = nullptr;
+  // The pinned buffers and the cuBLAS workspace go back with the set; every other buffer is
+  // freed in stream order, after whatever is still queued on the stream.
+  set->for_each_carried(ws, [](GrowingBuffer& pooled, GrowingBuffer& mine) {
+    mine.swap(pooled);
+  });
+  ws.for_each([](GrowingBuffer& b) { b.reset(); });
+  for (CommittedState* state : {&committed, &scratch}) {
+    state->coefficients.reset();
+    state->information.reset();
   }
-  if (stream != nullptr) cudaStreamDestroy(stream);
-  svd_params = nullptr;
-  solver = nullptr;
-  blas = nullptr;
+  // Once the stream has drained, the frees above are complete: any stream may reuse the memory.
+  const cudaError_t drained = cudaStreamSynchronize(stream);
   stream = nullptr;
+  blas = nullptr;
+  solver = nullptr;
+  svd_params = nullptr;
+  chunk_events[0] = chunk_events[1] = nullptr;
+  if (drained != cudaSuccess) {
+    // A failed stream (or a device error) is not handed to the next engine.
+    (void)cudaGetLastError();
+    set.reset();
+    return;
+  }
+  for (GrowingBuffer* pinned : {&set->host_scalars, &set->host_state, &set->host_chunks[0],
+                                &set->host_chunks[1]}) {
+    if (pinned->capacity() > kMaxPooledPinnedBytes) pinned->reset();
+  }
+  ResourcePool::instance().give_back(std::move(set));
 }
 
 void Engine::synchronize() { check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); }

@@ -1,6 +1,12 @@
 // The engine behind the opaque RhCudaEngine handle: one device, one non-blocking stream with
 // cuBLAS/cuSOLVER bound to it, the committed state on the device, and workspaces that grow to
 // the largest batch seen.
+//
+// The expensive per-engine resources (stream, events, cuBLAS handle and workspace, cuSOLVER
+// handle, gesvdj info, pinned host buffers) come from a process-wide pool of idle sets per device
+// (engine.cu): destroy returns them, create takes them back. Device workspaces and the state come
+// from the stream-ordered allocator (device_buffer.hpp). Thread safety: engines may be created and
+// destroyed from several threads at once; one engine is used by one thread at a time.
 #pragma once
 
 #include <cublas_v2.h>
@@ -18,6 +24,13 @@ namespace rh {
 // Failure injection for the rollback tests, chosen by RH_CUDA_TEST_INJECT_FAILURE at engine
 // creation ("cusolver": the linear solve fails as cuSOLVER would).
 enum class InjectedFailure { None, Cusolver };
+
+// How host input reaches the device, chosen by RH_CUDA_STAGING at engine creation (for A/B
+// measurements): Pinned (default) copies through the engine's pinned chunks with several host
+// threads; Plain hands the caller's pageable memory to cudaMemcpyAsync directly.
+enum class StagingMode { Pinned, Plain };
+
+struct ResourceSet;  // the pooled per-device resources (engine.cu)
 
 struct CommittedState {
   GrowingBuffer coefficients;  // P values of the engine dtype
@@ -45,7 +58,24 @@ struct Workspace {
   GrowingBuffer host_state{MemoryKind::PinnedHost};
   GrowingBuffer host_chunks[2] = {GrowingBuffer{MemoryKind::PinnedHost},
                                   GrowingBuffer{MemoryKind::PinnedHost}};
+
+  // Every member exactly once (binding to the engine stream, release); the static_assert below
+  // fails to compile when a member is added without being listed here.
+  template <class F>
+  void for_each(F&& f) {
+    for (GrowingBuffer* b :
+         {&beta, &beta0, &dir, &grad, &jdelta, &jdir, &information64, &hessian, &gram, &xtu,
+          &singular_values, &left_vectors, &right_vectors, &svd_scratch, &pivots, &solver_info,
+          &solver_work, &blas_work, &candidates, &candidate_deltas, &candidate_jdeltas,
+          &trial_terms, &scalars, &trial_partials, &x_stage, &y_stage, &w_stage, &residual,
+          &score, &scaled_rows, &row_partials, &gram_partials, &prediction_stage, &host_scalars,
+          &host_state, &host_chunks[0], &host_chunks[1]}) {
+      f(*b);
+    }
+  }
 };
+static_assert(sizeof(Workspace) == 37 * sizeof(GrowingBuffer),
+              "Workspace gained or lost a member: list it in Workspace::for_each and update 37");
 
 struct GraphCounters {
   uint64_t captures = 0;
@@ -54,6 +84,11 @@ struct GraphCounters {
 };
 
 struct Engine {
+  Engine() = default;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+  ~Engine() { release(); }
+
   int device = 0;
   int32_t dtype = RH_CUDA_DTYPE_FLOAT64;
   size_t elem_size = sizeof(double);
@@ -67,6 +102,9 @@ struct Engine {
   gesvdjInfo_t svd_params = nullptr;
   cudaEvent_t chunk_events[2] = {nullptr, nullptr};
   int solver_work_elems = 0;
+  StagingMode staging = StagingMode::Pinned;
+  int staging_threads = 1;  // host threads that copy one pinned chunk (the caller included)
+  ResourceSet* resources = nullptr;  // leased from the pool; returned by release()
   CommittedState committed;
   CommittedState scratch;  // the next state is built here and swapped in on success
   Workspace ws;
@@ -76,6 +114,8 @@ struct Engine {
   double dtype_epsilon() const;
 
   void create(const RhCudaEngineOptions& options);
+  // Frees the device buffers on the stream, waits for it, and returns the resource set to the
+  // pool (or destroys it when the pool is full or the stream failed). Idempotent.
   void release() noexcept;
   void synchronize();
 };

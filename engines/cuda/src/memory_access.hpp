@@ -8,9 +8,16 @@
 
 namespace rh {
 
-// Queues a copy of `bytes` host bytes to device memory `dst` on the engine stream. Pageable
-// memory goes through two pinned chunks so the CPU copy of one chunk overlaps the DMA of the
-// other; the call returns once the last chunk is queued.
+// Reads the staging settings at engine creation: RH_CUDA_STAGING = pinned (default) | plain,
+// RH_CUDA_STAGING_THREADS = 1..64 host threads per chunk copy (default: up to 8, never more
+// than the CPUs this process may run on). Both exist for A/B measurements; an unknown value is
+// INVALID_ARGUMENT naming the variable.
+void configure_staging(Engine& e);
+
+// Queues a copy of `bytes` host bytes to device memory `dst` on the engine stream; the caller's
+// memory is no longer read once this returns. Pinned staging copies pageable memory into two
+// pinned chunks, each chunk split over several host threads, so the CPU copy of one chunk
+// overlaps the DMA of the other; plain staging passes the pageable memory to cudaMemcpyAsync.
 void stage_to_device(Engine& e, void* dst, const void* src, size_t bytes);
 
 // INVALID_ARGUMENT naming `field` unless `ptr` is device (or managed) memory on e's device.
