@@ -1,8 +1,10 @@
 """native_cpu computes what the NumPy reference core computes, on randomised streams.
 
 Tolerances (GOLDEN.md): float64 coefficients, information, objective, lambda and bandwidth
-within rtol 2e-8 / atol 3e-9; float32 coefficients and predictions within rtol 4e-4. Iteration
-counts may differ near the stopping tolerance; differences are printed, not hidden.
+within rtol 2e-8 / atol 3e-9; float32 coefficients and predictions within rtol 4e-4 of the
+float64 computation on the same data, plus the float32 flat-optimum radius (a float32 engine
+decides on float32 values, docs/decisions.md "Float32 oracle"). Iteration counts may differ
+near the stopping tolerance; differences are printed, not hidden.
 """
 
 from __future__ import annotations
@@ -66,19 +68,21 @@ def _scaled_atol(rtol: float, reference: np.ndarray) -> float:
     return rtol * max(1.0, float(np.max(np.abs(reference))))
 
 
-def _assert_float32_close(actual, reference, what: str):
+def _assert_float32_close(actual, reference, what: str, slack: float = 0.0):
     reference = np.asarray(reference, dtype=np.float64)
     np.testing.assert_allclose(
-        actual, reference, rtol=4e-4, atol=_scaled_atol(4e-4, reference), err_msg=what
+        actual, reference, rtol=4e-4, atol=_scaled_atol(4e-4, reference) + slack, err_msg=what
     )
 
 
-def _flat_radius(ref_state, config) -> float:
-    """How far apart two correct float64 engines may stop: 10 sqrt(eps cond(H)) (1 + ||beta||).
-    sqrt(eps cond(H)) is an order-of-magnitude estimate; hypothesis found gaps up to 1.5x it
-    (p=203 and p=296, tau=0.8, first batches of 2P+5 rows), hence the factor 10. A real
-    engine error (a wrong term, a wrong weight) is orders of magnitude larger."""
-    eps = np.finfo(np.float64).eps
+def _flat_radius(ref_state, config, dtype=np.float64) -> float:
+    """How far apart two correct engines deciding on `dtype` values may stop:
+    10 sqrt(eps cond(H)) (1 + ||beta||), eps of that dtype. sqrt(eps cond(H)) is an
+    order-of-magnitude estimate; hypothesis found float64 gaps up to 1.5x it (p=203 and p=296,
+    tau=0.8, first batches of 2P+5 rows), hence the factor 10. float32 (measured on 1089
+    batches of these streams against the float64 core): native_cpu up to 2.7x, the float32
+    core itself up to 7.3x. A real engine error (a wrong term, a wrong weight) is far larger."""
+    eps = np.finfo(dtype).eps
     beta = ref_state.coefficients
     hessian = ref_state.information / ref_state.weight_sum + config.ridge * np.eye(beta.size)
     return float(10.0 * np.sqrt(eps * np.linalg.cond(hessian)) * (1.0 + np.linalg.norm(beta)))
@@ -159,24 +163,39 @@ def compare(batches, config, dtype, native, reference, predictions, reference64=
             np.testing.assert_allclose(state.previous_lambda, ref_state.previous_lambda, **tolerance)
             continue
         ref64_state = reference64[index][0]
-        _assert_float32_close(state.coefficients, ref64_state.coefficients, "vs float64 core")
-        # The float32 core is not asserted against: it computes residuals and objectives in
-        # float32, so near the optimum its line search (plain non-increase) and LAMM acceptance
-        # (1e-12 slack) decide on rounding noise and it stops up to ~sqrt(eps32) (1 + ||beta||)
-        # away (seen: 1.7e-3 relative at tau=3, ridge 1e-4). The engine accumulates in double
-        # and tracks the float64 answer on the same float32 data, asserted above; the gap to
-        # the float32 core is reported.
+        # Both float32 computations decide line searches, LAMM acceptance and steps on float32
+        # values (the engine: candidates rounded to float, f assembled in float from double
+        # reductions; the core: float32 throughout, residual rounding noise included), so near
+        # the optimum both stop where float32 no longer resolves progress, up to
+        # ~sqrt(eps32 cond(H)) (1 + ||beta||) from the float64 answer (seen: 5e-3 relative,
+        # p=41 L1). Which side of that radius each lands on is a rounding decision, so the
+        # engine is asserted against the float64 computation within the golden tolerance plus
+        # the float32 radius, and the gap to the float32 core is reported.
+        ref64_beta = ref64_state.coefficients
+        _assert_float32_close(
+            state.coefficients, ref64_beta, "vs float64 core",
+            slack=_flat_radius(ref64_state, config, np.float32),
+        )
+        scale = max(1.0, float(np.max(np.abs(ref64_beta))))
+        gap = np.max(np.abs(state.coefficients - ref64_beta))
+        if gap > 4e-4 * scale:
+            core_gap = np.max(np.abs(ref_state.coefficients - ref64_beta))
+            notes.append(f"batch {index}: {gap:.2e} from the float64 core, the float32 core "
+                         f"{core_gap:.2e} (scale {scale:.2f})")
         gap = np.max(np.abs(state.coefficients - ref_state.coefficients))
-        scale = max(1.0, float(np.max(np.abs(ref_state.coefficients))))
         if gap > 4e-4 * scale:
             notes.append(f"batch {index}: float32 core differs by {gap:.2e} (scale {scale:.2f})")
-        # Information is compared loosely in float32: a row whose residual sits in a curvature
-        # transition zone (|r| near tau +- h) gets a curvature weight that moves linearly with
-        # its residual, and float32 residuals of the engine (double accumulation) and of the
-        # reference (float32 throughout) differ there, so single entries can differ far more
-        # than the coefficients do.
+        # The information then differs through the rows whose curvature weight moved with their
+        # residual, |dc_i| <= |x_i . d| / (2h) (d the coefficient gap), as in
+        # _flat_optimum_checks, carried over the batches, plus float32 storage rounding.
+        X, _, w = batches[index]
+        design = core.design_matrix(np, X.astype(np.float64), config.fit_intercept)
+        weights = np.ones(design.shape[0]) if w is None else w.astype(np.float64)
+        moved = np.abs(design @ (state.coefficients - ref64_beta)) / (2.0 * ref_diag.bandwidth)
+        info_slack += float(np.sum(weights * np.sum(design**2, axis=1) * moved))
+        reference_norm = np.linalg.norm(ref64_state.information)
         gap = np.linalg.norm(state.information - ref64_state.information)
-        assert gap <= 1e-2 * np.linalg.norm(ref64_state.information)
+        assert gap <= info_slack + 1e-5 * reference_norm
         np.testing.assert_allclose(diag.bandwidth, ref_diag.bandwidth, rtol=1e-6)
         np.testing.assert_allclose(diag.lambda_value, ref_diag.lambda_value, rtol=1e-6)
     oracle = reference if dtype == np.float64 else reference64
@@ -187,7 +206,10 @@ def compare(batches, config, dtype, native, reference, predictions, reference64=
         slack = 0.0 if strict else radius * float(np.max(np.linalg.norm(X_last, axis=1)))
         np.testing.assert_allclose(predictions, expected, rtol=2e-8, atol=3e-9 + slack)
     else:
-        np.testing.assert_allclose(predictions, expected, rtol=4e-4, atol=_scaled_atol(4e-4, expected))
+        slack = _flat_radius(oracle[-1][0], config, np.float32) * float(
+            np.max(np.linalg.norm(X_last, axis=1)))
+        np.testing.assert_allclose(predictions, expected, rtol=4e-4,
+                                   atol=_scaled_atol(4e-4, expected) + slack)
     for line in notes:
         print(f"native_cpu vs reference ({np.dtype(dtype).name}, {config.penalty}): {line}")
 
@@ -278,3 +300,27 @@ def test_wide_design_p300_with_weights_matches_reference(penalty):
     reference = run_reference(batches, config, dtype)
     native, predictions = run_native(batches, config, dtype)
     compare(batches, config, dtype, native, reference, predictions, strict=True)
+
+
+@pytest.mark.parametrize("penalty", ["none", "l1"])
+def test_float32_converges_like_reference_below_float32_resolution(penalty):
+    """tol 3e-8 asks for steps finer than float32 resolves near these coefficients. The float32
+    core converges anyway: once its progress is below float32 resolution, phi doubles (LAMM) or
+    t halves (Newton) until the step rounds to zero, and Delta = 0 passes any tol. The engine
+    decides on float32 values too (docs/decisions.md "Float32 oracle") and must converge the
+    same way, in about as many iterations, instead of running to max_iter on steps only double
+    precision can see."""
+    dtype = np.float32
+    config = UpdateConfig(
+        n_features_in=8, fit_intercept=True, tau=1.345, bandwidth_scale=1.0, tol=3e-8,
+        ridge=1e-8, max_iter=1000, penalty=penalty, lambda_scale=1.0,
+    )
+    batches = make_stream(11, 8, [600, 300, 300], dtype, weights=False)
+    reference = run_reference(batches, config, dtype)
+    as64 = [(X.astype(np.float64), y.astype(np.float64), None) for X, y, _ in batches]
+    reference64 = run_reference(as64, config, np.float64)
+    native, predictions = run_native(batches, config, dtype)
+    for (_, diag), (_, ref_diag) in zip(native, reference):
+        assert ref_diag.converged and diag.converged
+        assert diag.iterations <= 3 * ref_diag.iterations + 10
+    compare(batches, config, dtype, native, reference, predictions, reference64)
