@@ -5,7 +5,8 @@
  *
  * Both return x = A^+ b with the singular values of A below eps * P * sigma_max treated as
  * zero (docs/decisions.md, "Linear solve ladder"). Both use only ws->factor, ws->right_vectors
- * (P x P each), ws->singular_values and ws->scratch (P each); x must not alias any of them.
+ * (P x P each), ws->singular_values and ws->scratch (P each); x must not alias b or any of
+ * them.
  */
 #ifndef RH_DENSE_SOLVE_H
 #define RH_DENSE_SOLVE_H
