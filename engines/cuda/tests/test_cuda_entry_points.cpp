@@ -1,10 +1,21 @@
 // Every exported function of librh_cuda, and every way of calling it wrongly: each misuse
 // returns the documented status, names the offending field, and leaves the state untouched.
+// Also the engine lifecycle: engines made from pooled resources (sequentially, many alive at
+// once, from two threads) give a fresh engine's result bit for bit, a FAST_MATH engine's TF32
+// mode never reaches the strict engine that reuses its resources, and staged host input equals
+// device input bit for bit for every staging mode and thread count.
+//
+//   test_cuda_entry_points                       all of the above (also run under the sanitizers)
+//   test_cuda_entry_points --allocation-failure  ALLOCATION_FAILED from absurd but valid sizes
+//                                                (a separate ctest: compute-sanitizer reports the
+//                                                failed allocations themselves as errors)
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <thread>
 
 #include "test_support.hpp"
 
@@ -295,9 +306,482 @@ void test_restore_misuse(RhCudaEngine* e) {
   RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &out.view), RH_CUDA_INVALID_ARGUMENT);
 }
 
+// ------------------------------------------------------------------ lifecycle and pooling
+
+// One batch as raw bytes, so float32 and float64 cases share the code below.
+struct Case {
+  const char* name = "";
+  int32_t dtype = RH_CUDA_DTYPE_FLOAT64;
+  int64_t p = 0;
+  bool intercept = true;
+  uint64_t flags = 0;
+  int32_t penalty = RH_CUDA_PENALTY_NONE;
+  bool weighted = false;
+  int64_t n = 0;
+  std::vector<unsigned char> x, y, w;
+  double batch_weight = 0.0;
+
+  int64_t P() const { return p + (intercept ? 1 : 0); }
+  size_t elem() const { return dtype == RH_CUDA_DTYPE_FLOAT32 ? sizeof(float) : sizeof(double); }
+  RhCudaHostBatch view() const {
+    RhCudaHostBatch b{};
+    b.abi_version = RH_CUDA_ABI_VERSION;
+    b.struct_size = sizeof b;
+    b.x_design = x.data();
+    b.y = y.data();
+    b.sample_weight = weighted ? w.data() : nullptr;
+    b.n_rows = n;
+    b.n_columns = p;  // the engine appends the intercept column
+    b.batch_weight = batch_weight;
+    return b;
+  }
+  RhCudaUpdateConfig update_config() const { return config(p, penalty); }
+};
+
+template <class T>
+void fill_case(Case& c, uint64_t seed) {
+  Batch<T> b = make_batch<T>(seed, c.n, c.p, c.intercept, false);
+  auto bytes = [](const std::vector<T>& v) {
+    std::vector<unsigned char> out(v.size() * sizeof(T));
+    std::memcpy(out.data(), v.data(), out.size());
+    return out;
+  };
+  c.x = bytes(b.x);
+  c.y = bytes(b.y);
+  c.w = bytes(b.w);
+  c.batch_weight = b.view(c.weighted).batch_weight;
+}
+
+Case make_case(const char* name, int32_t dtype, int64_t n, int64_t p, bool intercept,
+               uint64_t flags, int32_t penalty, bool weighted, uint64_t seed) {
+  Case c;
+  c.name = name;
+  c.dtype = dtype;
+  c.n = n;
+  c.p = p;
+  c.intercept = intercept;
+  c.flags = flags;
+  c.penalty = penalty;
+  c.weighted = weighted;
+  if (dtype == RH_CUDA_DTYPE_FLOAT32) {
+    fill_case<float>(c, seed);
+  } else {
+    fill_case<double>(c, seed);
+  }
+  return c;
+}
+
+// What one update produced: the exported state and diagnostics as bits.
+struct Outcome {
+  RhCudaStatus status = RH_CUDA_INTERNAL_ERROR;
+  std::string error;
+  std::vector<unsigned char> coef, info;
+  RhCudaDiagnostics diag{};
+  int64_t n_seen = 0, batches = 0;
+  double lambda = 0.0, weight = 0.0;
+  uintptr_t stream = 0;
+};
+
+bool same_double(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+bool same_bits(const Outcome& a, const Outcome& b) {
+  return a.status == RH_CUDA_SUCCESS && b.status == RH_CUDA_SUCCESS && a.coef == b.coef &&
+         a.info == b.info && a.diag.iterations == b.diag.iterations &&
+         a.diag.converged == b.diag.converged &&
+         a.diag.used_regularized_fallback == b.diag.used_regularized_fallback &&
+         same_double(a.diag.objective, b.diag.objective) &&
+         same_double(a.diag.lambda_value, b.diag.lambda_value) &&
+         same_double(a.diag.bandwidth, b.diag.bandwidth) && a.n_seen == b.n_seen &&
+         a.batches == b.batches && same_double(a.lambda, b.lambda) &&
+         same_double(a.weight, b.weight);
+}
+
+void describe_mismatch(const char* what, const Case& c, const Outcome& got, const Outcome& want) {
+  std::fprintf(stderr, "  %s (%s): status %d/%d (%s), iterations %lld/%lld, objective %.17g/%.17g, "
+               "coefficients %s, information %s\n",
+               what, c.name, static_cast<int>(got.status), static_cast<int>(want.status),
+               got.error.c_str(), static_cast<long long>(got.diag.iterations),
+               static_cast<long long>(want.diag.iterations), got.diag.objective,
+               want.diag.objective, got.coef == want.coef ? "equal" : "DIFFER",
+               got.info == want.info ? "equal" : "DIFFER");
+}
+
+// Where the batch lives for update(): host memory, or device copies made by the caller.
+struct DeviceCopy {
+  void* x = nullptr;
+  void* y = nullptr;
+  void* w = nullptr;
+  explicit DeviceCopy(const Case& c) {
+    void** dst[3] = {&x, &y, &w};
+    const std::vector<unsigned char>* src[3] = {&c.x, &c.y, &c.w};
+    for (int i = 0; i < 3; ++i) {
+      if (cudaMalloc(dst[i], src[i]->size()) != cudaSuccess ||
+          cudaMemcpy(*dst[i], src[i]->data(), src[i]->size(), cudaMemcpyHostToDevice) !=
+              cudaSuccess) {
+        std::fprintf(stderr, "  device copy of %s failed\n", c.name);
+        ++failures();
+      }
+    }
+  }
+  ~DeviceCopy() {
+    cudaFree(x);
+    cudaFree(y);
+    cudaFree(w);
+  }
+  DeviceCopy(const DeviceCopy&) = delete;
+  DeviceCopy& operator=(const DeviceCopy&) = delete;
+};
+
+// One update of `c` on engine `e` (host input unless `device` is given), with the state export.
+Outcome update(RhCudaEngine* e, const Case& c, const DeviceCopy* device = nullptr) {
+  Outcome out;
+  const int64_t P = c.P();
+  out.coef.assign(static_cast<size_t>(P) * c.elem(), 0);
+  out.info.assign(static_cast<size_t>(P * P) * c.elem(), 0);
+  RhCudaHostState state{};
+  state.abi_version = RH_CUDA_ABI_VERSION;
+  state.struct_size = sizeof state;
+  state.coefficients = out.coef.data();
+  state.information = out.info.data();
+  out.diag = diagnostics();
+  const RhCudaUpdateConfig cfg = c.update_config();
+  RhCudaHostBatch hb = c.view();
+  if (device == nullptr) {
+    out.status = rh_cuda_engine_update_host_with_state(e, &hb, &cfg, &out.diag, &state);
+  } else {
+    RhCudaDeviceBatch db{};
+    std::memcpy(&db, &hb, sizeof db);
+    db.x_design = device->x;
+    db.y = device->y;
+    db.sample_weight = c.weighted ? device->w : nullptr;
+    out.status = rh_cuda_engine_update_device_with_state(e, &db, &cfg, &out.diag, &state);
+  }
+  if (out.status != RH_CUDA_SUCCESS) out.error = rh_cuda_engine_last_error(e);
+  out.n_seen = state.n_samples_seen;
+  out.batches = state.batch_count;
+  out.lambda = state.previous_lambda;
+  out.weight = state.weight_sum;
+  rh_cuda_engine_stream(e, &out.stream);
+  return out;
+}
+
+// A whole lifecycle: create, one update, destroy. Safe to call from several threads.
+Outcome fresh_fit(const Case& c) {
+  RhCudaEngineOptions o = options(c.dtype, c.P(), c.flags);
+  RhCudaEngine* e = nullptr;
+  Outcome out;
+  out.status = rh_cuda_engine_create(&o, &e);
+  if (out.status != RH_CUDA_SUCCESS) {
+    out.error = rh_cuda_last_error();
+    return out;
+  }
+  out = update(e, c);
+  const RhCudaStatus destroyed = rh_cuda_engine_destroy(e);
+  if (destroyed != RH_CUDA_SUCCESS && out.status == RH_CUDA_SUCCESS) {
+    out.status = destroyed;
+    out.error = rh_cuda_last_error();
+  }
+  return out;
+}
+
+std::vector<Case> lifecycle_cases() {
+  std::vector<Case> cases;
+  cases.push_back(make_case("f64 none p4+1", RH_CUDA_DTYPE_FLOAT64, 300, 4, true, 0,
+                            RH_CUDA_PENALTY_NONE, false, 21));
+  cases.push_back(make_case("f32 l1 graphs p16+1", RH_CUDA_DTYPE_FLOAT32, 4096, 16, true,
+                            RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS, RH_CUDA_PENALTY_L1, false, 22));
+  cases.push_back(make_case("f64 none graphs weighted p8", RH_CUDA_DTYPE_FLOAT64, 1000, 8, false,
+                            RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS, RH_CUDA_PENALTY_NONE, true, 23));
+  cases.push_back(make_case("f32 fast-math none p24+1", RH_CUDA_DTYPE_FLOAT32, 2048, 24, true,
+                            RH_CUDA_ENGINE_FLAG_FAST_MATH, RH_CUDA_PENALTY_NONE, false, 24));
+  return cases;
+}
+
+void test_engines_from_pooled_resources_match_fresh_ones() {
+  const std::vector<Case> cases = lifecycle_cases();
+  std::vector<Outcome> reference;
+  for (const Case& c : cases) {
+    reference.push_back(fresh_fit(c));
+    RH_CHECK_STATUS(reference.back().status, RH_CUDA_SUCCESS);
+  }
+  // Sequential create/update/destroy, alternating shapes, dtypes and flags, so every engine is
+  // made from a set another kind of engine just returned.
+  int reused_stream = 0;
+  uintptr_t last_stream = 0;
+  for (int round = 0; round < 24; ++round) {
+    const size_t k = static_cast<size_t>(round) % cases.size();
+    const Outcome got = fresh_fit(cases[k]);
+    if (!same_bits(got, reference[k])) {
+      describe_mismatch("sequential lifecycle", cases[k], got, reference[k]);
+      ++failures();
+    }
+    reused_stream += got.stream == last_stream ? 1 : 0;
+    last_stream = got.stream;
+  }
+  // With nothing else running, the set a destroy returned is the one the next create takes.
+  RH_CHECK(reused_stream >= 20);
+
+  // More engines alive at once than the pool keeps idle: the surplus is released for real on
+  // destroy, and the engines made afterwards still match.
+  for (int wave = 0; wave < 2; ++wave) {
+    std::vector<RhCudaEngine*> alive;
+    for (size_t i = 0; i < 7; ++i) {
+      const Case& c = cases[i % cases.size()];
+      RhCudaEngineOptions o = options(c.dtype, c.P(), c.flags);
+      RhCudaEngine* e = nullptr;
+      RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+      if (e != nullptr) alive.push_back(e);
+    }
+    for (size_t i = 0; i < alive.size(); ++i) {
+      const Case& c = cases[i % cases.size()];
+      const Outcome got = update(alive[i], c);
+      if (!same_bits(got, reference[i % cases.size()])) {
+        describe_mismatch("many engines alive", c, got, reference[i % cases.size()]);
+        ++failures();
+      }
+    }
+    for (RhCudaEngine* e : alive) RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
+  }
+  // An engine that failed an update is returned to the pool too; the next one must not notice.
+  {
+    RhCudaEngineOptions o = options(cases[0].dtype, cases[0].P(), cases[0].flags);
+    RhCudaEngine* e = nullptr;
+    RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+    if (e != nullptr) {
+      Case bad = cases[0];
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      std::memcpy(bad.x.data() + 5 * bad.elem(), &nan, sizeof nan);
+      const Outcome refused = update(e, bad);
+      RH_CHECK(refused.status == RH_CUDA_INVALID_ARGUMENT);
+      RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
+    }
+    const Outcome got = fresh_fit(cases[0]);
+    if (!same_bits(got, reference[0])) {
+      describe_mismatch("after a refused update", cases[0], got, reference[0]);
+      ++failures();
+    }
+  }
+  std::printf("pooled lifecycle: %d of 24 sequential engines reused the previous stream\n",
+              reused_stream);
+}
+
+void test_engines_created_from_two_threads() {
+  const std::vector<Case> cases = lifecycle_cases();
+  std::vector<Outcome> reference;
+  for (const Case& c : cases) reference.push_back(fresh_fit(c));
+  constexpr int kThreads = 2, kRounds = 12;
+  int mismatches[kThreads] = {0, 0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < kRounds; ++round) {
+        const size_t k = static_cast<size_t>(round + 2 * t) % cases.size();
+        const Outcome got = fresh_fit(cases[k]);
+        if (!same_bits(got, reference[k])) {
+          describe_mismatch("concurrent lifecycle", cases[k], got, reference[k]);
+          ++mismatches[t];
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    if (mismatches[t] != 0) {
+      std::fprintf(stderr, "  thread %d: %d of %d lifecycles differed from a fresh engine\n", t,
+                   mismatches[t], kRounds);
+      ++failures();
+    }
+  }
+}
+
+void test_strict_engine_after_fast_math_engine() {
+  Case strict = make_case("f32 strict p64+1", RH_CUDA_DTYPE_FLOAT32, 2048, 64, true, 0,
+                          RH_CUDA_PENALTY_NONE, false, 31);
+  Case fast = strict;
+  fast.name = "f32 fast-math p64+1";
+  fast.flags = RH_CUDA_ENGINE_FLAG_FAST_MATH;
+  const Outcome want = fresh_fit(strict);
+  RH_CHECK_STATUS(want.status, RH_CUDA_SUCCESS);
+  const Outcome tf32 = fresh_fit(fast);
+  RH_CHECK_STATUS(tf32.status, RH_CUDA_SUCCESS);
+  const Outcome got = fresh_fit(strict);
+  if (!same_bits(got, want)) {
+    describe_mismatch("strict engine made from a FAST_MATH engine's resources", strict, got, want);
+    ++failures();
+  }
+  // The strict engine must really have taken the FAST_MATH engine's set for this to mean much.
+  RH_CHECK(got.stream == tf32.stream);
+  std::printf("fast math: TF32 %s the strict float32 result (a leaked TF32 mode %s be seen)\n",
+              same_bits(tf32, want) ? "did not change" : "changed",
+              same_bits(tf32, want) ? "could not" : "would");
+}
+
+void set_env(const char* name, const char* value) {
+  if (value == nullptr) {
+    unsetenv(name);
+  } else {
+    setenv(name, value, 1);
+  }
+}
+
+void test_staged_host_input_equals_device_input() {
+  // Larger than the old 8 MB chunk and many of the adaptive ones; odd lengths, weights.
+  const Case cases[] = {
+      make_case("f64 none weighted 33001 x 32", RH_CUDA_DTYPE_FLOAT64, 33001, 32, true, 0,
+                RH_CUDA_PENALTY_NONE, true, 41),
+      make_case("f32 l1 20001 x 40", RH_CUDA_DTYPE_FLOAT32, 20001, 40, true, 0,
+                RH_CUDA_PENALTY_L1, false, 42)};
+  struct Mode {
+    const char* staging;
+    const char* threads;
+  };
+  const Mode modes[] = {{nullptr, nullptr}, {"pinned", "1"}, {"pinned", "3"}, {"plain", nullptr}};
+  for (const Case& c : cases) {
+    DeviceCopy device(c);
+    Outcome want;
+    std::vector<unsigned char> want_prediction(static_cast<size_t>(c.n) * c.elem());
+    {
+      RhCudaEngineOptions o = options(c.dtype, c.P(), c.flags);
+      RhCudaEngine* e = nullptr;
+      RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+      if (e == nullptr) continue;
+      want = update(e, c, &device);
+      RH_CHECK_STATUS(want.status, RH_CUDA_SUCCESS);
+      void* out = nullptr;
+      RH_CHECK(cudaMalloc(&out, want_prediction.size()) == cudaSuccess);
+      RhCudaPrediction q = prediction(device.x, out, c.n, c.p, RH_CUDA_MEMORY_DEVICE);
+      RH_CHECK_STATUS(rh_cuda_engine_predict(e, &q), RH_CUDA_SUCCESS);
+      cudaMemcpy(want_prediction.data(), out, want_prediction.size(), cudaMemcpyDeviceToHost);
+      cudaFree(out);
+      RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
+    }
+    for (const Mode& m : modes) {
+      set_env("RH_CUDA_STAGING", m.staging);
+      set_env("RH_CUDA_STAGING_THREADS", m.threads);
+      RhCudaEngineOptions o = options(c.dtype, c.P(), c.flags);
+      RhCudaEngine* e = nullptr;
+      RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+      set_env("RH_CUDA_STAGING", nullptr);
+      set_env("RH_CUDA_STAGING_THREADS", nullptr);
+      if (e == nullptr) continue;
+      const Outcome got = update(e, c);
+      if (!same_bits(got, want)) {
+        std::fprintf(stderr, "  staging %s, threads %s:\n", m.staging ? m.staging : "default",
+                     m.threads ? m.threads : "default");
+        describe_mismatch("host input vs device input", c, got, want);
+        ++failures();
+      }
+      std::vector<unsigned char> predicted(want_prediction.size(), 0xA5);
+      RhCudaPrediction q = prediction(c.x.data(), predicted.data(), c.n, c.p);
+      RH_CHECK_STATUS(rh_cuda_engine_predict(e, &q), RH_CUDA_SUCCESS);
+      if (predicted != want_prediction) {
+        std::fprintf(stderr, "  staging %s, threads %s: host prediction differs from device\n",
+                     m.staging ? m.staging : "default", m.threads ? m.threads : "default");
+        ++failures();
+      }
+      RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
+    }
+  }
+}
+
+void test_staging_settings_are_checked() {
+  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
+  const struct {
+    const char* name;
+    const char* value;
+  } bad[] = {{"RH_CUDA_STAGING", "pinnedd"}, {"RH_CUDA_STAGING_THREADS", "0"},
+             {"RH_CUDA_STAGING_THREADS", "4x"}, {"RH_CUDA_STAGING_THREADS", "65"}};
+  for (const auto& b : bad) {
+    set_env(b.name, b.value);
+    RhCudaEngine* e = reinterpret_cast<RhCudaEngine*>(0x1);
+    RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_INVALID_ARGUMENT);
+    RH_CHECK(e == nullptr);
+    RH_CHECK(last_error_mentions(nullptr, b.name));
+    set_env(b.name, nullptr);
+  }
+}
+
+// Sizes that pass validation but cannot be allocated: ALLOCATION_FAILED naming the buffer, the
+// committed state unchanged, and the engine's next update the one a fresh engine computes.
+void test_allocation_failure() {
+  const Case c = make_case("f32 none p64+1", RH_CUDA_DTYPE_FLOAT32, 512, 64, true, 0,
+                           RH_CUDA_PENALTY_NONE, false, 51);
+  RhCudaEngineOptions o = options(c.dtype, c.P(), c.flags);
+  Outcome want_first, want_second;
+  {
+    RhCudaEngine* ref = nullptr;
+    RH_CHECK_STATUS(rh_cuda_engine_create(&o, &ref), RH_CUDA_SUCCESS);
+    if (ref == nullptr) return;
+    want_first = update(ref, c);
+    want_second = update(ref, c);
+    RH_CHECK_STATUS(want_second.status, RH_CUDA_SUCCESS);
+    RH_CHECK_STATUS(rh_cuda_engine_destroy(ref), RH_CUDA_SUCCESS);
+  }
+  RhCudaEngine* e = nullptr;
+  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+  if (e == nullptr) return;
+  const Outcome first = update(e, c);
+  RH_CHECK(same_bits(first, want_first));
+  auto state_bits = [&] {
+    Outcome s;
+    s.coef.assign(static_cast<size_t>(c.P()) * c.elem(), 0);
+    s.info.assign(static_cast<size_t>(c.P() * c.P()) * c.elem(), 0);
+    RhCudaHostState st{};
+    st.abi_version = RH_CUDA_ABI_VERSION;
+    st.struct_size = sizeof st;
+    st.coefficients = s.coef.data();
+    st.information = s.info.data();
+    s.status = rh_cuda_engine_copy_state(e, &st);
+    s.n_seen = st.n_samples_seen;
+    s.batches = st.batch_count;
+    s.lambda = st.previous_lambda;
+    s.weight = st.weight_sum;
+    return s;
+  };
+  auto same_state = [](const Outcome& a, const Outcome& b) {
+    return a.status == RH_CUDA_SUCCESS && b.status == RH_CUDA_SUCCESS && a.coef == b.coef &&
+           a.info == b.info && a.n_seen == b.n_seen && a.batches == b.batches &&
+           same_double(a.lambda, b.lambda) && same_double(a.weight, b.weight);
+  };
+  const Outcome before = state_bits();
+  RH_CHECK(same_state(before, first));
+
+  // Prediction of 2^40 host rows: the staged design (2^40 x 64 floats) cannot exist. The host
+  // pointers are never read: the allocation comes first.
+  std::vector<float> row(static_cast<size_t>(c.p), 1.0f), out(4, 0.0f);
+  RhCudaPrediction q = prediction(row.data(), out.data(), int64_t{1} << 40, c.p);
+  RH_CHECK_STATUS(rh_cuda_engine_predict(e, &q), RH_CUDA_ALLOCATION_FAILED);
+  RH_CHECK(last_error_mentions(e, "staged prediction design"));
+  RH_CHECK(same_state(state_bits(), before));
+
+  // An update of 2^31 - 1 host rows: its row workspaces (the scaled design alone is 2^31 x 65
+  // floats, 558 GB) cannot all exist. Again nothing reads the host arrays first.
+  RhCudaHostBatch b = c.view();
+  b.n_rows = 2147483647;
+  b.batch_weight = 2147483647.0;
+  const RhCudaUpdateConfig cfg = c.update_config();
+  RhCudaDiagnostics d = diagnostics();
+  RH_CHECK_STATUS(rh_cuda_engine_update_host(e, &b, &cfg, &d), RH_CUDA_ALLOCATION_FAILED);
+  RH_CHECK(last_error_mentions(e, "allocating"));
+  std::printf("allocation failure reported as: %s\n", rh_cuda_engine_last_error(e));
+  RH_CHECK(same_state(state_bits(), before));
+
+  const Outcome second = update(e, c);
+  if (!same_bits(second, want_second)) {
+    describe_mismatch("update after ALLOCATION_FAILED", c, second, want_second);
+    ++failures();
+  }
+  RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--allocation-failure") == 0) {
+    skip_without_gpu("test_cuda_allocation_failure");
+    test_allocation_failure();
+    return finish("test_cuda_allocation_failure");
+  }
   skip_without_gpu("test_cuda_entry_points");
   test_library_queries();
   test_create_rejects_bad_options();
@@ -311,5 +795,10 @@ int main() {
     test_restore_misuse(e);
     RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
   }
+  test_engines_from_pooled_resources_match_fresh_ones();
+  test_engines_created_from_two_threads();
+  test_strict_engine_after_fast_math_engine();
+  test_staged_host_input_equals_device_input();
+  test_staging_settings_are_checked();
   return finish("test_cuda_entry_points");
 }
