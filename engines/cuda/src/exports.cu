@@ -74,6 +74,8 @@ RH_CUDA_API RhCudaStatus rh_cuda_runtime_info(RhCudaRuntimeInfo* info) {
   });
 }
 
+// Create and destroy may run on several threads at once: the engine's stream, handles and pinned
+// buffers come from (and go back to) a mutex-guarded pool of idle per-device sets (engine.cu).
 RH_CUDA_API RhCudaStatus rh_cuda_engine_create(const RhCudaEngineOptions* options,
                                                RhCudaEngine** out_engine) {
   if (out_engine != nullptr) *out_engine = nullptr;
@@ -103,6 +105,7 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_create(const RhCudaEngineOptions* option
   });
 }
 
+// Waits for the engine's stream (not the device), then returns its resource set to the pool.
 RH_CUDA_API RhCudaStatus rh_cuda_engine_destroy(RhCudaEngine* engine) {
   if (engine == nullptr) return RH_CUDA_SUCCESS;
   return rh::guarded(rh_thread_error(), [&] {
