@@ -63,8 +63,7 @@ class GrowingBuffer {
     }
     if (rc != cudaSuccess) {
       (void)cudaGetLastError();
-      fail(rc == cudaErrorMemoryAllocation ? RH_CUDA_ALLOCATION_FAILED : RH_CUDA_CUDA_ERROR,
-           "allocating %zu bytes of %s for %s failed: %s", bytes,
+      fail(RH_CUDA_ALLOCATION_FAILED, "allocating %zu bytes of %s for %s failed: %s", bytes,
            kind_ == MemoryKind::Device ? "device memory" : "pinned host memory", what,
            cudaGetErrorString(rc));
     }
