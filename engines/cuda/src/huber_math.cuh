@@ -31,23 +31,47 @@ __device__ __forceinline__ double soft_threshold(double v, double t) {
 
 __device__ __forceinline__ double sign_of(double v) { return v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : 0.0); }
 
-// Deterministic block sum over blockDim.x == kThreads threads; every thread gets the result.
+__device__ __forceinline__ double warp_sum(double v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
+  return __shfl_sync(0xffffffffu, v, 0);
+}
+
+// Deterministic block sum over blockDim.x == Threads threads; every thread gets the result.
+// A fixed shuffle tree per warp, then the warp totals in warp order: two barriers, whatever
+// the block size. `shared` holds at least Threads / 32 doubles.
 template <int Threads>
 __device__ __forceinline__ double block_sum(double v, double* shared) {
-  shared[threadIdx.x] = v;
+  constexpr int kBlockWarps = Threads / 32;
+  v = warp_sum(v);
+  if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = v;
   __syncthreads();
-  for (int stride = Threads / 2; stride > 0; stride >>= 1) {
-    if (threadIdx.x < stride) shared[threadIdx.x] += shared[threadIdx.x + stride];
-    __syncthreads();
-  }
-  const double total = shared[0];
+  double total = 0.0;
+#pragma unroll
+  for (int w = 0; w < kBlockWarps; ++w) total += shared[w];
   __syncthreads();
   return total;
 }
 
-__device__ __forceinline__ double warp_sum(double v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
-  return __shfl_sync(0xffffffffu, v, 0);
+// N block sums at once (the line-search trials, the LAMM attempts): each warp reduces its N
+// values with the fixed shuffle tree, one barrier, then thread k adds the warp totals of value
+// k in warp order and writes it to out[k]. `shared` holds at least N * Threads / 32 doubles.
+template <int Threads, int N>
+__device__ __forceinline__ void block_sums_to(const double (&acc)[N], double* shared,
+                                              double* out) {
+  constexpr int kBlockWarps = Threads / 32;
+  const int warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const double v = warp_sum(acc[k]);
+    if ((threadIdx.x & 31) == 0) shared[warp * N + k] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < N) {
+    double total = 0.0;
+#pragma unroll
+    for (int w = 0; w < kBlockWarps; ++w) total += shared[w * N + threadIdx.x];
+    out[threadIdx.x] = total;
+  }
 }
 
 }  // namespace rh

@@ -8,8 +8,8 @@
 
 namespace rh {
 
-// Lanes per row of a row pass (1, or a warp when rows have more than kWideRowColumns stored
-// columns), and the fixed number of blocks a row pass over n_rows such rows launches.
+// Lanes per row of a row pass (1, 8 above kNarrowRowColumns stored columns, a warp above
+// kWideRowColumns), and the fixed number of blocks a row pass over n_rows such rows launches.
 int row_team(int64_t ncols_x);
 int row_blocks(int64_t n_rows, int64_t ncols_x);
 
@@ -47,6 +47,14 @@ void launch_gradient(const double* J, const double* beta, const double* beta0, c
 template <class T>
 void launch_assemble_hessian(const T* gram, const double* J, const BatchConstants& k,
                              const DeviceScalars* sc, double* H, cudaStream_t s);
+// out = sum over chunks of the chunk-major partial P x P Grams, in chunk order.
+template <class T>
+void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, T* out, cudaStream_t s);
+// P <= kSmallDenseMax: assemble H, factor it (Cholesky), set factor_ok with the same test as
+// launch_check_factor, and solve H dir = g, in one single-block kernel.
+template <class T>
+void launch_small_cholesky_solve(const T* gram, const double* J, const BatchConstants& k,
+                                 DeviceScalars* sc, const double* g, double* dir, cudaStream_t s);
 // Accepts a factor when info == 0 and min diag^2 > 64 P eps max diag^2 (squared: Cholesky).
 void launch_check_factor(const double* factor, const int* info, int64_t P, bool squared,
                          double eps, DeviceScalars* sc, cudaStream_t s);

@@ -1,5 +1,7 @@
 // The Newton step's solve ladder (docs/decisions.md): Cholesky when H is bitwise symmetric,
-// then LU with partial pivoting, then the minimum-norm SVD solution. All in double.
+// then LU with partial pivoting, then the minimum-norm SVD solution. All in double. Systems of
+// up to kSmallDenseMax parameters are factored and solved by one single-block kernel; larger
+// ones by cuSOLVER.
 #include "engine_error.hpp"
 #include "kernels.hpp"
 #include "solvers.hpp"
@@ -27,6 +29,12 @@ void assemble(UpdateContext<T>& ctx) {
 template <class T>
 void enqueue_cholesky_attempt(UpdateContext<T>& ctx) {
   Engine& e = ctx.e;
+  if (ctx.small_dense()) {
+    // Factor, acceptance test and the solve for the next direction in one kernel.
+    launch_small_cholesky_solve<T>(ctx.gram(), ctx.information64(), ctx.k, ctx.device_scalars(),
+                                   ctx.grad(), e.ws.dir.as<double>(), e.stream);
+    return;
+  }
   const int n = static_cast<int>(ctx.k.P);
   assemble(ctx);
   check_cusolver(cusolverDnDpotrf(e.solver, CUBLAS_FILL_MODE_UPPER, n, e.ws.hessian.as<double>(),
@@ -40,6 +48,7 @@ void enqueue_cholesky_attempt(UpdateContext<T>& ctx) {
 template <class T>
 void enqueue_cholesky_solve(UpdateContext<T>& ctx) {
   refuse_if_injected(ctx);
+  if (ctx.small_dense()) return;  // the attempt already solved for the direction
   Engine& e = ctx.e;
   const int n = static_cast<int>(ctx.k.P);
   check_cuda(cudaMemcpyAsync(e.ws.dir.as<double>(), ctx.grad(), ctx.k.P * sizeof(double),

@@ -9,7 +9,10 @@
 
 namespace rh {
 
-int row_team(int64_t ncols_x) { return ncols_x > kWideRowColumns ? 32 : 1; }
+int row_team(int64_t ncols_x) {
+  if (ncols_x > kWideRowColumns) return 32;
+  return ncols_x > kNarrowRowColumns ? 8 : 1;
+}
 
 int row_blocks(int64_t n_rows, int64_t ncols_x) {
   const int64_t wanted = (n_rows * row_team(ncols_x) + kThreads - 1) / kThreads;
@@ -33,11 +36,14 @@ struct RowTeam {
 };
 
 // Butterfly sum over the team: every lane ends with the same bits, since each pairwise add sees
-// the same two operands on both lanes.
+// the same two operands on both lanes. The shuffle mask names the team's lanes only: teams of
+// one warp may leave the row loop at different times.
 template <int Team>
 __device__ __forceinline__ double team_sum(double v) {
+  const unsigned mask =
+      Team == 32 ? 0xffffffffu : ((1u << Team) - 1u) << ((threadIdx.x & 31) & ~(Team - 1));
 #pragma unroll
-  for (int offset = Team / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  for (int offset = Team / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(mask, v, offset);
   return v;
 }
 
@@ -130,7 +136,7 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
 template <class T, int Team>
 __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, const double* dir,
                                      double tau, double* partials) {
-  __shared__ double shared[kThreads];
+  __shared__ double shared[kLineSearchTrials * (kThreads / 32)];
   const RowTeam<Team> team;
   double acc[kLineSearchTrials];
 #pragma unroll
@@ -147,18 +153,14 @@ __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, co
       t *= 0.5;
     }
   }
-#pragma unroll
-  for (int k = 0; k < kLineSearchTrials; ++k) {
-    const double total = block_sum<kThreads>(acc[k], shared);
-    if (threadIdx.x == 0) partials[blockIdx.x * kLineSearchTrials + k] = total;
-  }
+  block_sums_to<kThreads>(acc, shared, partials + blockIdx.x * kLineSearchTrials);
 }
 
 template <class T, int Team>
 __global__ void lamm_trials_kernel(RowView<T> rows, const double* candidates, double tau,
                                    const DeviceScalars* sc, double* partials) {
   if (sc->state != kRunning || sc->lamm_accepted) return;
-  __shared__ double shared[kThreads];
+  __shared__ double shared[kLammChunk * (kThreads / 32)];
   const RowTeam<Team> team;
   double acc[kLammChunk];
 #pragma unroll
@@ -185,11 +187,7 @@ __global__ void lamm_trials_kernel(RowView<T> rows, const double* candidates, do
 #pragma unroll
     for (int k = 0; k < kLammChunk; ++k) acc[k] += w * huber_rho(y - dot[k], tau);
   }
-#pragma unroll
-  for (int k = 0; k < kLammChunk; ++k) {
-    const double total = block_sum<kThreads>(acc[k], shared);
-    if (threadIdx.x == 0) partials[blockIdx.x * kLammChunk + k] = total;
-  }
+  block_sums_to<kThreads>(acc, shared, partials + blockIdx.x * kLammChunk);
 }
 
 template <class T, int Team>
@@ -203,12 +201,15 @@ __global__ void predict_kernel(RowView<T> rows, const T* coef, T* out) {
 
 }  // namespace
 
-// Launches kernel<T, 1> or kernel<T, 32> over the row grid of the batch.
+// Launches kernel<T, 1>, kernel<T, 8> or kernel<T, 32> over the row grid of the batch.
 #define RH_LAUNCH_ROWS(kernel, T, rows, s, ...)                                             \
   do {                                                                                      \
     const int blocks_ = row_blocks((rows).n, (rows).ncols_x);                               \
-    if (row_team((rows).ncols_x) == 32) {                                                   \
+    const int team_ = row_team((rows).ncols_x);                                             \
+    if (team_ == 32) {                                                                      \
       kernel<T, 32><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__);                              \
+    } else if (team_ == 8) {                                                                \
+      kernel<T, 8><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__);                               \
     } else {                                                                                \
       kernel<T, 1><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__);                               \
     }                                                                                       \

@@ -11,12 +11,25 @@ constexpr int kThreads = 256;
 // Fixed grid for row passes: the row-to-thread assignment, and so every floating-point sum,
 // depends only on n_rows, never on timing (no floating atomics anywhere).
 constexpr int kMaxRowBlocks = 264;
-// Rows wider than this are read by a warp each (coalesced, and enough warps for few rows).
+// Rows wider than kWideRowColumns are read by a warp each, rows wider than kNarrowRowColumns
+// by 8 lanes each (coalesced, and enough threads for few rows); narrower rows by one lane.
 constexpr int64_t kWideRowColumns = 32;
+constexpr int64_t kNarrowRowColumns = 8;
 constexpr int kLineSearchTrials = 27;  // t = 1, 1/2, ..., 2^-26
 constexpr int kLammChunk = 8;          // LAMM attempts evaluated per pass over the rows
 constexpr int kLammChunks = 5;         // 40 attempts in all
 constexpr int kLammIterationsPerReplay = 4;
+// Newton systems up to this size are factored and solved in one block's shared memory; larger
+// ones go to cuSOLVER. The one-block kernel costs about 1.5 us per column on an H200 (ncu:
+// 25 us at P = 17, 47 us at P = 33, 158 us at P = 91) against roughly 50 us for cuSOLVER's
+// potrf + potrs chain and its helper kernels at these sizes, so it only pays for small P.
+constexpr int64_t kSmallDenseMax = 32;
+// The Gram X' diag(v) X is split over row chunks (one strided-batched GEMM, then a fixed-order
+// sum) so tall-skinny batches use many SMs: chunks of at least kGramChunkRows rows, and about
+// kGramTargetTiles output tiles of 64 x 64 in flight.
+constexpr int64_t kGramChunkRows = 128;
+constexpr int64_t kGramTargetTiles = 264;
+constexpr int64_t kGramMaxChunks = 256;
 
 enum SolverState : int { kRunning = 0, kConverged = 1, kStalled = 2, kNonFinite = 3 };
 

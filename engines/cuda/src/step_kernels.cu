@@ -1,6 +1,7 @@
 // Kernels on P-sized vectors and P x P matrices: the Newton and LAMM bookkeeping that keeps
 // beta, F, phi and the convergence state on the device between iterations. Single-block
 // kernels reduce in a fixed order, so every decision they take is reproducible.
+#include <atomic>
 #include <cmath>
 
 #include "engine_error.hpp"
@@ -107,6 +108,121 @@ __global__ void assemble_hessian_kernel(const T* gram, const double* J, BatchCon
     const int64_t hi = row < col ? col : row;
     const double value = (static_cast<double>(gram[lo + hi * P]) + J[row * P + col]) * inv_n;
     H[idx] = row == col ? value + k.ridge : value;
+  }
+}
+
+// Sums the per-chunk partial Grams of a split Gram in chunk order (double accumulation), so the
+// result depends only on the batch shape.
+template <class T>
+__global__ void sum_gram_partials_kernel(const T* partials, int chunks, int64_t PP, T* out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < PP;
+       idx += stride) {
+    double acc = 0.0;
+    for (int c = 0; c < chunks; ++c) acc += static_cast<double>(partials[c * PP + idx]);
+    out[idx] = static_cast<T>(acc);
+  }
+}
+
+// Many chunks (small P, many rows): one warp per element, lane l summing chunks l, l+32, ...
+// and then a fixed shuffle tree, so the sum is still fixed-order and every thread has little
+// to walk.
+template <class T>
+__global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int64_t PP, T* out) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  for (int64_t idx = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;
+       idx < PP; idx += warps) {
+    double acc = 0.0;
+    for (int c = lane; c < chunks; c += 32) acc += static_cast<double>(partials[c * PP + idx]);
+    acc = warp_sum(acc);
+    if (lane == 0) out[idx] = static_cast<T>(acc);
+  }
+}
+
+// Small symmetric systems (P <= kSmallDenseMax) in one block and shared memory: assembles
+// H = (G + J) / N + ridge I, factors H = U'U (upper, row-major), applies the same acceptance
+// test as check_factor_kernel (every pivot positive and finite, min pivot > 64 P eps max pivot;
+// a pivot is the squared diagonal of U) and, on the same data, solves H dir = g. One
+// __syncthreads per column and per substitution step; the host reads factor_ok before it uses
+// dir, exactly as after cuSOLVER's potrf.
+template <class T>
+__global__ void small_cholesky_solve_kernel(const T* gram, const double* J, BatchConstants k,
+                                            DeviceScalars* sc, const double* g, double* dir) {
+  extern __shared__ double smem[];
+  const int P = static_cast<int>(k.P);
+  double* A = smem;            // P x P, row-major; the upper triangle becomes U
+  double* pivots = A + P * P;  // P
+  double* r = pivots + P;      // P: right-hand side, then forward-substitution residual
+  double* z = r + P;           // P: U' z = g
+  const int tid = threadIdx.x;
+  const int nthreads = blockDim.x;
+  const double inv_n = 1.0 / sc->total_weight;
+  for (int idx = tid; idx < P * P; idx += nthreads) {
+    const int i = idx / P;
+    const int j = idx - i * P;
+    if (i <= j) {
+      const double value = (static_cast<double>(gram[i + static_cast<int64_t>(j) * P]) +
+                            J[static_cast<int64_t>(i) * P + j]) * inv_n;
+      A[idx] = i == j ? value + k.ridge : value;
+    }
+  }
+  for (int i = tid; i < P; i += nthreads) r[i] = g[i];
+  __syncthreads();
+
+  // Column kk: its pivot is final once the updates of columns < kk are in. The trailing update
+  // reads row kk unscaled; row kk - 1 is scaled in the same phase (disjoint memory).
+  // Warp w updates rows kk+1+w, kk+1+w+warps, ...; its lanes walk the row's upper part.
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int warps = nthreads >> 5;
+  double previous_root = 1.0;
+  for (int kk = 0; kk < P; ++kk) {
+    const double d = A[kk * P + kk];
+    const double root = sqrt(d);
+    if (kk > 0) {
+      for (int j = kk - 1 + tid; j < P; j += nthreads) A[(kk - 1) * P + j] /= previous_root;
+    }
+    const double inv_d = 1.0 / d;
+    const double* pivot_row = A + kk * P;
+    for (int i = kk + 1 + warp; i < P; i += warps) {
+      const double factor = pivot_row[i] * inv_d;
+      double* row = A + i * P;
+      for (int j = i + lane; j < P; j += 32) row[j] -= factor * pivot_row[j];
+    }
+    if (tid == 0) pivots[kk] = d;
+    previous_root = root;
+    __syncthreads();
+  }
+  for (int j = P - 1 + tid; j < P; j += nthreads) A[(P - 1) * P + j] /= previous_root;
+  __syncthreads();
+
+  // U' z = g (forward), then U dir = z (backward), by the first warp alone: one column per
+  // step, and a warp barrier is far cheaper than a block barrier.
+  if (warp == 0) {
+    for (int kk = 0; kk < P; ++kk) {
+      const double zk = r[kk] / A[kk * P + kk];
+      for (int j = kk + 1 + lane; j < P; j += 32) r[j] -= A[kk * P + j] * zk;
+      if (lane == 0) z[kk] = zk;
+      __syncwarp();
+    }
+    for (int kk = P - 1; kk >= 0; --kk) {
+      const double xk = z[kk] / A[kk * P + kk];
+      for (int j = lane; j < kk; j += 32) z[j] -= A[j * P + kk] * xk;
+      if (lane == 0) dir[kk] = xk;
+      __syncwarp();
+    }
+  }
+  if (tid == 0) {
+    double lo = INFINITY, hi = 0.0;
+    int ok = 1;
+    for (int i = 0; i < P; ++i) {
+      const double d = pivots[i];
+      if (!(d > 0.0) || !isfinite(d)) ok = 0;
+      lo = fmin(lo, d);
+      hi = fmax(hi, d);
+    }
+    sc->factor_ok = ok && lo > 64.0 * static_cast<double>(P) * k.pivot_epsilon * hi;
   }
 }
 
@@ -461,6 +577,47 @@ void launch_assemble_hessian(const T* gram, const double* J, const BatchConstant
   check_launch("assemble_hessian_kernel");
 }
 
+template <class T>
+void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, T* out, cudaStream_t s) {
+  if (chunks > 16) {
+    sum_gram_partials_warp_kernel<T><<<warp_rows_blocks(P * P), kThreads, 0, s>>>(
+        partials, chunks, P * P, out);
+  } else {
+    sum_gram_partials_kernel<T><<<elementwise_blocks(P * P), kThreads, 0, s>>>(partials, chunks,
+                                                                              P * P, out);
+  }
+  check_launch("sum_gram_partials_kernel");
+}
+
+// A whole block of warps: each column's trailing update is spread one row per warp, so the
+// latency of a column is a few shared-memory round trips, not a warp's walk over many rows.
+constexpr int kSmallDenseThreads = 1024;
+
+size_t small_cholesky_shared_bytes(int64_t P) {
+  return static_cast<size_t>(P * P + 3 * P) * sizeof(double);
+}
+
+template <class T>
+void launch_small_cholesky_solve(const T* gram, const double* J, const BatchConstants& k,
+                                 DeviceScalars* sc, const double* g, double* dir,
+                                 cudaStream_t s) {
+  const size_t bytes = small_cholesky_shared_bytes(k.P);
+  // Above 48 KiB a kernel must opt in to the larger dynamic shared memory; the attribute is
+  // per function and device and costs a driver call, so it is set once per process and device.
+  static std::atomic<bool> opted_in[64] = {};
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  if (bytes > 48 * 1024 && (device >= 64 || !opted_in[device].load())) {
+    check_cuda(cudaFuncSetAttribute(small_cholesky_solve_kernel<T>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(small_cholesky_shared_bytes(kSmallDenseMax))),
+               "cudaFuncSetAttribute (small Cholesky shared memory)");
+    if (device < 64) opted_in[device].store(true);
+  }
+  small_cholesky_solve_kernel<T><<<1, kSmallDenseThreads, bytes, s>>>(gram, J, k, sc, g, dir);
+  check_launch("small_cholesky_solve_kernel");
+}
+
 void launch_check_factor(const double* factor, const int* info, int64_t P, bool squared,
                          double eps, DeviceScalars* sc, cudaStream_t s) {
   check_factor_kernel<<<1, kThreads, 0, s>>>(factor, info, P, squared ? 1 : 0, eps, sc);
@@ -529,7 +686,11 @@ void launch_commit(const double* J, const T* gram, const double* beta, const Bat
   template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,    \
                                            const DeviceScalars*, double*, cudaStream_t);       \
   template void launch_commit<T>(const double*, const T*, const double*,                      \
-                                 const BatchConstants&, DeviceScalars*, T*, T*, cudaStream_t);
+                                 const BatchConstants&, DeviceScalars*, T*, T*, cudaStream_t);  \
+  template void launch_sum_gram_partials<T>(const T*, int, int64_t, T*, cudaStream_t);         \
+  template void launch_small_cholesky_solve<T>(const T*, const double*, const BatchConstants&,  \
+                                               DeviceScalars*, const double*, double*,          \
+                                               cudaStream_t);
 
 RH_INSTANTIATE_STEP_KERNELS(float)
 RH_INSTANTIATE_STEP_KERNELS(double)

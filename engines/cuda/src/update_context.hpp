@@ -8,6 +8,15 @@
 
 namespace rh {
 
+// How the Gram of an n x P batch is split over rows: `chunks` strided GEMMs of `rows` rows each
+// (the scaled design is zero-padded to chunks * rows rows). Depends only on the shape.
+struct GramSplit {
+  int chunks;
+  int64_t rows;
+  int64_t padded_rows() const { return chunks * rows; }
+};
+GramSplit gram_split(int64_t n_rows, int64_t P);
+
 template <class T>
 struct UpdateContext {
   Engine& e;
@@ -28,6 +37,9 @@ struct UpdateContext {
   double* information64() const { return e.ws.information64.as<double>(); }
   T* gram() const { return e.ws.gram.as<T>(); }
   T* xtu() const { return e.ws.xtu.as<T>(); }
+
+  // The Newton system is small enough for the one-block Cholesky (launch_small_cholesky_solve).
+  bool small_dense() const { return k.P <= kSmallDenseMax; }
 
   // Residual, score and objective partials at the current beta, then X'u; with_gram also forms
   // X' diag(w c) X at this beta (the Newton Hessian, and the information increment at the end).

@@ -74,7 +74,11 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
   const int64_t P = e.P;
   reserve_rows(e.ws.residual, b.n_rows, sizeof(double), "residuals");
   reserve_rows(e.ws.score, b.n_rows, sizeof(T), "scores");
-  reserve_rows(e.ws.scaled_rows, b.n_rows * P, sizeof(T), "scaled design");
+  const GramSplit split = gram_split(b.n_rows, P);
+  reserve_rows(e.ws.scaled_rows, split.padded_rows() * P, sizeof(T), "scaled design");
+  if (split.chunks > 1) {
+    reserve_rows(e.ws.gram_partials, int64_t{split.chunks} * P * P, sizeof(T), "Gram partials");
+  }
 
   UpdateContext<T> ctx{e,
                        place_batch<T>(e, b, location),
@@ -83,6 +87,13 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
                        location == BatchLocation::Host ? "RhCudaHostBatch" : "RhCudaDeviceBatch",
                        e.committed.information_symmetric};
 
+  // The row pass writes the scaled rows of this batch only; the padding rows of the last Gram
+  // chunk must be zero.
+  if (split.padded_rows() > b.n_rows) {
+    check_cuda(cudaMemsetAsync(e.ws.scaled_rows.as<T>() + b.n_rows * P, 0,
+                               (split.padded_rows() - b.n_rows) * P * sizeof(T), e.stream),
+               "cudaMemsetAsync (Gram padding)");
+  }
   DeviceScalars* pinned = e.ws.host_scalars.as<DeviceScalars>();
   std::memset(&pinned[0], 0, sizeof(DeviceScalars));
   pinned[0].first_bad_x = pinned[0].first_bad_y = kNoIndex;

@@ -34,6 +34,8 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+int max_iter_override = 0;  // > 0: every update stops after this many iterations
+
 template <class T>
 void time_shape(const Shape& s, int32_t dtype, uint64_t flags, int reps) {
   const int64_t P = s.p + 1;
@@ -67,6 +69,7 @@ void time_shape(const Shape& s, int32_t dtype, uint64_t flags, int reps) {
   for (int penalty : {RH_CUDA_PENALTY_NONE, RH_CUDA_PENALTY_L1}) {
     RhCudaUpdateConfig c = config(s.p, penalty);
     c.tolerance = 1e-7;
+    if (max_iter_override > 0) c.max_iter = max_iter_override;
     for (bool device : {false, true}) {
       RhCudaHostBatch hb = data.view();
       RhCudaDeviceBatch db{};
@@ -104,13 +107,15 @@ void time_shape(const Shape& s, int32_t dtype, uint64_t flags, int reps) {
 
 }  // namespace
 
-// Usage: cuda_update_timing [REPS [SHAPE|all [eager|graph|both [f32|f64|both]]]]
+// Usage: cuda_update_timing [REPS [SHAPE|all [eager|graph|both [f32|f64|both [MAX_ITER]]]]]
+// MAX_ITER caps the solver's iterations (e.g. 1 to see the fixed cost of an update).
 int main(int argc, char** argv) {
   skip_without_gpu("cuda_update_timing");
   const int reps = argc > 1 ? std::atoi(argv[1]) : 15;
   const std::string only_shape = argc > 2 ? argv[2] : "all";
   const std::string mode = argc > 3 ? argv[3] : "both";
   const std::string dtypes = argc > 4 ? argv[4] : "both";
+  max_iter_override = argc > 5 ? std::atoi(argv[5]) : 0;
   const Shape shapes[] = {{"latency", 4096, 16}, {"reference", 32768, 90}, {"wide", 4096, 256},
                           {"streaming", 65536, 32}, {"big", 1000000, 32}};
   for (const Shape& s : shapes) {
