@@ -35,7 +35,8 @@ void launch_finish_validation(const double* partials, int blocks, const BatchCon
                               DeviceScalars* sc, cudaStream_t s);
 // Sums the row-pass partials in a fixed order; with set_objective, F = rho_sum / N.
 void launch_reduce_row_partials(const double* partials, int blocks, bool set_objective,
-                                bool skip_when_done, DeviceScalars* sc, cudaStream_t s);
+                                bool skip_when_done, const BatchConstants& k, DeviceScalars* sc,
+                                cudaStream_t s);
 template <class T>
 void launch_to_double(const T* in, double* out, int64_t count, cudaStream_t s);
 // g = (-X'u + J delta) / N - history term; also stores J delta.

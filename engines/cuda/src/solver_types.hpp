@@ -87,6 +87,9 @@ struct BatchConstants {
   int l1;
   int use_history;      // l1 and s0 > 0
   int fit_intercept;    // the last coefficient is never penalised
+  // float32 L1: LAMM decides on float32 values (docs/decisions.md "Float32 oracle"):
+  // candidates rounded to float, the objective assembled in float from once-rounded sums.
+  int float_lamm;
   double pivot_epsilon;  // machine epsilon of the engine dtype
 };
 

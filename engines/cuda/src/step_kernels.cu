@@ -49,8 +49,17 @@ __global__ void finish_validation_kernel(const double* partials, int blocks, Bat
   sc->lamm_accepted = 0;
 }
 
+// The float32 LAMM objective f = fl(fl(fl(fl(L) + 0.5f fl(Q)) / fl(N)) - fl(D)) from double
+// reductions L = sum w rho, Q = delta' J delta, D = history . delta, each rounded once.
+__device__ __forceinline__ double float_objective(double L, double Q, double N, double D) {
+  const float sum = __fadd_rn(static_cast<float>(L), __fmul_rn(0.5f, static_cast<float>(Q)));
+  return static_cast<double>(
+      __fsub_rn(__fdiv_rn(sum, static_cast<float>(N)), static_cast<float>(D)));
+}
+
 __global__ void reduce_row_partials_kernel(const double* partials, int blocks, int set_objective,
-                                           int skip_when_done, DeviceScalars* sc) {
+                                           int skip_when_done, int float_lamm,
+                                           DeviceScalars* sc) {
   if (skip_when_done && sc->state != kRunning) return;
   const int warp = threadIdx.x >> 5;
   if (warp > 1) return;
@@ -58,7 +67,11 @@ __global__ void reduce_row_partials_kernel(const double* partials, int blocks, i
   if ((threadIdx.x & 31) != 0) return;
   if (warp == 0) {
     sc->rho_sum = total;
-    if (set_objective) sc->objective = total / sc->total_weight;
+    if (set_objective) {
+      // At beta0: delta = 0, so Q = D = 0.
+      sc->objective = float_lamm ? float_objective(total, 0.0, sc->total_weight, 0.0)
+                                 : total / sc->total_weight;
+    }
   } else {
     sc->score_sum = total;
   }
@@ -398,7 +411,8 @@ __global__ void lamm_candidates_kernel(int chunk, const double* beta, const doub
     double gd = 0.0, s2 = 0.0, hist = 0.0;
     for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
       const double m = mask_of(k, j);
-      const double cand = soft_threshold(beta[j] - g[j] / phi, m * sc->lambda / phi);
+      double cand = soft_threshold(beta[j] - g[j] / phi, m * sc->lambda / phi);
+      if (k.float_lamm) cand = static_cast<double>(static_cast<float>(cand));
       const double step = cand - beta[j];
       const double delta = cand - beta0[j];
       candidates[a * k.P + j] = cand;
@@ -465,7 +479,12 @@ __global__ void lamm_pick_kernel(int chunk, const double* partials, int blocks,
     chosen = -1;
     const double N = sc->total_weight;
     for (int a = 0; a < kLammChunk; ++a) {
-      const double f = (rho_sums[a] + 0.5 * quad[a]) / N - sc->history_coef * trial_terms[a * 4 + 2];
+      const double D = sc->history_coef * trial_terms[a * 4 + 2];
+      double f = k.float_lamm ? float_objective(rho_sums[a], quad[a], N, D)
+                              : (rho_sums[a] + 0.5 * quad[a]) / N - D;
+      // A candidate equal to beta bit for bit has objective exactly F ("The line search at
+      // the rounding floor"), whatever the row sums' last bits.
+      if (trial_terms[a * 4 + 1] == 0.0) f = sc->objective;
       if (f <= trial_terms[a * 4 + 0] + 1e-12) {
         chosen = a;
         sc->objective = f;
@@ -549,9 +568,10 @@ void launch_finish_validation(const double* partials, int blocks, const BatchCon
 }
 
 void launch_reduce_row_partials(const double* partials, int blocks, bool set_objective,
-                                bool skip_when_done, DeviceScalars* sc, cudaStream_t s) {
+                                bool skip_when_done, const BatchConstants& k, DeviceScalars* sc,
+                                cudaStream_t s) {
   reduce_row_partials_kernel<<<1, 64, 0, s>>>(partials, blocks, set_objective ? 1 : 0,
-                                              skip_when_done ? 1 : 0, sc);
+                                              skip_when_done ? 1 : 0, k.float_lamm, sc);
   check_launch("reduce_row_partials_kernel");
 }
 

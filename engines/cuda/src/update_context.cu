@@ -73,8 +73,8 @@ void UpdateContext<T>::row_pass(bool with_gram, bool set_objective, bool skip_wh
   launch_row_pass<T>(rows, beta(), k.tau, device_scalars(), e.ws.residual.as<double>(),
                      e.ws.score.as<T>(), scaled, e.ws.row_partials.as<double>(), skip_when_done,
                      e.stream);
-  launch_reduce_row_partials(e.ws.row_partials.as<double>(), row_blocks(rows.n, rows.ncols_x), set_objective,
-                             skip_when_done, device_scalars(), e.stream);
+  launch_reduce_row_partials(e.ws.row_partials.as<double>(), row_blocks(rows.n, rows.ncols_x),
+                             set_objective, skip_when_done, k, device_scalars(), e.stream);
   gemv_transposed(e.blas, rows, e.ws.score.as<T>(), xtu());
   if (with_gram) gram_upper<T>(e, rows.P, rows.n, scaled, gram());
 }

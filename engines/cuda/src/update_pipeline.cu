@@ -63,6 +63,7 @@ BatchConstants batch_constants(const Engine& e, const RhCudaHostBatch& b,
   k.l1 = c.penalty == RH_CUDA_PENALTY_L1;
   k.use_history = k.l1 && e.committed.n_samples_seen > 0;
   k.fit_intercept = fit_intercept;
+  k.float_lamm = k.l1 && e.dtype == RH_CUDA_DTYPE_FLOAT32;
   k.pivot_epsilon = e.dtype_epsilon();
   return k;
 }
