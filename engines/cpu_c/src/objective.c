@@ -1,57 +1,88 @@
 #include <math.h>
 
-#include "cpu_engine.h"
+#include "solver_common.h"
 
-/* f(beta) = [sum w rho(r) + delta' J delta / 2] / N - history . delta (a float32 value for a
- * float32 engine, see below), and
- * g(beta) = [-X'(w psi(r)) + J delta] / N - history, with delta = beta - beta0. J may be
- * asymmetric (restored), so J delta is used as is, never symmetrised. */
-double rh_objective(const RhProblem* problem, const double* beta, double* gradient,
-                    double* curvature) {
+/* Q = delta' J delta and D = history . delta at beta (delta = beta - beta0). With gradient !=
+ * NULL, gradient holds X'(w psi(r)) on entry and g on return. J may be asymmetric (restored),
+ * so J delta is used as is, never symmetrised. Kept out of line: the LAMM rejection bound
+ * (lamm_solver.c) recomputes Q and D through this same code and needs the same bits. */
+__attribute__((noinline)) void rh_objective_terms(const RhProblem* problem, const double* beta,
+                                                  double* gradient, double* quadratic,
+                                                  double* linear) {
   const RhWorkspace* ws = problem->ws;
   const int64_t P = problem->P;
   const double inv_n = 1.0 / problem->total_weight;
-  double loss = 0.0;
-  rh_row_pass(problem, beta, &loss, gradient, gradient != NULL ? curvature : NULL);
   double* delta = ws->scratch;
   for (int64_t j = 0; j < P; ++j) {
     delta[j] = beta[j] - ws->beta0[j];
   }
-  double quadratic = 0.0, linear = 0.0;
+  double q = 0.0, d = 0.0;
   for (int64_t i = 0; i < P; ++i) {
     const double* row = ws->information + i * P;
     double j_delta = 0.0;
     for (int64_t k = 0; k < P; ++k) {
       j_delta += row[k] * delta[k];
     }
-    quadratic += delta[i] * j_delta;
-    linear += ws->history[i] * delta[i];
+    q += delta[i] * j_delta;
+    d += ws->history[i] * delta[i];
     if (gradient != NULL) {
       gradient[i] = (j_delta - gradient[i]) * inv_n - ws->history[i];
     }
   }
+  *quadratic = q;
+  *linear = d;
+}
+
+double rh_assemble_objective(const RhProblem* problem, double loss, double quadratic,
+                             double linear) {
   if (problem->data.dtype == RH_CUDA_DTYPE_FLOAT32) {
     /* The float32 rule (docs/decisions.md, "Float32 oracle"): the three reductions stay in
      * double, each is rounded once to float, and f is assembled in float arithmetic in the
-     * reference's order. 0.5f * q is exact, so a contracted multiply-add rounds the same. */
+     * reference's order. 0.5f * q is exact, so a contracted multiply-add rounds the same.
+     * Every step is monotone in loss, which the LAMM rejection bound relies on. */
     const float l = (float)loss, q = (float)quadratic, h = (float)linear;
     const float n = (float)problem->total_weight;
     const float scaled = (l + 0.5f * q) / n;
     return (double)(scaled - h);
   }
-  return (loss + 0.5 * quadratic) * inv_n - linear;
+  return (loss + 0.5 * quadratic) * (1.0 / problem->total_weight) - linear;
 }
 
-RhCudaStatus rh_start_at_previous(RhProblem* problem, double* objective, RhErrorBuffer* err) {
+/* f(beta) = [sum w rho(r) + delta' J delta / 2] / N - history . delta (a float32 value for a
+ * float32 engine), and with gradient != NULL g(beta) = [-X'(w psi(r)) + J delta] / N - history
+ * and c(r) into curvature. *loss (when loss != NULL) receives sum w rho(r) in double. */
+double rh_objective_with_loss(const RhProblem* problem, const double* beta, double* gradient,
+                              double* curvature, double* loss) {
+  double row_loss = 0.0;
+  rh_row_pass(problem, beta, &row_loss, gradient, gradient != NULL ? curvature : NULL);
+  double quadratic = 0.0, linear = 0.0;
+  rh_objective_terms(problem, beta, gradient, &quadratic, &linear);
+  if (loss != NULL) {
+    *loss = row_loss;
+  }
+  return rh_assemble_objective(problem, row_loss, quadratic, linear);
+}
+
+double rh_objective(const RhProblem* problem, const double* beta, double* gradient,
+                    double* curvature) {
+  return rh_objective_with_loss(problem, beta, gradient, curvature, NULL);
+}
+
+RhCudaStatus rh_start_at_previous_with_loss(RhProblem* problem, double* objective, double* loss,
+                                            RhErrorBuffer* err) {
   RhWorkspace* ws = problem->ws;
   for (int64_t j = 0; j < problem->P; ++j) {
     ws->beta[j] = ws->beta0[j];
   }
-  *objective = rh_objective(problem, ws->beta, ws->gradient, ws->curvature);
+  *objective = rh_objective_with_loss(problem, ws->beta, ws->gradient, ws->curvature, loss);
   if (!isfinite(*objective)) {
     RH_TRY(rh_check_design_values(&problem->data, err));
     return rh_fail(err, RH_CUDA_NUMERICAL_ERROR,
                    "objective at the previous coefficients is %g (overflow)", *objective);
   }
   return RH_CUDA_SUCCESS;
+}
+
+RhCudaStatus rh_start_at_previous(RhProblem* problem, double* objective, RhErrorBuffer* err) {
+  return rh_start_at_previous_with_loss(problem, objective, NULL, err);
 }

@@ -31,6 +31,21 @@ static inline double rh_working_value(const RhProblem* problem, double v) {
   return problem->data.dtype == RH_CUDA_DTYPE_FLOAT32 ? (double)(float)v : v;
 }
 
+/* ---- objective.c, beyond cpu_engine.h's rh_objective / rh_start_at_previous: the same
+ * evaluation split into its parts, for the LAMM rejection bound. */
+/* Q = delta' J delta and D = history . delta at beta; with gradient != NULL it turns
+ * X'(w psi) into g. */
+void rh_objective_terms(const RhProblem* problem, const double* beta, double* gradient,
+                        double* quadratic, double* linear);
+/* f from its three reductions (a float32 value for a float32 engine; monotone in loss). */
+double rh_assemble_objective(const RhProblem* problem, double loss, double quadratic,
+                             double linear);
+/* rh_objective, also returning sum w rho(r) (double) in *loss when loss != NULL. */
+double rh_objective_with_loss(const RhProblem* problem, const double* beta, double* gradient,
+                              double* curvature, double* loss);
+RhCudaStatus rh_start_at_previous_with_loss(RhProblem* problem, double* objective, double* loss,
+                                            RhErrorBuffer* err);
+
 static inline void rh_swap_buffers(double** a, double** b) {
   double* t = *a;
   *a = *b;
