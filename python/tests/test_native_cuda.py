@@ -16,6 +16,8 @@ from renewable_huber.config import UpdateConfig
 from renewable_huber.exceptions import BackendContractError, ValidationError
 from renewable_huber.state import RenewableState
 
+from float32_checks import assert_float32_close, flat_radius
+
 pytestmark = pytest.mark.cuda
 
 
@@ -82,17 +84,34 @@ def test_host_input_matches_reference(dtype, penalty):
     if diag.iterations != expected_diag.iterations:
         print(f"native_cuda {dtype.__name__} {penalty}: {diag.iterations} it, "
               f"reference {expected_diag.iterations}")
-    rtol, atol = (2e-8, 3e-9) if dtype == np.float64 else (4e-4, 4e-4)
-    np.testing.assert_allclose(state.coefficients, expected.coefficients, rtol=rtol, atol=atol)
+    X_new = batches[0][0][:5]
     if dtype == np.float64:
+        rtol, atol = 2e-8, 3e-9
+        np.testing.assert_allclose(state.coefficients, expected.coefficients, rtol=rtol, atol=atol)
         np.testing.assert_allclose(state.information, expected.information, rtol=rtol, atol=atol)
         np.testing.assert_allclose(diag.objective, expected_diag.objective, rtol=rtol, atol=atol)
-    X_new = batches[0][0][:5]
-    np.testing.assert_allclose(
-        backend.predict(X_new),
-        core.design_matrix(np, X_new.astype(np.float64), True) @ expected.coefficients,
-        rtol=rtol, atol=atol,
-    )
+        np.testing.assert_allclose(
+            backend.predict(X_new),
+            core.design_matrix(np, X_new.astype(np.float64), True) @ expected.coefficients,
+            rtol=rtol, atol=atol,
+        )
+    else:
+        # float32 engines stop where float32 stops resolving progress (docs/decisions.md
+        # "Float32 oracle"), as the float32 reference does but not at the same place: both are
+        # held to the float64 computation on the same float32 data.
+        exact, _ = reference([tuple(a.astype(np.float64) for a in b) for b in batches], config,
+                             np.float64)
+        slack = flat_radius(exact, config, np.float32)
+        assert_float32_close(state.coefficients, exact.coefficients, "coefficients", slack)
+        gap_engine = np.max(np.abs(state.coefficients - exact.coefficients))
+        gap_reference = np.max(np.abs(expected.coefficients - exact.coefficients))
+        print(f"float32 {penalty}: engine {gap_engine:.2e}, float32 reference "
+              f"{gap_reference:.2e} from the float64 computation (slack {slack:.2e})")
+        assert_float32_close(
+            backend.predict(X_new),
+            core.design_matrix(np, X_new.astype(np.float64), True) @ exact.coefficients,
+            "predictions", slack * float(np.max(np.abs(X_new).sum(axis=1)) + 1.0),
+        )
     backend.close()
 
 

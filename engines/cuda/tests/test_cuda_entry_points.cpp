@@ -782,6 +782,14 @@ int main(int argc, char** argv) {
     test_allocation_failure();
     return finish("test_cuda_allocation_failure");
   }
+  if (argc > 1 && std::strcmp(argv[1], "--staging") == 0) {
+    // Batches of several MB in every staging mode: a ctest of its own, kept out of the
+    // compute-sanitizer runs of the entry-point test (racecheck would take minutes on them).
+    skip_without_gpu("test_cuda_staging");
+    test_staged_host_input_equals_device_input();
+    test_staging_settings_are_checked();
+    return finish("test_cuda_staging");
+  }
   skip_without_gpu("test_cuda_entry_points");
   test_library_queries();
   test_create_rejects_bad_options();
@@ -798,7 +806,5 @@ int main(int argc, char** argv) {
   test_engines_from_pooled_resources_match_fresh_ones();
   test_engines_created_from_two_threads();
   test_strict_engine_after_fast_math_engine();
-  test_staged_host_input_equals_device_input();
-  test_staging_settings_are_checked();
   return finish("test_cuda_entry_points");
 }
