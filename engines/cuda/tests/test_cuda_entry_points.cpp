@@ -782,6 +782,14 @@ int main(int argc, char** argv) {
     test_allocation_failure();
     return finish("test_cuda_allocation_failure");
   }
+  if (argc > 1 && std::strcmp(argv[1], "--lifecycle") == 0) {
+    // About 70 create/update/destroy cycles, two threads at once: a ctest of its own, outside
+    // the compute-sanitizer runs of the entry-point test.
+    skip_without_gpu("test_cuda_lifecycle");
+    test_engines_from_pooled_resources_match_fresh_ones();
+    test_engines_created_from_two_threads();
+    return finish("test_cuda_lifecycle");
+  }
   if (argc > 1 && std::strcmp(argv[1], "--staging") == 0) {
     // Batches of several MB in every staging mode: a ctest of its own, kept out of the
     // compute-sanitizer runs of the entry-point test (racecheck would take minutes on them).
@@ -803,8 +811,6 @@ int main(int argc, char** argv) {
     test_restore_misuse(e);
     RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
   }
-  test_engines_from_pooled_resources_match_fresh_ones();
-  test_engines_created_from_two_threads();
   test_strict_engine_after_fast_math_engine();
   return finish("test_cuda_entry_points");
 }
