@@ -63,6 +63,21 @@ def test_without_override_every_package_candidate_is_named(monkeypatch, tmp_path
     assert "RH_CUDA_LIBRARY" in str(caught.value)
 
 
+def test_found_library_is_reused_until_the_override_changes(cpu_library, tmp_path, monkeypatch):
+    first = _loader.load_engine_library("native_cpu")
+    with monkeypatch.context() as patched:
+        patched.setattr(_loader, "library_candidates",
+                        lambda kind: pytest.fail("the library was searched for again"))
+        assert _loader.load_engine_library("native_cpu") is first
+    # Another override is another search, and its failure is reported, not the cached library.
+    stub = _build_stub(tmp_path, _abi.ABI_VERSION + 1)
+    monkeypatch.setenv("RH_CPU_LIBRARY", str(stub))
+    with pytest.raises(BackendUnavailableError, match="ABI version"):
+        _loader.load_engine_library("native_cpu")
+    monkeypatch.setenv("RH_CPU_LIBRARY", str(cpu_library))
+    assert _loader.load_engine_library("native_cpu") is first
+
+
 def test_file_that_is_not_a_library_is_refused_with_the_loader_reason(tmp_path, monkeypatch):
     bogus = tmp_path / "librh_cpu.so"
     bogus.write_text("not an ELF file")
