@@ -70,6 +70,7 @@ typedef struct RhWorkspace {
   double* step;
   double* scratch;
   double* singular_values;
+  double* bound_terms; /* 6 x P: the LAMM rejection bound's terms (lamm_solver.c) */
   /* P x P */
   double* information; /* J in double */
   double* gram_weighted; /* X' diag(w) X for the batch, computed lazily */

@@ -5,9 +5,28 @@
 
 #include "huber_pieces.h"
 #include "solver_common.h"
+#include "vec8.h"
 
-/* Absolute sizes of the batch that bound the rounding error of a row pass: sum_i w_i ||x_i||_1
- * and max_i ||x_i||_1 (the appended intercept column counted as ones), sum_i w_i |y_i|. */
+/* ---- The rejection bound.
+ *
+ * Under the float32 rule most LAMM rejections are decided within float32 resolution: near the
+ * optimum f(candidate) rounds to F while U = F + g'step + phi |step|^2 / 2 lies below it, and
+ * at the end of every batch candidates are rejected one by one until phi is large enough for
+ * the step to round to zero. Each costs a pass over the rows. A lower bound on the f that
+ * pass would compute settles most of them without it: f is assembled from L = sum w rho(r),
+ * Q = delta' J delta and D = history . delta, non-decreasing in L and Q and non-increasing in
+ * D, and with c = beta + step:
+ *   L(c) >= L(beta) - s . step, s = X'(w psi(r(beta))) = J delta - N (g + history)  (convexity)
+ *   Q(c) = Q(beta) + (J + J') delta . step + step' J step
+ *   D(c) = D(beta) + history . step
+ * with the rounding of every computed quantity (the row passes at beta and at c, the rebuilt
+ * s, these sums) bounded from absolute sizes (Higham: a sum whose terms each pass through at
+ * most k additions errs by at most k u sum |terms|), times 4 to spare. A certain rejection
+ * skips the pass; anything else is evaluated. Every decision is the one the full evaluation
+ * takes, so results do not change, only the number of row passes. */
+
+/* sum_i w_i ||x_i||_1 and max_i ||x_i||_1 (the appended intercept column counted as ones),
+ * sum_i w_i |y_i|: they bound every residual's size and hence a row pass's rounding. */
 typedef struct RhBatchMass {
   int ready;
   double weighted_x;
@@ -15,32 +34,62 @@ typedef struct RhBatchMass {
   double weighted_y;
 } RhBatchMass;
 
+/* Per iterate: f's parts at beta as the row pass computed them, and the sizes the bound uses. */
+typedef struct RhBoundState {
+  int symmetric;       /* J == J' bitwise, per batch */
+  int ready;           /* the terms below belong to the current beta */
+  double* j_delta;      /* J delta at beta (one of the two J delta slots) */
+  double* j_delta_next; /* J delta at the candidate evaluated last */
+  double largest_beta; /* ||beta||_inf */
+  double abs_quadratic; /* |delta|' |J| |delta| */
+  double abs_linear;    /* |history|' |delta| */
+} RhBoundState;
+
+/* sum_j |x_ij| of one row, eight lanes at a time. */
+#define RH_ROW_ABS_SUM(T, LOAD8)                        \
+  static double row_abs_sum_##T(const T* x, int64_t m) { \
+    double total = 0.0;                                  \
+    int64_t j = 0;                                       \
+    RH_ROW_ABS_VECTOR(LOAD8)                             \
+    for (; j < m; ++j) {                                 \
+      total += fabs((double)x[j]);                       \
+    }                                                    \
+    return total;                                        \
+  }
+#if RH_HAVE_VECTORS
+#define RH_ROW_ABS_VECTOR(LOAD8)               \
+  RhVec8 acc = rh_vec8_zero();                 \
+  for (; j + 8 <= m; j += 8) {                 \
+    acc += rh_vec8_abs(LOAD8(x + j));          \
+  }                                            \
+  total = rh_vec8_sum(acc);
+#else
+#define RH_ROW_ABS_VECTOR(LOAD8)
+#endif
+RH_MULTIVERSION RH_ROW_ABS_SUM(float, rh_vec8_load_f32)
+RH_MULTIVERSION RH_ROW_ABS_SUM(double, rh_vec8_load)
+#undef RH_ROW_ABS_SUM
+#undef RH_ROW_ABS_VECTOR
+
 static void measure_batch_mass(const RhProblem* problem, RhBatchMass* mass) {
   const RhBatchData* d = &problem->data;
   const int64_t m = d->n_columns;
   const int is_f32 = d->dtype == RH_CUDA_DTYPE_FLOAT32;
   double weighted_x = 0.0, max_row_x = 0.0, weighted_y = 0.0;
   for (int64_t i = 0; i < d->n_rows; ++i) {
-    double row = d->append_intercept ? 1.0 : 0.0, y, w = 1.0;
+    double row, y, w;
     if (is_f32) {
-      const float* x = (const float*)d->x + i * m;
-      for (int64_t j = 0; j < m; ++j) {
-        row += fabs((double)x[j]);
-      }
+      row = row_abs_sum_float((const float*)d->x + i * m, m);
       y = ((const float*)d->y)[i];
-      if (d->weights != NULL) {
-        w = ((const float*)d->weights)[i];
-      }
+      w = d->weights != NULL ? ((const float*)d->weights)[i] : 1.0;
     } else {
-      const double* x = (const double*)d->x + i * m;
-      for (int64_t j = 0; j < m; ++j) {
-        row += fabs(x[j]);
-      }
+      row = row_abs_sum_double((const double*)d->x + i * m, m);
       y = ((const double*)d->y)[i];
-      if (d->weights != NULL) {
-        w = ((const double*)d->weights)[i];
-      }
+      w = d->weights != NULL ? ((const double*)d->weights)[i] : 1.0;
     }
+    /* The order of these sums only moves the last bits of a bound with a factor 4 to
+     * spare. */
+    row += d->append_intercept ? 1.0 : 0.0;
     weighted_x += w * row;
     weighted_y += w * fabs(y);
     max_row_x = row > max_row_x ? row : max_row_x;
@@ -51,89 +100,230 @@ static void measure_batch_mass(const RhProblem* problem, RhBatchMass* mass) {
   mass->ready = 1;
 }
 
-/* 1 when the attempt at ws->candidate (step ws->step from ws->beta, not zero) is certain to be
- * rejected, i.e. f(candidate) > upper + 1e-12 for the f a row pass would compute; 0 when not
- * certain (then the row pass decides). No row pass: the smooth part is convex, so with
- * s = X'(w psi(r(beta))) = J delta - N (g + history) the loss obeys
- * L(candidate) >= L(beta) - s . step, and Q and D at the candidate are computed exactly as the
- * row pass's evaluation would; f is monotone in L. The rounding of both row passes (the one
- * that gave L(beta), g and the one skipped) is bounded from the batch's absolute sizes
- * (Higham: a sum whose terms each pass through at most k additions errs by at most
- * k u sum |terms|) with a factor 4 to spare.
- *
- * This only saves row passes: every decision is the one the full evaluation would take.
- * Under the float32 rule it removes most of the rejections at the end of a batch, where
- * candidates within float32 resolution of beta are rejected one by one (f rounds to F while
- * U < F) until phi is large enough for the step to round to zero. */
-static int rejection_certain(RhProblem* problem, RhBatchMass* mass, double loss_beta,
+/* ws->bound_terms, 6 x P: */
+enum {
+  RH_BOUND_SCORE,       /* s, rebuilt from g */
+  RH_BOUND_SYMMETRIC,   /* (J + J') delta */
+  RH_BOUND_WEIGHT,      /* each coordinate's absolute weight in the bound's rounding */
+  RH_BOUND_ROWS,        /* sum_k |J_ik|, per batch */
+  RH_BOUND_J_DELTA,     /* J delta at beta, kept by the row pass's evaluation */
+  RH_BOUND_J_DELTA_NEXT /* J delta at the candidate evaluated last */
+};
+
+/* sum_k |J_ik| per row: |v' J v| <= ||v||_inf sum_i |v_i| (that sum), and |J| |v| <= (that
+ * sum) ||v||_inf. J is fixed for the batch. Returns whether J is bitwise symmetric (the
+ * normal case), where J' delta is J delta. */
+RH_MULTIVERSION static int measure_information_rows(const RhWorkspace* ws, int64_t P) {
+  double* rows = ws->bound_terms + RH_BOUND_ROWS * P;
+  const double* information = ws->information;
+  int symmetric = 1;
+  for (int64_t i = 0; i < P && symmetric; ++i) {
+    for (int64_t k = 0; k < i; ++k) {
+      if (information[i * P + k] != information[k * P + i]) {
+        symmetric = 0;
+        break;
+      }
+    }
+  }
+  for (int64_t i = 0; i < P; ++i) {
+    const double* row = information + i * P;
+    double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t k = 0;
+    for (; k + 8 <= P; k += 8) {
+      for (int l = 0; l < 8; ++l) {
+        lanes[l] += fabs(row[k + l]);
+      }
+    }
+    for (; k < P; ++k) {
+      lanes[0] += fabs(row[k]);
+    }
+    double total = 0.0;
+    for (int l = 0; l < 8; ++l) {
+      total += lanes[l];
+    }
+    rows[i] = total * (1.0 + 1e-12);
+  }
+  return symmetric;
+}
+
+/* The per-iterate terms from J delta at beta (kept by its evaluation): O(P) for a symmetric J,
+ * O(P^2) for an asymmetric one (J' delta). */
+static void prepare_bound(const RhProblem* problem, RhBoundState* bound) {
+  const RhWorkspace* ws = problem->ws;
+  const int64_t P = problem->P;
+  const double n_total = problem->total_weight;
+  double* s = ws->bound_terms + RH_BOUND_SCORE * P;
+  double* sym = ws->bound_terms + RH_BOUND_SYMMETRIC * P;
+  double* weight = ws->bound_terms + RH_BOUND_WEIGHT * P;
+  const double* rows = ws->bound_terms + RH_BOUND_ROWS * P;
+  const double* j_delta = bound->j_delta;
+  double largest = 0.0, largest_delta = 0.0, abs_linear = 0.0, row_weighted_delta = 0.0;
+  for (int64_t k = 0; k < P; ++k) {
+    const double delta = ws->beta[k] - ws->beta0[k];
+    largest = fabs(ws->beta[k]) > largest ? fabs(ws->beta[k]) : largest;
+    largest_delta = fabs(delta) > largest_delta ? fabs(delta) : largest_delta;
+    abs_linear += fabs(ws->history[k] * delta);
+    row_weighted_delta += rows[k] * fabs(delta);
+  }
+  for (int64_t i = 0; i < P; ++i) {
+    s[i] = j_delta[i] - n_total * (ws->gradient[i] + ws->history[i]);
+    sym[i] = j_delta[i];
+    /* |J| |delta| both ways (Q's rounding), then the sizes the rebuild of s rounds. */
+    weight[i] = 2.0 * rows[i] * largest_delta + fabs(j_delta[i]) +
+                n_total * (fabs(ws->gradient[i]) + fabs(ws->history[i]));
+  }
+  if (bound->symmetric) {
+    for (int64_t i = 0; i < P; ++i) {
+      sym[i] += j_delta[i];
+    }
+  } else {
+    /* J' delta, row by row. |J|' |delta| <= ||J||_inf-of-columns ||delta||_inf is not kept,
+     * so its rounding weight is added here exactly. */
+    for (int64_t i = 0; i < P; ++i) {
+      const double* row = ws->information + i * P;
+      const double delta = ws->beta[i] - ws->beta0[i];
+      for (int64_t k = 0; k < P; ++k) {
+        sym[k] += row[k] * delta;
+        weight[k] += fabs(row[k] * delta);
+      }
+    }
+  }
+  bound->largest_beta = largest;
+  bound->abs_quadratic = largest_delta * row_weighted_delta;
+  bound->abs_linear = abs_linear;
+  bound->ready = 1;
+}
+
+/* step' J step and |step|' |J| |step|, one eight-double vector per row chunk, over the rows
+ * where step is non-zero. */
+RH_MULTIVERSION static void step_quadratic(const double* information, const double* step,
+                                           int64_t P, double* value, double* size) {
+  double total = 0.0, abs_total = 0.0;
+  for (int64_t i = 0; i < P; ++i) {
+    const double si = step[i];
+    if (si == 0.0) {
+      continue;
+    }
+    const double* row = information + i * P;
+    double row_value = 0.0, row_size = 0.0;
+    int64_t k = 0;
+#if RH_HAVE_VECTORS
+    RhVec8 acc = rh_vec8_zero(), abs_acc = rh_vec8_zero();
+    for (; k + 8 <= P; k += 8) {
+      const RhVec8 term = rh_vec8_load(row + k) * rh_vec8_load(step + k);
+      acc += term;
+      abs_acc += rh_vec8_abs(term);
+    }
+    row_value = rh_vec8_sum(acc);
+    row_size = rh_vec8_sum(abs_acc);
+#endif
+    for (; k < P; ++k) {
+      row_value += row[k] * step[k];
+      row_size += fabs(row[k] * step[k]);
+    }
+    total += si * row_value;
+    abs_total += fabs(si) * row_size;
+  }
+  *value = total;
+  *size = abs_total;
+}
+
+/* 1 when the attempt at ws->candidate (ws->step from ws->beta, not zero) is certain to be
+ * rejected: f(candidate) > upper + 1e-12 for the f a row pass would compute. */
+static int rejection_certain(const RhProblem* problem, const RhBatchMass* mass,
+                             const RhBoundState* bound, const RhObjectiveParts* at_beta,
                              double upper) {
-  RhWorkspace* ws = problem->ws;
+  const RhWorkspace* ws = problem->ws;
   const int64_t P = problem->P;
   const double u = DBL_EPSILON / 2.0;
-  const double n_total = problem->total_weight;
-  if (!mass->ready) {
-    measure_batch_mass(problem, mass);
+  const double* s = ws->bound_terms + RH_BOUND_SCORE * P;
+  const double* sym = ws->bound_terms + RH_BOUND_SYMMETRIC * P;
+  const double* weight = ws->bound_terms + RH_BOUND_WEIGHT * P;
+  double s_step = 0.0, sym_step = 0.0, history_step = 0.0, weighted_step = 0.0;
+  double abs_history_step = 0.0, largest_step = 0.0, row_weighted_step = 0.0;
+  const double* information_rows = ws->bound_terms + RH_BOUND_ROWS * P;
+  for (int64_t j = 0; j < P; ++j) {
+    const double step = ws->step[j], abs_step = fabs(step);
+    row_weighted_step += information_rows[j] * abs_step;
+    s_step += s[j] * step;
+    sym_step += sym[j] * step;
+    history_step += ws->history[j] * step;
+    weighted_step += weight[j] * abs_step;
+    abs_history_step += fabs(ws->history[j]) * abs_step;
+    largest_step = abs_step > largest_step ? abs_step : largest_step;
   }
-  double quadratic = 0.0, linear = 0.0;
-  rh_objective_terms(problem, ws->candidate, NULL, &quadratic, &linear);
-  /* s . step with s rebuilt from g, and the size of what the rebuild rounds. */
-  double s_step = 0.0, rebuilt = 0.0, largest_beta = 0.0, largest_step = 0.0;
-  for (int64_t i = 0; i < P; ++i) {
-    const double* row = ws->information + i * P;
-    double j_delta = 0.0, j_delta_abs = 0.0;
-    for (int64_t k = 0; k < P; ++k) {
-      const double term = row[k] * (ws->beta[k] - ws->beta0[k]);
-      j_delta += term;
-      j_delta_abs += fabs(term);
-    }
-    const double s = j_delta - n_total * (ws->gradient[i] + ws->history[i]);
-    s_step += s * ws->step[i];
-    rebuilt += fabs(ws->step[i]) * (j_delta_abs + n_total * (fabs(ws->gradient[i]) +
-                                                             fabs(ws->history[i])));
-    const double b = fabs(ws->beta[i]) > fabs(ws->candidate[i]) ? fabs(ws->beta[i])
-                                                                 : fabs(ws->candidate[i]);
-    largest_beta = b > largest_beta ? b : largest_beta;
-    largest_step = fabs(ws->step[i]) > largest_step ? fabs(ws->step[i]) : largest_step;
-  }
-  /* Summation depths of row_pass.c: a row's dot adds at most P + 16 terms in sequence (lanes,
-   * their sum, the tail); the loss and each score sum add a row at most RH_ROW_BLOCK + 16 times
+  /* Summation depths: a dot or J-row sum adds at most P + 16 terms in sequence, Q's double
+   * sum 2P + 16; row_pass.c adds each row's loss and score at most RH_ROW_BLOCK + 16 times
    * within its block (lanes of eight, then the lanes), then once per block. */
   const double n_blocks = (double)((problem->data.n_rows + RH_ROW_BLOCK - 1) / RH_ROW_BLOCK);
-  const double gamma_dot = ((double)P + 16.0) * u;
+  const double gamma_dot = (2.0 * (double)P + 16.0) * u;
   const double gamma_sum = ((double)RH_ROW_BLOCK + 16.0 + n_blocks) * u;
-  /* sum_i w_i a_i with a_i = |y_i| + sum_j |x_ij beta_j| bounds every residual's size, for
-   * beta and the candidate alike; residual errors are gamma_dot a_i, psi is tau-bounded and
-   * 1-Lipschitz, rho is tau-Lipschitz and below tau |r|. */
-  const double residual_mass = mass->weighted_y + largest_beta * mass->weighted_x;
-  const double loss_error = 2.0 * problem->tau * residual_mass * (gamma_dot + gamma_sum);
-  const double score_error =
-      largest_step * (gamma_dot * mass->max_row_x * residual_mass +
-                      2.0 * gamma_sum * problem->tau * mass->weighted_x);
-  const double rebuild_error = (8.0 * u + gamma_dot) * rebuilt;
-  const double subtraction_error = 4.0 * u * (fabs(loss_beta) + fabs(s_step));
-  const double margin = 4.0 * (loss_error + score_error + rebuild_error + subtraction_error);
-  double loss_bound = loss_beta - s_step - margin;
+  const double tau = problem->tau;
+  /* sum_i w_i a_i, a_i = |y_i| + sum_j |x_ij b_j| >= |r_i| for b = beta and b = candidate;
+   * residuals err by gamma_dot a_i, psi is tau-bounded and 1-Lipschitz, rho is tau-Lipschitz
+   * and at most tau |r|. */
+  const double largest = bound->largest_beta + largest_step;
+  const double residual_mass = mass->weighted_y + largest * mass->weighted_x;
+  const double two_passes = 2.0 * tau * residual_mass * (gamma_dot + gamma_sum);
+  const double score = largest_step * (gamma_dot * mass->max_row_x * residual_mass +
+                                       gamma_sum * tau * mass->weighted_x);
+  const double coordinates = (gamma_dot + 8.0 * u) * weighted_step;
+  double loss_bound =
+      at_beta->loss - s_step -
+      4.0 * (two_passes + score + coordinates + 2.0 * u * (fabs(at_beta->loss) + fabs(s_step)));
   if (!(loss_bound > 0.0)) {
     loss_bound = 0.0; /* a sum of w rho >= 0 */
   }
-  return rh_assemble_objective(problem, loss_bound, quadratic, linear) > upper + 1e-12;
+  const double linear_bound =
+      at_beta->linear + history_step +
+      4.0 * (gamma_dot * (2.0 * bound->abs_linear + 2.0 * abs_history_step) +
+             2.0 * u * (fabs(at_beta->linear) + fabs(history_step)));
+  /* Q's bound for a given step' J step (and its absolute size). */
+#define RH_QUADRATIC_BOUND(value, size)                                                     \
+  (at_beta->quadratic + sym_step + (value) -                                               \
+   4.0 * (gamma_dot * (2.0 * bound->abs_quadratic + 3.0 * weighted_step + 3.0 * (size)) + \
+          coordinates + 2.0 * u * (fabs(at_beta->quadratic) + fabs(sym_step) + fabs(value))))
+  const double limit = upper + 1e-12;
+  /* step' J step lies in [-A, A]: certain with -A, hopeless with +A (no size error), and
+   * in between, rarely, the O(P^2) value decides. */
+  const double a = largest_step * row_weighted_step;
+  if (rh_assemble_objective(problem, loss_bound, RH_QUADRATIC_BOUND(-a, a), linear_bound) >
+      limit) {
+    return 1;
+  }
+  if (!(rh_assemble_objective(problem, loss_bound, at_beta->quadratic + sym_step + a,
+                              linear_bound) > limit)) {
+    return 0;
+  }
+  double step_j_step = 0.0, step_j_step_size = 0.0;
+  step_quadratic(ws->information, ws->step, P, &step_j_step, &step_j_step_size);
+  return rh_assemble_objective(problem, loss_bound,
+                               RH_QUADRATIC_BOUND(step_j_step, step_j_step_size),
+                               linear_bound) > limit;
+#undef RH_QUADRATIC_BOUND
 }
 
 RhCudaStatus rh_solve_lamm(RhProblem* problem, RhSolveResult* result, RhErrorBuffer* err) {
   RhWorkspace* ws = problem->ws;
   const int64_t P = problem->P;
-  /* The bound pays off where decisions are taken on float32 values (many rejections within
-   * float32 resolution); float64 rejections are rare and cost the same either way. */
-  const int bound_rejections = problem->data.dtype == RH_CUDA_DTYPE_FLOAT32;
+  /* The bound pays off where decisions are taken on float32 values; float64 rejections are
+   * rare and decided well above the rounding, where the bound cannot settle them. */
+  const int use_bound = problem->data.dtype == RH_CUDA_DTYPE_FLOAT32;
   RhBatchMass mass = {0, 0.0, 0.0, 0.0};
-  double objective = 0.0, loss = 0.0;
-  RH_TRY(rh_start_at_previous_with_loss(problem, &objective, &loss, err));
+  RhBoundState bound = {0, 0, NULL, NULL, 0.0, 0.0, 0.0};
+  if (use_bound) {
+    bound.j_delta = ws->bound_terms + RH_BOUND_J_DELTA * P;
+    bound.j_delta_next = ws->bound_terms + RH_BOUND_J_DELTA_NEXT * P;
+  }
+  double objective = 0.0;
+  RhObjectiveParts parts = {0.0, 0.0, 0.0}, candidate_parts = {0.0, 0.0, 0.0};
+  RH_TRY(rh_start_at_previous_parts(problem, &objective, &parts, bound.j_delta, err));
   double phi = 1.0;
   result->converged = 0;
   for (int64_t it = 1; it <= problem->max_iter; ++it) {
     result->iterations = it;
     int accepted = 0, zero_step = 0;
-    double candidate_objective = 0.0, candidate_loss = 0.0;
+    double candidate_objective = 0.0;
     double* delta = ws->step;
     for (int attempt = 0; attempt < 40; ++attempt) {
       double inner = 0.0, squared = 0.0;
@@ -153,19 +343,29 @@ RhCudaStatus rh_solve_lamm(RhProblem* problem, RhSolveResult* result, RhErrorBuf
         /* candidate == beta bit for bit: f(candidate) = F <= F + 0 + 1e-12, and its gradient
          * and curvature are the current ones. */
         candidate_objective = objective;
-        candidate_loss = loss;
+        candidate_parts = parts;
         accepted = 1;
         break;
       }
-      if (bound_rejections && rejection_certain(problem, &mass, loss, upper)) {
-        phi *= 2.0;
-        continue;
+      if (use_bound) {
+        if (!mass.ready) {
+          measure_batch_mass(problem, &mass);
+          bound.symmetric = measure_information_rows(ws, P);
+        }
+        if (!bound.ready) {
+          prepare_bound(problem, &bound);
+        }
+        if (rejection_certain(problem, &mass, &bound, &parts, upper)) {
+          phi *= 2.0;
+          continue;
+        }
       }
       /* Every evaluated attempt also forms the gradient and curvature: they ride along in the
        * same pass over X, where computing them after a late acceptance would cost another
        * pass. */
-      candidate_objective = rh_objective_with_loss(problem, ws->candidate, ws->gradient_next,
-                                                   ws->curvature_next, &candidate_loss);
+      candidate_objective =
+          rh_objective_parts(problem, ws->candidate, ws->gradient_next, ws->curvature_next,
+                             &candidate_parts, bound.j_delta_next);
       if (candidate_objective <= upper + 1e-12) {
         accepted = 1;
         break;
@@ -180,9 +380,13 @@ RhCudaStatus rh_solve_lamm(RhProblem* problem, RhSolveResult* result, RhErrorBuf
     if (!zero_step) {
       rh_swap_buffers(&ws->gradient, &ws->gradient_next);
       rh_swap_buffers(&ws->curvature, &ws->curvature_next);
+      if (use_bound) {
+        rh_swap_buffers(&bound.j_delta, &bound.j_delta_next);
+        bound.ready = 0;
+      }
     }
     objective = candidate_objective;
-    loss = candidate_loss;
+    parts = candidate_parts;
     phi = phi / 2.0 > 1e-8 ? phi / 2.0 : 1e-8;
     if (!rh_all_finite(ws->beta, P) || !isfinite(objective)) {
       return rh_fail(err, RH_CUDA_NUMERICAL_ERROR,

@@ -3,12 +3,11 @@
 #include "solver_common.h"
 
 /* Q = delta' J delta and D = history . delta at beta (delta = beta - beta0). With gradient !=
- * NULL, gradient holds X'(w psi(r)) on entry and g on return. J may be asymmetric (restored),
- * so J delta is used as is, never symmetrised. Kept out of line: the LAMM rejection bound
- * (lamm_solver.c) recomputes Q and D through this same code and needs the same bits. */
-__attribute__((noinline)) void rh_objective_terms(const RhProblem* problem, const double* beta,
-                                                  double* gradient, double* quadratic,
-                                                  double* linear) {
+ * NULL, gradient holds X'(w psi(r)) on entry and g on return; with j_delta_out != NULL it
+ * receives J delta. J may be asymmetric (restored), so J delta is used as is, never
+ * symmetrised. */
+void rh_objective_terms(const RhProblem* problem, const double* beta, double* gradient,
+                        double* quadratic, double* linear, double* j_delta_out) {
   const RhWorkspace* ws = problem->ws;
   const int64_t P = problem->P;
   const double inv_n = 1.0 / problem->total_weight;
@@ -25,6 +24,9 @@ __attribute__((noinline)) void rh_objective_terms(const RhProblem* problem, cons
     }
     q += delta[i] * j_delta;
     d += ws->history[i] * delta[i];
+    if (j_delta_out != NULL) {
+      j_delta_out[i] = j_delta;
+    }
     if (gradient != NULL) {
       gradient[i] = (j_delta - gradient[i]) * inv_n - ws->history[i];
     }
@@ -50,31 +52,36 @@ double rh_assemble_objective(const RhProblem* problem, double loss, double quadr
 
 /* f(beta) = [sum w rho(r) + delta' J delta / 2] / N - history . delta (a float32 value for a
  * float32 engine), and with gradient != NULL g(beta) = [-X'(w psi(r)) + J delta] / N - history
- * and c(r) into curvature. *loss (when loss != NULL) receives sum w rho(r) in double. */
-double rh_objective_with_loss(const RhProblem* problem, const double* beta, double* gradient,
-                              double* curvature, double* loss) {
-  double row_loss = 0.0;
-  rh_row_pass(problem, beta, &row_loss, gradient, gradient != NULL ? curvature : NULL);
+ * and c(r) into curvature. parts (when not NULL) receives the three reductions in double and
+ * j_delta (when not NULL) J delta. */
+double rh_objective_parts(const RhProblem* problem, const double* beta, double* gradient,
+                          double* curvature, RhObjectiveParts* parts, double* j_delta) {
+  double loss = 0.0;
+  rh_row_pass(problem, beta, &loss, gradient, gradient != NULL ? curvature : NULL);
   double quadratic = 0.0, linear = 0.0;
-  rh_objective_terms(problem, beta, gradient, &quadratic, &linear);
-  if (loss != NULL) {
-    *loss = row_loss;
+  rh_objective_terms(problem, beta, gradient, &quadratic, &linear, j_delta);
+  if (parts != NULL) {
+    parts->loss = loss;
+    parts->quadratic = quadratic;
+    parts->linear = linear;
   }
-  return rh_assemble_objective(problem, row_loss, quadratic, linear);
+  return rh_assemble_objective(problem, loss, quadratic, linear);
 }
 
 double rh_objective(const RhProblem* problem, const double* beta, double* gradient,
                     double* curvature) {
-  return rh_objective_with_loss(problem, beta, gradient, curvature, NULL);
+  return rh_objective_parts(problem, beta, gradient, curvature, NULL, NULL);
 }
 
-RhCudaStatus rh_start_at_previous_with_loss(RhProblem* problem, double* objective, double* loss,
-                                            RhErrorBuffer* err) {
+RhCudaStatus rh_start_at_previous_parts(RhProblem* problem, double* objective,
+                                        RhObjectiveParts* parts, double* j_delta,
+                                        RhErrorBuffer* err) {
   RhWorkspace* ws = problem->ws;
   for (int64_t j = 0; j < problem->P; ++j) {
     ws->beta[j] = ws->beta0[j];
   }
-  *objective = rh_objective_with_loss(problem, ws->beta, ws->gradient, ws->curvature, loss);
+  *objective =
+      rh_objective_parts(problem, ws->beta, ws->gradient, ws->curvature, parts, j_delta);
   if (!isfinite(*objective)) {
     RH_TRY(rh_check_design_values(&problem->data, err));
     return rh_fail(err, RH_CUDA_NUMERICAL_ERROR,
@@ -84,5 +91,5 @@ RhCudaStatus rh_start_at_previous_with_loss(RhProblem* problem, double* objectiv
 }
 
 RhCudaStatus rh_start_at_previous(RhProblem* problem, double* objective, RhErrorBuffer* err) {
-  return rh_start_at_previous_with_loss(problem, objective, NULL, err);
+  return rh_start_at_previous_parts(problem, objective, NULL, NULL, err);
 }

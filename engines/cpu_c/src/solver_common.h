@@ -32,19 +32,25 @@ static inline double rh_working_value(const RhProblem* problem, double v) {
 }
 
 /* ---- objective.c, beyond cpu_engine.h's rh_objective / rh_start_at_previous: the same
- * evaluation split into its parts, for the LAMM rejection bound. */
-/* Q = delta' J delta and D = history . delta at beta; with gradient != NULL it turns
- * X'(w psi) into g. */
+ * evaluation with its three reductions, for the LAMM rejection bound. */
+typedef struct RhObjectiveParts {
+  double loss;      /* sum w rho(r) */
+  double quadratic; /* delta' J delta */
+  double linear;    /* history . delta */
+} RhObjectiveParts;
+/* Q and D at beta; with gradient != NULL it turns X'(w psi) into g; with j_delta != NULL it
+ * receives J delta (P values). */
 void rh_objective_terms(const RhProblem* problem, const double* beta, double* gradient,
-                        double* quadratic, double* linear);
-/* f from its three reductions (a float32 value for a float32 engine; monotone in loss). */
+                        double* quadratic, double* linear, double* j_delta);
+/* f from its three reductions (a float32 value for a float32 engine); non-decreasing in loss
+ * and quadratic, non-increasing in linear. */
 double rh_assemble_objective(const RhProblem* problem, double loss, double quadratic,
                              double linear);
-/* rh_objective, also returning sum w rho(r) (double) in *loss when loss != NULL. */
-double rh_objective_with_loss(const RhProblem* problem, const double* beta, double* gradient,
-                              double* curvature, double* loss);
-RhCudaStatus rh_start_at_previous_with_loss(RhProblem* problem, double* objective, double* loss,
-                                            RhErrorBuffer* err);
+double rh_objective_parts(const RhProblem* problem, const double* beta, double* gradient,
+                          double* curvature, RhObjectiveParts* parts, double* j_delta);
+RhCudaStatus rh_start_at_previous_parts(RhProblem* problem, double* objective,
+                                        RhObjectiveParts* parts, double* j_delta,
+                                        RhErrorBuffer* err);
 
 static inline void rh_swap_buffers(double** a, double** b) {
   double* t = *a;

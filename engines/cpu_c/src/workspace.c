@@ -52,6 +52,7 @@ static size_t buffer_specs(RhWorkspace* ws, int64_t n, int64_t P, size_t elem_si
   RH_SPEC(step, P, sizeof(double));
   RH_SPEC(scratch, P, sizeof(double));
   RH_SPEC(singular_values, P, sizeof(double));
+  RH_SPEC(bound_terms, 6 * P, sizeof(double));
   RH_SPEC(information, square, sizeof(double));
   RH_SPEC(gram_weighted, square, sizeof(double));
   RH_SPEC(gram, square, sizeof(double));
