@@ -25,8 +25,9 @@
  * skips the pass; anything else is evaluated. Every decision is the one the full evaluation
  * takes, so results do not change, only the number of row passes. */
 
-/* sum_i w_i ||x_i||_1 and max_i ||x_i||_1 (the appended intercept column counted as ones),
- * sum_i w_i |y_i|: they bound every residual's size and hence a row pass's rounding. */
+/* sum_i w_i ||x_i||_1 and (a bound on) max_i ||x_i||_1, the appended intercept column counted
+ * as ones, and sum_i w_i |y_i|: they bound every residual's size and hence a row pass's
+ * rounding. */
 typedef struct RhBatchMass {
   int ready;
   double weighted_x;
@@ -45,59 +46,86 @@ typedef struct RhBoundState {
   double abs_linear;    /* |history|' |delta| */
 } RhBoundState;
 
-/* sum_j |x_ij| of one row, eight lanes at a time. */
-#define RH_ROW_ABS_SUM(T, LOAD8)                        \
-  static double row_abs_sum_##T(const T* x, int64_t m) { \
-    double total = 0.0;                                  \
-    int64_t j = 0;                                       \
-    RH_ROW_ABS_VECTOR(LOAD8)                             \
-    for (; j < m; ++j) {                                 \
-      total += fabs((double)x[j]);                       \
-    }                                                    \
-    return total;                                        \
-  }
+/* The batch's sizes for one dtype, as cheaply as a pass over X allows: sum_i w_i |x_ij| is
+ * accumulated in vectors across rows, and max_i ||x_i||_1 is bounded by n_columns max |x_ij|
+ * (plus the intercept). Threads split the rows; the order of the sums only moves the last bits
+ * of a bound with a factor 4 to spare, and no result depends on it. */
 #if RH_HAVE_VECTORS
-#define RH_ROW_ABS_VECTOR(LOAD8)               \
-  RhVec8 acc = rh_vec8_zero();                 \
-  for (; j + 8 <= m; j += 8) {                 \
-    acc += rh_vec8_abs(LOAD8(x + j));          \
-  }                                            \
-  total = rh_vec8_sum(acc);
+#define RH_MASS_VECTOR(LOAD8)                                      \
+  for (; j + 8 <= m; j += 8) {                                     \
+    const RhVec8 v = rh_vec8_abs(LOAD8(xi + j));                   \
+    acc += rh_vec8_splat(wi) * v;                                  \
+    largest = rh_vec8_select(v > largest, v, largest);             \
+  }
+#define RH_MASS_FINISH                                             \
+  local_x += rh_vec8_sum(acc);                                     \
+  for (int l = 0; l < 8; ++l) {                                    \
+    local_max = largest[l] > local_max ? largest[l] : local_max;   \
+  }
+#define RH_MASS_START RhVec8 acc = rh_vec8_zero(), largest = rh_vec8_zero();
 #else
-#define RH_ROW_ABS_VECTOR(LOAD8)
+#define RH_MASS_VECTOR(LOAD8)
+#define RH_MASS_FINISH
+#define RH_MASS_START
 #endif
-RH_MULTIVERSION RH_ROW_ABS_SUM(float, rh_vec8_load_f32)
-RH_MULTIVERSION RH_ROW_ABS_SUM(double, rh_vec8_load)
-#undef RH_ROW_ABS_SUM
-#undef RH_ROW_ABS_VECTOR
+#define RH_BATCH_MASS(T, LOAD8)                                                             \
+  RH_MULTIVERSION static void batch_mass_##T(const RhBatchData* d, RhBatchMass* mass) {    \
+    const T* x = (const T*)d->x;                                                            \
+    const T* y = (const T*)d->y;                                                            \
+    const T* w = (const T*)d->weights;                                                      \
+    const int64_t m = d->n_columns, n = d->n_rows;                                          \
+    const int prefetch = m * (int64_t)sizeof(T) <= 512;                                     \
+    double weighted_x = 0.0, largest_x = 0.0, weighted_y = 0.0, total_w = 0.0;              \
+    _Pragma("omp parallel if (n * m >= RH_PARALLEL_MIN_ROW_WORK)") {                        \
+      double local_x = 0.0, local_max = 0.0, local_y = 0.0, local_w = 0.0;                  \
+      RH_MASS_START                                                                         \
+      _Pragma("omp for schedule(static)") for (int64_t i = 0; i < n; ++i) {                 \
+        const T* xi = x + i * m;                                                            \
+        /* Narrow rows defeat the hardware prefetcher, as in row_pass_typed.h. */           \
+        if (prefetch && (i & 7) == 0 && i + 24 <= n) {                                      \
+          const char* ahead = (const char*)(x + (i + 16) * m);                              \
+          for (int64_t k = 0; k < 8 * m * (int64_t)sizeof(T); k += 64) {                   \
+            __builtin_prefetch(ahead + k);                                                  \
+          }                                                                                 \
+        }                                                                                   \
+        const double wi = w != NULL ? (double)w[i] : 1.0;                                   \
+        int64_t j = 0;                                                                      \
+        RH_MASS_VECTOR(LOAD8)                                                               \
+        for (; j < m; ++j) {                                                                \
+          const double v = fabs((double)xi[j]);                                             \
+          local_x += wi * v;                                                                \
+          local_max = v > local_max ? v : local_max;                                        \
+        }                                                                                   \
+        local_y += wi * fabs((double)y[i]);                                                 \
+        local_w += wi;                                                                      \
+      }                                                                                     \
+      RH_MASS_FINISH                                                                        \
+      _Pragma("omp critical(rh_batch_mass)") {                                              \
+        weighted_x += local_x;                                                              \
+        weighted_y += local_y;                                                              \
+        total_w += local_w;                                                                 \
+        largest_x = local_max > largest_x ? local_max : largest_x;                          \
+      }                                                                                     \
+    }                                                                                       \
+    const double intercept = d->append_intercept ? 1.0 : 0.0;                               \
+    mass->weighted_x = (weighted_x + intercept * total_w) * (1.0 + 1e-12);                  \
+    mass->max_row_x = ((double)m * largest_x + intercept) * (1.0 + 1e-12);                  \
+    mass->weighted_y = weighted_y * (1.0 + 1e-12);                                          \
+    mass->ready = 1;                                                                        \
+  }
+RH_BATCH_MASS(float, rh_vec8_load_f32)
+RH_BATCH_MASS(double, rh_vec8_load)
+#undef RH_BATCH_MASS
+#undef RH_MASS_VECTOR
+#undef RH_MASS_FINISH
+#undef RH_MASS_START
 
 static void measure_batch_mass(const RhProblem* problem, RhBatchMass* mass) {
-  const RhBatchData* d = &problem->data;
-  const int64_t m = d->n_columns;
-  const int is_f32 = d->dtype == RH_CUDA_DTYPE_FLOAT32;
-  double weighted_x = 0.0, max_row_x = 0.0, weighted_y = 0.0;
-  for (int64_t i = 0; i < d->n_rows; ++i) {
-    double row, y, w;
-    if (is_f32) {
-      row = row_abs_sum_float((const float*)d->x + i * m, m);
-      y = ((const float*)d->y)[i];
-      w = d->weights != NULL ? ((const float*)d->weights)[i] : 1.0;
-    } else {
-      row = row_abs_sum_double((const double*)d->x + i * m, m);
-      y = ((const double*)d->y)[i];
-      w = d->weights != NULL ? ((const double*)d->weights)[i] : 1.0;
-    }
-    /* The order of these sums only moves the last bits of a bound with a factor 4 to
-     * spare. */
-    row += d->append_intercept ? 1.0 : 0.0;
-    weighted_x += w * row;
-    weighted_y += w * fabs(y);
-    max_row_x = row > max_row_x ? row : max_row_x;
+  if (problem->data.dtype == RH_CUDA_DTYPE_FLOAT32) {
+    batch_mass_float(&problem->data, mass);
+  } else {
+    batch_mass_double(&problem->data, mass);
   }
-  mass->weighted_x = weighted_x;
-  mass->max_row_x = max_row_x;
-  mass->weighted_y = weighted_y;
-  mass->ready = 1;
 }
 
 /* ws->bound_terms, 6 x P: */
