@@ -19,6 +19,8 @@ from renewable_huber.backends.native import NativeBackend
 from renewable_huber.config import UpdateConfig
 from renewable_huber.state import RenewableState
 
+from float32_checks import assert_float32_close, flat_radius, scaled_atol
+
 pytestmark = pytest.mark.usefixtures("cpu_library")
 
 
@@ -62,32 +64,6 @@ def run_native(batches, config: UpdateConfig, dtype):
     return history, predictions
 
 
-def _scaled_atol(rtol: float, reference: np.ndarray) -> float:
-    # Coefficients near zero (L1 zeros them exactly) need an absolute floor on the scale of the
-    # vector, else a 1e-9 coefficient against 0 fails a purely relative test.
-    return rtol * max(1.0, float(np.max(np.abs(reference))))
-
-
-def _assert_float32_close(actual, reference, what: str, slack: float = 0.0):
-    reference = np.asarray(reference, dtype=np.float64)
-    np.testing.assert_allclose(
-        actual, reference, rtol=4e-4, atol=_scaled_atol(4e-4, reference) + slack, err_msg=what
-    )
-
-
-def _flat_radius(ref_state, config, dtype=np.float64) -> float:
-    """How far apart two correct engines deciding on `dtype` values may stop:
-    10 sqrt(eps cond(H)) (1 + ||beta||), eps of that dtype. sqrt(eps cond(H)) is an
-    order-of-magnitude estimate; hypothesis found float64 gaps up to 1.5x it (p=203 and p=296,
-    tau=0.8, first batches of 2P+5 rows), hence the factor 10. float32 (measured on 1089
-    batches of these streams against the float64 core): native_cpu up to 2.7x, the float32
-    core itself up to 7.3x. A real engine error (a wrong term, a wrong weight) is far larger."""
-    eps = np.finfo(dtype).eps
-    beta = ref_state.coefficients
-    hessian = ref_state.information / ref_state.weight_sum + config.ridge * np.eye(beta.size)
-    return float(10.0 * np.sqrt(eps * np.linalg.cond(hessian)) * (1.0 + np.linalg.norm(beta)))
-
-
 def _flat_optimum_checks(index, state, ref_state, batch, config, bandwidth, info_slack):
     """float64 coefficient and information checks for arbitrary random streams; returns the
     notes and the information slack carried to the next batch.
@@ -105,7 +81,7 @@ def _flat_optimum_checks(index, state, ref_state, batch, config, bandwidth, info
     """
     notes = []
     beta, ref_beta = state.coefficients, ref_state.coefficients
-    np.testing.assert_allclose(beta, ref_beta, rtol=2e-8, atol=3e-9 + _flat_radius(ref_state, config))
+    np.testing.assert_allclose(beta, ref_beta, rtol=2e-8, atol=3e-9 + flat_radius(ref_state, config))
     X, _, w = batch
     design = core.design_matrix(np, X, config.fit_intercept)
     weights = np.ones(design.shape[0]) if w is None else w
@@ -172,9 +148,9 @@ def compare(batches, config, dtype, native, reference, predictions, reference64=
         # engine is asserted against the float64 computation within the golden tolerance plus
         # the float32 radius, and the gap to the float32 core is reported.
         ref64_beta = ref64_state.coefficients
-        _assert_float32_close(
+        assert_float32_close(
             state.coefficients, ref64_beta, "vs float64 core",
-            slack=_flat_radius(ref64_state, config, np.float32),
+            slack=flat_radius(ref64_state, config, np.float32),
         )
         scale = max(1.0, float(np.max(np.abs(ref64_beta))))
         gap = np.max(np.abs(state.coefficients - ref64_beta))
@@ -202,14 +178,14 @@ def compare(batches, config, dtype, native, reference, predictions, reference64=
     X_last = core.design_matrix(np, batches[-1][0].astype(np.float64), config.fit_intercept)
     expected = X_last @ oracle[-1][0].coefficients.astype(np.float64)
     if dtype == np.float64:
-        radius = _flat_radius(oracle[-1][0], config)
+        radius = flat_radius(oracle[-1][0], config)
         slack = 0.0 if strict else radius * float(np.max(np.linalg.norm(X_last, axis=1)))
         np.testing.assert_allclose(predictions, expected, rtol=2e-8, atol=3e-9 + slack)
     else:
-        slack = _flat_radius(oracle[-1][0], config, np.float32) * float(
+        slack = flat_radius(oracle[-1][0], config, np.float32) * float(
             np.max(np.linalg.norm(X_last, axis=1)))
         np.testing.assert_allclose(predictions, expected, rtol=4e-4,
-                                   atol=_scaled_atol(4e-4, expected) + slack)
+                                   atol=scaled_atol(4e-4, expected) + slack)
     for line in notes:
         print(f"native_cpu vs reference ({np.dtype(dtype).name}, {config.penalty}): {line}")
 
