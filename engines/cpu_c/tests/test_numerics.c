@@ -277,9 +277,12 @@ static void test_integer_weights_equal_row_replication(void) {
   CHECK_CLOSE(weighted.diagnostics.objective, replicated.diagnostics.objective, 1e-10, 0.0);
 }
 
-static void test_float32_tracks_float64(void) {
-  static float xf[N_STREAM * P_STREAM], yf[N_STREAM];
-  static double xd[N_STREAM * P_STREAM], yd[N_STREAM];
+/* The stream rounded to float32 (xf, yf) and the same float32 values widened back to double
+ * (xd, yd), so float32 and float64 fits see identical data. */
+static float xf[N_STREAM * P_STREAM], yf[N_STREAM];
+static double xd[N_STREAM * P_STREAM], yd[N_STREAM];
+
+static void make_float32_stream(void) {
   for (int k = 0; k < N_STREAM * P_STREAM; ++k) {
     xf[k] = (float)SX[k];
     xd[k] = (double)xf[k];
@@ -288,6 +291,10 @@ static void test_float32_tracks_float64(void) {
     yf[i] = (float)SY[i];
     yd[i] = (double)yf[i];
   }
+}
+
+static void test_float32_tracks_float64(void) {
+  make_float32_stream();
   for (int penalty = RH_CUDA_PENALTY_NONE; penalty <= RH_CUDA_PENALTY_L1; ++penalty) {
     RhCudaUpdateConfig c = rh_config(P_STREAM, penalty);
     c.tolerance = 1e-6;
@@ -313,16 +320,7 @@ static void test_float32_tracks_float64(void) {
  * normally. The result still tracks the float64 fit at an ordinary tolerance within the golden
  * float32 tolerance. */
 static void test_float32_converges_below_float32_resolution(void) {
-  static float xf[N_STREAM * P_STREAM], yf[N_STREAM];
-  static double xd[N_STREAM * P_STREAM], yd[N_STREAM];
-  for (int k = 0; k < N_STREAM * P_STREAM; ++k) {
-    xf[k] = (float)SX[k];
-    xd[k] = (double)xf[k];
-  }
-  for (int i = 0; i < N_STREAM; ++i) {
-    yf[i] = (float)SY[i];
-    yd[i] = (double)yf[i];
-  }
+  make_float32_stream();
   for (int penalty = RH_CUDA_PENALTY_NONE; penalty <= RH_CUDA_PENALTY_L1; ++penalty) {
     RhCudaUpdateConfig tight = rh_config(P_STREAM, penalty);
     tight.tolerance = 3e-8;
