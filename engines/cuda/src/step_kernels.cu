@@ -1,7 +1,6 @@
 // Kernels on P-sized vectors and P x P matrices: the Newton and LAMM bookkeeping that keeps
 // beta, F, phi and the convergence state on the device between iterations. Single-block
 // kernels reduce in a fixed order, so every decision they take is reproducible.
-#include <atomic>
 #include <cmath>
 
 #include "engine_error.hpp"
@@ -613,27 +612,18 @@ void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, T* out, 
 // latency of a column is a few shared-memory round trips, not a warp's walk over many rows.
 constexpr int kSmallDenseThreads = 1024;
 
-size_t small_cholesky_shared_bytes(int64_t P) {
+constexpr size_t small_cholesky_shared_bytes(int64_t P) {
   return static_cast<size_t>(P * P + 3 * P) * sizeof(double);
 }
+// Within the 48 KiB every kernel may use without opting in to more dynamic shared memory.
+static_assert(small_cholesky_shared_bytes(kSmallDenseMax) <= 48 * 1024,
+              "kSmallDenseMax needs cudaFuncAttributeMaxDynamicSharedMemorySize");
 
 template <class T>
 void launch_small_cholesky_solve(const T* gram, const double* J, const BatchConstants& k,
                                  DeviceScalars* sc, const double* g, double* dir,
                                  cudaStream_t s) {
   const size_t bytes = small_cholesky_shared_bytes(k.P);
-  // Above 48 KiB a kernel must opt in to the larger dynamic shared memory; the attribute is
-  // per function and device and costs a driver call, so it is set once per process and device.
-  static std::atomic<bool> opted_in[64] = {};
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
-  if (bytes > 48 * 1024 && (device >= 64 || !opted_in[device].load())) {
-    check_cuda(cudaFuncSetAttribute(small_cholesky_solve_kernel<T>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(small_cholesky_shared_bytes(kSmallDenseMax))),
-               "cudaFuncSetAttribute (small Cholesky shared memory)");
-    if (device < 64) opted_in[device].store(true);
-  }
   small_cholesky_solve_kernel<T><<<1, kSmallDenseThreads, bytes, s>>>(gram, J, k, sc, g, dir);
   check_launch("small_cholesky_solve_kernel");
 }
