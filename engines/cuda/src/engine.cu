@@ -1,5 +1,6 @@
 #include "engine.hpp"
 
+#include <algorithm>
 #include <cfloat>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +31,15 @@ InjectedFailure injected_failure_from_environment() {
   const char* value = std::getenv("RH_CUDA_TEST_INJECT_FAILURE");
   if (value != nullptr && std::strcmp(value, "cusolver") == 0) return InjectedFailure::Cusolver;
   return InjectedFailure::None;
+}
+
+// RH_CUDA_TEST_CHUNK=N queues exactly N iterations per synchronisation, for the tests that
+// show chunking never changes a result. Unset (or not a positive number): adaptive.
+int64_t forced_chunk_from_environment() {
+  const char* value = std::getenv("RH_CUDA_TEST_CHUNK");
+  if (value == nullptr) return 0;
+  const long long parsed = std::strtoll(value, nullptr, 10);
+  return parsed > 0 ? parsed : 0;
 }
 
 void reserve_elems(GrowingBuffer& buffer, int64_t count, size_t elem, const char* what) {
@@ -236,6 +246,8 @@ void Engine::create(const RhCudaEngineOptions& options) {
   // counted. TF32 is only ever requested with float32 (rh_validate_options refuses float64).
   enabled_flags = requested_flags;
   injected = injected_failure_from_environment();
+  forced_chunk = forced_chunk_from_environment();
+  chunk_hint = 0;
   configure_staging(*this);
 
   int64_t PP = 0;
@@ -298,12 +310,13 @@ void Engine::create(const RhCudaEngineOptions& options) {
   reserve_elems(ws.pivots, P, sizeof(int), "LU pivots");
   reserve_elems(ws.solver_info, 1, sizeof(int), "cuSOLVER info");
   for (GrowingBuffer* b : {&ws.candidates, &ws.candidate_deltas, &ws.candidate_jdeltas}) {
-    reserve_elems(*b, P * kLammChunk, sizeof(double), "LAMM candidates");
+    reserve_elems(*b, P * kLammMaxGroup, sizeof(double), "LAMM candidates");
   }
-  reserve_elems(ws.trial_terms, kLammChunk * 4, sizeof(double), "LAMM trial terms");
+  reserve_elems(ws.trial_terms, kLammMaxGroup * 4, sizeof(double), "LAMM trial terms");
   reserve_elems(ws.scalars, 1, sizeof(DeviceScalars), "solver scalars");
-  reserve_elems(ws.trial_partials, int64_t{kMaxRowBlocks} * kLineSearchTrials, sizeof(double),
-                "line-search partials");
+  reserve_elems(ws.trial_partials,
+                int64_t{kMaxRowBlocks} * std::max(kLineSearchTrials, kLammMaxGroup),
+                sizeof(double), "line-search partials");
   reserve_elems(ws.row_partials, int64_t{kMaxRowBlocks} * 2, sizeof(double), "row partials");
   reserve_elems(ws.host_scalars, 2, sizeof(DeviceScalars), "status block");
   reserve_elems(ws.host_state, P + PP, elem_size, "exported state");

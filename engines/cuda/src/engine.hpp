@@ -109,6 +109,10 @@ struct Engine {
   CommittedState scratch;  // the next state is built here and swapped in on success
   Workspace ws;
   GraphCounters graphs;
+  // Iterations the last update needed: how many the next one queues before it first
+  // synchronises (update_pipeline.cu, chunk_sizes). Speed only; never changes a result.
+  int64_t chunk_hint = 0;
+  int64_t forced_chunk = 0;  // RH_CUDA_TEST_CHUNK: a fixed chunk size for the tests
 
   bool graphs_enabled() const { return (enabled_flags & RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS) != 0; }
   double dtype_epsilon() const;

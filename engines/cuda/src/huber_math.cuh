@@ -3,7 +3,16 @@
 
 #include <cuda_runtime.h>
 
+#include "solver_types.hpp"
+
 namespace rh {
+
+__device__ __forceinline__ bool should_run(const DeviceScalars* sc, int when) {
+  const int state = sc->state;
+  if (when == kRunWhileRunning) return state == kRunning;
+  if (when == kRunWhileFresh) return state == kRunning || sc->fresh;
+  return state != kInvalidData;
+}
 
 __device__ __forceinline__ double huber_rho(double r, double tau) {
   const double a = fabs(r);

@@ -20,63 +20,79 @@ void launch_validate_rows(const RowView<T>& rows, DeviceScalars* sc, double* par
 template <class T>
 void launch_row_pass(const RowView<T>& rows, const double* beta, double tau,
                      const DeviceScalars* sc, double* residual, T* score, T* scaled,
-                     double* partials, bool skip_when_done, cudaStream_t s);
+                     double* partials, RunWhen when, cudaStream_t s);
 template <class T>
 void launch_newton_trials(const RowView<T>& rows, const double* residual, const double* dir,
-                          double tau, double* partials, cudaStream_t s);
+                          double tau, const DeviceScalars* sc, double* partials,
+                          cudaStream_t s);
 template <class T>
-void launch_lamm_trials(const RowView<T>& rows, const double* candidates, double tau,
+void launch_lamm_trials(const RowView<T>& rows, const double* candidates, int count, double tau,
                         const DeviceScalars* sc, double* partials, cudaStream_t s);
 template <class T>
 void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t s);
 
 // --- P-sized steps (step_kernels.cu) ---------------------------------------------------------
+// Sums the batch weight, sets the per-batch scalars, and the state: kRunning, or kInvalidData
+// when the validation pass found bad data.
 void launch_finish_validation(const double* partials, int blocks, const BatchConstants& k,
                               DeviceScalars* sc, cudaStream_t s);
 // Sums the row-pass partials in a fixed order; with set_objective, F = rho_sum / N.
 void launch_reduce_row_partials(const double* partials, int blocks, bool set_objective,
-                                bool skip_when_done, const BatchConstants& k, DeviceScalars* sc,
+                                RunWhen when, const BatchConstants& k, DeviceScalars* sc,
                                 cudaStream_t s);
+// beta0 = beta = coefficients and J = information, as doubles.
 template <class T>
-void launch_to_double(const T* in, double* out, int64_t count, cudaStream_t s);
+void launch_load_state(const T* coefficients, const T* information, int64_t P, double* beta0,
+                       double* beta, double* J, cudaStream_t s);
 // g = (-X'u + J delta) / N - history term; also stores J delta.
 template <class T>
 void launch_gradient(const double* J, const double* beta, const double* beta0, const T* xtu,
                      int64_t ncols_x, const BatchConstants& k, DeviceScalars* sc, double* g,
-                     double* jdelta, bool skip_when_done, cudaStream_t s);
-// H = (G + J) / N + ridge I, column-major for cuSOLVER, G mirrored from SYRK's upper triangle.
+                     double* jdelta, RunWhen when, cudaStream_t s);
+// While running: H = (G + J) / N + ridge I, column-major for cuSOLVER, G mirrored from its
+// upper triangle.
 template <class T>
 void launch_assemble_hessian(const T* gram, const double* J, const BatchConstants& k,
                              const DeviceScalars* sc, double* H, cudaStream_t s);
 // out = sum over chunks of the chunk-major partial P x P Grams, in chunk order.
 template <class T>
 void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, T* out, cudaStream_t s);
-// P <= kSmallDenseMax: assemble H, factor it (Cholesky), set factor_ok with the same test as
-// launch_check_factor, and solve H dir = g, in one single-block kernel.
+// P <= kSmallDenseMax, while running: assemble H, factor it (Cholesky), set factor_ok with the
+// same test as launch_check_factor (refused: kNeedsFallback), solve H dir = g and form
+// jdir = J dir, in one single-block kernel.
 template <class T>
 void launch_small_cholesky_solve(const T* gram, const double* J, const BatchConstants& k,
-                                 DeviceScalars* sc, const double* g, double* dir, cudaStream_t s);
-// Accepts a factor when info == 0 and min diag^2 > 64 P eps max diag^2 (squared: Cholesky).
+                                 DeviceScalars* sc, const double* g, double* dir, double* jdir,
+                                 cudaStream_t s);
+// While running: accepts a factor when info == 0 and min diag^2 > 64 P eps max diag^2
+// (squared: Cholesky). A refused Cholesky attempt moves the state to kNeedsFallback.
 void launch_check_factor(const double* factor, const int* info, int64_t P, bool squared,
-                         double eps, DeviceScalars* sc, cudaStream_t s);
-void launch_matvec(const double* A, const double* v, double* out, int64_t P, cudaStream_t s);
+                         double eps, bool attempt, DeviceScalars* sc, cudaStream_t s);
+// kNeedsFallback -> kRunning, before the host-driven LU/SVD iteration.
+void launch_resume(DeviceScalars* sc, cudaStream_t s);
+// out = A v while running.
+void launch_matvec(const double* A, const double* v, const DeviceScalars* sc, double* out,
+                   int64_t P, cudaStream_t s);
 void launch_newton_select(const double* partials, int blocks, const double* dir,
                           const double* jdelta, const double* jdir, const double* beta0,
                           const BatchConstants& k, DeviceScalars* sc, double* beta,
                           cudaStream_t s);
 void launch_svd_solve(const double* U, const double* S, const double* V, const double* g,
                       int64_t P, double eps, double* scratch, double* dir, cudaStream_t s);
-void launch_lamm_candidates(int chunk, const double* beta, const double* beta0,
-                            const double* g, const BatchConstants& k, const DeviceScalars* sc,
-                            double* candidates, double* deltas, double* trial_terms,
-                            cudaStream_t s);
-void launch_lamm_quadratic(const double* J, const double* deltas, int64_t P,
+// One group of LAMM attempts (count a multiple of kLammChunk, at most kLammMaxGroup): the
+// candidates and their bound terms, J delta, then the pick of the first acceptable one.
+void launch_lamm_candidates(int first_attempt, int count, const double* beta,
+                            const double* beta0, const double* g, const BatchConstants& k,
+                            const DeviceScalars* sc, double* candidates, double* deltas,
+                            double* trial_terms, cudaStream_t s);
+void launch_lamm_quadratic(const double* J, const double* deltas, int count, int64_t P,
                            const DeviceScalars* sc, double* jdeltas, cudaStream_t s);
-void launch_lamm_pick(int chunk, const double* partials, int blocks, const double* candidates,
-                      const double* deltas, const double* jdeltas, const double* trial_terms,
-                      const BatchConstants& k, DeviceScalars* sc, double* beta,
-                      cudaStream_t s);
-// J_new = J + G (mirrored), beta_new = beta rounded to T, penalised objective, finiteness.
+void launch_lamm_pick(int count, bool last_group, const double* partials, int blocks,
+                      const double* candidates, const double* deltas, const double* jdeltas,
+                      const double* trial_terms, const BatchConstants& k, DeviceScalars* sc,
+                      double* beta, cudaStream_t s);
+// J_new = J + G (mirrored), beta_new = beta rounded to T, penalised objective, and
+// commit_nonfinite when either has a non-finite value.
 template <class T>
 void launch_commit(const double* J, const T* gram, const double* beta, const BatchConstants& k,
                    DeviceScalars* sc, T* info_out, T* coef_out, cudaStream_t s);

@@ -1,7 +1,10 @@
-// LAMM proximal steps (penalty l1). The 40 attempts of an iteration are evaluated 8 at a time,
-// each group in one pass over the rows; kernels after the accepted attempt return at once, so
-// an iteration is a fixed launch sequence, and kLammIterationsPerReplay of them one graph
-// replay and one status readback.
+// LAMM proximal steps (penalty l1). The 40 attempts of an iteration come in two groups of four
+// launches (solver_types.hpp, kLammFirstGroup); kernels after the accepted attempt, and every
+// kernel of an iteration queued after the solve ended, return at once. So an iteration is a fixed launch
+// sequence (one graph replay with CUDA_GRAPHS), and iterations are queued a chunk at a time
+// with one synchronisation per chunk.
+#include <algorithm>
+
 #include "engine_error.hpp"
 #include "graph_replayer.hpp"
 #include "kernels.hpp"
@@ -15,55 +18,49 @@ template <class T>
 void enqueue_iteration(UpdateContext<T>& ctx) {
   Engine& e = ctx.e;
   const int blocks = row_blocks(ctx.rows.n, ctx.rows.ncols_x);
-  for (int chunk = 0; chunk < kLammChunks; ++chunk) {
-    launch_lamm_candidates(chunk, ctx.beta(), ctx.beta0(), ctx.grad(), ctx.k,
+  for (int first : {0, kLammFirstGroup}) {
+    const int count = first == 0 ? kLammFirstGroup : kLammMaxGroup;
+    launch_lamm_candidates(first, count, ctx.beta(), ctx.beta0(), ctx.grad(), ctx.k,
                            ctx.device_scalars(), e.ws.candidates.as<double>(),
                            e.ws.candidate_deltas.as<double>(), e.ws.trial_terms.as<double>(),
                            e.stream);
-    launch_lamm_quadratic(ctx.information64(), e.ws.candidate_deltas.as<double>(), ctx.k.P,
-                          ctx.device_scalars(), e.ws.candidate_jdeltas.as<double>(), e.stream);
-    launch_lamm_trials<T>(ctx.rows, e.ws.candidates.as<double>(), ctx.k.tau,
+    launch_lamm_quadratic(ctx.information64(), e.ws.candidate_deltas.as<double>(), count,
+                          ctx.k.P, ctx.device_scalars(), e.ws.candidate_jdeltas.as<double>(),
+                          e.stream);
+    launch_lamm_trials<T>(ctx.rows, e.ws.candidates.as<double>(), count, ctx.k.tau,
                           ctx.device_scalars(), e.ws.trial_partials.as<double>(), e.stream);
-    launch_lamm_pick(chunk, e.ws.trial_partials.as<double>(), blocks,
-                     e.ws.candidates.as<double>(), e.ws.candidate_deltas.as<double>(),
+    launch_lamm_pick(count, first + count == kLammAttempts, e.ws.trial_partials.as<double>(),
+                     blocks, e.ws.candidates.as<double>(), e.ws.candidate_deltas.as<double>(),
                      e.ws.candidate_jdeltas.as<double>(), e.ws.trial_terms.as<double>(), ctx.k,
                      ctx.device_scalars(), ctx.beta(), e.stream);
   }
-  ctx.row_pass(false, false, true);
-  ctx.gradient(true);
+  ctx.row_pass(false, false, kRunWhileRunning);
+  ctx.gradient(kRunWhileRunning);
 }
 
 }  // namespace
 
 template <class T>
 void solve_lamm(UpdateContext<T>& ctx) {
-  ctx.row_pass(false, true, false);
-  ctx.gradient(false);
-  ctx.enqueue_readback();
-  ctx.wait_for_status();
+  ctx.row_pass(false, true, kRunWhileRunning);
+  ctx.gradient(kRunWhileRunning);
 
-  // Several iterations per replay and status readback: once the state leaves kRunning the
-  // remaining kernels of the replay return at once, so only cuBLAS's X'u reruns, unchanged.
-  GraphReplayer several(ctx.e);
-  GraphReplayer one(ctx.e);
-  int64_t it = 0;
-  while (it < ctx.max_iter && ctx.status().state == kRunning) {
-    if (ctx.max_iter - it >= kLammIterationsPerReplay) {
-      several.run([&] {
-        for (int i = 0; i < kLammIterationsPerReplay; ++i) enqueue_iteration(ctx);
-        ctx.enqueue_readback();
-      });
-      it += kLammIterationsPerReplay;
-    } else {
-      one.run([&] {
-        enqueue_iteration(ctx);
-        ctx.enqueue_readback();
-      });
-      it += 1;
-    }
+  int64_t done = 0;
+  int64_t chunk = ctx.first_chunk;
+  GraphReplayer iteration(ctx.e);
+  for (;;) {
+    const int64_t queued = std::min(chunk, ctx.max_iter - done);
+    for (int64_t i = 0; i < queued; ++i) iteration.run([&] { enqueue_iteration(ctx); });
+    // The Gram at the current beta for the finish; the sums and X'u are not needed. Queued
+    // again after every chunk: at an unchanged beta it recomputes the same values.
+    ctx.row_pass(true, false, kRunUnlessInvalid, false);
+    ctx.enqueue_finish();
     ctx.wait_for_status();
+    const DeviceScalars& s = ctx.status();
+    done = s.iterations;
+    if (done >= ctx.max_iter || s.state != kRunning) return;
+    chunk = ctx.later_chunk;
   }
-  ctx.row_pass(true, false, false);
 }
 
 template void solve_lamm<float>(UpdateContext<float>&);

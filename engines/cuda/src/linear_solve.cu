@@ -30,9 +30,10 @@ template <class T>
 void enqueue_cholesky_attempt(UpdateContext<T>& ctx) {
   Engine& e = ctx.e;
   if (ctx.small_dense()) {
-    // Factor, acceptance test and the solve for the next direction in one kernel.
+    // Factor, acceptance test, the solve for the next direction and J dir in one kernel.
     launch_small_cholesky_solve<T>(ctx.gram(), ctx.information64(), ctx.k, ctx.device_scalars(),
-                                   ctx.grad(), e.ws.dir.as<double>(), e.stream);
+                                   ctx.grad(), e.ws.dir.as<double>(), e.ws.jdir.as<double>(),
+                                   e.stream);
     return;
   }
   const int n = static_cast<int>(ctx.k.P);
@@ -42,7 +43,7 @@ void enqueue_cholesky_attempt(UpdateContext<T>& ctx) {
                                   e.ws.solver_info.as<int>()),
                  "cusolverDnDpotrf");
   launch_check_factor(e.ws.hessian.as<double>(), e.ws.solver_info.as<int>(), ctx.k.P, true,
-                      ctx.k.pivot_epsilon, ctx.device_scalars(), e.stream);
+                      ctx.k.pivot_epsilon, true, ctx.device_scalars(), e.stream);
 }
 
 template <class T>
@@ -73,7 +74,7 @@ void solve_without_cholesky(UpdateContext<T>& ctx) {
   check_cusolver(cusolverDnDgetrf(e.solver, n, n, H, n, e.ws.solver_work.as<double>(),
                                   e.ws.pivots.as<int>(), info),
                  "cusolverDnDgetrf");
-  launch_check_factor(H, info, ctx.k.P, false, ctx.k.pivot_epsilon, ctx.device_scalars(),
+  launch_check_factor(H, info, ctx.k.P, false, ctx.k.pivot_epsilon, false, ctx.device_scalars(),
                       e.stream);
   ctx.enqueue_readback();
   ctx.wait_for_status();

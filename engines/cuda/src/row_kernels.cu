@@ -97,8 +97,8 @@ __global__ void validate_rows_kernel(RowView<T> rows, DeviceScalars* sc, double*
 template <class T, int Team>
 __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
                                 const DeviceScalars* sc, double* residual, T* score, T* scaled,
-                                double* partials, int skip_when_done) {
-  if (skip_when_done && sc->state != kRunning) return;
+                                double* partials, int when) {
+  if (!should_run(sc, when)) return;
   __shared__ double shared[kThreads];
   const RowTeam<Team> team;
   const double h = sc->bandwidth;
@@ -135,7 +135,8 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
 // Every line-search trial in one pass: the candidate beta - t d has residual r + t (x . d).
 template <class T, int Team>
 __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, const double* dir,
-                                     double tau, double* partials) {
+                                     double tau, const DeviceScalars* sc, double* partials) {
+  if (sc->state != kRunning) return;
   __shared__ double shared[kLineSearchTrials * (kThreads / 32)];
   const RowTeam<Team> team;
   double acc[kLineSearchTrials];
@@ -156,38 +157,44 @@ __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, co
   block_sums_to<kThreads>(acc, shared, partials + blockIdx.x * kLineSearchTrials);
 }
 
+// The objective sums of `count` LAMM candidates (a multiple of kLammChunk), kLammChunk per pass
+// over the rows; partials[block * count + a].
 template <class T, int Team>
-__global__ void lamm_trials_kernel(RowView<T> rows, const double* candidates, double tau,
-                                   const DeviceScalars* sc, double* partials) {
+__global__ void lamm_trials_kernel(RowView<T> rows, const double* candidates, int count,
+                                   double tau, const DeviceScalars* sc, double* partials) {
   if (sc->state != kRunning || sc->lamm_accepted) return;
   __shared__ double shared[kLammChunk * (kThreads / 32)];
   const RowTeam<Team> team;
-  double acc[kLammChunk];
+  for (int first = 0; first < count; first += kLammChunk) {
+    const double* chunk = candidates + first * rows.P;
+    double acc[kLammChunk];
 #pragma unroll
-  for (int k = 0; k < kLammChunk; ++k) acc[k] = 0.0;
-  for (int64_t i = team.first; i < rows.n; i += team.stride) {
-    const T* xi = rows.x + i * rows.ldx;
-    double dot[kLammChunk];
+    for (int k = 0; k < kLammChunk; ++k) acc[k] = 0.0;
+    for (int64_t i = team.first; i < rows.n; i += team.stride) {
+      const T* xi = rows.x + i * rows.ldx;
+      double dot[kLammChunk];
 #pragma unroll
-    for (int k = 0; k < kLammChunk; ++k) dot[k] = 0.0;
-    for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
-      const double xv = static_cast<double>(xi[j]);
+      for (int k = 0; k < kLammChunk; ++k) dot[k] = 0.0;
+      for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
+        const double xv = static_cast<double>(xi[j]);
 #pragma unroll
-      for (int k = 0; k < kLammChunk; ++k) dot[k] += xv * candidates[k * rows.P + j];
+        for (int k = 0; k < kLammChunk; ++k) dot[k] += xv * chunk[k * rows.P + j];
+      }
+#pragma unroll
+      for (int k = 0; k < kLammChunk; ++k) dot[k] = team_sum<Team>(dot[k]);
+      if (team.lane != 0) continue;
+      if (rows.ncols_x < rows.P) {
+#pragma unroll
+        for (int k = 0; k < kLammChunk; ++k) dot[k] += chunk[k * rows.P + rows.P - 1];
+      }
+      const double y = static_cast<double>(rows.y[i]);
+      const double w = row_weight(rows, i);
+#pragma unroll
+      for (int k = 0; k < kLammChunk; ++k) acc[k] += w * huber_rho(y - dot[k], tau);
     }
-#pragma unroll
-    for (int k = 0; k < kLammChunk; ++k) dot[k] = team_sum<Team>(dot[k]);
-    if (team.lane != 0) continue;
-    if (rows.ncols_x < rows.P) {
-#pragma unroll
-      for (int k = 0; k < kLammChunk; ++k) dot[k] += candidates[k * rows.P + rows.P - 1];
-    }
-    const double y = static_cast<double>(rows.y[i]);
-    const double w = row_weight(rows, i);
-#pragma unroll
-    for (int k = 0; k < kLammChunk; ++k) acc[k] += w * huber_rho(y - dot[k], tau);
+    block_sums_to<kThreads>(acc, shared, partials + blockIdx.x * count + first);
+    __syncthreads();  // the next chunk reuses `shared`
   }
-  block_sums_to<kThreads>(acc, shared, partials + blockIdx.x * kLammChunk);
 }
 
 template <class T, int Team>
@@ -225,21 +232,22 @@ void launch_validate_rows(const RowView<T>& rows, DeviceScalars* sc, double* par
 template <class T>
 void launch_row_pass(const RowView<T>& rows, const double* beta, double tau,
                      const DeviceScalars* sc, double* residual, T* score, T* scaled,
-                     double* partials, bool skip_when_done, cudaStream_t s) {
+                     double* partials, RunWhen when, cudaStream_t s) {
   RH_LAUNCH_ROWS(row_pass_kernel, T, rows, s, rows, beta, tau, sc, residual, score, scaled,
-                 partials, skip_when_done ? 1 : 0);
+                 partials, static_cast<int>(when));
 }
 
 template <class T>
 void launch_newton_trials(const RowView<T>& rows, const double* residual, const double* dir,
-                          double tau, double* partials, cudaStream_t s) {
-  RH_LAUNCH_ROWS(newton_trials_kernel, T, rows, s, rows, residual, dir, tau, partials);
+                          double tau, const DeviceScalars* sc, double* partials,
+                          cudaStream_t s) {
+  RH_LAUNCH_ROWS(newton_trials_kernel, T, rows, s, rows, residual, dir, tau, sc, partials);
 }
 
 template <class T>
-void launch_lamm_trials(const RowView<T>& rows, const double* candidates, double tau,
+void launch_lamm_trials(const RowView<T>& rows, const double* candidates, int count, double tau,
                         const DeviceScalars* sc, double* partials, cudaStream_t s) {
-  RH_LAUNCH_ROWS(lamm_trials_kernel, T, rows, s, rows, candidates, tau, sc, partials);
+  RH_LAUNCH_ROWS(lamm_trials_kernel, T, rows, s, rows, candidates, count, tau, sc, partials);
 }
 
 template <class T>
@@ -251,11 +259,11 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
   template void launch_validate_rows<T>(const RowView<T>&, DeviceScalars*, double*,           \
                                         cudaStream_t);                                         \
   template void launch_row_pass<T>(const RowView<T>&, const double*, double,                  \
-                                   const DeviceScalars*, double*, T*, T*, double*, bool,       \
+                                   const DeviceScalars*, double*, T*, T*, double*, RunWhen,    \
                                    cudaStream_t);                                              \
   template void launch_newton_trials<T>(const RowView<T>&, const double*, const double*,      \
-                                        double, double*, cudaStream_t);                        \
-  template void launch_lamm_trials<T>(const RowView<T>&, const double*, double,               \
+                                        double, const DeviceScalars*, double*, cudaStream_t);  \
+  template void launch_lamm_trials<T>(const RowView<T>&, const double*, int, double,          \
                                       const DeviceScalars*, double*, cudaStream_t);            \
   template void launch_predict<T>(const RowView<T>&, const T*, T*, cudaStream_t);
 

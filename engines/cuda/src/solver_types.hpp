@@ -16,9 +16,17 @@ constexpr int kMaxRowBlocks = 264;
 constexpr int64_t kWideRowColumns = 32;
 constexpr int64_t kNarrowRowColumns = 8;
 constexpr int kLineSearchTrials = 27;  // t = 1, 1/2, ..., 2^-26
-constexpr int kLammChunk = 8;          // LAMM attempts evaluated per pass over the rows
-constexpr int kLammChunks = 5;         // 40 attempts in all
-constexpr int kLammIterationsPerReplay = 4;
+// LAMM's 40 attempts (phi, 2 phi, ..., 2^39 phi) come in two groups, each one set of four
+// launches: the first 8, where nearly every iteration accepts, then the other 32, which return
+// at once unless the first group had no acceptable attempt. Inside a group the attempts are
+// evaluated kLammChunk at a time (registers per row), one pass over the rows each.
+constexpr int kLammChunk = 8;
+constexpr int kLammAttempts = 40;
+constexpr int kLammFirstGroup = 8;
+constexpr int kLammMaxGroup = kLammAttempts - kLammFirstGroup;
+static_assert(kLammFirstGroup % kLammChunk == 0 && kLammMaxGroup % kLammChunk == 0,
+              "LAMM groups are whole chunks");
+static_assert(kLammMaxGroup >= kLammFirstGroup, "buffers are sized for the larger group");
 // Newton systems up to this size are factored and solved in one block's shared memory; larger
 // ones go to cuSOLVER. The one-block kernel costs about 1.5 us per column on an H200 (ncu:
 // 25 us at P = 17, 47 us at P = 33, 158 us at P = 91) against roughly 50 us for cuSOLVER's
@@ -31,7 +39,28 @@ constexpr int64_t kGramChunkRows = 128;
 constexpr int64_t kGramTargetTiles = 264;
 constexpr int64_t kGramMaxChunks = 256;
 
-enum SolverState : int { kRunning = 0, kConverged = 1, kStalled = 2, kNonFinite = 3 };
+// kInvalidData: the batch was refused (non-finite value, negative weight, weight mismatch); every
+// kernel after the validation returns at once and the host reports the reason.
+// kNeedsFallback: the Cholesky attempt on H(beta) was refused; the rest of the queued iterations
+// return at once and the host solves with LU (then SVD) before it resumes.
+enum SolverState : int {
+  kRunning = 0,
+  kConverged = 1,
+  kStalled = 2,
+  kNonFinite = 3,
+  kInvalidData = 4,
+  kNeedsFallback = 5,
+};
+
+// When a kernel queued ahead of the solver's progress does its work. Iterations are queued
+// several at a time (one host synchronisation per chunk), so every kernel of an iteration checks
+// the state on the device first.
+enum RunWhen : int {
+  kRunUnlessInvalid = 0,  // always, except on refused data
+  kRunWhileRunning = 1,   // only while the solve is still running
+  kRunWhileFresh = 2,     // while running, or right after the step that ended the solve moved
+                          // beta (the Gram at the final beta is still needed)
+};
 
 struct DeviceScalars {
   double batch_weight;  // B, summed on the device in double
@@ -53,6 +82,8 @@ struct DeviceScalars {
   int iterations;
   int factor_ok;
   int lamm_accepted;
+  int fresh;             // the last Newton step moved beta (see kRunWhileFresh)
+  int commit_nonfinite;  // the state built by the commit kernels has a non-finite value
   int pad;
 };
 

@@ -43,9 +43,14 @@ __global__ void finish_validation_kernel(const double* partials, int blocks, Bat
   sc->lambda = k.l1 ? k.lambda_scale * k.tau * sqrt(log_p / N) : 0.0;
   sc->history_coef = k.use_history ? (k.previous_weight / N) * k.previous_lambda : 0.0;
   sc->phi = 1.0;
-  sc->state = kRunning;
+  const bool refused = sc->first_bad_x != kNoIndex || sc->first_bad_y != kNoIndex ||
+                       sc->first_bad_w != kNoIndex || sc->first_negative_w != kNoIndex ||
+                       sc->weight_mismatch;
+  sc->state = refused ? kInvalidData : kRunning;
   sc->iterations = 0;
   sc->lamm_accepted = 0;
+  sc->fresh = 0;
+  sc->commit_nonfinite = 0;
 }
 
 // The float32 LAMM objective f = fl(fl(fl(fl(L) + 0.5f fl(Q)) / fl(N)) - fl(D)) from double
@@ -57,9 +62,8 @@ __device__ __forceinline__ double float_objective(double L, double Q, double N, 
 }
 
 __global__ void reduce_row_partials_kernel(const double* partials, int blocks, int set_objective,
-                                           int skip_when_done, int float_lamm,
-                                           DeviceScalars* sc) {
-  if (skip_when_done && sc->state != kRunning) return;
+                                           int when, int float_lamm, DeviceScalars* sc) {
+  if (!should_run(sc, when)) return;
   const int warp = threadIdx.x >> 5;
   if (warp > 1) return;
   const double total = warp_column_sum(partials, blocks, 2, warp);
@@ -76,21 +80,27 @@ __global__ void reduce_row_partials_kernel(const double* partials, int blocks, i
   }
 }
 
+// The committed state as doubles: beta0 and beta (the solve's start) from the coefficients, J
+// from the information.
 template <class T>
-__global__ void to_double_kernel(const T* in, double* out, int64_t count) {
+__global__ void load_state_kernel(const T* coefficients, const T* information, int64_t P,
+                                  double* beta0, double* beta, double* J) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < P * P + P;
        i += stride) {
-    out[i] = static_cast<double>(in[i]);
+    if (i < P) {
+      beta0[i] = beta[i] = static_cast<double>(coefficients[i]);
+    } else {
+      J[i - P] = static_cast<double>(information[i - P]);
+    }
   }
 }
 
 template <class T>
 __global__ void gradient_kernel(const double* J, const double* beta, const double* beta0,
                                 const T* xtu, int64_t ncols_x, BatchConstants k,
-                                DeviceScalars* sc, double* g, double* jdelta,
-                                int skip_when_done) {
-  if (skip_when_done && sc->state != kRunning) return;
+                                DeviceScalars* sc, double* g, double* jdelta, int when) {
+  if (!should_run(sc, when)) return;
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (j >= k.P) return;
@@ -108,6 +118,7 @@ __global__ void gradient_kernel(const double* J, const double* beta, const doubl
 template <class T>
 __global__ void assemble_hessian_kernel(const T* gram, const double* J, BatchConstants k,
                                         const DeviceScalars* sc, double* H) {
+  if (sc->state != kRunning) return;
   const int64_t P = k.P;
   const int64_t total = P * P;
   const double inv_n = 1.0 / sc->total_weight;
@@ -155,12 +166,14 @@ __global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int
 // Small symmetric systems (P <= kSmallDenseMax) in one block and shared memory: assembles
 // H = (G + J) / N + ridge I, factors H = U'U (upper, row-major), applies the same acceptance
 // test as check_factor_kernel (every pivot positive and finite, min pivot > 64 P eps max pivot;
-// a pivot is the squared diagonal of U) and, on the same data, solves H dir = g. One
-// __syncthreads per column and per substitution step; the host reads factor_ok before it uses
-// dir, exactly as after cuSOLVER's potrf.
+// a pivot is the squared diagonal of U) and, on the same data, solves H dir = g and forms
+// jdir = J dir for the line search. One __syncthreads per column. A refused factor moves the
+// state to kNeedsFallback, exactly as check_factor_kernel does after cuSOLVER's potrf.
 template <class T>
 __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, BatchConstants k,
-                                            DeviceScalars* sc, const double* g, double* dir) {
+                                            DeviceScalars* sc, const double* g, double* dir,
+                                            double* jdir) {
+  if (sc->state != kRunning) return;
   extern __shared__ double smem[];
   const int P = static_cast<int>(k.P);
   double* A = smem;            // P x P, row-major; the upper triangle becomes U
@@ -221,9 +234,20 @@ __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, Batc
     for (int kk = P - 1; kk >= 0; --kk) {
       const double xk = z[kk] / A[kk * P + kk];
       for (int j = lane; j < kk; j += 32) z[j] -= A[j * P + kk] * xk;
-      if (lane == 0) dir[kk] = xk;
+      if (lane == 0) {
+        dir[kk] = xk;
+        r[kk] = xk;  // the forward residual is spent; r now holds dir for the product below
+      }
       __syncwarp();
     }
+  }
+  __syncthreads();
+  // jdir = J dir, one row per warp, in the lane order and shuffle tree of matvec_kernel.
+  for (int j = warp; j < P; j += warps) {
+    double acc = 0.0;
+    for (int c = lane; c < P; c += 32) acc += J[static_cast<int64_t>(j) * P + c] * r[c];
+    acc = warp_sum(acc);
+    if (lane == 0) jdir[j] = acc;
   }
   if (tid == 0) {
     double lo = INFINITY, hi = 0.0;
@@ -234,12 +258,15 @@ __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, Batc
       lo = fmin(lo, d);
       hi = fmax(hi, d);
     }
-    sc->factor_ok = ok && lo > 64.0 * static_cast<double>(P) * k.pivot_epsilon * hi;
+    const int accepted = ok && lo > 64.0 * static_cast<double>(P) * k.pivot_epsilon * hi;
+    sc->factor_ok = accepted;
+    if (!accepted) sc->state = kNeedsFallback;
   }
 }
 
 __global__ void check_factor_kernel(const double* factor, const int* info, int64_t P,
-                                    int squared, double eps, DeviceScalars* sc) {
+                                    int squared, double eps, int attempt, DeviceScalars* sc) {
+  if (sc->state != kRunning) return;
   __shared__ double lo_shared[kThreads];
   __shared__ double hi_shared[kThreads];
   __shared__ int finite_shared[kThreads];
@@ -266,12 +293,20 @@ __global__ void check_factor_kernel(const double* factor, const int* info, int64
     __syncthreads();
   }
   if (threadIdx.x == 0) {
-    sc->factor_ok = *info == 0 && finite_shared[0] &&
-                    lo_shared[0] > 64.0 * static_cast<double>(P) * eps * hi_shared[0];
+    const int accepted = *info == 0 && finite_shared[0] &&
+                         lo_shared[0] > 64.0 * static_cast<double>(P) * eps * hi_shared[0];
+    sc->factor_ok = accepted;
+    if (attempt && !accepted) sc->state = kNeedsFallback;
   }
 }
 
-__global__ void matvec_kernel(const double* A, const double* v, double* out, int64_t P) {
+__global__ void resume_kernel(DeviceScalars* sc) {
+  if (sc->state == kNeedsFallback) sc->state = kRunning;
+}
+
+__global__ void matvec_kernel(const double* A, const double* v, const DeviceScalars* sc,
+                              double* out, int64_t P) {
+  if (sc->state != kRunning) return;
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (j >= P) return;
@@ -317,6 +352,12 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
   __shared__ int shared_index[kThreads];
   __shared__ double trial_sums[kLineSearchTrials];
   __shared__ double chosen_step;
+  if (sc->state != kRunning) {
+    // A step queued after the solve ended: nothing moved, so the row pass after it has
+    // nothing to refresh.
+    if (threadIdx.x == 0) sc->fresh = 0;
+    return;
+  }
   const int warp = threadIdx.x >> 5;
   for (int t = warp; t < kLineSearchTrials; t += kWarps) {
     const double total = warp_column_sum(partials, blocks, kLineSearchTrials, t);
@@ -355,7 +396,10 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
   __syncthreads();
   const double t = chosen_step;
   if (t == 0.0) {
-    if (threadIdx.x == 0) sc->state = kStalled;
+    if (threadIdx.x == 0) {
+      sc->state = kStalled;
+      sc->fresh = 0;
+    }
     return;
   }
   double step2 = 0.0, norm2 = 0.0;
@@ -369,6 +413,7 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
   step2 = block_sum<kThreads>(step2, shared);
   norm2 = block_sum<kThreads>(norm2, shared);
   if (threadIdx.x == 0) {
+    sc->fresh = 1;
     if (!isfinite(norm2) || !isfinite(sc->objective)) {
       sc->state = kNonFinite;
     } else if (sqrt(step2) <= k.tolerance * (1.0 + sqrt(norm2))) {
@@ -398,86 +443,110 @@ __global__ void svd_solve_kernel(const double* U, const double* S, const double*
   }
 }
 
-// trial_terms per attempt: [0] the LAMM upper bound U, [1] ||Delta||^2, [2] <delta, sign(b0) m>.
-__global__ void lamm_candidates_kernel(int chunk, const double* beta, const double* beta0,
-                                       const double* g, BatchConstants k,
+// One group of LAMM attempts: attempt first_attempt + a (a < count) uses phi 2^(first_attempt + a).
+// trial_terms per attempt of the group: [0] the LAMM upper bound U, [1] ||Delta||^2,
+// [2] <delta, sign(b0) m>, [3] phi. The three sums of kLammChunk attempts share one block
+// reduction (the same shuffle tree and warp order as block_sum, so the same bits).
+__global__ void lamm_candidates_kernel(int first_attempt, int count, const double* beta,
+                                       const double* beta0, const double* g, BatchConstants k,
                                        const DeviceScalars* sc, double* candidates,
                                        double* deltas, double* trial_terms) {
   if (sc->state != kRunning || sc->lamm_accepted) return;
-  __shared__ double shared[kThreads];
-  for (int a = 0; a < kLammChunk; ++a) {
-    const double phi = ldexp(sc->phi, chunk * kLammChunk + a);
-    double gd = 0.0, s2 = 0.0, hist = 0.0;
+  __shared__ double shared[3 * kLammChunk * kWarps];
+  __shared__ double sums[3 * kLammChunk];
+  for (int c0 = 0; c0 < count; c0 += kLammChunk) {
+    double acc[3 * kLammChunk];
+#pragma unroll
+    for (int i = 0; i < 3 * kLammChunk; ++i) acc[i] = 0.0;
     for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
       const double m = mask_of(k, j);
-      double cand = soft_threshold(beta[j] - g[j] / phi, m * sc->lambda / phi);
-      if (k.float_lamm) cand = static_cast<double>(static_cast<float>(cand));
-      const double step = cand - beta[j];
-      const double delta = cand - beta0[j];
-      candidates[a * k.P + j] = cand;
-      deltas[a * k.P + j] = delta;
-      gd += g[j] * step;
-      s2 += step * step;
-      hist += delta * sign_of(beta0[j]) * m;
+#pragma unroll
+      for (int a = 0; a < kLammChunk; ++a) {
+        const double phi = ldexp(sc->phi, first_attempt + c0 + a);
+        double cand = soft_threshold(beta[j] - g[j] / phi, m * sc->lambda / phi);
+        if (k.float_lamm) cand = static_cast<double>(static_cast<float>(cand));
+        const double step = cand - beta[j];
+        const double delta = cand - beta0[j];
+        candidates[(c0 + a) * k.P + j] = cand;
+        deltas[(c0 + a) * k.P + j] = delta;
+        acc[3 * a + 0] += g[j] * step;
+        acc[3 * a + 1] += step * step;
+        acc[3 * a + 2] += delta * sign_of(beta0[j]) * m;
+      }
     }
-    gd = block_sum<kThreads>(gd, shared);
-    s2 = block_sum<kThreads>(s2, shared);
-    hist = block_sum<kThreads>(hist, shared);
+    block_sums_to<kThreads>(acc, shared, sums);
+    __syncthreads();
     if (threadIdx.x == 0) {
-      trial_terms[a * 4 + 0] = sc->objective + gd + phi * s2 / 2.0;
-      trial_terms[a * 4 + 1] = s2;
-      trial_terms[a * 4 + 2] = hist;
-      trial_terms[a * 4 + 3] = phi;
+      for (int a = 0; a < kLammChunk; ++a) {
+        const double phi = ldexp(sc->phi, first_attempt + c0 + a);
+        double* terms = trial_terms + (c0 + a) * 4;
+        terms[0] = sc->objective + sums[3 * a + 0] + phi * sums[3 * a + 1] / 2.0;
+        terms[1] = sums[3 * a + 1];
+        terms[2] = sums[3 * a + 2];
+        terms[3] = phi;
+      }
     }
+    __syncthreads();  // the next chunk reuses `shared` and `sums`
   }
 }
 
-__global__ void lamm_quadratic_kernel(const double* J, const double* deltas, int64_t P,
-                                      const DeviceScalars* sc, double* jdeltas) {
+__global__ void lamm_quadratic_kernel(const double* J, const double* deltas, int count,
+                                      int64_t P, const DeviceScalars* sc, double* jdeltas) {
   if (sc->state != kRunning || sc->lamm_accepted) return;
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
   if (j >= P) return;
-  double acc[kLammChunk];
+  for (int c0 = 0; c0 < count; c0 += kLammChunk) {
+    const double* chunk = deltas + c0 * P;
+    double acc[kLammChunk];
 #pragma unroll
-  for (int a = 0; a < kLammChunk; ++a) acc[a] = 0.0;
-  for (int64_t c = lane; c < P; c += 32) {
-    const double Jjc = J[j * P + c];
+    for (int a = 0; a < kLammChunk; ++a) acc[a] = 0.0;
+    for (int64_t c = lane; c < P; c += 32) {
+      const double Jjc = J[j * P + c];
 #pragma unroll
-    for (int a = 0; a < kLammChunk; ++a) acc[a] += Jjc * deltas[a * P + c];
-  }
+      for (int a = 0; a < kLammChunk; ++a) acc[a] += Jjc * chunk[a * P + c];
+    }
 #pragma unroll
-  for (int a = 0; a < kLammChunk; ++a) {
-    const double total = warp_sum(acc[a]);
-    if (lane == 0) jdeltas[a * P + j] = total;
+    for (int a = 0; a < kLammChunk; ++a) {
+      const double total = warp_sum(acc[a]);
+      if (lane == 0) jdeltas[(c0 + a) * P + j] = total;
+    }
   }
 }
 
-__global__ void lamm_pick_kernel(int chunk, const double* partials, int blocks,
+// The first acceptable attempt of the group, in order. An iteration ends with the group that
+// accepts, or with the last group (kStalled when nothing in it was acceptable either).
+__global__ void lamm_pick_kernel(int count, int last_group, const double* partials, int blocks,
                                  const double* candidates, const double* deltas,
                                  const double* jdeltas, const double* trial_terms,
                                  BatchConstants k, DeviceScalars* sc, double* beta) {
   if (sc->state != kRunning || sc->lamm_accepted) return;
-  __shared__ double shared[kThreads];
-  __shared__ double rho_sums[kLammChunk];
+  __shared__ double shared[kLammChunk * kWarps];
+  __shared__ double rho_sums[kLammMaxGroup];
+  __shared__ double quad[kLammMaxGroup];
   __shared__ int chosen;
   const int warp = threadIdx.x >> 5;
-  for (int a = warp; a < kLammChunk; a += kWarps) {
-    const double total = warp_column_sum(partials, blocks, kLammChunk, a);
+  for (int a = warp; a < count; a += kWarps) {
+    const double total = warp_column_sum(partials, blocks, count, a);
     if ((threadIdx.x & 31) == 0) rho_sums[a] = total;
   }
-  double quad[kLammChunk];
-  for (int a = 0; a < kLammChunk; ++a) {
-    double acc = 0.0;
+  for (int c0 = 0; c0 < count; c0 += kLammChunk) {
+    double acc[kLammChunk];
+#pragma unroll
+    for (int a = 0; a < kLammChunk; ++a) acc[a] = 0.0;
     for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
-      acc += deltas[a * k.P + j] * jdeltas[a * k.P + j];
+#pragma unroll
+      for (int a = 0; a < kLammChunk; ++a) {
+        acc[a] += deltas[(c0 + a) * k.P + j] * jdeltas[(c0 + a) * k.P + j];
+      }
     }
-    quad[a] = block_sum<kThreads>(acc, shared);
+    block_sums_to<kThreads>(acc, shared, quad + c0);
+    __syncthreads();
   }
   if (threadIdx.x == 0) {
     chosen = -1;
     const double N = sc->total_weight;
-    for (int a = 0; a < kLammChunk; ++a) {
+    for (int a = 0; a < count; ++a) {
       const double D = sc->history_coef * trial_terms[a * 4 + 2];
       double f = k.float_lamm ? float_objective(rho_sums[a], quad[a], N, D)
                               : (rho_sums[a] + 0.5 * quad[a]) / N - D;
@@ -491,8 +560,8 @@ __global__ void lamm_pick_kernel(int chunk, const double* partials, int blocks,
         break;
       }
     }
-    if (chosen >= 0 || chunk == kLammChunks - 1) sc->iterations += 1;
-    if (chosen < 0 && chunk == kLammChunks - 1) sc->state = kStalled;
+    if (chosen >= 0 || last_group) sc->iterations += 1;
+    if (chosen < 0 && last_group) sc->state = kStalled;
   }
   __syncthreads();
   const int a = chosen;
@@ -527,7 +596,7 @@ __global__ void commit_information_kernel(const double* J, const T* gram, int64_
     const int64_t hi = row < col ? col : row;
     const T value = static_cast<T>(J[idx] + static_cast<double>(gram[lo + hi * P]));
     info_out[idx] = value;
-    if (!isfinite(static_cast<double>(value))) atomicExch(&sc->state, static_cast<int>(kNonFinite));
+    if (!isfinite(static_cast<double>(value))) atomicExch(&sc->commit_nonfinite, 1);
   }
 }
 
@@ -546,8 +615,9 @@ __global__ void commit_coefficients_kernel(const double* beta, BatchConstants k,
   l1 = block_sum<kThreads>(l1, shared);
   const double all_finite = block_sum<kThreads>(static_cast<double>(finite), shared);
   if (threadIdx.x == 0) {
+    // Runs before commit_information_kernel, so this write also clears an earlier chunk's flag.
     sc->penalised_objective = sc->objective + sc->lambda * l1;
-    if (all_finite < static_cast<double>(kThreads)) sc->state = kNonFinite;
+    sc->commit_nonfinite = all_finite < static_cast<double>(kThreads) ? 1 : 0;
   }
 }
 
@@ -567,25 +637,27 @@ void launch_finish_validation(const double* partials, int blocks, const BatchCon
 }
 
 void launch_reduce_row_partials(const double* partials, int blocks, bool set_objective,
-                                bool skip_when_done, const BatchConstants& k, DeviceScalars* sc,
+                                RunWhen when, const BatchConstants& k, DeviceScalars* sc,
                                 cudaStream_t s) {
   reduce_row_partials_kernel<<<1, 64, 0, s>>>(partials, blocks, set_objective ? 1 : 0,
-                                              skip_when_done ? 1 : 0, k.float_lamm, sc);
+                                              static_cast<int>(when), k.float_lamm, sc);
   check_launch("reduce_row_partials_kernel");
 }
 
 template <class T>
-void launch_to_double(const T* in, double* out, int64_t count, cudaStream_t s) {
-  to_double_kernel<T><<<elementwise_blocks(count), kThreads, 0, s>>>(in, out, count);
-  check_launch("to_double_kernel");
+void launch_load_state(const T* coefficients, const T* information, int64_t P, double* beta0,
+                       double* beta, double* J, cudaStream_t s) {
+  load_state_kernel<T><<<elementwise_blocks(P * P + P), kThreads, 0, s>>>(
+      coefficients, information, P, beta0, beta, J);
+  check_launch("load_state_kernel");
 }
 
 template <class T>
 void launch_gradient(const double* J, const double* beta, const double* beta0, const T* xtu,
                      int64_t ncols_x, const BatchConstants& k, DeviceScalars* sc, double* g,
-                     double* jdelta, bool skip_when_done, cudaStream_t s) {
+                     double* jdelta, RunWhen when, cudaStream_t s) {
   gradient_kernel<T><<<warp_rows_blocks(k.P), kThreads, 0, s>>>(
-      J, beta, beta0, xtu, ncols_x, k, sc, g, jdelta, skip_when_done ? 1 : 0);
+      J, beta, beta0, xtu, ncols_x, k, sc, g, jdelta, static_cast<int>(when));
   check_launch("gradient_kernel");
 }
 
@@ -621,21 +693,29 @@ static_assert(small_cholesky_shared_bytes(kSmallDenseMax) <= 48 * 1024,
 
 template <class T>
 void launch_small_cholesky_solve(const T* gram, const double* J, const BatchConstants& k,
-                                 DeviceScalars* sc, const double* g, double* dir,
+                                 DeviceScalars* sc, const double* g, double* dir, double* jdir,
                                  cudaStream_t s) {
   const size_t bytes = small_cholesky_shared_bytes(k.P);
-  small_cholesky_solve_kernel<T><<<1, kSmallDenseThreads, bytes, s>>>(gram, J, k, sc, g, dir);
+  small_cholesky_solve_kernel<T><<<1, kSmallDenseThreads, bytes, s>>>(gram, J, k, sc, g, dir,
+                                                                      jdir);
   check_launch("small_cholesky_solve_kernel");
 }
 
 void launch_check_factor(const double* factor, const int* info, int64_t P, bool squared,
-                         double eps, DeviceScalars* sc, cudaStream_t s) {
-  check_factor_kernel<<<1, kThreads, 0, s>>>(factor, info, P, squared ? 1 : 0, eps, sc);
+                         double eps, bool attempt, DeviceScalars* sc, cudaStream_t s) {
+  check_factor_kernel<<<1, kThreads, 0, s>>>(factor, info, P, squared ? 1 : 0, eps,
+                                             attempt ? 1 : 0, sc);
   check_launch("check_factor_kernel");
 }
 
-void launch_matvec(const double* A, const double* v, double* out, int64_t P, cudaStream_t s) {
-  matvec_kernel<<<warp_rows_blocks(P), kThreads, 0, s>>>(A, v, out, P);
+void launch_resume(DeviceScalars* sc, cudaStream_t s) {
+  resume_kernel<<<1, 1, 0, s>>>(sc);
+  check_launch("resume_kernel");
+}
+
+void launch_matvec(const double* A, const double* v, const DeviceScalars* sc, double* out,
+                   int64_t P, cudaStream_t s) {
+  matvec_kernel<<<warp_rows_blocks(P), kThreads, 0, s>>>(A, v, sc, out, P);
   check_launch("matvec_kernel");
 }
 
@@ -654,52 +734,54 @@ void launch_svd_solve(const double* U, const double* S, const double* V, const d
   check_launch("svd_solve_kernel");
 }
 
-void launch_lamm_candidates(int chunk, const double* beta, const double* beta0,
-                            const double* g, const BatchConstants& k, const DeviceScalars* sc,
-                            double* candidates, double* deltas, double* trial_terms,
-                            cudaStream_t s) {
-  lamm_candidates_kernel<<<1, kThreads, 0, s>>>(chunk, beta, beta0, g, k, sc, candidates,
-                                                deltas, trial_terms);
+void launch_lamm_candidates(int first_attempt, int count, const double* beta,
+                            const double* beta0, const double* g, const BatchConstants& k,
+                            const DeviceScalars* sc, double* candidates, double* deltas,
+                            double* trial_terms, cudaStream_t s) {
+  lamm_candidates_kernel<<<1, kThreads, 0, s>>>(first_attempt, count, beta, beta0, g, k, sc,
+                                                candidates, deltas, trial_terms);
   check_launch("lamm_candidates_kernel");
 }
 
-void launch_lamm_quadratic(const double* J, const double* deltas, int64_t P,
+void launch_lamm_quadratic(const double* J, const double* deltas, int count, int64_t P,
                            const DeviceScalars* sc, double* jdeltas, cudaStream_t s) {
-  lamm_quadratic_kernel<<<warp_rows_blocks(P), kThreads, 0, s>>>(J, deltas, P, sc, jdeltas);
+  lamm_quadratic_kernel<<<warp_rows_blocks(P), kThreads, 0, s>>>(J, deltas, count, P, sc,
+                                                                  jdeltas);
   check_launch("lamm_quadratic_kernel");
 }
 
-void launch_lamm_pick(int chunk, const double* partials, int blocks, const double* candidates,
-                      const double* deltas, const double* jdeltas, const double* trial_terms,
-                      const BatchConstants& k, DeviceScalars* sc, double* beta,
-                      cudaStream_t s) {
-  lamm_pick_kernel<<<1, kThreads, 0, s>>>(chunk, partials, blocks, candidates, deltas, jdeltas,
-                                          trial_terms, k, sc, beta);
+void launch_lamm_pick(int count, bool last_group, const double* partials, int blocks,
+                      const double* candidates, const double* deltas, const double* jdeltas,
+                      const double* trial_terms, const BatchConstants& k, DeviceScalars* sc,
+                      double* beta, cudaStream_t s) {
+  lamm_pick_kernel<<<1, kThreads, 0, s>>>(count, last_group ? 1 : 0, partials, blocks,
+                                          candidates, deltas, jdeltas, trial_terms, k, sc, beta);
   check_launch("lamm_pick_kernel");
 }
 
 template <class T>
 void launch_commit(const double* J, const T* gram, const double* beta, const BatchConstants& k,
                    DeviceScalars* sc, T* info_out, T* coef_out, cudaStream_t s) {
+  commit_coefficients_kernel<T><<<1, kThreads, 0, s>>>(beta, k, sc, coef_out);
+  check_launch("commit_coefficients_kernel");
   commit_information_kernel<T><<<elementwise_blocks(k.P * k.P), kThreads, 0, s>>>(J, gram, k.P, sc,
                                                                                   info_out);
   check_launch("commit_information_kernel");
-  commit_coefficients_kernel<T><<<1, kThreads, 0, s>>>(beta, k, sc, coef_out);
-  check_launch("commit_coefficients_kernel");
 }
 
 #define RH_INSTANTIATE_STEP_KERNELS(T)                                                         \
-  template void launch_to_double<T>(const T*, double*, int64_t, cudaStream_t);                \
+  template void launch_load_state<T>(const T*, const T*, int64_t, double*, double*, double*,   \
+                                     cudaStream_t);                                            \
   template void launch_gradient<T>(const double*, const double*, const double*, const T*,     \
                                    int64_t, const BatchConstants&, DeviceScalars*, double*,   \
-                                   double*, bool, cudaStream_t);                               \
+                                   double*, RunWhen, cudaStream_t);                            \
   template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,    \
                                            const DeviceScalars*, double*, cudaStream_t);       \
   template void launch_commit<T>(const double*, const T*, const double*,                      \
                                  const BatchConstants&, DeviceScalars*, T*, T*, cudaStream_t);  \
   template void launch_sum_gram_partials<T>(const T*, int, int64_t, T*, cudaStream_t);         \
   template void launch_small_cholesky_solve<T>(const T*, const double*, const BatchConstants&,  \
-                                               DeviceScalars*, const double*, double*,          \
+                                               DeviceScalars*, const double*, double*, double*, \
                                                cudaStream_t);
 
 RH_INSTANTIATE_STEP_KERNELS(float)

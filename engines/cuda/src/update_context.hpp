@@ -1,6 +1,7 @@
 // Everything one update works with, and the pieces both solvers queue: the row pass (residual,
-// score, objective, X'u and optionally the weighted Gram), the gradient, and the status readback
-// that is the only host synchronisation inside an iteration.
+// score, objective, X'u and optionally the weighted Gram), the gradient, and the finish (commit
+// into the scratch state, export, status readback) that ends every chunk of iterations. The
+// synchronisation after a chunk is the only one a solve needs unless a Cholesky attempt fails.
 #pragma once
 
 #include "engine.hpp"
@@ -25,6 +26,12 @@ struct UpdateContext {
   int64_t max_iter;
   const char* batch_name;
   bool information_symmetric;
+  bool export_state;  // the finish copies the new state to the pinned host_state buffer
+  // Iterations queued before the first synchronisation, and before each later one: kernels
+  // queued past the end of the solve return at once, so these only trade wasted launches
+  // against synchronisations and never change a result.
+  int64_t first_chunk;
+  int64_t later_chunk;
   bool used_svd = false;
   bool data_checked = false;
 
@@ -41,11 +48,16 @@ struct UpdateContext {
   // The Newton system is small enough for the one-block Cholesky (launch_small_cholesky_solve).
   bool small_dense() const { return k.P <= kSmallDenseMax; }
 
-  // Residual, score and objective partials at the current beta, then X'u; with_gram also forms
-  // X' diag(w c) X at this beta (the Newton Hessian, and the information increment at the end).
-  void row_pass(bool with_gram, bool set_objective, bool skip_when_done);
-  void gradient(bool skip_when_done);
+  // Residual, score and the objective partials at the current beta, then (with_sums) their sums
+  // and X'u; with_gram also forms X' diag(w c) X at this beta (the Newton Hessian, and the
+  // information increment at the end).
+  void row_pass(bool with_gram, bool set_objective, RunWhen when, bool with_sums = true);
+  void gradient(RunWhen when);
   void enqueue_readback();
+  // The new state from beta and the Gram at beta into the engine's scratch state (and the
+  // pinned export buffer), then the status readback. Queued after every chunk of iterations;
+  // only the one after the last chunk is kept.
+  void enqueue_finish();
   // Waits for the stream and, on the first call, refuses the batch if its data were bad.
   void wait_for_status();
 };

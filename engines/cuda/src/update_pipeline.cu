@@ -1,5 +1,6 @@
 // One renewable batch transition: validate, stage, solve, then build the next state in the
 // scratch buffers and swap it in after the single final synchronisation confirmed success.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -68,6 +69,23 @@ BatchConstants batch_constants(const Engine& e, const RhCudaHostBatch& b,
   return k;
 }
 
+struct ChunkSizes {
+  int64_t first;
+  int64_t later;
+};
+
+// Iterations to queue before the first synchronisation of an update: as many as the engine's
+// previous update needed (the batches of one stream tend to need alike), capped where a wasted
+// iteration is dear: cuSOLVER (Newton above kSmallDenseMax) cannot skip its factorisation. Later
+// chunks: a few LAMM iterations (launches that return at once are cheap), Newton one or two.
+ChunkSizes chunk_sizes(const Engine& e, bool l1) {
+  if (e.forced_chunk > 0) return {e.forced_chunk, e.forced_chunk};
+  const bool cusolver = !l1 && e.P > kSmallDenseMax;
+  const int64_t cap = cusolver ? 2 : 8;
+  const int64_t hint = e.chunk_hint > 0 ? e.chunk_hint : (cusolver ? 2 : 4);
+  return {std::min(hint, cap), l1 ? 4 : (cusolver ? 1 : 2)};
+}
+
 template <class T>
 void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
                 const RhCudaUpdateConfig& c, int fit_intercept, RhCudaDiagnostics* diagnostics,
@@ -81,12 +99,16 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
     reserve_rows(e.ws.gram_partials, int64_t{split.chunks} * P * P, sizeof(T), "Gram partials");
   }
 
+  const ChunkSizes chunks = chunk_sizes(e, c.penalty == RH_CUDA_PENALTY_L1);
   UpdateContext<T> ctx{e,
                        place_batch<T>(e, b, location),
                        batch_constants(e, b, c, fit_intercept),
                        c.max_iter,
                        location == BatchLocation::Host ? "RhCudaHostBatch" : "RhCudaDeviceBatch",
-                       e.committed.information_symmetric};
+                       e.committed.information_symmetric,
+                       out != nullptr,
+                       chunks.first,
+                       chunks.later};
 
   // The row pass writes the scaled rows of this batch only; the padding rows of the last Gram
   // chunk must be zero.
@@ -102,15 +124,15 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
   check_cuda(cudaMemcpyAsync(ctx.device_scalars(), &pinned[0], sizeof(DeviceScalars),
                              cudaMemcpyHostToDevice, e.stream),
              "cudaMemcpyAsync (scalars)");
+  // Refused data move the state to kInvalidData: everything queued after returns at once and
+  // the first synchronisation reports the reason (UpdateContext::wait_for_status).
   launch_validate_rows<T>(ctx.rows, ctx.device_scalars(), e.ws.row_partials.as<double>(),
                           e.stream);
-  launch_finish_validation(e.ws.row_partials.as<double>(), row_blocks(ctx.rows.n, ctx.rows.ncols_x), ctx.k,
-                           ctx.device_scalars(), e.stream);
-  launch_to_double<T>(e.committed.coefficients.as<T>(), ctx.beta0(), P, e.stream);
-  launch_to_double<T>(e.committed.information.as<T>(), ctx.information64(), P * P, e.stream);
-  check_cuda(cudaMemcpyAsync(ctx.beta(), ctx.beta0(), P * sizeof(double),
-                             cudaMemcpyDeviceToDevice, e.stream),
-             "cudaMemcpyAsync (beta)");
+  launch_finish_validation(e.ws.row_partials.as<double>(),
+                           row_blocks(ctx.rows.n, ctx.rows.ncols_x), ctx.k, ctx.device_scalars(),
+                           e.stream);
+  launch_load_state<T>(e.committed.coefficients.as<T>(), e.committed.information.as<T>(), P,
+                       ctx.beta0(), ctx.beta(), ctx.information64(), e.stream);
 
   if (ctx.k.l1) {
     solve_lamm(ctx);
@@ -118,25 +140,13 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
     solve_newton(ctx);
   }
 
-  launch_commit<T>(ctx.information64(), ctx.gram(), ctx.beta(), ctx.k, ctx.device_scalars(),
-                   e.scratch.information.as<T>(), e.scratch.coefficients.as<T>(), e.stream);
-  ctx.enqueue_readback();
-  T* exported = e.ws.host_state.as<T>();
-  if (out != nullptr) {
-    check_cuda(cudaMemcpyAsync(exported, e.scratch.coefficients.data(), P * sizeof(T),
-                               cudaMemcpyDeviceToHost, e.stream),
-               "cudaMemcpyAsync (coefficients)");
-    check_cuda(cudaMemcpyAsync(exported + P, e.scratch.information.data(), P * P * sizeof(T),
-                               cudaMemcpyDeviceToHost, e.stream),
-               "cudaMemcpyAsync (information)");
-  }
-  ctx.wait_for_status();
   const DeviceScalars& s = ctx.status();
-  if (s.state == kNonFinite) {
+  if (s.state == kNonFinite || s.commit_nonfinite) {
     fail(RH_CUDA_NUMERICAL_ERROR,
          "the solve produced non-finite coefficients, objective or information (overflow); "
          "state unchanged");
   }
+  e.chunk_hint = s.iterations;
 
   e.committed.coefficients.swap(e.scratch.coefficients);
   e.committed.information.swap(e.scratch.information);
@@ -152,6 +162,7 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
   diagnostics->lambda_value = s.lambda;
   diagnostics->bandwidth = s.bandwidth;
   if (out != nullptr) {
+    const T* exported = e.ws.host_state.as<T>();
     std::memcpy(out->coefficients, exported, P * sizeof(T));
     std::memcpy(out->information, exported + P, P * P * sizeof(T));
     out->n_samples_seen = e.committed.n_samples_seen;

@@ -32,14 +32,15 @@ std::vector<double> widen(const std::vector<T>& v) {
 template <class T>
 Fit stream_fit(int32_t dtype, int32_t penalty, uint64_t flags, bool device, bool expanded,
                bool weighted, int batches = 3, int64_t rows = 2000,
-               int64_t features = kFeatures) {
+               int64_t features = kFeatures, int64_t max_iter = 100) {
   Fit fit;
   RhCudaEngineOptions o = options(dtype, features + 1, flags);
   RhCudaEngine* e = nullptr;
   fit.status = rh_cuda_engine_create(&o, &e);
   if (fit.status != RH_CUDA_SUCCESS) return fit;
   HostState<T> state(features + 1);
-  const RhCudaUpdateConfig c = config(features, penalty);
+  RhCudaUpdateConfig c = config(features, penalty);
+  c.max_iter = max_iter;
   for (int b = 0; b < batches && fit.status == RH_CUDA_SUCCESS; ++b) {
     Batch<T> data = make_batch<T>(100 + b, rows, features, true, expanded);
     RhCudaHostBatch hb = data.view(weighted);
@@ -211,6 +212,58 @@ void test_graphs_on_and_off_agree() {
   rh_cuda_engine_destroy(e);
 }
 
+// Iterations are queued a chunk at a time and every kernel queued past the end of the solve
+// returns at once, so the chunk size (RH_CUDA_TEST_CHUNK; unset: adaptive) must never change a
+// result, bit for bit: also when max_iter ends the solve inside a chunk, above kSmallDenseMax
+// (cuSOLVER) and with graphs.
+void test_chunk_size_never_changes_results() {
+  struct Case {
+    int32_t penalty;
+    int64_t features;
+    int64_t max_iter;
+    uint64_t flags;
+  };
+  const Case cases[] = {{RH_CUDA_PENALTY_NONE, kFeatures, 100, 0},
+                        {RH_CUDA_PENALTY_L1, kFeatures, 100, 0},
+                        {RH_CUDA_PENALTY_NONE, 40, 100, 0},
+                        {RH_CUDA_PENALTY_NONE, kFeatures, 3, 0},
+                        {RH_CUDA_PENALTY_L1, kFeatures, 5, 0},
+                        {RH_CUDA_PENALTY_L1, kFeatures, 100, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS}};
+  for (const Case& cs : cases) {
+    std::vector<Fit> fits;
+    std::vector<Fit> fits32;
+    for (const char* chunk : {"1", "3", "8", static_cast<const char*>(nullptr)}) {
+      if (chunk != nullptr) {
+        setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
+      } else {
+        unsetenv("RH_CUDA_TEST_CHUNK");
+      }
+      fits.push_back(stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, cs.penalty, cs.flags, false, false,
+                                        true, 3, 2000, cs.features, cs.max_iter));
+      fits32.push_back(stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, cs.penalty, cs.flags, true, false,
+                                         false, 3, 2000, cs.features, cs.max_iter));
+    }
+    unsetenv("RH_CUDA_TEST_CHUNK");
+    std::printf("chunks (%s, %lld features, max_iter %lld): last batch %lld iterations (f64), "
+                "%lld (f32)\n",
+                cs.penalty ? "l1" : "none", static_cast<long long>(cs.features),
+                static_cast<long long>(cs.max_iter),
+                static_cast<long long>(fits[0].diag.iterations),
+                static_cast<long long>(fits32[0].diag.iterations));
+    for (const std::vector<Fit>* group : {&fits, &fits32}) {
+      const Fit& ref = group->front();
+      for (const Fit& f : *group) {
+        RH_CHECK(f.status == RH_CUDA_SUCCESS);
+        RH_CHECK(f.coef == ref.coef && f.info == ref.info);
+        RH_CHECK(f.diag.iterations == ref.diag.iterations &&
+                 f.diag.converged == ref.diag.converged);
+        RH_CHECK(f.diag.objective == ref.diag.objective);
+      }
+    }
+    if (cs.max_iter <= 5) RH_CHECK(fits[0].diag.iterations <= cs.max_iter);
+  }
+}
+
 void test_fast_math_stays_close_to_strict_float32() {
   Fit strict = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, 0, false, false, true, 3, 20000);
   Fit fast = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, RH_CUDA_ENGINE_FLAG_FAST_MATH, false, false, true, 3, 20000);
@@ -223,22 +276,31 @@ void test_fast_math_stays_close_to_strict_float32() {
 
 void test_singular_system_takes_the_minimum_norm_solution() {
   // Column 1 duplicates column 0: X'X is exactly singular and the minimum-norm solution splits
-  // their joint coefficient equally.
+  // their joint coefficient equally. Every Cholesky attempt is refused, inside whatever chunk of
+  // queued iterations it falls: the result must not depend on the chunk size.
   Batch<double> data = make_batch<double>(21, 400, kFeatures, true, true, 0.0);
   for (int64_t i = 0; i < data.n; ++i) data.x[i * kP + 1] = data.x[i * kP + 0];
-  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
-  RhCudaEngine* e = nullptr;
-  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
-  RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE, 100.0);
-  RhCudaHostBatch b = data.view();
-  RhCudaDiagnostics d = diagnostics();
-  HostState<double> s(kP);
-  RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view), RH_CUDA_SUCCESS);
-  std::printf("singular: fallback %d, beta0 %.12f beta1 %.12f\n", d.used_regularized_fallback, s.coef[0], s.coef[1]);
-  RH_CHECK(d.used_regularized_fallback == 1);
-  RH_CHECK(std::isfinite(s.coef[0]) && std::fabs(s.coef[0] - s.coef[1]) < 1e-8);
-  RH_CHECK(std::fabs((s.coef[0] + s.coef[1]) - 0.5) < 0.05);  // the generator's joint slope
-  rh_cuda_engine_destroy(e);
+  std::vector<std::vector<double>> results;
+  for (const char* chunk : {"1", "5"}) {
+    setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
+    RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
+    RhCudaEngine* e = nullptr;
+    RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+    unsetenv("RH_CUDA_TEST_CHUNK");
+    RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE, 100.0);
+    RhCudaHostBatch b = data.view();
+    RhCudaDiagnostics d = diagnostics();
+    HostState<double> s(kP);
+    RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view), RH_CUDA_SUCCESS);
+    std::printf("singular (chunk %s): fallback %d, beta0 %.12f beta1 %.12f\n", chunk,
+                d.used_regularized_fallback, s.coef[0], s.coef[1]);
+    RH_CHECK(d.used_regularized_fallback == 1);
+    RH_CHECK(std::isfinite(s.coef[0]) && std::fabs(s.coef[0] - s.coef[1]) < 1e-8);
+    RH_CHECK(std::fabs((s.coef[0] + s.coef[1]) - 0.5) < 0.05);  // the generator's joint slope
+    results.push_back(s.coef);
+    rh_cuda_engine_destroy(e);
+  }
+  RH_CHECK(results[0] == results[1]);
 }
 
 void test_asymmetric_restore_round_trips_and_is_kept() {
@@ -429,6 +491,7 @@ int main() {
   test_appended_intercept_matches_expanded_design();
   test_results_are_reproducible();
   test_graphs_on_and_off_agree();
+  test_chunk_size_never_changes_results();
   test_fast_math_stays_close_to_strict_float32();
   test_singular_system_takes_the_minimum_norm_solution();
   test_asymmetric_restore_round_trips_and_is_kept();
