@@ -328,7 +328,7 @@ void Engine::create(const RhCudaEngineOptions& options) {
     int potrf_work = 0, getrf_work = 0, svd_work = 0;
     double* H = ws.hessian.as<double>();
     check_cusolver(
-        cusolverDnDpotrf_bufferSize(solver, CUBLAS_FILL_MODE_UPPER, n, H, n, &potrf_work),
+        cusolverDnDpotrf_bufferSize(solver, kCholeskyFill, n, H, n, &potrf_work),
         "cusolverDnDpotrf_bufferSize");
     check_cusolver(cusolverDnDgetrf_bufferSize(solver, n, n, H, n, &getrf_work),
                    "cusolverDnDgetrf_bufferSize");
@@ -375,6 +375,10 @@ void Engine::release() noexcept {
   }
   // Once the stream has drained, the frees above are complete: any stream may reuse the memory.
   const cudaError_t drained = cudaStreamSynchronize(stream);
+  for (cudaGraphExec_t& exec : graph_cache) {
+    if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
+    exec = nullptr;
+  }
   stream = nullptr;
   blas = nullptr;
   solver = nullptr;

@@ -32,6 +32,9 @@ enum class StagingMode { Pinned, Plain };
 
 struct ResourceSet;  // the pooled per-device resources (engine.cu)
 
+// The triangle cuSOLVER's Cholesky factors (linear_solve.cu says why this one).
+constexpr cublasFillMode_t kCholeskyFill = CUBLAS_FILL_MODE_LOWER;
+
 struct CommittedState {
   GrowingBuffer coefficients;  // P values of the engine dtype
   GrowingBuffer information;   // P x P row-major
@@ -83,6 +86,10 @@ struct GraphCounters {
   uint64_t fallbacks = 0;
 };
 
+// The repeated pieces of stream work an engine keeps one executable CUDA Graph for, across
+// updates (graph_replayer.hpp).
+enum GraphSlot : int { kNewtonIterationGraph = 0, kLammIterationGraph = 1, kGraphSlots = 2 };
+
 struct Engine {
   Engine() = default;
   Engine(const Engine&) = delete;
@@ -109,6 +116,7 @@ struct Engine {
   CommittedState scratch;  // the next state is built here and swapped in on success
   Workspace ws;
   GraphCounters graphs;
+  cudaGraphExec_t graph_cache[kGraphSlots] = {nullptr, nullptr};
   // Iterations the last update needed: how many the next one queues before it first
   // synchronises (update_pipeline.cu, chunk_sizes). Speed only; never changes a result.
   int64_t chunk_hint = 0;

@@ -1,7 +1,10 @@
 // Runs one repeated piece of stream work (a solver iteration) as a CUDA Graph when the engine
-// has CUDA_GRAPHS: captured on first use within an update, replayed afterwards. Every launch
-// argument lives in device memory, so one capture serves every iteration. A capture that fails
-// is counted and the work runs eagerly for the rest of the update.
+// has CUDA_GRAPHS. The first run in an update captures the work; the engine keeps one executable
+// graph per slot across updates and brings it up to date with cudaGraphExecUpdate (new batch
+// pointers, new constants) instead of instantiating again, which it only does when the captured
+// topology changed (another batch shape). Every launch argument that changes between iterations
+// lives in device memory, so one capture serves every iteration of the update. A capture that
+// fails is counted and the work runs eagerly for the rest of the update.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,13 +16,9 @@ namespace rh {
 
 class GraphReplayer {
  public:
-  explicit GraphReplayer(Engine& e) : e_(e) {}
+  GraphReplayer(Engine& e, GraphSlot slot) : e_(e), slot_(slot) {}
   GraphReplayer(const GraphReplayer&) = delete;
   GraphReplayer& operator=(const GraphReplayer&) = delete;
-  ~GraphReplayer() {
-    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
-    if (graph_ != nullptr) cudaGraphDestroy(graph_);
-  }
 
   template <class Enqueue>
   void run(Enqueue&& enqueue) {
@@ -27,13 +26,14 @@ class GraphReplayer {
       enqueue();
       return;
     }
-    if (exec_ == nullptr && !capture(enqueue)) {
+    if (!ready_ && !capture(enqueue)) {
       abandoned_ = true;
       e_.graphs.fallbacks += 1;
       enqueue();
       return;
     }
-    check_cuda(cudaGraphLaunch(exec_, e_.stream), "cudaGraphLaunch");
+    ready_ = true;
+    check_cuda(cudaGraphLaunch(e_.graph_cache[slot_], e_.stream), "cudaGraphLaunch");
     e_.graphs.replays += 1;
   }
 
@@ -52,25 +52,35 @@ class GraphReplayer {
     }
     cudaGraph_t graph = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(e_.stream, &graph);
-    if (!enqueued || ended != cudaSuccess || graph == nullptr) {
-      if (graph != nullptr) cudaGraphDestroy(graph);
+    const bool captured = enqueued && ended == cudaSuccess && graph != nullptr;
+    if (captured) e_.graphs.captures += 1;
+    const bool ok = captured && install(graph);
+    if (graph != nullptr) cudaGraphDestroy(graph);  // an executable graph does not need it
+    if (!ok) (void)cudaGetLastError();
+    return ok;
+  }
+
+  // Makes the engine's executable graph for this slot run `graph`: an in-place update when the
+  // topology matches, a fresh instantiation otherwise.
+  bool install(cudaGraph_t graph) {
+    cudaGraphExec_t& exec = e_.graph_cache[slot_];
+    if (exec != nullptr) {
+      cudaGraphExecUpdateResultInfo info{};
+      if (cudaGraphExecUpdate(exec, graph, &info) == cudaSuccess) return true;
       (void)cudaGetLastError();
+      (void)cudaGraphExecDestroy(exec);
+      exec = nullptr;
+    }
+    if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+      exec = nullptr;
       return false;
     }
-    if (cudaGraphInstantiate(&exec_, graph, 0) != cudaSuccess) {
-      cudaGraphDestroy(graph);
-      exec_ = nullptr;
-      (void)cudaGetLastError();
-      return false;
-    }
-    graph_ = graph;
-    e_.graphs.captures += 1;
     return true;
   }
 
   Engine& e_;
-  cudaGraph_t graph_ = nullptr;
-  cudaGraphExec_t exec_ = nullptr;
+  GraphSlot slot_;
+  bool ready_ = false;
   bool abandoned_ = false;
 };
 

@@ -36,18 +36,16 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
 // when the validation pass found bad data.
 void launch_finish_validation(const double* partials, int blocks, const BatchConstants& k,
                               DeviceScalars* sc, cudaStream_t s);
-// Sums the row-pass partials in a fixed order; with set_objective, F = rho_sum / N.
-void launch_reduce_row_partials(const double* partials, int blocks, bool set_objective,
-                                RunWhen when, const BatchConstants& k, DeviceScalars* sc,
-                                cudaStream_t s);
 // beta0 = beta = coefficients and J = information, as doubles.
 template <class T>
 void launch_load_state(const T* coefficients, const T* information, int64_t P, double* beta0,
                        double* beta, double* J, cudaStream_t s);
-// g = (-X'u + J delta) / N - history term; also stores J delta.
+// The row pass's sums (rho_sum, score_sum; with set_objective F = rho_sum / N), then
+// g = (-X'u + J delta) / N - history term and J delta.
 template <class T>
 void launch_gradient(const double* J, const double* beta, const double* beta0, const T* xtu,
-                     int64_t ncols_x, const BatchConstants& k, DeviceScalars* sc, double* g,
+                     int64_t ncols_x, const BatchConstants& k, const double* partials,
+                     int blocks, bool set_objective, DeviceScalars* sc, double* g,
                      double* jdelta, RunWhen when, cudaStream_t s);
 // While running: H = (G + J) / N + ridge I, column-major for cuSOLVER, G mirrored from its
 // upper triangle.

@@ -34,7 +34,7 @@ void enqueue_iteration(UpdateContext<T>& ctx) {
                      e.ws.candidate_jdeltas.as<double>(), e.ws.trial_terms.as<double>(), ctx.k,
                      ctx.device_scalars(), ctx.beta(), e.stream);
   }
-  ctx.row_pass(false, false, kRunWhileRunning);
+  ctx.row_pass(false, kRunWhileRunning);
   ctx.gradient(kRunWhileRunning);
 }
 
@@ -42,18 +42,18 @@ void enqueue_iteration(UpdateContext<T>& ctx) {
 
 template <class T>
 void solve_lamm(UpdateContext<T>& ctx) {
-  ctx.row_pass(false, true, kRunWhileRunning);
-  ctx.gradient(kRunWhileRunning);
+  ctx.row_pass(false, kRunWhileRunning);
+  ctx.gradient(kRunWhileRunning, true);
 
   int64_t done = 0;
   int64_t chunk = ctx.first_chunk;
-  GraphReplayer iteration(ctx.e);
+  GraphReplayer iteration(ctx.e, kLammIterationGraph);
   for (;;) {
     const int64_t queued = std::min(chunk, ctx.max_iter - done);
     for (int64_t i = 0; i < queued; ++i) iteration.run([&] { enqueue_iteration(ctx); });
-    // The Gram at the current beta for the finish; the sums and X'u are not needed. Queued
-    // again after every chunk: at an unchanged beta it recomputes the same values.
-    ctx.row_pass(true, false, kRunUnlessInvalid, false);
+    // The Gram at the current beta for the finish; X'u is not needed. Queued again after every
+    // chunk: at an unchanged beta it recomputes the same values.
+    ctx.row_pass(true, kRunUnlessInvalid, false);
     ctx.enqueue_finish();
     ctx.wait_for_status();
     const DeviceScalars& s = ctx.status();

@@ -17,7 +17,8 @@ void solve_lamm(UpdateContext<T>& ctx);
 
 // Queues the Cholesky attempt on H(beta) (symmetric information only): assemble, factor, and
 // the pivot test of docs/decisions.md into DeviceScalars.factor_ok; a refused factor moves the
-// state to kNeedsFallback, so the rest of the chunk returns at once.
+// state to kNeedsFallback, so the rest of the chunk returns at once. For P <= kSmallDenseMax
+// the same kernel also solves for dir and forms J dir.
 template <class T>
 void enqueue_cholesky_attempt(UpdateContext<T>& ctx);
 

@@ -61,25 +61,6 @@ __device__ __forceinline__ double float_objective(double L, double Q, double N, 
       __fsub_rn(__fdiv_rn(sum, static_cast<float>(N)), static_cast<float>(D)));
 }
 
-__global__ void reduce_row_partials_kernel(const double* partials, int blocks, int set_objective,
-                                           int when, int float_lamm, DeviceScalars* sc) {
-  if (!should_run(sc, when)) return;
-  const int warp = threadIdx.x >> 5;
-  if (warp > 1) return;
-  const double total = warp_column_sum(partials, blocks, 2, warp);
-  if ((threadIdx.x & 31) != 0) return;
-  if (warp == 0) {
-    sc->rho_sum = total;
-    if (set_objective) {
-      // At beta0: delta = 0, so Q = D = 0.
-      sc->objective = float_lamm ? float_objective(total, 0.0, sc->total_weight, 0.0)
-                                 : total / sc->total_weight;
-    }
-  } else {
-    sc->score_sum = total;
-  }
-}
-
 // The committed state as doubles: beta0 and beta (the solve's start) from the coefficients, J
 // from the information.
 template <class T>
@@ -96,19 +77,39 @@ __global__ void load_state_kernel(const T* coefficients, const T* information, i
   }
 }
 
+// Sums the row pass's partials in a fixed order (every block alike; block 0 stores rho_sum,
+// score_sum and, with set_objective, F = rho_sum / N at beta0), then g = (-X'u + J delta) / N
+// - history term and J delta, one warp per coefficient.
 template <class T>
 __global__ void gradient_kernel(const double* J, const double* beta, const double* beta0,
                                 const T* xtu, int64_t ncols_x, BatchConstants k,
+                                const double* partials, int blocks, int set_objective,
                                 DeviceScalars* sc, double* g, double* jdelta, int when) {
   if (!should_run(sc, when)) return;
-  const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  __shared__ double sums[2];
+  const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
+  if (warp < 2) {
+    const double total = warp_column_sum(partials, blocks, 2, warp);
+    if (lane == 0) sums[warp] = total;
+  }
+  __syncthreads();
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    sc->rho_sum = sums[0];
+    sc->score_sum = sums[1];
+    if (set_objective) {
+      // At beta0: delta = 0, so Q = D = 0.
+      sc->objective = k.float_lamm ? float_objective(sums[0], 0.0, sc->total_weight, 0.0)
+                                   : sums[0] / sc->total_weight;
+    }
+  }
+  const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   if (j >= k.P) return;
   double acc = 0.0;
   for (int64_t c = lane; c < k.P; c += 32) acc += J[j * k.P + c] * (beta[c] - beta0[c]);
   acc = warp_sum(acc);
   if (lane != 0) return;
-  const double xtu_j = j < ncols_x ? static_cast<double>(xtu[j]) : sc->score_sum;
+  const double xtu_j = j < ncols_x ? static_cast<double>(xtu[j]) : sums[1];
   g[j] = (-xtu_j + acc) / sc->total_weight -
          sc->history_coef * sign_of(beta0[j]) * mask_of(k, j);
   jdelta[j] = acc;
@@ -636,14 +637,6 @@ void launch_finish_validation(const double* partials, int blocks, const BatchCon
   check_launch("finish_validation_kernel");
 }
 
-void launch_reduce_row_partials(const double* partials, int blocks, bool set_objective,
-                                RunWhen when, const BatchConstants& k, DeviceScalars* sc,
-                                cudaStream_t s) {
-  reduce_row_partials_kernel<<<1, 64, 0, s>>>(partials, blocks, set_objective ? 1 : 0,
-                                              static_cast<int>(when), k.float_lamm, sc);
-  check_launch("reduce_row_partials_kernel");
-}
-
 template <class T>
 void launch_load_state(const T* coefficients, const T* information, int64_t P, double* beta0,
                        double* beta, double* J, cudaStream_t s) {
@@ -654,10 +647,12 @@ void launch_load_state(const T* coefficients, const T* information, int64_t P, d
 
 template <class T>
 void launch_gradient(const double* J, const double* beta, const double* beta0, const T* xtu,
-                     int64_t ncols_x, const BatchConstants& k, DeviceScalars* sc, double* g,
+                     int64_t ncols_x, const BatchConstants& k, const double* partials,
+                     int blocks, bool set_objective, DeviceScalars* sc, double* g,
                      double* jdelta, RunWhen when, cudaStream_t s) {
   gradient_kernel<T><<<warp_rows_blocks(k.P), kThreads, 0, s>>>(
-      J, beta, beta0, xtu, ncols_x, k, sc, g, jdelta, static_cast<int>(when));
+      J, beta, beta0, xtu, ncols_x, k, partials, blocks, set_objective ? 1 : 0, sc, g, jdelta,
+      static_cast<int>(when));
   check_launch("gradient_kernel");
 }
 
@@ -773,8 +768,8 @@ void launch_commit(const double* J, const T* gram, const double* beta, const Bat
   template void launch_load_state<T>(const T*, const T*, int64_t, double*, double*, double*,   \
                                      cudaStream_t);                                            \
   template void launch_gradient<T>(const double*, const double*, const double*, const T*,     \
-                                   int64_t, const BatchConstants&, DeviceScalars*, double*,   \
-                                   double*, RunWhen, cudaStream_t);                            \
+                                   int64_t, const BatchConstants&, const double*, int, bool,  \
+                                   DeviceScalars*, double*, double*, RunWhen, cudaStream_t);   \
   template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,    \
                                            const DeviceScalars*, double*, cudaStream_t);       \
   template void launch_commit<T>(const double*, const T*, const double*,                      \

@@ -48,11 +48,12 @@ struct UpdateContext {
   // The Newton system is small enough for the one-block Cholesky (launch_small_cholesky_solve).
   bool small_dense() const { return k.P <= kSmallDenseMax; }
 
-  // Residual, score and the objective partials at the current beta, then (with_sums) their sums
-  // and X'u; with_gram also forms X' diag(w c) X at this beta (the Newton Hessian, and the
-  // information increment at the end).
-  void row_pass(bool with_gram, bool set_objective, RunWhen when, bool with_sums = true);
-  void gradient(RunWhen when);
+  // Residual, score and the objective partials at the current beta, then (with_xtu) X'u;
+  // with_gram also forms X' diag(w c) X at this beta (the Newton Hessian, and the information
+  // increment at the end).
+  void row_pass(bool with_gram, RunWhen when, bool with_xtu = true);
+  // The row pass's sums (with set_objective also F at beta0) and the gradient at beta.
+  void gradient(RunWhen when, bool set_objective = false);
   void enqueue_readback();
   // The new state from beta and the Gram at beta into the engine's scratch state (and the
   // pinned export buffer), then the status readback. Queued after every chunk of iterations;

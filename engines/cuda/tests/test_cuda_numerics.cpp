@@ -264,6 +264,64 @@ void test_chunk_size_never_changes_results() {
   }
 }
 
+// With CUDA_GRAPHS the engine keeps one executable graph per solver across updates and updates
+// it in place: batches of changing shape (re-instantiation), device pointers and constants
+// (in-place updates) must give the eager results bit for bit, batch by batch.
+void test_graph_cache_follows_changing_batches() {
+  for (int penalty : {RH_CUDA_PENALTY_NONE, RH_CUDA_PENALTY_L1}) {
+    RhCudaEngine* engines[2] = {nullptr, nullptr};
+    const uint64_t flags[2] = {0, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS};
+    for (int i = 0; i < 2; ++i) {
+      RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP, flags[i]);
+      RH_CHECK_STATUS(rh_cuda_engine_create(&o, &engines[i]), RH_CUDA_SUCCESS);
+    }
+    const RhCudaUpdateConfig c = config(kFeatures, penalty);
+    const int64_t rows[] = {2000, 700, 700, 2000, 2000};
+    for (int b = 0; b < 5; ++b) {
+      Batch<double> data = make_batch<double>(300 + b, rows[b], kFeatures, true, false);
+      RhCudaHostBatch hb = data.view(true);
+      double* dx = nullptr;
+      double* dy = nullptr;
+      double* dw = nullptr;
+      cudaMalloc(&dx, data.x.size() * sizeof(double));
+      cudaMalloc(&dy, data.y.size() * sizeof(double));
+      cudaMalloc(&dw, data.w.size() * sizeof(double));
+      cudaMemcpy(dx, data.x.data(), data.x.size() * sizeof(double), cudaMemcpyHostToDevice);
+      cudaMemcpy(dy, data.y.data(), data.y.size() * sizeof(double), cudaMemcpyHostToDevice);
+      cudaMemcpy(dw, data.w.data(), data.w.size() * sizeof(double), cudaMemcpyHostToDevice);
+      RhCudaDeviceBatch db{};
+      std::memcpy(&db, &hb, sizeof db);
+      db.x_design = dx;
+      db.y = dy;
+      db.sample_weight = dw;
+      HostState<double> eager(kP);
+      HostState<double> graph(kP);
+      HostState<double>* out[2] = {&eager, &graph};
+      RhCudaDiagnostics d[2] = {diagnostics(), diagnostics()};
+      for (int i = 0; i < 2; ++i) {
+        RH_CHECK_STATUS(rh_cuda_engine_update_device_with_state(engines[i], &db, &c, &d[i],
+                                                                &out[i]->view),
+                        RH_CUDA_SUCCESS);
+      }
+      RH_CHECK(eager.coef == graph.coef && eager.info == graph.info);
+      RH_CHECK(d[0].iterations == d[1].iterations && d[0].objective == d[1].objective);
+      cudaFree(dx);
+      cudaFree(dy);
+      cudaFree(dw);
+    }
+    RhCudaEngineFeatures f{};
+    f.abi_version = RH_CUDA_ABI_VERSION;
+    f.struct_size = sizeof f;
+    RH_CHECK_STATUS(rh_cuda_engine_features(engines[1], &f), RH_CUDA_SUCCESS);
+    std::printf("graph cache (%s): captures %llu replays %llu fallbacks %llu\n",
+                penalty ? "l1" : "none", (unsigned long long)f.graph_captures,
+                (unsigned long long)f.graph_replays, (unsigned long long)f.graph_fallbacks);
+    RH_CHECK(f.graph_captures == 5 && f.graph_fallbacks == 0);
+    RH_CHECK(f.graph_replays >= 5);
+    for (RhCudaEngine* e : engines) rh_cuda_engine_destroy(e);
+  }
+}
+
 void test_fast_math_stays_close_to_strict_float32() {
   Fit strict = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, 0, false, false, true, 3, 20000);
   Fit fast = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, RH_CUDA_ENGINE_FLAG_FAST_MATH, false, false, true, 3, 20000);
@@ -492,6 +550,7 @@ int main() {
   test_results_are_reproducible();
   test_graphs_on_and_off_agree();
   test_chunk_size_never_changes_results();
+  test_graph_cache_follows_changing_batches();
   test_fast_math_stays_close_to_strict_float32();
   test_singular_system_takes_the_minimum_norm_solution();
   test_asymmetric_restore_round_trips_and_is_kept();
