@@ -318,6 +318,8 @@ void Engine::create(const RhCudaEngineOptions& options) {
                 int64_t{kMaxRowBlocks} * std::max(kLineSearchTrials, kLammMaxGroup),
                 sizeof(double), "line-search partials");
   reserve_elems(ws.row_partials, int64_t{kMaxRowBlocks} * 2, sizeof(double), "row partials");
+  reserve_elems(ws.xtu_partials, int64_t{kMaxRowBlocks} * kWideRowColumns, sizeof(double),
+                "X'u partials");
   reserve_elems(ws.host_scalars, 2, sizeof(DeviceScalars), "status block");
   reserve_elems(ws.host_state, P + PP, elem_size, "exported state");
   // A pooled status block still holds the previous engine's last status.

@@ -10,6 +10,8 @@ namespace rh {
 
 // Lanes per row of a row pass (1, 8 above kNarrowRowColumns stored columns, a warp above
 // kWideRowColumns), and the fixed number of blocks a row pass over n_rows such rows launches.
+// Row passes over rows of at most kWideRowColumns stored columns can form X'u themselves
+// (xtu_partials: kWideRowColumns per block; otherwise scores for cuBLAS's gemv).
 int row_team(int64_t ncols_x);
 int row_blocks(int64_t n_rows, int64_t ncols_x);
 
@@ -20,7 +22,7 @@ void launch_validate_rows(const RowView<T>& rows, DeviceScalars* sc, double* par
 template <class T>
 void launch_row_pass(const RowView<T>& rows, const double* beta, double tau,
                      const DeviceScalars* sc, double* residual, T* score, T* scaled,
-                     double* partials, RunWhen when, cudaStream_t s);
+                     double* partials, double* xtu_partials, RunWhen when, cudaStream_t s);
 template <class T>
 void launch_newton_trials(const RowView<T>& rows, const double* residual, const double* dir,
                           double tau, const DeviceScalars* sc, double* partials,
@@ -41,12 +43,13 @@ template <class T>
 void launch_load_state(const T* coefficients, const T* information, int64_t P, double* beta0,
                        double* beta, double* J, cudaStream_t s);
 // The row pass's sums (rho_sum, score_sum; with set_objective F = rho_sum / N), then
-// g = (-X'u + J delta) / N - history term and J delta.
+// g = (-X'u + J delta) / N - history term and J delta. X'u: the row pass's per-block partials
+// summed in block order when xtu_partials is not null, else xtu from cuBLAS.
 template <class T>
 void launch_gradient(const double* J, const double* beta, const double* beta0, const T* xtu,
-                     int64_t ncols_x, const BatchConstants& k, const double* partials,
-                     int blocks, bool set_objective, DeviceScalars* sc, double* g,
-                     double* jdelta, RunWhen when, cudaStream_t s);
+                     const double* xtu_partials, int64_t ncols_x, const BatchConstants& k,
+                     const double* partials, int blocks, bool set_objective, DeviceScalars* sc,
+                     double* g, double* jdelta, RunWhen when, cudaStream_t s);
 // While running: H = (G + J) / N + ridge I, column-major for cuSOLVER, G mirrored from its
 // upper triangle.
 template <class T>

@@ -94,41 +94,78 @@ __global__ void validate_rows_kernel(RowView<T> rows, DeviceScalars* sc, double*
   if (threadIdx.x == 0) partials[blockIdx.x] = total;
 }
 
+// Columns of X'u one lane accumulates when the row pass forms X'u itself (rows of at most
+// kWideRowColumns stored columns): lane l of a team of Team lanes owns columns l, l + Team, ...
+template <int Team>
+constexpr int xtu_slots() {
+  if (Team == 1) return static_cast<int>(kNarrowRowColumns);
+  return Team >= kWideRowColumns ? 1 : static_cast<int>(kWideRowColumns) / Team;
+}
+
 template <class T, int Team>
 __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
                                 const DeviceScalars* sc, double* residual, T* score, T* scaled,
-                                double* partials, int when) {
+                                double* partials, double* xtu_partials, int when) {
   if (!should_run(sc, when)) return;
+  constexpr int kSlots = xtu_slots<Team>();
   __shared__ double shared[kThreads];
   const RowTeam<Team> team;
   const double h = sc->bandwidth;
   double rho_acc = 0.0;
   double score_acc = 0.0;
+  double xtu_acc[kSlots];
+#pragma unroll
+  for (int k = 0; k < kSlots; ++k) xtu_acc[k] = 0.0;
   for (int64_t i = team.first; i < rows.n; i += team.stride) {
     const double r = static_cast<double>(rows.y[i]) - row_dot<Team>(rows, i, team.lane, beta);
     const double w = row_weight(rows, i);
+    const T* xi = rows.x + i * rows.ldx;
+    const double u = w * huber_psi(r, tau);  // every lane of the team has the same r
     if (scaled != nullptr) {
       // sqrt(w c) X feeds the Gram GEMM, which then forms X' diag(w c) X.
       const double root = sqrt(w * smoothed_curvature(r, tau, h));
-      const T* xi = rows.x + i * rows.ldx;
       T* out = scaled + i * rows.P;
       for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
         out[j] = static_cast<T>(root * static_cast<double>(xi[j]));
       }
       if (rows.ncols_x < rows.P && team.lane == 0) out[rows.P - 1] = static_cast<T>(root);
     }
+    if (Team < kWideRowColumns && xtu_partials != nullptr) {
+#pragma unroll
+      for (int k = 0; k < kSlots; ++k) {
+        const int64_t j = team.lane + k * Team;
+        if (j < rows.ncols_x) xtu_acc[k] += static_cast<double>(xi[j]) * u;
+      }
+    }
     if (team.lane != 0) continue;
-    const double u = w * huber_psi(r, tau);
     rho_acc += w * huber_rho(r, tau);
     score_acc += u;
     residual[i] = r;
-    score[i] = static_cast<T>(u);
+    if (xtu_partials == nullptr) score[i] = static_cast<T>(u);
   }
   const double rho_total = block_sum<kThreads>(rho_acc, shared);
   const double score_total = block_sum<kThreads>(score_acc, shared);
   if (threadIdx.x == 0) {
     partials[2 * blockIdx.x] = rho_total;
     partials[2 * blockIdx.x + 1] = score_total;
+  }
+  if (xtu_partials == nullptr || Team >= kWideRowColumns) return;
+  // The lanes that own the same columns, summed with a fixed butterfly, then the warps in
+  // order: X'u partials of this block, column j at xtu_partials[block * kWideRowColumns + j].
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int k = 0; k < kSlots; ++k) {
+    double v = xtu_acc[k];
+#pragma unroll
+    for (int offset = Team; offset < 32; offset <<= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (lane < Team) shared[warp * kWideRowColumns + lane + k * Team] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < rows.ncols_x) {
+    double total = 0.0;
+    for (int w = 0; w < kThreads / 32; ++w) total += shared[w * kWideRowColumns + threadIdx.x];
+    xtu_partials[blockIdx.x * kWideRowColumns + threadIdx.x] = total;
   }
 }
 
@@ -232,9 +269,9 @@ void launch_validate_rows(const RowView<T>& rows, DeviceScalars* sc, double* par
 template <class T>
 void launch_row_pass(const RowView<T>& rows, const double* beta, double tau,
                      const DeviceScalars* sc, double* residual, T* score, T* scaled,
-                     double* partials, RunWhen when, cudaStream_t s) {
+                     double* partials, double* xtu_partials, RunWhen when, cudaStream_t s) {
   RH_LAUNCH_ROWS(row_pass_kernel, T, rows, s, rows, beta, tau, sc, residual, score, scaled,
-                 partials, static_cast<int>(when));
+                 partials, xtu_partials, static_cast<int>(when));
 }
 
 template <class T>
@@ -259,8 +296,8 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
   template void launch_validate_rows<T>(const RowView<T>&, DeviceScalars*, double*,           \
                                         cudaStream_t);                                         \
   template void launch_row_pass<T>(const RowView<T>&, const double*, double,                  \
-                                   const DeviceScalars*, double*, T*, T*, double*, RunWhen,    \
-                                   cudaStream_t);                                              \
+                                   const DeviceScalars*, double*, T*, T*, double*, double*,    \
+                                   RunWhen, cudaStream_t);                                     \
   template void launch_newton_trials<T>(const RowView<T>&, const double*, const double*,      \
                                         double, const DeviceScalars*, double*, cudaStream_t);  \
   template void launch_lamm_trials<T>(const RowView<T>&, const double*, int, double,          \

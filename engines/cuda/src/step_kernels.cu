@@ -79,10 +79,12 @@ __global__ void load_state_kernel(const T* coefficients, const T* information, i
 
 // Sums the row pass's partials in a fixed order (every block alike; block 0 stores rho_sum,
 // score_sum and, with set_objective, F = rho_sum / N at beta0), then g = (-X'u + J delta) / N
-// - history term and J delta, one warp per coefficient.
+// - history term and J delta, one warp per coefficient (X'u from the row pass's per-block
+// partials, summed in block order, or from cuBLAS).
 template <class T>
 __global__ void gradient_kernel(const double* J, const double* beta, const double* beta0,
-                                const T* xtu, int64_t ncols_x, BatchConstants k,
+                                const T* xtu, const double* xtu_partials, int64_t ncols_x,
+                                BatchConstants k,
                                 const double* partials, int blocks, int set_objective,
                                 DeviceScalars* sc, double* g, double* jdelta, int when) {
   if (!should_run(sc, when)) return;
@@ -108,8 +110,14 @@ __global__ void gradient_kernel(const double* J, const double* beta, const doubl
   double acc = 0.0;
   for (int64_t c = lane; c < k.P; c += 32) acc += J[j * k.P + c] * (beta[c] - beta0[c]);
   acc = warp_sum(acc);
+  double xtu_j = sums[1];  // the intercept column of an appended intercept is all ones
+  if (j < ncols_x) {
+    xtu_j = xtu_partials != nullptr
+                ? warp_column_sum(xtu_partials, blocks, static_cast<int>(kWideRowColumns),
+                                  static_cast<int>(j))
+                : static_cast<double>(xtu[j]);
+  }
   if (lane != 0) return;
-  const double xtu_j = j < ncols_x ? static_cast<double>(xtu[j]) : sums[1];
   g[j] = (-xtu_j + acc) / sc->total_weight -
          sc->history_coef * sign_of(beta0[j]) * mask_of(k, j);
   jdelta[j] = acc;
@@ -647,12 +655,12 @@ void launch_load_state(const T* coefficients, const T* information, int64_t P, d
 
 template <class T>
 void launch_gradient(const double* J, const double* beta, const double* beta0, const T* xtu,
-                     int64_t ncols_x, const BatchConstants& k, const double* partials,
-                     int blocks, bool set_objective, DeviceScalars* sc, double* g,
-                     double* jdelta, RunWhen when, cudaStream_t s) {
+                     const double* xtu_partials, int64_t ncols_x, const BatchConstants& k,
+                     const double* partials, int blocks, bool set_objective, DeviceScalars* sc,
+                     double* g, double* jdelta, RunWhen when, cudaStream_t s) {
   gradient_kernel<T><<<warp_rows_blocks(k.P), kThreads, 0, s>>>(
-      J, beta, beta0, xtu, ncols_x, k, partials, blocks, set_objective ? 1 : 0, sc, g, jdelta,
-      static_cast<int>(when));
+      J, beta, beta0, xtu, xtu_partials, ncols_x, k, partials, blocks, set_objective ? 1 : 0,
+      sc, g, jdelta, static_cast<int>(when));
   check_launch("gradient_kernel");
 }
 
@@ -768,8 +776,9 @@ void launch_commit(const double* J, const T* gram, const double* beta, const Bat
   template void launch_load_state<T>(const T*, const T*, int64_t, double*, double*, double*,   \
                                      cudaStream_t);                                            \
   template void launch_gradient<T>(const double*, const double*, const double*, const T*,     \
-                                   int64_t, const BatchConstants&, const double*, int, bool,  \
-                                   DeviceScalars*, double*, double*, RunWhen, cudaStream_t);   \
+                                   const double*, int64_t, const BatchConstants&,              \
+                                   const double*, int, bool, DeviceScalars*, double*, double*, \
+                                   RunWhen, cudaStream_t);                                     \
   template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,    \
                                            const DeviceScalars*, double*, cudaStream_t);       \
   template void launch_commit<T>(const double*, const T*, const double*,                      \

@@ -70,17 +70,20 @@ void gram_upper(Engine& e, int64_t P, int64_t n, const T* scaled, T* out) {
 template <class T>
 void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu) {
   T* scaled = with_gram ? e.ws.scaled_rows.as<T>() : nullptr;
+  double* xtu_partials = with_xtu && row_pass_xtu() ? e.ws.xtu_partials.as<double>() : nullptr;
   launch_row_pass<T>(rows, beta(), k.tau, device_scalars(), e.ws.residual.as<double>(),
-                     e.ws.score.as<T>(), scaled, e.ws.row_partials.as<double>(), when, e.stream);
+                     e.ws.score.as<T>(), scaled, e.ws.row_partials.as<double>(), xtu_partials,
+                     when, e.stream);
   // cuBLAS cannot skip: queued past the end of a solve it recomputes X'u from unchanged scores,
   // bit for bit the same (and the Gram below from unchanged scaled rows).
-  if (with_xtu) gemv_transposed(e.blas, rows, e.ws.score.as<T>(), xtu());
+  if (with_xtu && !row_pass_xtu()) gemv_transposed(e.blas, rows, e.ws.score.as<T>(), xtu());
   if (with_gram) gram_upper<T>(e, rows.P, rows.n, scaled, gram());
 }
 
 template <class T>
 void UpdateContext<T>::gradient(RunWhen when, bool set_objective) {
-  launch_gradient<T>(information64(), beta(), beta0(), xtu(), rows.ncols_x, k,
+  launch_gradient<T>(information64(), beta(), beta0(), xtu(),
+                     row_pass_xtu() ? e.ws.xtu_partials.as<double>() : nullptr, rows.ncols_x, k,
                      e.ws.row_partials.as<double>(), row_blocks(rows.n, rows.ncols_x),
                      set_objective, device_scalars(), grad(), jdelta(), when, e.stream);
 }

@@ -47,6 +47,8 @@ struct UpdateContext {
 
   // The Newton system is small enough for the one-block Cholesky (launch_small_cholesky_solve).
   bool small_dense() const { return k.P <= kSmallDenseMax; }
+  // The row pass forms X'u itself (narrow rows) instead of cuBLAS's gemv over the scores.
+  bool row_pass_xtu() const { return rows.ncols_x <= kWideRowColumns; }
 
   // Residual, score and the objective partials at the current beta, then (with_xtu) X'u;
   // with_gram also forms X' diag(w c) X at this beta (the Newton Hessian, and the information
