@@ -247,6 +247,17 @@ void Engine::create(const RhCudaEngineOptions& options) {
   enabled_flags = requested_flags;
   injected = injected_failure_from_environment();
   forced_chunk = forced_chunk_from_environment();
+  // The commit kernels write the exported state and the status block straight into pinned host
+  // memory, which needs unified addressing (every 64-bit Linux/Windows CUDA setup has it).
+  int unified = 0;
+  if (cudaDeviceGetAttribute(&unified, cudaDevAttrUnifiedAddressing, options.device_id) !=
+          cudaSuccess ||
+      unified == 0) {
+    (void)cudaGetLastError();
+    fail(RH_CUDA_UNAVAILABLE,
+         "CUDA device %d does not support unified addressing, which librh_cuda needs",
+         static_cast<int>(options.device_id));
+  }
   chunk_hint = 0;
   configure_staging(*this);
 
@@ -320,6 +331,9 @@ void Engine::create(const RhCudaEngineOptions& options) {
   reserve_elems(ws.row_partials, int64_t{kMaxRowBlocks} * 2, sizeof(double), "row partials");
   reserve_elems(ws.xtu_partials, int64_t{kMaxRowBlocks} * kWideRowColumns, sizeof(double),
                 "X'u partials");
+  reserve_elems(ws.bad_partials, int64_t{kMaxRowBlocks} * kBadKinds, sizeof(unsigned long long),
+                "validation partials");
+  reserve_elems(ws.commit_flags, kMaxElementwiseBlocks, sizeof(int), "commit flags");
   reserve_elems(ws.host_scalars, 2, sizeof(DeviceScalars), "status block");
   reserve_elems(ws.host_state, P + PP, elem_size, "exported state");
   // A pooled status block still holds the previous engine's last status.

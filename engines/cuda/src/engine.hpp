@@ -53,7 +53,9 @@ struct Workspace {
   GrowingBuffer trial_terms, scalars, trial_partials;
   // Row-sized, grown to the largest batch.
   GrowingBuffer x_stage, y_stage, w_stage, residual, score, scaled_rows, row_partials;
-  GrowingBuffer xtu_partials;  // per row-pass block, kWideRowColumns each
+  GrowingBuffer xtu_partials;   // per row-pass block, kWideRowColumns each
+  GrowingBuffer bad_partials;   // per validation block, kBadKinds first bad indices
+  GrowingBuffer commit_flags;   // per commit block, a non-finite flag
   // Per-chunk partial Grams (split over rows), reduced in a fixed order.
   GrowingBuffer gram_partials;
   GrowingBuffer prediction_stage;
@@ -72,15 +74,15 @@ struct Workspace {
           &singular_values, &left_vectors, &right_vectors, &svd_scratch, &pivots, &solver_info,
           &solver_work, &blas_work, &candidates, &candidate_deltas, &candidate_jdeltas,
           &trial_terms, &scalars, &trial_partials, &x_stage, &y_stage, &w_stage, &residual,
-          &score, &scaled_rows, &row_partials, &xtu_partials, &gram_partials, &prediction_stage,
-          &host_scalars,
+          &score, &scaled_rows, &row_partials, &xtu_partials, &bad_partials, &commit_flags,
+          &gram_partials, &prediction_stage, &host_scalars,
           &host_state, &host_chunks[0], &host_chunks[1]}) {
       f(*b);
     }
   }
 };
-static_assert(sizeof(Workspace) == 38 * sizeof(GrowingBuffer),
-              "Workspace gained or lost a member: list it in Workspace::for_each and update 38");
+static_assert(sizeof(Workspace) == 40 * sizeof(GrowingBuffer),
+              "Workspace gained or lost a member: list it in Workspace::for_each and update 40");
 
 struct GraphCounters {
   uint64_t captures = 0;

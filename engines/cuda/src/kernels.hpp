@@ -16,9 +16,10 @@ int row_team(int64_t ncols_x);
 int row_blocks(int64_t n_rows, int64_t ncols_x);
 
 // --- row passes (row_kernels.cu) -------------------------------------------------------------
+// Per block: weight sum and the first bad index of each kind (kBadKinds per block).
 template <class T>
-void launch_validate_rows(const RowView<T>& rows, DeviceScalars* sc, double* partials,
-                          cudaStream_t s);
+void launch_validate_rows(const RowView<T>& rows, double* weight_partials,
+                          unsigned long long* bad_partials, cudaStream_t s);
 template <class T>
 void launch_row_pass(const RowView<T>& rows, const double* beta, double tau,
                      const DeviceScalars* sc, double* residual, T* score, T* scaled,
@@ -34,14 +35,14 @@ template <class T>
 void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t s);
 
 // --- P-sized steps (step_kernels.cu) ---------------------------------------------------------
-// Sums the batch weight, sets the per-batch scalars, and the state: kRunning, or kInvalidData
-// when the validation pass found bad data.
-void launch_finish_validation(const double* partials, int blocks, const BatchConstants& k,
-                              DeviceScalars* sc, cudaStream_t s);
-// beta0 = beta = coefficients and J = information, as doubles.
+// Finishes the validation (batch weight, first bad indices, every per-batch scalar, the state:
+// kRunning, or kInvalidData for refused data) and loads beta0 = beta = coefficients and
+// J = information as doubles, in one launch.
 template <class T>
-void launch_load_state(const T* coefficients, const T* information, int64_t P, double* beta0,
-                       double* beta, double* J, cudaStream_t s);
+void launch_begin_update(const double* weight_partials, const unsigned long long* bad_partials,
+                         int blocks, const BatchConstants& k, const T* coefficients,
+                         const T* information, double* beta0, double* beta, double* J,
+                         DeviceScalars* sc, cudaStream_t s);
 // The row pass's sums (rho_sum, score_sum; with set_objective F = rho_sum / N), then
 // g = (-X'u + J delta) / N - history term and J delta. X'u: the row pass's per-block partials
 // summed in block order when xtu_partials is not null, else xtu from cuBLAS.
@@ -92,10 +93,13 @@ void launch_lamm_pick(int count, bool last_group, const double* partials, int bl
                       const double* candidates, const double* deltas, const double* jdeltas,
                       const double* trial_terms, const BatchConstants& k, DeviceScalars* sc,
                       double* beta, cudaStream_t s);
-// J_new = J + G (mirrored), beta_new = beta rounded to T, penalised objective, and
-// commit_nonfinite when either has a non-finite value.
+// J_new = J + G (mirrored), beta_new = beta rounded to T, the penalised objective and
+// commit_nonfinite; host_state (pinned, or null): also P coefficients then P x P information
+// there; finally the status block to host_status (pinned). block_flags: one int per block of
+// the information kernel (at most 4096).
 template <class T>
 void launch_commit(const double* J, const T* gram, const double* beta, const BatchConstants& k,
-                   DeviceScalars* sc, T* info_out, T* coef_out, cudaStream_t s);
+                   DeviceScalars* sc, T* info_out, T* coef_out, T* host_state, int* block_flags,
+                   DeviceScalars* host_status, cudaStream_t s);
 
 }  // namespace rh

@@ -65,33 +65,41 @@ __device__ __forceinline__ double row_weight(const RowView<T>& rows, int64_t i) 
   return rows.w ? static_cast<double>(rows.w[i]) : 1.0;
 }
 
+// Per block: the weight sum (weight_partials[block]) and the first bad index of each kind
+// (bad_partials[4 block + kind]: non-finite x, non-finite y, non-finite w, negative w; kNoIndex
+// when none). The minimum over blocks is taken by begin_update_kernel.
 template <class T, int Team>
-__global__ void validate_rows_kernel(RowView<T> rows, DeviceScalars* sc, double* partials) {
+__global__ void validate_rows_kernel(RowView<T> rows, double* weight_partials,
+                                     unsigned long long* bad_partials) {
   __shared__ double shared[kThreads];
+  __shared__ unsigned long long bad[kBadKinds];
+  if (threadIdx.x < kBadKinds) bad[threadIdx.x] = kNoIndex;
+  __syncthreads();
   const RowTeam<Team> team;
   double wsum = 0.0;
   for (int64_t i = team.first; i < rows.n; i += team.stride) {
     const T* xi = rows.x + i * rows.ldx;
     for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
       if (!isfinite(static_cast<double>(xi[j]))) {
-        atomicMin(&sc->first_bad_x, static_cast<unsigned long long>(i * rows.ncols_x + j));
+        atomicMin(&bad[0], static_cast<unsigned long long>(i * rows.ncols_x + j));
         break;
       }
     }
     if (team.lane != 0) continue;
     if (!isfinite(static_cast<double>(rows.y[i]))) {
-      atomicMin(&sc->first_bad_y, static_cast<unsigned long long>(i));
+      atomicMin(&bad[1], static_cast<unsigned long long>(i));
     }
     const double w = row_weight(rows, i);
     if (!isfinite(w)) {
-      atomicMin(&sc->first_bad_w, static_cast<unsigned long long>(i));
+      atomicMin(&bad[2], static_cast<unsigned long long>(i));
     } else if (w < 0.0) {
-      atomicMin(&sc->first_negative_w, static_cast<unsigned long long>(i));
+      atomicMin(&bad[3], static_cast<unsigned long long>(i));
     }
     wsum += w;
   }
-  const double total = block_sum<kThreads>(wsum, shared);
-  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+  const double total = block_sum<kThreads>(wsum, shared);  // its barriers also settle `bad`
+  if (threadIdx.x == 0) weight_partials[blockIdx.x] = total;
+  if (threadIdx.x < kBadKinds) bad_partials[kBadKinds * blockIdx.x + threadIdx.x] = bad[threadIdx.x];
 }
 
 // Columns of X'u one lane accumulates when the row pass forms X'u itself (rows of at most
@@ -261,9 +269,9 @@ __global__ void predict_kernel(RowView<T> rows, const T* coef, T* out) {
   } while (0)
 
 template <class T>
-void launch_validate_rows(const RowView<T>& rows, DeviceScalars* sc, double* partials,
-                          cudaStream_t s) {
-  RH_LAUNCH_ROWS(validate_rows_kernel, T, rows, s, rows, sc, partials);
+void launch_validate_rows(const RowView<T>& rows, double* weight_partials,
+                          unsigned long long* bad_partials, cudaStream_t s) {
+  RH_LAUNCH_ROWS(validate_rows_kernel, T, rows, s, rows, weight_partials, bad_partials);
 }
 
 template <class T>
@@ -293,7 +301,7 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
 }
 
 #define RH_INSTANTIATE_ROW_KERNELS(T)                                                          \
-  template void launch_validate_rows<T>(const RowView<T>&, DeviceScalars*, double*,           \
+  template void launch_validate_rows<T>(const RowView<T>&, double*, unsigned long long*,      \
                                         cudaStream_t);                                         \
   template void launch_row_pass<T>(const RowView<T>&, const double*, double,                  \
                                    const DeviceScalars*, double*, T*, T*, double*, double*,    \

@@ -11,6 +11,8 @@ constexpr int kThreads = 256;
 // Fixed grid for row passes: the row-to-thread assignment, and so every floating-point sum,
 // depends only on n_rows, never on timing (no floating atomics anywhere).
 constexpr int kMaxRowBlocks = 264;
+// Grid cap of the elementwise kernels over P x P matrices (grid-stride beyond it).
+constexpr int kMaxElementwiseBlocks = 4096;
 // Rows wider than kWideRowColumns are read by a warp each, rows wider than kNarrowRowColumns
 // by 8 lanes each (coalesced, and enough threads for few rows); narrower rows by one lane.
 constexpr int64_t kWideRowColumns = 32;
@@ -88,6 +90,8 @@ struct DeviceScalars {
 };
 
 constexpr unsigned long long kNoIndex = ~0ull;
+// Kinds of bad value the validation pass looks for: non-finite x, y, w, and negative w.
+constexpr int kBadKinds = 4;
 
 // One batch as the kernels see it: row-major, ldx columns stored, P used; when ncols_x == P - 1
 // the trailing intercept column is the constant one and is never materialised.

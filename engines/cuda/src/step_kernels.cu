@@ -26,33 +26,6 @@ __device__ __forceinline__ double warp_column_sum(const double* partials, int bl
   return warp_sum(acc);
 }
 
-__global__ void finish_validation_kernel(const double* partials, int blocks, BatchConstants k,
-                                         DeviceScalars* sc) {
-  __shared__ double shared[kThreads];
-  double acc = 0.0;
-  for (int b = threadIdx.x; b < blocks; b += kThreads) acc += partials[b];
-  const double batch_weight = block_sum<kThreads>(acc, shared);
-  if (threadIdx.x != 0) return;
-  sc->batch_weight = batch_weight;
-  sc->weight_mismatch =
-      k.has_weights && !(fabs(batch_weight - k.claimed_batch_weight) <= 1e-6 * batch_weight);
-  const double N = k.previous_weight + batch_weight;
-  const double log_p = log(fmax(static_cast<double>(k.n_features_in), 2.0));
-  sc->total_weight = N;
-  sc->bandwidth = fmin(k.bandwidth_scale / (sqrt(N) * log_p), k.tau);
-  sc->lambda = k.l1 ? k.lambda_scale * k.tau * sqrt(log_p / N) : 0.0;
-  sc->history_coef = k.use_history ? (k.previous_weight / N) * k.previous_lambda : 0.0;
-  sc->phi = 1.0;
-  const bool refused = sc->first_bad_x != kNoIndex || sc->first_bad_y != kNoIndex ||
-                       sc->first_bad_w != kNoIndex || sc->first_negative_w != kNoIndex ||
-                       sc->weight_mismatch;
-  sc->state = refused ? kInvalidData : kRunning;
-  sc->iterations = 0;
-  sc->lamm_accepted = 0;
-  sc->fresh = 0;
-  sc->commit_nonfinite = 0;
-}
-
 // The float32 LAMM objective f = fl(fl(fl(fl(L) + 0.5f fl(Q)) / fl(N)) - fl(D)) from double
 // reductions L = sum w rho, Q = delta' J delta, D = history . delta, each rounded once.
 __device__ __forceinline__ double float_objective(double L, double Q, double N, double D) {
@@ -61,11 +34,56 @@ __device__ __forceinline__ double float_objective(double L, double Q, double N, 
       __fsub_rn(__fdiv_rn(sum, static_cast<float>(N)), static_cast<float>(D)));
 }
 
-// The committed state as doubles: beta0 and beta (the solve's start) from the coefficients, J
-// from the information.
+// The start of an update, in one launch. Block 0 finishes the validation pass: sums the batch
+// weight in block order, takes the first bad index of each kind, and sets every per-batch
+// scalar, with the state kRunning, or kInvalidData when the data are refused. Every block then
+// loads the committed state as doubles: beta0 = beta = coefficients, J = information.
 template <class T>
-__global__ void load_state_kernel(const T* coefficients, const T* information, int64_t P,
-                                  double* beta0, double* beta, double* J) {
+__global__ void begin_update_kernel(const double* weight_partials,
+                                    const unsigned long long* bad_partials, int blocks,
+                                    BatchConstants k, const T* coefficients,
+                                    const T* information, double* beta0, double* beta, double* J,
+                                    DeviceScalars* sc) {
+  if (blockIdx.x == 0) {
+    __shared__ double shared[kThreads];
+    __shared__ unsigned long long bad[kBadKinds];
+    if (threadIdx.x < kBadKinds) bad[threadIdx.x] = kNoIndex;
+    __syncthreads();
+    double acc = 0.0;
+    unsigned long long first[kBadKinds] = {kNoIndex, kNoIndex, kNoIndex, kNoIndex};
+    for (int b = threadIdx.x; b < blocks; b += kThreads) {
+      acc += weight_partials[b];
+      for (int kind = 0; kind < kBadKinds; ++kind) {
+        first[kind] = min(first[kind], bad_partials[kBadKinds * b + kind]);
+      }
+    }
+    for (int kind = 0; kind < kBadKinds; ++kind) {
+      if (first[kind] != kNoIndex) atomicMin(&bad[kind], first[kind]);
+    }
+    const double batch_weight = block_sum<kThreads>(acc, shared);  // also settles `bad`
+    if (threadIdx.x == 0) {
+      DeviceScalars out{};
+      out.batch_weight = batch_weight;
+      out.weight_mismatch =
+          k.has_weights && !(fabs(batch_weight - k.claimed_batch_weight) <= 1e-6 * batch_weight);
+      const double N = k.previous_weight + batch_weight;
+      const double log_p = log(fmax(static_cast<double>(k.n_features_in), 2.0));
+      out.total_weight = N;
+      out.bandwidth = fmin(k.bandwidth_scale / (sqrt(N) * log_p), k.tau);
+      out.lambda = k.l1 ? k.lambda_scale * k.tau * sqrt(log_p / N) : 0.0;
+      out.history_coef = k.use_history ? (k.previous_weight / N) * k.previous_lambda : 0.0;
+      out.phi = 1.0;
+      out.first_bad_x = bad[0];
+      out.first_bad_y = bad[1];
+      out.first_bad_w = bad[2];
+      out.first_negative_w = bad[3];
+      const bool refused = bad[0] != kNoIndex || bad[1] != kNoIndex || bad[2] != kNoIndex ||
+                           bad[3] != kNoIndex || out.weight_mismatch;
+      out.state = refused ? kInvalidData : kRunning;
+      *sc = out;
+    }
+  }
+  const int64_t P = k.P;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < P * P + P;
        i += stride) {
@@ -592,11 +610,15 @@ __global__ void lamm_pick_kernel(int count, int last_group, const double* partia
   }
 }
 
+// J_new = J + G (mirrored) into the scratch information and, when exporting, into the pinned
+// host buffer (mapped: pinned memory is device-addressable under unified addressing); each block
+// flags a non-finite value in block_flags[block].
 template <class T>
 __global__ void commit_information_kernel(const double* J, const T* gram, int64_t P,
-                                          DeviceScalars* sc, T* info_out) {
+                                          T* info_out, T* host_info, int* block_flags) {
   const int64_t total = P * P;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int bad = 0;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += stride) {
     const int64_t row = idx / P;
@@ -605,28 +627,39 @@ __global__ void commit_information_kernel(const double* J, const T* gram, int64_
     const int64_t hi = row < col ? col : row;
     const T value = static_cast<T>(J[idx] + static_cast<double>(gram[lo + hi * P]));
     info_out[idx] = value;
-    if (!isfinite(static_cast<double>(value))) atomicExch(&sc->commit_nonfinite, 1);
+    if (host_info != nullptr) host_info[idx] = value;
+    if (!isfinite(static_cast<double>(value))) bad = 1;
   }
+  bad = __syncthreads_or(bad);
+  if (threadIdx.x == 0) block_flags[blockIdx.x] = bad;
 }
 
+// The new coefficients (scratch state and, when exporting, the pinned host buffer), the
+// penalised objective, commit_nonfinite from both kernels, and then the whole status block to
+// the pinned host copy the host reads after its synchronisation: the last launch of a chunk.
 template <class T>
 __global__ void commit_coefficients_kernel(const double* beta, BatchConstants k,
-                                           DeviceScalars* sc, T* coef_out) {
+                                           const int* block_flags, int flag_blocks,
+                                           DeviceScalars* sc, T* coef_out, T* host_coef,
+                                           DeviceScalars* host_status) {
   __shared__ double shared[kThreads];
   double l1 = 0.0;
-  int finite = 1;
+  int bad = 0;
   for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
     const T value = static_cast<T>(beta[j]);
     coef_out[j] = value;
-    if (!isfinite(static_cast<double>(value))) finite = 0;
+    if (host_coef != nullptr) host_coef[j] = value;
+    if (!isfinite(static_cast<double>(value))) bad = 1;
     l1 += fabs(beta[j]) * mask_of(k, j);
   }
+  for (int b = threadIdx.x; b < flag_blocks; b += kThreads) bad |= block_flags[b];
   l1 = block_sum<kThreads>(l1, shared);
-  const double all_finite = block_sum<kThreads>(static_cast<double>(finite), shared);
+  bad = __syncthreads_or(bad);
   if (threadIdx.x == 0) {
-    // Runs before commit_information_kernel, so this write also clears an earlier chunk's flag.
     sc->penalised_objective = sc->objective + sc->lambda * l1;
-    sc->commit_nonfinite = all_finite < static_cast<double>(kThreads) ? 1 : 0;
+    sc->commit_nonfinite = bad;
+    *host_status = *sc;
+    __threadfence_system();
   }
 }
 
@@ -634,23 +667,19 @@ int warp_rows_blocks(int64_t P) { return static_cast<int>((P + kWarps - 1) / kWa
 
 int elementwise_blocks(int64_t count) {
   const int64_t wanted = (count + kThreads - 1) / kThreads;
-  return static_cast<int>(wanted < 4096 ? wanted : 4096);
+  return static_cast<int>(wanted < kMaxElementwiseBlocks ? wanted : kMaxElementwiseBlocks);
 }
 
 }  // namespace
 
-void launch_finish_validation(const double* partials, int blocks, const BatchConstants& k,
-                              DeviceScalars* sc, cudaStream_t s) {
-  finish_validation_kernel<<<1, kThreads, 0, s>>>(partials, blocks, k, sc);
-  check_launch("finish_validation_kernel");
-}
-
 template <class T>
-void launch_load_state(const T* coefficients, const T* information, int64_t P, double* beta0,
-                       double* beta, double* J, cudaStream_t s) {
-  load_state_kernel<T><<<elementwise_blocks(P * P + P), kThreads, 0, s>>>(
-      coefficients, information, P, beta0, beta, J);
-  check_launch("load_state_kernel");
+void launch_begin_update(const double* weight_partials, const unsigned long long* bad_partials,
+                         int blocks, const BatchConstants& k, const T* coefficients,
+                         const T* information, double* beta0, double* beta, double* J,
+                         DeviceScalars* sc, cudaStream_t s) {
+  begin_update_kernel<T><<<elementwise_blocks(k.P * k.P + k.P), kThreads, 0, s>>>(
+      weight_partials, bad_partials, blocks, k, coefficients, information, beta0, beta, J, sc);
+  check_launch("begin_update_kernel");
 }
 
 template <class T>
@@ -764,17 +793,21 @@ void launch_lamm_pick(int count, bool last_group, const double* partials, int bl
 
 template <class T>
 void launch_commit(const double* J, const T* gram, const double* beta, const BatchConstants& k,
-                   DeviceScalars* sc, T* info_out, T* coef_out, cudaStream_t s) {
-  commit_coefficients_kernel<T><<<1, kThreads, 0, s>>>(beta, k, sc, coef_out);
-  check_launch("commit_coefficients_kernel");
-  commit_information_kernel<T><<<elementwise_blocks(k.P * k.P), kThreads, 0, s>>>(J, gram, k.P, sc,
-                                                                                  info_out);
+                   DeviceScalars* sc, T* info_out, T* coef_out, T* host_state, int* block_flags,
+                   DeviceScalars* host_status, cudaStream_t s) {
+  const int blocks = elementwise_blocks(k.P * k.P);
+  commit_information_kernel<T><<<blocks, kThreads, 0, s>>>(
+      J, gram, k.P, info_out, host_state != nullptr ? host_state + k.P : nullptr, block_flags);
   check_launch("commit_information_kernel");
+  commit_coefficients_kernel<T><<<1, kThreads, 0, s>>>(beta, k, block_flags, blocks, sc,
+                                                        coef_out, host_state, host_status);
+  check_launch("commit_coefficients_kernel");
 }
 
 #define RH_INSTANTIATE_STEP_KERNELS(T)                                                         \
-  template void launch_load_state<T>(const T*, const T*, int64_t, double*, double*, double*,   \
-                                     cudaStream_t);                                            \
+  template void launch_begin_update<T>(const double*, const unsigned long long*, int,          \
+                                       const BatchConstants&, const T*, const T*, double*,      \
+                                       double*, double*, DeviceScalars*, cudaStream_t);         \
   template void launch_gradient<T>(const double*, const double*, const double*, const T*,     \
                                    const double*, int64_t, const BatchConstants&,              \
                                    const double*, int, bool, DeviceScalars*, double*, double*, \
@@ -782,7 +815,8 @@ void launch_commit(const double* J, const T* gram, const double* beta, const Bat
   template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,    \
                                            const DeviceScalars*, double*, cudaStream_t);       \
   template void launch_commit<T>(const double*, const T*, const double*,                      \
-                                 const BatchConstants&, DeviceScalars*, T*, T*, cudaStream_t);  \
+                                 const BatchConstants&, DeviceScalars*, T*, T*, T*, int*,      \
+                                 DeviceScalars*, cudaStream_t);                                \
   template void launch_sum_gram_partials<T>(const T*, int, int64_t, T*, cudaStream_t);         \
   template void launch_small_cholesky_solve<T>(const T*, const double*, const BatchConstants&,  \
                                                DeviceScalars*, const double*, double*, double*, \

@@ -90,18 +90,12 @@ void UpdateContext<T>::gradient(RunWhen when, bool set_objective) {
 
 template <class T>
 void UpdateContext<T>::enqueue_finish() {
+  // The commit kernels write the export and the status block straight into pinned host memory
+  // (device-addressable under unified addressing): no copies to queue.
   launch_commit<T>(information64(), gram(), beta(), k, device_scalars(),
-                   e.scratch.information.as<T>(), e.scratch.coefficients.as<T>(), e.stream);
-  if (export_state) {
-    T* exported = e.ws.host_state.as<T>();
-    check_cuda(cudaMemcpyAsync(exported, e.scratch.coefficients.data(), k.P * sizeof(T),
-                               cudaMemcpyDeviceToHost, e.stream),
-               "cudaMemcpyAsync (coefficients)");
-    check_cuda(cudaMemcpyAsync(exported + k.P, e.scratch.information.data(),
-                               k.P * k.P * sizeof(T), cudaMemcpyDeviceToHost, e.stream),
-               "cudaMemcpyAsync (information)");
-  }
-  enqueue_readback();
+                   e.scratch.information.as<T>(), e.scratch.coefficients.as<T>(),
+                   export_state ? e.ws.host_state.as<T>() : nullptr, e.ws.commit_flags.as<int>(),
+                   e.ws.host_scalars.as<DeviceScalars>() + 1, e.stream);
 }
 
 template <class T>

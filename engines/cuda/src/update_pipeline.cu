@@ -117,22 +117,15 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
                                (split.padded_rows() - b.n_rows) * P * sizeof(T), e.stream),
                "cudaMemsetAsync (Gram padding)");
   }
-  DeviceScalars* pinned = e.ws.host_scalars.as<DeviceScalars>();
-  std::memset(&pinned[0], 0, sizeof(DeviceScalars));
-  pinned[0].first_bad_x = pinned[0].first_bad_y = kNoIndex;
-  pinned[0].first_bad_w = pinned[0].first_negative_w = kNoIndex;
-  check_cuda(cudaMemcpyAsync(ctx.device_scalars(), &pinned[0], sizeof(DeviceScalars),
-                             cudaMemcpyHostToDevice, e.stream),
-             "cudaMemcpyAsync (scalars)");
   // Refused data move the state to kInvalidData: everything queued after returns at once and
   // the first synchronisation reports the reason (UpdateContext::wait_for_status).
-  launch_validate_rows<T>(ctx.rows, ctx.device_scalars(), e.ws.row_partials.as<double>(),
-                          e.stream);
-  launch_finish_validation(e.ws.row_partials.as<double>(),
-                           row_blocks(ctx.rows.n, ctx.rows.ncols_x), ctx.k, ctx.device_scalars(),
-                           e.stream);
-  launch_load_state<T>(e.committed.coefficients.as<T>(), e.committed.information.as<T>(), P,
-                       ctx.beta0(), ctx.beta(), ctx.information64(), e.stream);
+  launch_validate_rows<T>(ctx.rows, e.ws.row_partials.as<double>(),
+                          e.ws.bad_partials.as<unsigned long long>(), e.stream);
+  launch_begin_update<T>(e.ws.row_partials.as<double>(), e.ws.bad_partials.as<unsigned long long>(),
+                         row_blocks(ctx.rows.n, ctx.rows.ncols_x), ctx.k,
+                         e.committed.coefficients.as<T>(), e.committed.information.as<T>(),
+                         ctx.beta0(), ctx.beta(), ctx.information64(), ctx.device_scalars(),
+                         e.stream);
 
   if (ctx.k.l1) {
     solve_lamm(ctx);
