@@ -6,13 +6,14 @@ struct with its abi_version/struct_size header filled in; `check` turns a status
 package's exception. Tests compare everything here with the manifest, the header and the
 compiled layout probe, so this file cannot drift silently.
 
-Only ctypes and the package's exceptions are imported: the conformance kit uses this module to
-drive arbitrary engine libraries without the estimator.
+Only the standard library (ctypes, functools) and the package's exceptions are imported: the
+conformance kit uses this module to drive arbitrary engine libraries without the estimator.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 
 from .exceptions import BackendUnavailableError, EngineError, ValidationError
 
@@ -61,6 +62,7 @@ ENGINE_FLAG_NAMES = {
     RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS: "cuda_graphs",
     RH_CUDA_ENGINE_FLAG_FAST_MATH: "fast_math",
 }
+_KNOWN_ENGINE_FLAGS = sum(ENGINE_FLAG_NAMES)
 
 # uintptr_t: the ABI is 64-bit only (manifest pointer_size 8).
 c_uintptr = ctypes.c_uint64
@@ -355,11 +357,17 @@ def status_name(status: int) -> str:
 
 def decode_flags(bits: int) -> list[str]:
     """Names of the RH_CUDA_ENGINE_FLAG_* bits set in `bits`; unknown bits as hex."""
+    return list(_flag_names(bits))
+
+
+# A pure function of the bits, asked after every native_cuda batch with the same few values.
+@functools.lru_cache(maxsize=64)
+def _flag_names(bits: int) -> tuple[str, ...]:
     names = [name for flag, name in ENGINE_FLAG_NAMES.items() if bits & flag]
-    unknown = bits & ~sum(ENGINE_FLAG_NAMES)
+    unknown = bits & ~_KNOWN_ENGINE_FLAGS
     if unknown:
         names.append(f"unknown(0x{unknown:x})")
-    return names
+    return tuple(names)
 
 
 def last_error(lib: ctypes.CDLL, engine=None) -> str:

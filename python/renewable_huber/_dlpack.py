@@ -19,11 +19,8 @@ C-contiguous strides, alignment, shape) is a BackendContractError.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .exceptions import BackendContractError
 
@@ -96,20 +93,18 @@ DLManagedTensor._fields_ = [
     ("deleter", _Deleter),
 ]
 
+# ctypes.pythonapi raises the Python exception a function sets (PyCapsule_GetPointer: ValueError).
 _pythonapi = ctypes.pythonapi
-_PyCapsule_IsValid = _pythonapi.PyCapsule_IsValid
-_PyCapsule_IsValid.restype = ctypes.c_int
-_PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _PyCapsule_GetPointer = _pythonapi.PyCapsule_GetPointer
 _PyCapsule_GetPointer.restype = ctypes.c_void_p
 _PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _PyCapsule_SetName = _pythonapi.PyCapsule_SetName
 _PyCapsule_SetName.restype = ctypes.c_int
 _PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_void_p]
+_USED_CAPSULE_NAME_ADDRESS = ctypes.addressof(_USED_CAPSULE_NAME)
 
 
-@dataclass(frozen=True)
-class BorrowedTensor:
+class BorrowedTensor(NamedTuple):
     """What the engine needs of one borrowed array: its first element and its shape."""
 
     data_pointer: int
@@ -133,17 +128,20 @@ def detach_if_requires_grad(array: Any) -> Any:
     return array
 
 
-def check_dlpack_device(array: Any, name: str, device_id: int) -> None:
-    """Refuse `array` unless __dlpack_device__() says CUDA device `device_id`."""
+def check_dlpack_device(array: Any, name: str, device_id: int):
+    """Refuse `array` unless __dlpack_device__() says CUDA device `device_id`; returns the
+    array's bound __dlpack__, for the export that follows."""
     query = getattr(array, "__dlpack_device__", None)
-    if query is None or not callable(getattr(array, "__dlpack__", None)):
+    export = None if query is None else getattr(array, "__dlpack__", None)
+    if not callable(export):
         raise BackendContractError(
             f"{name}: {type(array).__name__} does not implement the DLPack protocol "
             "(__dlpack__ and __dlpack_device__); pass a NumPy array or a CUDA array such as "
             "CuPy or PyTorch"
         )
-    device_type, found_id = (int(value) for value in query())
+    device_type, found_id = map(int, query())
     _require_device(name, device_type, found_id, device_id)
+    return export
 
 
 def _require_device(name: str, device_type: int, found_id: int, device_id: int) -> None:
@@ -160,71 +158,121 @@ def _require_device(name: str, device_type: int, found_id: int, device_id: int) 
         )
 
 
-def _consume_capsule(capsule: Any, name: str) -> ctypes.POINTER(DLManagedTensor):
-    if not _PyCapsule_IsValid(capsule, CAPSULE_NAME):
+def _consume_capsule(capsule: Any, name: str) -> DLManagedTensor:
+    """The capsule's DLManagedTensor, read in place; the capsule is renamed "used_dltensor"."""
+    try:
+        # Checks what PyCapsule_IsValid does (a capsule, named "dltensor", non-NULL) and raises
+        # ValueError otherwise: one call instead of two.
+        address = _PyCapsule_GetPointer(capsule, CAPSULE_NAME)
+    except ValueError:
         raise BackendContractError(
             f"{name}: __dlpack__() did not return an unused 'dltensor' capsule "
             "(a capsule can be consumed once only)"
-        )
-    address = _PyCapsule_GetPointer(capsule, CAPSULE_NAME)
-    if _PyCapsule_SetName(capsule, ctypes.addressof(_USED_CAPSULE_NAME)) != 0:
+        ) from None
+    if _PyCapsule_SetName(capsule, _USED_CAPSULE_NAME_ADDRESS) != 0:
         raise BackendContractError(f"{name}: could not mark the DLPack capsule as used")
-    return ctypes.cast(address, ctypes.POINTER(DLManagedTensor))
+    return DLManagedTensor.from_address(address)
 
 
 def describe_tensor(
     tensor: DLTensor, name: str, *, device_id: int, bits: int, ndim: int
 ) -> BorrowedTensor:
     """Check `tensor` against what the engine reads in place; BackendContractError otherwise."""
-    _require_device(name, tensor.device.device_type, tensor.device.device_id, device_id)
+    # Every ctypes field read builds a new Python object: each field is read once.
+    device = tensor.device
+    _require_device(name, device.device_type, device.device_id, device_id)
     dtype = tensor.dtype
-    if (dtype.code, dtype.bits, dtype.lanes) != (kDLFloat, bits, 1):
+    code, dtype_bits, lanes = dtype.code, dtype.bits, dtype.lanes
+    if code != kDLFloat or dtype_bits != bits or lanes != 1:
         raise BackendContractError(
-            f"{name} has dtype {dtype_description(dtype.code, dtype.bits, dtype.lanes)}, but the "
+            f"{name} has dtype {dtype_description(code, dtype_bits, lanes)}, but the "
             f"engine works in float{bits}; device input is never cast: convert it first "
             f"(e.g. x.astype('float{bits}'))"
         )
-    if tensor.ndim != ndim:
-        raise BackendContractError(f"{name} must be {ndim}-D, got {tensor.ndim}-D")
-    shape = tuple(int(tensor.shape[axis]) for axis in range(ndim))
-    if tensor.strides:
+    found_ndim = tensor.ndim
+    if found_ndim != ndim:
+        raise BackendContractError(f"{name} must be {ndim}-D, got {found_ndim}-D")
+    shape = tuple(tensor.shape[:ndim])
+    strides_pointer = tensor.strides
+    if strides_pointer:
+        strides = strides_pointer[:ndim]
         expected = 1
-        for axis in reversed(range(ndim)):
+        for axis in range(ndim - 1, -1, -1):
             # A stride along a length-1 axis is never used to address memory, so producers may
             # report anything there (PyTorch does).
-            if shape[axis] != 1 and tensor.strides[axis] != expected:
-                strides = tuple(int(tensor.strides[a]) for a in range(ndim))
+            if shape[axis] != 1 and strides[axis] != expected:
                 raise BackendContractError(
-                    f"{name} is not C-contiguous (shape {shape}, strides {strides} in elements); "
-                    "device input is never copied: make it contiguous first"
+                    f"{name} is not C-contiguous (shape {shape}, strides {tuple(strides)} in "
+                    "elements); device input is never copied: make it contiguous first"
                 )
             expected *= shape[axis]
-    address = (tensor.data or 0) + int(tensor.byte_offset)
+    address = (tensor.data or 0) + tensor.byte_offset
     if address % (bits // 8):
         raise BackendContractError(
             f"{name} starts at address {address:#x}, not aligned to its {bits // 8}-byte elements"
         )
-    return BorrowedTensor(data_pointer=address, shape=shape)
+    return BorrowedTensor(address, shape)
 
 
-@contextlib.contextmanager
+class Borrow:
+    """The context manager borrow() returns; entering it exports and checks the array.
+
+    A small class rather than contextlib.contextmanager: this runs for every array of every
+    batch, and a generator-based context manager costs several times more.
+    """
+
+    __slots__ = ("_array", "_name", "_device_id", "_engine_stream", "_bits", "_ndim",
+                 "_producer", "_capsule", "_managed")
+
+    def __init__(
+        self, array: Any, name: str, device_id: int, engine_stream: int, bits: int, ndim: int
+    ):
+        self._array = array
+        self._name = name
+        self._device_id = device_id
+        self._engine_stream = engine_stream
+        self._bits = bits
+        self._ndim = ndim
+        self._producer = self._capsule = self._managed = None
+
+    def __enter__(self) -> BorrowedTensor:
+        name = self._name
+        producer = detach_if_requires_grad(self._array)
+        export = check_dlpack_device(producer, name, self._device_id)
+        capsule = export(stream=dlpack_stream_argument(self._engine_stream))
+        managed = _consume_capsule(capsule, name)
+        # From here the DLManagedTensor is ours: its deleter runs exactly once, in _release.
+        self._producer, self._capsule, self._managed = producer, capsule, managed
+        try:
+            return describe_tensor(
+                managed.dl_tensor, name, device_id=self._device_id, bits=self._bits,
+                ndim=self._ndim,
+            )
+        except BaseException:
+            self._release()
+            raise
+
+    def __exit__(self, *exc_info) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        managed, self._managed = self._managed, None
+        if managed is None:
+            return
+        deleter = managed.deleter
+        if deleter:
+            deleter(managed)
+        # The producer (and its capsule) stayed referenced until the engine was done reading.
+        self._producer = self._capsule = None
+
+
 def borrow(
     array: Any, name: str, *, device_id: int, engine_stream: int, bits: int, ndim: int
-) -> Iterator[BorrowedTensor]:
-    """Borrow `array`'s device memory for the duration of the with-block.
+) -> Borrow:
+    """Borrow `array`'s device memory for the duration of a with-block:
+    `with borrow(...) as view:` gives the BorrowedTensor.
 
     The producer object stays referenced for the whole block and the DLManagedTensor's deleter
     runs exactly once on exit, whether the block (or a check) succeeded or not.
     """
-    producer = detach_if_requires_grad(array)
-    check_dlpack_device(producer, name, device_id)
-    capsule = producer.__dlpack__(stream=dlpack_stream_argument(engine_stream))
-    managed = _consume_capsule(capsule, name)
-    try:
-        yield describe_tensor(
-            managed.contents.dl_tensor, name, device_id=device_id, bits=bits, ndim=ndim
-        )
-    finally:
-        deleter = managed.contents.deleter
-        if deleter:
-            deleter(managed)
+    return Borrow(array, name, device_id, engine_stream, bits, ndim)

@@ -17,7 +17,7 @@ import math
 import numbers
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -201,8 +201,7 @@ def validate_params(params: Mapping[str, Any]) -> ValidatedParams:
 # Arrays
 
 
-@dataclasses.dataclass(frozen=True)
-class Batch:
+class Batch(NamedTuple):
     """One validated batch: X (n, p), y (n,), sample_weight (n,) or None, all either host
     NumPy arrays in the working dtype (C-contiguous) or untouched device arrays."""
 
@@ -232,12 +231,31 @@ def _library_of(array):
     return sys.modules[type(array).__module__.split(".")[0]]
 
 
-def _device_dtype_name(array) -> str:
+# Dtype names by the identity of the dtype object (NumPy's, CuPy's, which are NumPy's, or
+# PyTorch's), holding the object so that an identity is never reused. Dtype objects are
+# immutable, and naming one is costly per batch: dtype.name is a Python-level property of
+# NumPy's, and PyTorch's dtypes cost NumPy an exception each time. Bounded: dtype objects
+# minted anew for every array are simply named again.
+_DTYPE_NAMES: dict[int, tuple[Any, str]] = {}
+_DTYPE_NAMES_LIMIT = 64
+
+
+def _dtype_name(dtype_object) -> str:
+    known = _DTYPE_NAMES.get(id(dtype_object))
+    if known is not None and known[0] is dtype_object:
+        return known[1]
     try:
-        return np.dtype(array.dtype).name
+        name = np.dtype(dtype_object).name
     except TypeError:
         # PyTorch spells dtypes "torch.float32".
-        return str(array.dtype).rsplit(".", 1)[-1]
+        name = str(dtype_object).rsplit(".", 1)[-1]
+    if len(_DTYPE_NAMES) < _DTYPE_NAMES_LIMIT:
+        _DTYPE_NAMES[id(dtype_object)] = (dtype_object, name)
+    return name
+
+
+def _device_dtype_name(array) -> str:
+    return _dtype_name(array.dtype)
 
 
 def _is_sparse(array) -> bool:
@@ -312,22 +330,28 @@ def _check_host_finite(name: str, raw: np.ndarray, converted: np.ndarray) -> Non
 
 
 def _check_device_array(name: str, array, dtype: np.dtype, *, check_finite: bool = True) -> None:
-    dtype_name = _device_dtype_name(array)
-    if dtype_name.startswith("complex"):
-        raise ValidationError(f"{name} is complex ({dtype_name}); only real numbers are accepted")
-    if dtype_name != dtype.name:
-        raise BackendContractError(
-            f"{name} is a device array of dtype {dtype_name} but the estimator works in "
-            f"{dtype.name}; device input is never cast: convert it on the device first "
-            f"(e.g. {name}.astype('{dtype.name}')) or set dtype='{dtype_name}'"
-        )
+    # CuPy (like NumPy) hands out NumPy's dtype singletons: the very working dtype object needs
+    # no name comparison (dtype.name is a Python-level property of NumPy's, costly per batch).
+    if array.dtype is not dtype:
+        dtype_name = _device_dtype_name(array)
+        if dtype_name.startswith("complex"):
+            raise ValidationError(
+                f"{name} is complex ({dtype_name}); only real numbers are accepted"
+            )
+        working = _dtype_name(dtype)
+        if dtype_name != working:
+            raise BackendContractError(
+                f"{name} is a device array of dtype {dtype_name} but the estimator works in "
+                f"{working}; device input is never cast: convert it on the device first "
+                f"(e.g. {name}.astype('{working}')) or set dtype='{dtype_name}'"
+            )
     # The array's own library reduces on the device: only one boolean crosses to the host.
     if check_finite and not bool(_library_of(array).isfinite(array).all()):
         raise ValidationError(f"{name} contains NaN or infinity")
 
 
 def _shape(array) -> tuple[int, ...]:
-    return tuple(int(d) for d in array.shape)
+    return tuple(map(int, array.shape))
 
 
 def _check_X_shape(shape: tuple[int, ...], n_features_expected: int | None) -> None:

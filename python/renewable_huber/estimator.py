@@ -8,6 +8,7 @@ the estimator exactly as it was.
 
 from __future__ import annotations
 
+import operator
 import sys
 from typing import Any
 
@@ -34,6 +35,9 @@ _DEVICE_INPUT_BACKENDS = ("cupy", "native_cuda")
 # naming the array and the first bad position (docs/decisions.md "Data checks"): arrays that
 # reach them unchanged are not scanned twice (see _validation).
 _ENGINE_CHECKS_FINITE_BACKENDS = ("native_cpu", "native_cuda")
+
+# The constructor parameters as one tuple, in PARAM_NAMES order (one C-level call per batch).
+_param_values = operator.attrgetter(*PARAM_NAMES)
 
 _FITTED_ATTRIBUTES = (
     "coef_",
@@ -65,7 +69,9 @@ class RenewableHuberRegressor:
     (native_cpu). cuda_graphs, cuda_fast_math (float32 only): native_cuda engine flags.
 
     After load(), n_iter_ is 0 and diagnostics_ is None until the next batch: a checkpoint
-    stores the stream, not the last batch's solver trace.
+    stores the stream, not the last batch's solver trace. cuda_features_ (native_cuda only) is
+    read from the engine when a batch commits: its graph counters are those right after the
+    last committed batch (a failed batch changes no fitted attribute).
     """
 
     def __init__(
@@ -108,7 +114,7 @@ class RenewableHuberRegressor:
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The constructor parameters, as stored (no estimator-valued parameters)."""
-        return {name: getattr(self, name) for name in PARAM_NAMES}
+        return dict(zip(PARAM_NAMES, _param_values(self), strict=True))
 
     def set_params(self, **params) -> RenewableHuberRegressor:
         """Set constructor parameters and reset the stream (a new stream starts next batch)."""
@@ -168,8 +174,9 @@ class RenewableHuberRegressor:
         return self
 
     def _clear_fit(self) -> None:
+        attributes = self.__dict__
         for name in _FITTED_ATTRIBUTES:
-            self.__dict__.pop(name, None)
+            attributes.pop(name, None)
         self._backend = None
         self._state = None
         self._stream_layout = None
@@ -178,13 +185,13 @@ class RenewableHuberRegressor:
     def _validated_params(self) -> ValidatedParams:
         """validate_params(self.get_params()), reusing the last result while every parameter
         is still the very same immutable object (the check is a pure function of them)."""
-        values = self.get_params()
+        values = _param_values(self)
         cached = getattr(self, "_params_cache", None)
-        if cached is not None and _same_objects(cached[0], values):
+        if cached is not None and all(map(operator.is_, cached[0], values)):
             return cached[1]
-        params = validate_params(values)
+        params = validate_params(dict(zip(PARAM_NAMES, values, strict=True)))
         self._params_cache = (
-            (values, params) if all(map(_immutable_parameter, values.values())) else None
+            (values, params) if all(map(_immutable_parameter, values)) else None
         )
         return params
 
@@ -451,10 +458,6 @@ def _to_host(array) -> np.ndarray:
     if hasattr(library, "asnumpy"):
         return library.asnumpy(array)
     return np.asarray(array.detach().cpu())
-
-
-def _same_objects(before: dict[str, Any], now: dict[str, Any]) -> bool:
-    return before.keys() == now.keys() and all(before[k] is now[k] for k in now)
 
 
 # Parameter values that cannot change while the estimator holds them; a parameter of any other

@@ -7,7 +7,9 @@ import dataclasses
 import numpy as np
 
 
-@dataclasses.dataclass(frozen=True)
+# init=False: the __init__ below does what the generated one of a frozen dataclass does, in one
+# step instead of one object.__setattr__ call per field (~1.5 us per state, built every batch).
+@dataclasses.dataclass(frozen=True, init=False)
 class RenewableState:
     """Host copy of one committed state.
 
@@ -24,6 +26,25 @@ class RenewableState:
     batch_count: int = 0
     previous_lambda: float = 0.0
     weight_sum: float = 0.0
+
+    def __init__(
+        self,
+        coefficients: np.ndarray,
+        information: np.ndarray,
+        n_samples_seen: int = 0,
+        batch_count: int = 0,
+        previous_lambda: float = 0.0,
+        weight_sum: float = 0.0,
+    ):
+        # Frozen: the fields are written once, here, straight into the instance dictionary.
+        self.__dict__.update(
+            coefficients=coefficients,
+            information=information,
+            n_samples_seen=n_samples_seen,
+            batch_count=batch_count,
+            previous_lambda=previous_lambda,
+            weight_sum=weight_sum,
+        )
 
     @classmethod
     def empty(cls, n_parameters: int, dtype) -> RenewableState:

@@ -5,64 +5,20 @@ that native_cuda must refuse."""
 from __future__ import annotations
 
 import ctypes
+import gc
 import sys
 
 import numpy as np
 import pytest
+from dlpack_fakes import (
+    FAKE_DEVICE_ADDRESS,
+    FakeCudaProducer,
+    capsule_is_named,
+    other_capsule_name,
+)
 
 from renewable_huber import _dlpack
 from renewable_huber.exceptions import BackendContractError
-
-_PyCapsule_New = ctypes.pythonapi.PyCapsule_New
-_PyCapsule_New.restype = ctypes.py_object
-_PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-_PyCapsule_IsValid = ctypes.pythonapi.PyCapsule_IsValid
-_PyCapsule_IsValid.restype = ctypes.c_int
-_PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_CAPSULE_NAME = ctypes.create_string_buffer(b"dltensor")
-
-FAKE_DEVICE_ADDRESS = 0x7F0000000000
-
-
-class FakeCudaProducer:
-    """A DLPack producer claiming CUDA memory at a fake address (never dereferenced)."""
-
-    def __init__(self, shape, *, bits=64, code=_dlpack.kDLFloat, strides=None, byte_offset=0,
-                 device=(_dlpack.kDLCUDA, 0), exported_device=None, data=FAKE_DEVICE_ADDRESS):
-        self.device = device
-        ndim = len(shape)
-        self._shape = (ctypes.c_int64 * ndim)(*shape)
-        self._strides = (ctypes.c_int64 * ndim)(*strides) if strides is not None else None
-        self.deleter_calls = 0
-        self.streams = []
-        self._deleter = _dlpack._Deleter(self._delete)
-        exported = exported_device or device
-        self.managed = _dlpack.DLManagedTensor(
-            dl_tensor=_dlpack.DLTensor(
-                data=data,
-                device=_dlpack.DLDevice(*exported),
-                ndim=ndim,
-                dtype=_dlpack.DLDataType(code, bits, 1),
-                shape=self._shape,
-                strides=self._strides,
-                byte_offset=byte_offset,
-            ),
-            deleter=self._deleter,
-        )
-        self.capsule = None
-
-    def _delete(self, managed):
-        self.deleter_calls += 1
-
-    def __dlpack_device__(self):
-        return self.device
-
-    def __dlpack__(self, *, stream=None):
-        self.streams.append(stream)
-        self.capsule = _PyCapsule_New(
-            ctypes.addressof(self.managed), ctypes.addressof(_CAPSULE_NAME), None
-        )
-        return self.capsule
 
 
 def _borrow(producer, *, bits=64, ndim=2, device_id=0, engine_stream=0):
@@ -93,8 +49,8 @@ def test_borrow_yields_pointer_with_byte_offset_and_consumes_capsule_once():
         assert producer.deleter_calls == 0
     assert producer.deleter_calls == 1
     assert producer.streams == [0xABC0]
-    assert _PyCapsule_IsValid(producer.capsule, b"used_dltensor") == 1
-    assert _PyCapsule_IsValid(producer.capsule, b"dltensor") == 0
+    assert capsule_is_named(producer.capsule, b"used_dltensor")
+    assert not capsule_is_named(producer.capsule, b"dltensor")
 
 
 def test_engine_on_the_legacy_default_stream_asks_for_stream_1():
@@ -204,3 +160,115 @@ def test_capsule_already_consumed_is_refused():
         with _borrow(Replay()):
             pass
     assert producer.deleter_calls == 1
+
+
+def test_deleter_gets_the_managed_tensor_that_was_exported():
+    producer = FakeCudaProducer((3, 4))
+    with _borrow(producer):
+        pass
+    assert producer.deleted_pointers == [producer.managed_address]
+
+
+def test_nothing_is_exported_before_the_with_block_starts():
+    producer = FakeCudaProducer((3, 4))
+    borrowed = _borrow(producer)
+    assert producer.streams == [] and producer.deleter_calls == 0
+    with borrowed as view:
+        assert view.shape == (3, 4)
+    assert producer.streams == [1] and producer.deleter_calls == 1
+
+
+def test_error_in_the_block_releases_once_and_propagates():
+    producer = FakeCudaProducer((3, 4))
+    with pytest.raises(KeyError, match="engine failed"):
+        with _borrow(producer):
+            assert producer.deleter_calls == 0
+            raise KeyError("engine failed")
+    assert producer.deleter_calls == 1
+    assert capsule_is_named(producer.capsule, b"used_dltensor")
+
+
+def test_producer_stays_referenced_until_its_deleter_has_run():
+    events = []
+
+    class Exported(FakeCudaProducer):
+        def _delete(self, managed):
+            events.append(("deleter", len(alive)))
+            super()._delete(managed)
+
+        def __del__(self):
+            alive.clear()
+
+    alive = ["detached copy"]
+
+    class NeedsGrad:
+        # The detached tensor is referenced by nobody but the borrow.
+        requires_grad = True
+
+        def detach(self):
+            return Exported((2, 2))
+
+    with _borrow(NeedsGrad()) as view:
+        assert view.shape == (2, 2) and alive
+        events.append(("body", len(alive)))
+    assert events == [("body", 1), ("deleter", 1)]
+    gc.collect()  # the fake's deleter callback refers back to it
+    assert not alive
+
+
+def test_a_failing_second_borrow_releases_the_first():
+    # The native backend borrows X and y in one with-statement.
+    first = FakeCudaProducer((3, 4))
+    second = FakeCudaProducer((3,), bits=32)
+    with pytest.raises(BackendContractError, match="float32"):
+        with _borrow(first) as x_view, _borrow(second, ndim=1) as y_view:
+            pytest.fail(f"the body must not run ({x_view}, {y_view})")
+    assert first.deleter_calls == 1 and second.deleter_calls == 1
+
+
+def test_capsule_with_another_name_is_refused_and_left_alone():
+    producer = FakeCudaProducer((2, 2), capsule_name=other_capsule_name())
+    with pytest.raises(BackendContractError, match="did not return an unused 'dltensor' capsule"):
+        with _borrow(producer):
+            pass
+    assert producer.deleter_calls == 0
+    assert capsule_is_named(producer.capsule, b"something_else")
+
+
+def test_exporter_returning_something_else_than_a_capsule_is_refused():
+    class NotACapsule:
+        def __dlpack_device__(self):
+            return (_dlpack.kDLCUDA, 0)
+
+        def __dlpack__(self, *, stream=None):
+            return object()
+
+    with pytest.raises(BackendContractError, match="did not return an unused 'dltensor' capsule"):
+        with _borrow(NotACapsule()):
+            pass
+
+
+def test_every_borrow_exports_anew_and_is_released_once():
+    producer = FakeCudaProducer((4, 2))
+    for _ in range(3):
+        with _borrow(producer, engine_stream=0xABC0) as view:
+            assert (view.data_pointer, view.shape) == (FAKE_DEVICE_ADDRESS, (4, 2))
+    assert producer.streams == [0xABC0] * 3
+    assert producer.deleter_calls == 3
+
+
+def test_check_dlpack_device_refuses_before_export():
+    producer = FakeCudaProducer((3, 4), device=(_dlpack.kDLCUDA, 1))
+    _dlpack.check_dlpack_device(producer, "X", 1)
+    with pytest.raises(BackendContractError, match="CUDA device 1.*device 0"):
+        _dlpack.check_dlpack_device(producer, "X", 0)
+    with pytest.raises(BackendContractError, match="does not implement the DLPack protocol"):
+        _dlpack.check_dlpack_device(np.zeros(3).tolist(), "X", 0)
+    assert producer.streams == []
+
+
+def test_describe_tensor_reads_shape_strides_and_offset():
+    producer = FakeCudaProducer((5, 1, 3), strides=(3, 7, 1), byte_offset=16)
+    view = _dlpack.describe_tensor(producer.managed.dl_tensor, "X", device_id=0, bits=64, ndim=3)
+    assert view.data_pointer == FAKE_DEVICE_ADDRESS + 16
+    assert view.shape == (5, 1, 3) and all(type(extent) is int for extent in view.shape)

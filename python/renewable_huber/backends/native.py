@@ -55,6 +55,7 @@ _HOST_BATCH_HEADER = _header(_abi.RhCudaHostBatch)
 _DEVICE_BATCH_HEADER = _header(_abi.RhCudaDeviceBatch)
 _HOST_STATE_HEADER = _header(_abi.RhCudaHostState)
 _DIAGNOSTICS_HEADER = _header(_abi.RhCudaDiagnostics)
+_FEATURES_HEADER = _header(_abi.RhCudaEngineFeatures)
 
 # The engines' refusals of NaN/Inf, by the batch struct's field: librh_cpu
 # (engines/cpu_c/src/batch_checks.c) writes "RhCudaHostBatch.x_design[3, 1] is nan: values must
@@ -106,6 +107,12 @@ def _refuse_nonfinite_weights(weights: np.ndarray) -> None:
     if bad.any():
         index = int(np.argmax(bad))
         raise ValidationError(f"sample_weight contains NaN or infinity (first at index {index})")
+
+
+def _address_of(array: np.ndarray) -> int:
+    """The address of a writable C-contiguous array's first element, as array.ctypes.data
+    gives it, without building NumPy's ctypes helper object (microseconds per batch)."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(array))
 
 
 def _check_kind(kind: str) -> None:
@@ -192,6 +199,7 @@ class NativeBackend:
         self.dtype = np.dtype(dtype)
         if self.dtype.name not in _abi.DTYPE_CODES:
             raise ValidationError(f"dtype must be float32 or float64, got {self.dtype}")
+        self._bits = self.dtype.itemsize * 8
         if (
             isinstance(n_parameters, bool)
             or not isinstance(n_parameters, (int, np.integer))
@@ -244,7 +252,8 @@ class NativeBackend:
         with self._lock:
             self._apply_threads()
             status = getattr(self._lib, function)(self._engine, *arguments)
-            _abi.check(self._lib, status, function, engine=self._engine)
+            if status != _abi.RH_CUDA_SUCCESS:
+                _abi.check(self._lib, status, function, engine=self._engine)
 
     def _host_array(self, array, name: str, shape: tuple[int, ...]) -> np.ndarray:
         # The estimator already validated and cast; these checks only keep a wrong caller from
@@ -285,7 +294,7 @@ class NativeBackend:
         # batch (the estimator may keep it, e.g. as state_). One allocation holds both.
         P = self.n_parameters
         flat = np.empty(P + P * P, dtype=self.dtype)
-        address = flat.ctypes.data
+        address = _address_of(flat)
         out = _abi.RhCudaHostState(
             **_HOST_STATE_HEADER,
             coefficients=address,
@@ -310,16 +319,23 @@ class NativeBackend:
     # ---------------------------------------------------------------------------- Backend API
     @property
     def features(self) -> dict[str, Any]:
-        out = _abi.make(_abi.RhCudaEngineFeatures)
+        """The engine's requested/enabled flags (bits and names) and CUDA Graph counters, read
+        from the engine at every access (a fresh dict)."""
+        # Built directly with its header, as the per-batch structs are: the estimator reads
+        # the counters after every native_cuda batch.
+        out = _abi.RhCudaEngineFeatures(**_FEATURES_HEADER)
         self._call("rh_cuda_engine_features", ctypes.byref(out))
+        # ctypes reads uint64_t fields as Python ints.
+        requested = out.requested_flags
+        enabled = out.enabled_flags
         return {
-            "requested_flags": int(out.requested_flags),
-            "enabled_flags": int(out.enabled_flags),
-            "graph_captures": int(out.graph_captures),
-            "graph_replays": int(out.graph_replays),
-            "graph_fallbacks": int(out.graph_fallbacks),
-            "requested": _abi.decode_flags(int(out.requested_flags)),
-            "enabled": _abi.decode_flags(int(out.enabled_flags)),
+            "requested_flags": requested,
+            "enabled_flags": enabled,
+            "graph_captures": out.graph_captures,
+            "graph_replays": out.graph_replays,
+            "graph_fallbacks": out.graph_fallbacks,
+            "requested": _abi.decode_flags(requested),
+            "enabled": _abi.decode_flags(enabled),
         }
 
     def restore(self, state: RenewableState) -> None:
@@ -401,15 +417,9 @@ class NativeBackend:
         state = self._committed_state(coefficients, information, out)
         return state, Diagnostics.from_fields(diagnostics)
 
-    def _borrow(self, array, name: str, ndim: int):
-        return _dlpack.borrow(
-            array,
-            name,
-            device_id=self._device_id,
-            engine_stream=self._stream,
-            bits=self.dtype.itemsize * 8,
-            ndim=ndim,
-        )
+    def _borrow(self, array, name: str, ndim: int) -> _dlpack.Borrow:
+        # _dlpack.borrow's context manager, built directly (once per array and batch).
+        return _dlpack.Borrow(array, name, self._device_id, self._stream, self._bits, ndim)
 
     def _update_device(self, X, y, sample_weight, cfg, p: int):
         diagnostics = _abi.RhCudaDiagnostics(**_DIAGNOSTICS_HEADER)

@@ -1,0 +1,111 @@
+"""Input rules for device arrays, checked without a GPU: objects that report a CUDA device
+through DLPack, with NumPy's dtypes (as CuPy has) or PyTorch-style dtype objects. The dtype
+names are remembered per dtype object; these tests pin that the answers never change."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from renewable_huber import _validation
+from renewable_huber._validation import validate_batch
+from renewable_huber.exceptions import BackendContractError, ValidationError
+
+
+class TorchStyleDtype:
+    """Spelled like PyTorch's dtypes ("torch.float64"), which NumPy cannot interpret."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"torch.{self.name}"
+
+
+class DeviceArray:
+    def __init__(self, shape, dtype):
+        self.shape = tuple(shape)
+        self.dtype = dtype
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+    def __dlpack__(self, *, stream=None):
+        raise AssertionError("validation must not export")
+
+
+def validate(X, y, dtype="float64", sample_weight=None):
+    return validate_batch(
+        X, y, sample_weight, dtype=np.dtype(dtype), accepts_device=True,
+        backend_name="native_cuda", n_features_expected=None, engine_checks_finite=True,
+    )
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_device_arrays_in_the_working_dtype_pass_untouched(dtype):
+    X, y = DeviceArray((5, 2), np.dtype(dtype)), DeviceArray((5,), np.dtype(dtype))
+    for _ in range(3):
+        batch = validate(X, y, dtype)
+        assert batch.X is X and batch.y is y and batch.on_device
+        assert batch.sample_weight is None and batch.feature_names is None
+
+
+def test_an_equal_dtype_object_that_is_not_numpys_singleton_is_accepted():
+    # Big- and little-endian float64 are both named float64, as before.
+    swapped = np.dtype("float64").newbyteorder()
+    assert swapped is not np.dtype("float64")
+    batch = validate(DeviceArray((5, 2), swapped), DeviceArray((5,), swapped))
+    assert batch.on_device
+
+
+@pytest.mark.parametrize("repeat", range(3))
+def test_wrong_device_dtype_is_a_contract_error_every_time(repeat):
+    X = DeviceArray((5, 2), np.dtype("float32"))
+    with pytest.raises(BackendContractError) as caught:
+        validate(X, DeviceArray((5,), np.dtype("float32")))
+    assert str(caught.value) == (
+        "X is a device array of dtype float32 but the estimator works in float64; device input "
+        "is never cast: convert it on the device first (e.g. X.astype('float64')) or set "
+        "dtype='float32'"
+    )
+
+
+def test_complex_device_array_is_a_validation_error():
+    with pytest.raises(ValidationError, match=r"^y is complex \(complex128\); only real"):
+        validate(DeviceArray((5, 2), np.dtype("float64")),
+                 DeviceArray((5,), np.dtype("complex128")))
+
+
+def test_torch_style_dtypes_are_named_by_their_spelling():
+    float64, float32, complex64 = (TorchStyleDtype(n) for n in ("float64", "float32", "complex64"))
+    for _ in range(3):
+        batch = validate(DeviceArray((4, 3), float64), DeviceArray((4,), float64))
+        assert batch.on_device
+        with pytest.raises(BackendContractError, match="device array of dtype float32 .* float64"):
+            validate(DeviceArray((4, 3), float32), DeviceArray((4,), float64))
+        with pytest.raises(BackendContractError, match="y is a device array of dtype float64 .*"
+                                                       "works in float32"):
+            validate(DeviceArray((4, 3), float32), DeviceArray((4,), float64), dtype="float32")
+        with pytest.raises(ValidationError, match=r"X is complex \(complex64\)"):
+            validate(DeviceArray((4, 3), complex64), DeviceArray((4,), float64))
+
+
+def test_remembered_names_are_bounded_and_stay_right():
+    dtypes = [TorchStyleDtype(f"float{bits}") for bits in (32, 64) for _ in range(100)]
+    for dtype in dtypes:
+        assert _validation._dtype_name(dtype) == dtype.name
+    assert len(_validation._DTYPE_NAMES) <= _validation._DTYPE_NAMES_LIMIT
+    for dtype in dtypes:
+        assert _validation._dtype_name(dtype) == dtype.name
+
+
+def test_a_reused_identity_is_never_taken_for_the_remembered_object():
+    first = TorchStyleDtype("float32")
+    assert _validation._dtype_name(first) == "float32"
+    # Another object at the remembered identity would need the first one gone; the memo holds
+    # it, so an equal identity always means the same object.
+    if id(first) in _validation._DTYPE_NAMES:
+        assert _validation._DTYPE_NAMES[id(first)][0] is first
+    del first
+    second = TorchStyleDtype("float64")
+    assert _validation._dtype_name(second) == "float64"
