@@ -26,7 +26,7 @@ from ._validation import (
 from .backends import choose_backend, create_backend
 from .config import UpdateConfig
 from .diagnostics import Diagnostics
-from .exceptions import NotFittedError, ValidationError
+from .exceptions import NotFittedError, RenewableHuberError, ValidationError
 from .state import RenewableState
 
 # Backends that take device arrays as they are; the others compute on the host.
@@ -169,9 +169,37 @@ class RenewableHuberRegressor:
         return self
 
     def reset(self) -> RenewableHuberRegressor:
-        """Forget the stream: the next batch starts from the empty state."""
+        """Forget the stream: the next batch starts from the empty state.
+
+        The backend (for native engines: the engine and its device resources) is kept, loaded
+        with the empty state here, and taken by the next fit or partial_fit whose stream
+        layout and number of parameters still match; otherwise that batch creates a new one.
+        """
+        backend, layout = self._backend, self._stream_layout
         self._clear_fit()
+        self._spare_backend = None
+        if backend is not None:
+            try:
+                backend.restore(RenewableState.empty(backend.n_parameters, backend.dtype))
+            except RenewableHuberError:
+                return self  # a backend that cannot take the empty state is not reused
+            self._spare_backend = (layout, backend)
         return self
+
+    def _take_spare_backend(self, params: ValidatedParams, backend_name: str, n_parameters: int):
+        """The backend reset() kept, holding the empty state, when it fits this new stream."""
+        spare = getattr(self, "_spare_backend", None)
+        self._spare_backend = None
+        if spare is None:
+            return None
+        layout, backend = spare
+        if (
+            layout != params.stream_layout()
+            or backend.name != backend_name
+            or backend.n_parameters != n_parameters
+        ):
+            return None
+        return backend
 
     def _clear_fit(self) -> None:
         attributes = self.__dict__
@@ -217,20 +245,28 @@ class RenewableHuberRegressor:
         )
         n_features = int(batch.X.shape[1])
         config = self._update_config(params, n_features)
+        spare = None
         if new_stream:
-            backend = create_backend(
-                backend_name,
-                dtype=params.dtype,
-                n_parameters=config.n_parameters,
-                n_jobs=params.n_jobs,
-                cuda_graphs=params.cuda_graphs,
-                cuda_fast_math=params.cuda_fast_math,
-            )
-            backend.restore(RenewableState.empty(config.n_parameters, params.dtype))
+            backend = spare = self._take_spare_backend(params, backend_name, config.n_parameters)
+            if backend is None:
+                backend = create_backend(
+                    backend_name,
+                    dtype=params.dtype,
+                    n_parameters=config.n_parameters,
+                    n_jobs=params.n_jobs,
+                    cuda_graphs=params.cuda_graphs,
+                    cuda_fast_math=params.cuda_fast_math,
+                )
+                backend.restore(RenewableState.empty(config.n_parameters, params.dtype))
             feature_names = batch.feature_names
         else:
             backend = self._backend
-        state, diagnostics = backend.update(batch.X, batch.y, batch.sample_weight, config)
+        try:
+            state, diagnostics = backend.update(batch.X, batch.y, batch.sample_weight, config)
+        except BaseException:
+            if spare is not None:  # the update is transactional: it still holds the empty state
+                self._spare_backend = (params.stream_layout(), spare)
+            raise
         self._commit(backend, state, diagnostics, params, n_features, feature_names)
 
     def _update_config(self, params: ValidatedParams, n_features: int) -> UpdateConfig:

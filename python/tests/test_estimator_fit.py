@@ -124,6 +124,59 @@ def test_reset_forgets_the_stream():
     assert estimator.n_features_in_ == 2
 
 
+@pytest.fixture(params=["numpy", "native_cpu"])
+def backend_name(request):
+    if request.param == "native_cpu":
+        request.getfixturevalue("cpu_library")
+    return request.param
+
+
+def test_reset_reuses_the_backend_holding_the_empty_state(backend_name):
+    batches = make_stream()
+    estimator = stream(RenewableHuberRegressor(backend=backend_name), batches)
+    kept = estimator._backend
+    estimator.reset()
+    estimator.partial_fit(*batches[2])
+    fresh = RenewableHuberRegressor(backend=backend_name).partial_fit(*batches[2])
+    assert estimator._backend is kept
+    np.testing.assert_array_equal(estimator.state_.coefficients, fresh.state_.coefficients)
+    np.testing.assert_array_equal(estimator.state_.information, fresh.state_.information)
+    assert estimator.n_samples_seen_ == 60 and estimator.state_.batch_count == 1
+
+
+def test_reset_backend_is_not_reused_for_another_layout_or_width(backend_name):
+    batches = make_stream()
+    estimator = stream(RenewableHuberRegressor(backend=backend_name), batches)
+    kept = estimator._backend
+    estimator.reset().partial_fit(*make_stream(1, p=2)[0])  # another number of parameters
+    assert estimator._backend is not kept and estimator.n_features_in_ == 2
+    kept = estimator._backend
+    estimator.set_params(dtype="float32")  # another stream layout
+    estimator.partial_fit(*batches[0])
+    assert estimator._backend is not kept
+    assert estimator.state_.coefficients.dtype == np.float32
+    fresh = RenewableHuberRegressor(backend=backend_name, dtype="float32").partial_fit(*batches[0])
+    np.testing.assert_array_equal(estimator.state_.coefficients, fresh.state_.coefficients)
+
+
+def test_refused_batch_after_reset_leaves_the_kept_backend_empty(backend_name):
+    batches = make_stream()
+    estimator = stream(RenewableHuberRegressor(backend=backend_name), batches)
+    kept = estimator._backend
+    estimator.reset()
+    X, y = batches[1]
+    bad = y.copy()
+    bad[5] = np.nan
+    with pytest.raises(ValueError, match="y"):
+        estimator.partial_fit(X, bad)
+    assert not hasattr(estimator, "coef_")
+    estimator.partial_fit(X, y)
+    fresh = RenewableHuberRegressor(backend=backend_name).partial_fit(X, y)
+    assert estimator._backend is kept
+    np.testing.assert_array_equal(estimator.state_.coefficients, fresh.state_.coefficients)
+    assert estimator.n_samples_seen_ == 60
+
+
 def test_float32_stays_float32():
     batches = make_stream()
     estimator = stream(RenewableHuberRegressor(backend="numpy", dtype="float32"), batches)
