@@ -9,8 +9,10 @@ namespace rh {
 
 constexpr int kThreads = 256;
 // Fixed grid for row passes: the row-to-thread assignment, and so every floating-point sum,
-// depends only on n_rows, never on timing (no floating atomics anywhere).
-constexpr int kMaxRowBlocks = 264;
+// depends only on n_rows, never on timing (no floating atomics anywhere). Eight blocks of 256
+// threads per SM of an H200 (132 SMs): a row pass is a stream of dependent loads per team, and
+// two blocks per SM left large batches latency-bound, far from HBM bandwidth.
+constexpr int kMaxRowBlocks = 1056;
 // Grid cap of the elementwise kernels over P x P matrices (grid-stride beyond it).
 constexpr int kMaxElementwiseBlocks = 4096;
 // Rows wider than kWideRowColumns are read by a warp each, rows wider than kNarrowRowColumns
