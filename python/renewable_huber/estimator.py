@@ -249,15 +249,9 @@ class RenewableHuberRegressor:
         if new_stream:
             backend = spare = self._take_spare_backend(params, backend_name, config.n_parameters)
             if backend is None:
-                backend = create_backend(
-                    backend_name,
-                    dtype=params.dtype,
-                    n_parameters=config.n_parameters,
-                    n_jobs=params.n_jobs,
-                    cuda_graphs=params.cuda_graphs,
-                    cuda_fast_math=params.cuda_fast_math,
+                backend = _new_backend(
+                    params, backend_name, RenewableState.empty(config.n_parameters, params.dtype)
                 )
-                backend.restore(RenewableState.empty(config.n_parameters, params.dtype))
             feature_names = batch.feature_names
         else:
             backend = self._backend
@@ -423,15 +417,7 @@ class RenewableHuberRegressor:
         params = validate_params(estimator.get_params())
         backend_name, _ = choose_backend(params.backend, params.device)
         state = _state_from_payload(payload, params.dtype)
-        engine = create_backend(
-            backend_name,
-            dtype=params.dtype,
-            n_parameters=state.n_parameters,
-            n_jobs=params.n_jobs,
-            cuda_graphs=params.cuda_graphs,
-            cuda_fast_math=params.cuda_fast_math,
-        )
-        engine.restore(state)
+        engine = _new_backend(params, backend_name, state)
         names = payload["feature_names_in"]
         estimator._commit(
             engine,
@@ -442,6 +428,20 @@ class RenewableHuberRegressor:
             None if names is None else tuple(names),
         )
         return estimator
+
+
+def _new_backend(params: ValidatedParams, backend_name: str, state: RenewableState):
+    """A new backend for `params`, holding `state`."""
+    backend = create_backend(
+        backend_name,
+        dtype=params.dtype,
+        n_parameters=state.n_parameters,
+        n_jobs=params.n_jobs,
+        cuda_graphs=params.cuda_graphs,
+        cuda_fast_math=params.cuda_fast_math,
+    )
+    backend.restore(state)
+    return backend
 
 
 def _state_from_payload(payload: dict[str, Any], dtype: np.dtype) -> RenewableState:

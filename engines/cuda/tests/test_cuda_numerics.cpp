@@ -28,6 +28,38 @@ std::vector<double> widen(const std::vector<T>& v) {
   return std::vector<double>(v.begin(), v.end());
 }
 
+// A batch copied to device memory for the update_device entry point; freed on scope exit.
+template <class T>
+class DeviceCopy {
+ public:
+  DeviceCopy(const Batch<T>& data, bool weighted) : batch_{} {
+    const RhCudaHostBatch hb = data.view(weighted);
+    std::memcpy(&batch_, &hb, sizeof batch_);
+    batch_.x_design = upload(data.x, &x_);
+    batch_.y = upload(data.y, &y_);
+    batch_.sample_weight = weighted ? upload(data.w, &w_) : nullptr;
+  }
+  ~DeviceCopy() {
+    cudaFree(x_);
+    cudaFree(y_);
+    cudaFree(w_);
+  }
+  DeviceCopy(const DeviceCopy&) = delete;
+  DeviceCopy& operator=(const DeviceCopy&) = delete;
+  const RhCudaDeviceBatch* batch() const { return &batch_; }
+
+ private:
+  static T* upload(const std::vector<T>& host, T** device) {
+    if (cudaMalloc(device, host.size() * sizeof(T)) != cudaSuccess) return nullptr;
+    cudaMemcpy(*device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+    return *device;
+  }
+  RhCudaDeviceBatch batch_;
+  T* x_ = nullptr;
+  T* y_ = nullptr;
+  T* w_ = nullptr;
+};
+
 // Runs `batches` batches (seeds 100, 101, ...) on a fresh engine and returns the final state.
 template <class T>
 Fit stream_fit(int32_t dtype, int32_t penalty, uint64_t flags, bool device, bool expanded,
@@ -49,22 +81,9 @@ Fit stream_fit(int32_t dtype, int32_t penalty, uint64_t flags, bool device, bool
       fit.status = rh_cuda_engine_update_host_with_state(e, &hb, &c, &fit.diag, &state.view);
       continue;
     }
-    T *dx = nullptr, *dy = nullptr, *dw = nullptr;
-    cudaMalloc(&dx, data.x.size() * sizeof(T));
-    cudaMalloc(&dy, data.y.size() * sizeof(T));
-    cudaMalloc(&dw, data.w.size() * sizeof(T));
-    cudaMemcpy(dx, data.x.data(), data.x.size() * sizeof(T), cudaMemcpyHostToDevice);
-    cudaMemcpy(dy, data.y.data(), data.y.size() * sizeof(T), cudaMemcpyHostToDevice);
-    cudaMemcpy(dw, data.w.data(), data.w.size() * sizeof(T), cudaMemcpyHostToDevice);
-    RhCudaDeviceBatch db{};
-    std::memcpy(&db, &hb, sizeof db);
-    db.x_design = dx;
-    db.y = dy;
-    db.sample_weight = weighted ? dw : nullptr;
-    fit.status = rh_cuda_engine_update_device_with_state(e, &db, &c, &fit.diag, &state.view);
-    cudaFree(dx);
-    cudaFree(dy);
-    cudaFree(dw);
+    const DeviceCopy<T> device_batch(data, weighted);
+    fit.status = rh_cuda_engine_update_device_with_state(e, device_batch.batch(), &c, &fit.diag,
+                                                         &state.view);
   }
   if (fit.status != RH_CUDA_SUCCESS) std::fprintf(stderr, "  stream_fit: %s\n", rh_cuda_engine_last_error(e));
   fit.coef = widen(state.coef);
@@ -279,35 +298,18 @@ void test_graph_cache_follows_changing_batches() {
     const int64_t rows[] = {2000, 700, 700, 2000, 2000};
     for (int b = 0; b < 5; ++b) {
       Batch<double> data = make_batch<double>(300 + b, rows[b], kFeatures, true, false);
-      RhCudaHostBatch hb = data.view(true);
-      double* dx = nullptr;
-      double* dy = nullptr;
-      double* dw = nullptr;
-      cudaMalloc(&dx, data.x.size() * sizeof(double));
-      cudaMalloc(&dy, data.y.size() * sizeof(double));
-      cudaMalloc(&dw, data.w.size() * sizeof(double));
-      cudaMemcpy(dx, data.x.data(), data.x.size() * sizeof(double), cudaMemcpyHostToDevice);
-      cudaMemcpy(dy, data.y.data(), data.y.size() * sizeof(double), cudaMemcpyHostToDevice);
-      cudaMemcpy(dw, data.w.data(), data.w.size() * sizeof(double), cudaMemcpyHostToDevice);
-      RhCudaDeviceBatch db{};
-      std::memcpy(&db, &hb, sizeof db);
-      db.x_design = dx;
-      db.y = dy;
-      db.sample_weight = dw;
+      const DeviceCopy<double> device_batch(data, true);
       HostState<double> eager(kP);
       HostState<double> graph(kP);
       HostState<double>* out[2] = {&eager, &graph};
       RhCudaDiagnostics d[2] = {diagnostics(), diagnostics()};
       for (int i = 0; i < 2; ++i) {
-        RH_CHECK_STATUS(rh_cuda_engine_update_device_with_state(engines[i], &db, &c, &d[i],
-                                                                &out[i]->view),
+        RH_CHECK_STATUS(rh_cuda_engine_update_device_with_state(engines[i], device_batch.batch(),
+                                                                &c, &d[i], &out[i]->view),
                         RH_CUDA_SUCCESS);
       }
       RH_CHECK(eager.coef == graph.coef && eager.info == graph.info);
       RH_CHECK(d[0].iterations == d[1].iterations && d[0].objective == d[1].objective);
-      cudaFree(dx);
-      cudaFree(dy);
-      cudaFree(dw);
     }
     RhCudaEngineFeatures f{};
     f.abi_version = RH_CUDA_ABI_VERSION;
