@@ -48,7 +48,14 @@ class GraphReplayer {
     try {
       enqueue();
     } catch (const EngineError&) {
-      enqueued = false;
+      enqueued = false;  // the eager retry reports it
+    } catch (...) {
+      // Anything else (std::bad_alloc) propagates, but never with the stream left capturing.
+      cudaGraph_t partial = nullptr;
+      (void)cudaStreamEndCapture(e_.stream, &partial);
+      if (partial != nullptr) cudaGraphDestroy(partial);
+      (void)cudaGetLastError();
+      throw;
     }
     cudaGraph_t graph = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(e_.stream, &graph);

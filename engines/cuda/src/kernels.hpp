@@ -45,7 +45,7 @@ void launch_begin_update(const double* weight_partials, const unsigned long long
                          DeviceScalars* sc, cudaStream_t s);
 // The row pass's sums (rho_sum, score_sum; with set_objective F = rho_sum / N), then
 // g = (-X'u + J delta) / N - history term and J delta. X'u: the row pass's per-block partials
-// summed in block order when xtu_partials is not null, else xtu from cuBLAS.
+// summed in a fixed order when xtu_partials is not null, else xtu from cuBLAS.
 template <class T>
 void launch_gradient(const double* J, const double* beta, const double* beta0, const T* xtu,
                      const double* xtu_partials, int64_t ncols_x, const BatchConstants& k,

@@ -35,7 +35,7 @@ __device__ __forceinline__ double float_objective(double L, double Q, double N, 
 }
 
 // The start of an update, in one launch. Block 0 finishes the validation pass: sums the batch
-// weight in block order, takes the first bad index of each kind, and sets every per-batch
+// weight in a fixed order, takes the first bad index of each kind, and sets every per-batch
 // scalar, with the state kRunning, or kInvalidData when the data are refused. Every block then
 // loads the committed state as doubles: beta0 = beta = coefficients, J = information.
 template <class T>
@@ -98,7 +98,7 @@ __global__ void begin_update_kernel(const double* weight_partials,
 // Sums the row pass's partials in a fixed order (every block alike; block 0 stores rho_sum,
 // score_sum and, with set_objective, F = rho_sum / N at beta0), then g = (-X'u + J delta) / N
 // - history term and J delta, one warp per coefficient (X'u from the row pass's per-block
-// partials, summed in block order, or from cuBLAS).
+// partials, summed in a fixed order, or from cuBLAS).
 template <class T>
 __global__ void gradient_kernel(const double* J, const double* beta, const double* beta0,
                                 const T* xtu, const double* xtu_partials, int64_t ncols_x,

@@ -242,12 +242,19 @@ void test_chunk_size_never_changes_results() {
     int64_t max_iter;
     uint64_t flags;
   };
+  // 6 features: one lane per row; 20: teams of 8 lanes (X'u in the row pass); 40: a warp per
+  // row (cuBLAS's X'u) and, for Newton, cuSOLVER's Cholesky.
   const Case cases[] = {{RH_CUDA_PENALTY_NONE, kFeatures, 100, 0},
                         {RH_CUDA_PENALTY_L1, kFeatures, 100, 0},
+                        {RH_CUDA_PENALTY_NONE, 20, 100, 0},
+                        {RH_CUDA_PENALTY_L1, 20, 100, 0},
                         {RH_CUDA_PENALTY_NONE, 40, 100, 0},
+                        {RH_CUDA_PENALTY_L1, 40, 100, 0},
                         {RH_CUDA_PENALTY_NONE, kFeatures, 3, 0},
                         {RH_CUDA_PENALTY_L1, kFeatures, 5, 0},
-                        {RH_CUDA_PENALTY_L1, kFeatures, 100, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS}};
+                        {RH_CUDA_PENALTY_L1, kFeatures, 100, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS},
+                        {RH_CUDA_PENALTY_NONE, 20, 100, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS},
+                        {RH_CUDA_PENALTY_NONE, 40, 100, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS}};
   for (const Case& cs : cases) {
     std::vector<Fit> fits;
     std::vector<Fit> fits32;
@@ -347,31 +354,54 @@ void test_fast_math_stays_close_to_strict_float32() {
 
 void test_singular_system_takes_the_minimum_norm_solution() {
   // Column 1 duplicates column 0: X'X is exactly singular and the minimum-norm solution splits
-  // their joint coefficient equally. Every Cholesky attempt is refused, inside whatever chunk of
-  // queued iterations it falls: the result must not depend on the chunk size.
-  Batch<double> data = make_batch<double>(21, 400, kFeatures, true, true, 0.0);
-  for (int64_t i = 0; i < data.n; ++i) data.x[i * kP + 1] = data.x[i * kP + 0];
-  std::vector<std::vector<double>> results;
-  for (const char* chunk : {"1", "5"}) {
-    setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
-    RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
-    RhCudaEngine* e = nullptr;
-    RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
-    unsetenv("RH_CUDA_TEST_CHUNK");
-    RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE, 100.0);
-    RhCudaHostBatch b = data.view();
-    RhCudaDiagnostics d = diagnostics();
-    HostState<double> s(kP);
-    RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view), RH_CUDA_SUCCESS);
-    std::printf("singular (chunk %s): fallback %d, beta0 %.12f beta1 %.12f\n", chunk,
-                d.used_regularized_fallback, s.coef[0], s.coef[1]);
-    RH_CHECK(d.used_regularized_fallback == 1);
-    RH_CHECK(std::isfinite(s.coef[0]) && std::fabs(s.coef[0] - s.coef[1]) < 1e-8);
-    RH_CHECK(std::fabs((s.coef[0] + s.coef[1]) - 0.5) < 0.05);  // the generator's joint slope
-    results.push_back(s.coef);
-    rh_cuda_engine_destroy(e);
+  // their joint coefficient equally. Every Cholesky attempt is refused (the one-block kernel at
+  // 6 features, cuSOLVER's at 40), inside whatever chunk of queued iterations it falls: the
+  // result must not depend on the chunk size.
+  for (int64_t features : {kFeatures, int64_t{40}}) {
+    const int64_t P = features + 1;
+    Batch<double> data = make_batch<double>(21, 400, features, true, true, 0.0);
+    for (int64_t i = 0; i < data.n; ++i) data.x[i * P + 1] = data.x[i * P + 0];
+    // The minimum-norm solution: least squares without column 1 (tau = 100 leaves every
+    // residual in the quadratic zone, ridge 0), its column-0 coefficient split in two halves.
+    const int64_t R = P - 1;
+    std::vector<long double> A(static_cast<size_t>(R * R), 0.0L), rhs(static_cast<size_t>(R), 0.0L);
+    for (int64_t i = 0; i < data.n; ++i) {
+      for (int64_t a = 0; a < R; ++a) {
+        const long double xa = data.x[i * P + (a == 0 ? 0 : a + 1)];
+        rhs[a] += xa * data.y[i];
+        for (int64_t b = 0; b < R; ++b) A[a * R + b] += xa * data.x[i * P + (b == 0 ? 0 : b + 1)];
+      }
+    }
+    const std::vector<double> reduced = solve_dense(A, rhs, R);
+    std::vector<double> expected(static_cast<size_t>(P));
+    expected[0] = expected[1] = 0.5 * reduced[0];
+    for (int64_t j = 2; j < P; ++j) expected[j] = reduced[j - 1];
+    std::vector<std::vector<double>> results;
+    for (const char* chunk : {"1", "5"}) {
+      setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
+      RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, P);
+      RhCudaEngine* e = nullptr;
+      RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+      unsetenv("RH_CUDA_TEST_CHUNK");
+      RhCudaUpdateConfig c = config(features, RH_CUDA_PENALTY_NONE, 100.0);
+      RhCudaHostBatch b = data.view();
+      RhCudaDiagnostics d = diagnostics();
+      HostState<double> s(P);
+      RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view),
+                      RH_CUDA_SUCCESS);
+      std::printf("singular (%lld features, chunk %s): fallback %d, beta0 %.12f beta1 %.12f\n",
+                  static_cast<long long>(features), chunk, d.used_regularized_fallback,
+                  s.coef[0], s.coef[1]);
+      const double err = max_abs_diff(s.coef.data(), expected.data(), P);
+      std::printf("  max |beta - minimum-norm least squares| = %.3e\n", err);
+      RH_CHECK(d.used_regularized_fallback == 1);
+      RH_CHECK(std::isfinite(s.coef[0]) && std::fabs(s.coef[0] - s.coef[1]) < 1e-8);
+      RH_CHECK(err < 1e-7);
+      results.push_back(s.coef);
+      rh_cuda_engine_destroy(e);
+    }
+    RH_CHECK(results[0] == results[1]);
   }
-  RH_CHECK(results[0] == results[1]);
 }
 
 void test_asymmetric_restore_round_trips_and_is_kept() {
