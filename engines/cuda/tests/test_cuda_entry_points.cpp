@@ -324,16 +324,8 @@ struct Case {
   int64_t P() const { return p + (intercept ? 1 : 0); }
   size_t elem() const { return dtype == RH_CUDA_DTYPE_FLOAT32 ? sizeof(float) : sizeof(double); }
   RhCudaHostBatch view() const {
-    RhCudaHostBatch b{};
-    b.abi_version = RH_CUDA_ABI_VERSION;
-    b.struct_size = sizeof b;
-    b.x_design = x.data();
-    b.y = y.data();
-    b.sample_weight = weighted ? w.data() : nullptr;
-    b.n_rows = n;
-    b.n_columns = p;  // the engine appends the intercept column
-    b.batch_weight = batch_weight;
-    return b;
+    // n_columns = p: the engine appends the intercept column.
+    return host_batch(x.data(), y.data(), weighted ? w.data() : nullptr, n, p, batch_weight);
   }
   RhCudaUpdateConfig update_config() const { return config(p, penalty); }
 };
@@ -406,34 +398,8 @@ void describe_mismatch(const char* what, const Case& c, const Outcome& got, cons
                got.info == want.info ? "equal" : "DIFFER");
 }
 
-// Where the batch lives for update(): host memory, or device copies made by the caller.
-struct DeviceCopy {
-  void* x = nullptr;
-  void* y = nullptr;
-  void* w = nullptr;
-  explicit DeviceCopy(const Case& c) {
-    void** dst[3] = {&x, &y, &w};
-    const std::vector<unsigned char>* src[3] = {&c.x, &c.y, &c.w};
-    for (int i = 0; i < 3; ++i) {
-      if (cudaMalloc(dst[i], src[i]->size()) != cudaSuccess ||
-          cudaMemcpy(*dst[i], src[i]->data(), src[i]->size(), cudaMemcpyHostToDevice) !=
-              cudaSuccess) {
-        std::fprintf(stderr, "  device copy of %s failed\n", c.name);
-        ++failures();
-      }
-    }
-  }
-  ~DeviceCopy() {
-    cudaFree(x);
-    cudaFree(y);
-    cudaFree(w);
-  }
-  DeviceCopy(const DeviceCopy&) = delete;
-  DeviceCopy& operator=(const DeviceCopy&) = delete;
-};
-
 // One update of `c` on engine `e` (host input unless `device` is given), with the state export.
-Outcome update(RhCudaEngine* e, const Case& c, const DeviceCopy* device = nullptr) {
+Outcome update(RhCudaEngine* e, const Case& c, const DeviceBatchCopy* device = nullptr) {
   Outcome out;
   const int64_t P = c.P();
   out.coef.assign(static_cast<size_t>(P) * c.elem(), 0);
@@ -449,12 +415,8 @@ Outcome update(RhCudaEngine* e, const Case& c, const DeviceCopy* device = nullpt
   if (device == nullptr) {
     out.status = rh_cuda_engine_update_host_with_state(e, &hb, &cfg, &out.diag, &state);
   } else {
-    RhCudaDeviceBatch db{};
-    std::memcpy(&db, &hb, sizeof db);
-    db.x_design = device->x;
-    db.y = device->y;
-    db.sample_weight = c.weighted ? device->w : nullptr;
-    out.status = rh_cuda_engine_update_device_with_state(e, &db, &cfg, &out.diag, &state);
+    out.status =
+        rh_cuda_engine_update_device_with_state(e, device->batch(), &cfg, &out.diag, &state);
   }
   if (out.status != RH_CUDA_SUCCESS) out.error = rh_cuda_engine_last_error(e);
   out.n_seen = state.n_samples_seen;
@@ -637,7 +599,7 @@ void test_staged_host_input_equals_device_input() {
   };
   const Mode modes[] = {{nullptr, nullptr}, {"pinned", "1"}, {"pinned", "3"}, {"plain", nullptr}};
   for (const Case& c : cases) {
-    DeviceCopy device(c);
+    const DeviceBatchCopy device(c.view(), c.elem(), c.name);
     Outcome want;
     std::vector<unsigned char> want_prediction(static_cast<size_t>(c.n) * c.elem());
     {
@@ -649,7 +611,7 @@ void test_staged_host_input_equals_device_input() {
       RH_CHECK_STATUS(want.status, RH_CUDA_SUCCESS);
       void* out = nullptr;
       RH_CHECK(cudaMalloc(&out, want_prediction.size()) == cudaSuccess);
-      RhCudaPrediction q = prediction(device.x, out, c.n, c.p, RH_CUDA_MEMORY_DEVICE);
+      RhCudaPrediction q = prediction(device.x(), out, c.n, c.p, RH_CUDA_MEMORY_DEVICE);
       RH_CHECK_STATUS(rh_cuda_engine_predict(e, &q), RH_CUDA_SUCCESS);
       cudaMemcpy(want_prediction.data(), out, want_prediction.size(), cudaMemcpyDeviceToHost);
       cudaFree(out);

@@ -28,38 +28,6 @@ std::vector<double> widen(const std::vector<T>& v) {
   return std::vector<double>(v.begin(), v.end());
 }
 
-// A batch copied to device memory for the update_device entry point; freed on scope exit.
-template <class T>
-class DeviceCopy {
- public:
-  DeviceCopy(const Batch<T>& data, bool weighted) : batch_{} {
-    const RhCudaHostBatch hb = data.view(weighted);
-    std::memcpy(&batch_, &hb, sizeof batch_);
-    batch_.x_design = upload(data.x, &x_);
-    batch_.y = upload(data.y, &y_);
-    batch_.sample_weight = weighted ? upload(data.w, &w_) : nullptr;
-  }
-  ~DeviceCopy() {
-    cudaFree(x_);
-    cudaFree(y_);
-    cudaFree(w_);
-  }
-  DeviceCopy(const DeviceCopy&) = delete;
-  DeviceCopy& operator=(const DeviceCopy&) = delete;
-  const RhCudaDeviceBatch* batch() const { return &batch_; }
-
- private:
-  static T* upload(const std::vector<T>& host, T** device) {
-    if (cudaMalloc(device, host.size() * sizeof(T)) != cudaSuccess) return nullptr;
-    cudaMemcpy(*device, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
-    return *device;
-  }
-  RhCudaDeviceBatch batch_;
-  T* x_ = nullptr;
-  T* y_ = nullptr;
-  T* w_ = nullptr;
-};
-
 // Runs `batches` batches (seeds 100, 101, ...) on a fresh engine and returns the final state.
 template <class T>
 Fit stream_fit(int32_t dtype, int32_t penalty, uint64_t flags, bool device, bool expanded,
@@ -81,7 +49,7 @@ Fit stream_fit(int32_t dtype, int32_t penalty, uint64_t flags, bool device, bool
       fit.status = rh_cuda_engine_update_host_with_state(e, &hb, &c, &fit.diag, &state.view);
       continue;
     }
-    const DeviceCopy<T> device_batch(data, weighted);
+    const DeviceBatchCopy device_batch(hb, sizeof(T), "stream batch");
     fit.status = rh_cuda_engine_update_device_with_state(e, device_batch.batch(), &c, &fit.diag,
                                                          &state.view);
   }
@@ -305,7 +273,7 @@ void test_graph_cache_follows_changing_batches() {
     const int64_t rows[] = {2000, 700, 700, 2000, 2000};
     for (int b = 0; b < 5; ++b) {
       Batch<double> data = make_batch<double>(300 + b, rows[b], kFeatures, true, false);
-      const DeviceCopy<double> device_batch(data, true);
+      const DeviceBatchCopy device_batch(data.view(true), sizeof(double), "graph-cache batch");
       HostState<double> eager(kP);
       HostState<double> graph(kP);
       HostState<double>* out[2] = {&eager, &graph};

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include <cuda_runtime.h>
+
 #include "rh_cuda.h"
 
 namespace rhtest {
@@ -105,24 +107,71 @@ inline RhCudaPrediction prediction(const void* x, void* out, int64_t n_rows, int
   return q;
 }
 
+// An RhCudaHostBatch over caller memory (w null: unweighted).
+inline RhCudaHostBatch host_batch(const void* x, const void* y, const void* w, int64_t n_rows,
+                                  int64_t n_columns, double batch_weight) {
+  RhCudaHostBatch b{};
+  b.abi_version = RH_CUDA_ABI_VERSION;
+  b.struct_size = sizeof b;
+  b.x_design = x;
+  b.y = y;
+  b.sample_weight = w;
+  b.n_rows = n_rows;
+  b.n_columns = n_columns;
+  b.batch_weight = batch_weight;
+  return b;
+}
+
 template <class T>
 struct Batch {
   std::vector<T> x, y, w;
   int64_t n = 0, cols = 0;
   RhCudaHostBatch view(bool weighted = false) const {
-    RhCudaHostBatch b{};
-    b.abi_version = RH_CUDA_ABI_VERSION;
-    b.struct_size = sizeof b;
-    b.x_design = x.data();
-    b.y = y.data();
-    b.sample_weight = weighted ? w.data() : nullptr;
-    b.n_rows = n;
-    b.n_columns = cols;
     double sum = 0.0;
     for (T v : w) sum += static_cast<double>(v);
-    b.batch_weight = weighted ? sum : static_cast<double>(n);
-    return b;
+    return host_batch(x.data(), y.data(), weighted ? w.data() : nullptr, n, cols,
+                      weighted ? sum : static_cast<double>(n));
   }
+};
+
+// A host batch copied to device memory for update_device and device predict, freed on scope
+// exit. A failed copy counts as a test failure, named by `what`.
+class DeviceBatchCopy {
+ public:
+  DeviceBatchCopy(const RhCudaHostBatch& host, size_t elem, const char* what) : batch_{} {
+    const size_t rows = static_cast<size_t>(host.n_rows);
+    x_ = upload(host.x_design, rows * static_cast<size_t>(host.n_columns) * elem, what);
+    y_ = upload(host.y, rows * elem, what);
+    if (host.sample_weight != nullptr) w_ = upload(host.sample_weight, rows * elem, what);
+    std::memcpy(&batch_, &host, sizeof batch_);
+    batch_.x_design = x_;
+    batch_.y = y_;
+    batch_.sample_weight = w_;
+  }
+  ~DeviceBatchCopy() {
+    cudaFree(x_);
+    cudaFree(y_);
+    cudaFree(w_);
+  }
+  DeviceBatchCopy(const DeviceBatchCopy&) = delete;
+  DeviceBatchCopy& operator=(const DeviceBatchCopy&) = delete;
+  const RhCudaDeviceBatch* batch() const { return &batch_; }
+  const void* x() const { return x_; }
+
+ private:
+  static void* upload(const void* host, size_t bytes, const char* what) {
+    void* device = nullptr;
+    if (cudaMalloc(&device, bytes) != cudaSuccess ||
+        cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+      std::fprintf(stderr, "  device copy of %s failed\n", what);
+      ++failures();
+    }
+    return device;
+  }
+  RhCudaDeviceBatch batch_;
+  void* x_ = nullptr;
+  void* y_ = nullptr;
+  void* w_ = nullptr;
 };
 
 class Rng {
