@@ -334,7 +334,7 @@ void Engine::create(const RhCudaEngineOptions& options) {
   reserve_elems(ws.bad_partials, int64_t{kMaxRowBlocks} * kBadKinds, sizeof(unsigned long long),
                 "validation partials");
   reserve_elems(ws.commit_flags, kMaxElementwiseBlocks, sizeof(int), "commit flags");
-  reserve_elems(ws.host_scalars, 2, sizeof(DeviceScalars), "status block");
+  reserve_elems(ws.host_scalars, 1, sizeof(DeviceScalars), "status block");
   reserve_elems(ws.host_state, P + PP, elem_size, "exported state");
   // A pooled status block still holds the previous engine's last status.
   std::memset(ws.host_scalars.data(), 0, ws.host_scalars.capacity());

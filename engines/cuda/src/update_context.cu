@@ -95,12 +95,12 @@ void UpdateContext<T>::enqueue_finish() {
   launch_commit<T>(information64(), gram(), beta(), k, device_scalars(),
                    e.scratch.information.as<T>(), e.scratch.coefficients.as<T>(),
                    export_state ? e.ws.host_state.as<T>() : nullptr, e.ws.commit_flags.as<int>(),
-                   e.ws.host_scalars.as<DeviceScalars>() + 1, e.stream);
+                   e.ws.host_scalars.as<DeviceScalars>(), e.stream);
 }
 
 template <class T>
 void UpdateContext<T>::enqueue_readback() {
-  check_cuda(cudaMemcpyAsync(e.ws.host_scalars.as<DeviceScalars>() + 1, device_scalars(),
+  check_cuda(cudaMemcpyAsync(e.ws.host_scalars.as<DeviceScalars>(), device_scalars(),
                              sizeof(DeviceScalars), cudaMemcpyDeviceToHost, e.stream),
              "cudaMemcpyAsync (status)");
 }

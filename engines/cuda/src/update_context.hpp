@@ -36,7 +36,7 @@ struct UpdateContext {
   bool data_checked = false;
 
   DeviceScalars* device_scalars() const { return e.ws.scalars.as<DeviceScalars>(); }
-  const DeviceScalars& status() const { return e.ws.host_scalars.as<DeviceScalars>()[1]; }
+  const DeviceScalars& status() const { return *e.ws.host_scalars.as<DeviceScalars>(); }
   double* beta() const { return e.ws.beta.as<double>(); }
   double* beta0() const { return e.ws.beta0.as<double>(); }
   double* grad() const { return e.ws.grad.as<double>(); }
