@@ -14,12 +14,19 @@ namespace rh {
 // (xtu_partials: kWideRowColumns per block; otherwise scores for cuBLAS's gemv).
 int row_team(int64_t ncols_x);
 int row_blocks(int64_t n_rows, int64_t ncols_x);
+// Validation checks the rows in tiles of validation_tile_rows consecutive rows, one block and
+// one set of partials per tile (validation_tiles of them, at most row_blocks): staged host input
+// is checked chunk by chunk as it lands, with the same partials as one pass over the batch.
+int64_t validation_tile_rows(int64_t n_rows, int64_t ncols_x);
+int validation_tiles(int64_t n_rows, int64_t ncols_x);
 
 // --- row passes (row_kernels.cu) -------------------------------------------------------------
-// Per block: weight sum and the first bad index of each kind (kBadKinds per block).
+// Tiles [first_tile, end_tile): per tile the weight sum and the first bad index of each kind
+// (kBadKinds per tile). Reads only those tiles' rows.
 template <class T>
-void launch_validate_rows(const RowView<T>& rows, double* weight_partials,
-                          unsigned long long* bad_partials, cudaStream_t s);
+void launch_validate_rows(const RowView<T>& rows, int first_tile, int end_tile,
+                          double* weight_partials, unsigned long long* bad_partials,
+                          cudaStream_t s);
 template <class T>
 void launch_row_pass(const RowView<T>& rows, const double* beta, double tau,
                      const DeviceScalars* sc, double* residual, T* score, T* scaled,

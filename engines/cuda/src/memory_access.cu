@@ -1,5 +1,6 @@
 #include "memory_access.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -15,6 +16,9 @@
 #if defined(__linux__)
 #include <sched.h>
 #endif
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "engine_error.hpp"
 
@@ -22,7 +26,7 @@ namespace rh {
 
 namespace {
 
-constexpr int kDefaultMaxThreads = 8;
+constexpr int kDefaultMaxThreads = 12;
 constexpr int kMaxThreadsSetting = 64;
 // Below this much per thread, waking another thread costs more than the copy it would do.
 constexpr size_t kMinBytesPerThread = size_t{256} << 10;
@@ -54,8 +58,48 @@ inline void cpu_relax() {
 #endif
 }
 
+#if defined(__x86_64__)
+// Copies with non-temporal (streaming) stores: the pinned chunk is read next by the DMA engine,
+// not by this CPU, so its lines need not be fetched into the cache before they are written.
+// On the H200 host this copied 25-45% faster than memcpy (staging_copy_bandwidth).
+__attribute__((target("avx2"))) void copy_streaming(char* dst, const char* src, size_t len) {
+  size_t head = (32 - reinterpret_cast<uintptr_t>(dst) % 32) % 32;
+  if (head > len) head = len;
+  std::memcpy(dst, src, head);
+  size_t i = head;
+  for (; i + 128 <= len; i += 128) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 32));
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 64));
+    const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 96));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), a);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 32), b);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 64), c);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 96), d);
+  }
+  _mm_sfence();  // the streamed lines are visible before the DMA is queued
+  std::memcpy(dst + i, src + i, len - i);
+}
+
+const bool kHasAvx2 = __builtin_cpu_supports("avx2");
+#endif
+
+// Below this, a plain memcpy (the destination lines are few and may stay cached).
+constexpr size_t kMinStreamingCopy = size_t{64} << 10;
+
+// Host memory into a pinned staging chunk.
+void copy_to_pinned(char* dst, const char* src, size_t len) {
+#if defined(__x86_64__)
+  if (kHasAvx2 && len >= kMinStreamingCopy) {
+    copy_streaming(dst, src, len);
+    return;
+  }
+#endif
+  std::memcpy(dst, src, len);
+}
+
 // A process-wide team of copy threads shared by all engines (at most 63, started on first use,
-// never stopped; in practice at most 7: 8 threads per chunk less the caller). A copy is split
+// never stopped; in practice at most 11: 12 threads per chunk less the caller). A copy is split
 // into slices; the calling thread queues the job, copies slices itself until none is left
 // unclaimed, then waits for the slices workers took. So a copy always completes, even when every
 // worker is busy with another engine's chunk or none could be started, and concurrent engines
@@ -69,7 +113,7 @@ class CopyWorkers {
 
   void copy(char* dst, const char* src, size_t len, int parts) {
     if (parts <= 1) {
-      std::memcpy(dst, src, len);
+      copy_to_pinned(dst, src, len);
       return;
     }
     start_workers(parts - 1);
@@ -116,7 +160,7 @@ class CopyWorkers {
       const size_t offset = static_cast<size_t>(part) * slice;
       if (offset < len) {
         const size_t n = len - offset < slice ? len - offset : slice;
-        std::memcpy(dst + offset, src + offset, n);
+        copy_to_pinned(dst + offset, src + offset, n);
       }
       finished.fetch_add(1, std::memory_order_release);
     }
@@ -238,34 +282,70 @@ void configure_staging(Engine& e) {
   e.staging_threads = threads;
 }
 
-void stage_to_device(Engine& e, void* dst, const void* src, size_t bytes) {
-  if (bytes == 0) return;
+void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
+                          int64_t row_grain,
+                          const std::function<void(int64_t, int64_t)>& landed) {
+  if (src.n <= 0) return;
+  const size_t y_bytes = src.y != nullptr ? src.elem : 0;
+  const size_t w_bytes = src.w != nullptr ? src.elem : 0;
   if (e.staging == StagingMode::Plain) {
     // Pageable memory: the runtime copies it through its own staging before returning.
-    check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, e.stream),
+    const size_t n = static_cast<size_t>(src.n);
+    check_cuda(cudaMemcpyAsync(dst.x, src.x, n * src.x_row_bytes, cudaMemcpyHostToDevice,
+                               e.stream),
                "cudaMemcpyAsync (host batch, plain staging)");
+    if (y_bytes > 0) {
+      check_cuda(cudaMemcpyAsync(dst.y, src.y, n * y_bytes, cudaMemcpyHostToDevice, e.stream),
+                 "cudaMemcpyAsync (host targets, plain staging)");
+    }
+    if (w_bytes > 0) {
+      check_cuda(cudaMemcpyAsync(dst.w, src.w, n * w_bytes, cudaMemcpyHostToDevice, e.stream),
+                 "cudaMemcpyAsync (host weights, plain staging)");
+    }
+    landed(0, src.n);
     return;
   }
-  const size_t chunk = chunk_bytes(bytes);
-  e.ws.host_chunks[0].reserve(chunk_capacity(chunk), "pinned staging chunk");
-  e.ws.host_chunks[1].reserve(chunk_capacity(chunk), "pinned staging chunk");
-  const char* from = static_cast<const char*>(src);
-  char* to = static_cast<char*>(dst);
+  // Chunks of whole grains of rows, about chunk_bytes(total) each.
+  const size_t row_bytes = src.x_row_bytes + y_bytes + w_bytes;
+  const int64_t grain = row_grain > 0 ? row_grain : 1;
+  const size_t target = chunk_bytes(row_bytes * static_cast<size_t>(src.n));
+  int64_t chunk_rows = static_cast<int64_t>(target / row_bytes) / grain * grain;
+  if (chunk_rows < grain) chunk_rows = grain;
+  if (chunk_rows > src.n) chunk_rows = src.n;
+  const size_t capacity = chunk_capacity(static_cast<size_t>(chunk_rows) * row_bytes);
+  e.ws.host_chunks[0].reserve(capacity, "pinned staging chunk");
+  e.ws.host_chunks[1].reserve(capacity, "pinned staging chunk");
   int slot = 0;
-  for (size_t offset = 0; offset < bytes; offset += chunk, slot ^= 1) {
-    const size_t len = bytes - offset < chunk ? bytes - offset : chunk;
-    // The chunk is reused only after the DMA that last read it has finished.
+  for (int64_t first = 0; first < src.n; first += chunk_rows, slot ^= 1) {
+    const size_t rows = static_cast<size_t>(std::min(chunk_rows, src.n - first));
+    const size_t at = static_cast<size_t>(first);
+    // The chunk is reused only after the DMAs that last read it have finished.
     check_cuda(cudaEventSynchronize(e.chunk_events[slot]), "cudaEventSynchronize");
     char* pinned = e.ws.host_chunks[slot].as<char>();
-    const int parts = copy_parts(e, len);
-    if (parts > 1) {
-      CopyWorkers::instance().copy(pinned, from + offset, len, parts);
-    } else {
-      std::memcpy(pinned, from + offset, len);
+    struct Piece {
+      void* to;
+      const void* from;
+      size_t bytes;
+    } pieces[3] = {{dst.x, src.x, src.x_row_bytes}, {dst.y, src.y, y_bytes},
+                   {dst.w, src.w, w_bytes}};
+    size_t offset = 0;
+    for (const Piece& piece : pieces) {
+      if (piece.bytes == 0) continue;
+      const size_t len = rows * piece.bytes;
+      const char* from = static_cast<const char*>(piece.from) + at * piece.bytes;
+      const int parts = copy_parts(e, len);
+      if (parts > 1) {
+        CopyWorkers::instance().copy(pinned + offset, from, len, parts);
+      } else {
+        copy_to_pinned(pinned + offset, from, len);
+      }
+      check_cuda(cudaMemcpyAsync(static_cast<char*>(piece.to) + at * piece.bytes,
+                                 pinned + offset, len, cudaMemcpyHostToDevice, e.stream),
+                 "cudaMemcpyAsync (host batch)");
+      offset += len;
     }
-    check_cuda(cudaMemcpyAsync(to + offset, pinned, len, cudaMemcpyHostToDevice, e.stream),
-               "cudaMemcpyAsync (host batch)");
     check_cuda(cudaEventRecord(e.chunk_events[slot], e.stream), "cudaEventRecord");
+    landed(first, first + static_cast<int64_t>(rows));
   }
 }
 

@@ -3,22 +3,48 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 
 #include "engine.hpp"
 
 namespace rh {
 
 // Reads the staging settings at engine creation: RH_CUDA_STAGING = pinned (default) | plain,
-// RH_CUDA_STAGING_THREADS = 1..64 host threads per chunk copy (default: up to 8, never more
+// RH_CUDA_STAGING_THREADS = 1..64 host threads per chunk copy (default: up to 12, never more
 // than the CPUs this process may run on). Both exist for A/B measurements; an unknown value is
 // INVALID_ARGUMENT naming the variable.
 void configure_staging(Engine& e);
 
-// Queues a copy of `bytes` host bytes to device memory `dst` on the engine stream; the caller's
-// memory is no longer read once this returns. Pinned staging copies pageable memory into two
-// pinned chunks, each chunk split over several host threads, so the CPU copy of one chunk
-// overlaps the DMA of the other; plain staging passes the pageable memory to cudaMemcpyAsync.
-void stage_to_device(Engine& e, void* dst, const void* src, size_t bytes);
+// Host arrays of one batch, row by row: row i is x_row_bytes at x + i * x_row_bytes, and elem
+// bytes at y + i * elem and at w + i * elem (y and w may be null).
+struct HostRows {
+  const void* x;
+  const void* y;
+  const void* w;
+  size_t x_row_bytes;
+  size_t elem;
+  int64_t n;
+};
+
+// Where those rows go in device memory (y and w null where the source's are).
+struct DeviceRows {
+  void* x;
+  void* y;
+  void* w;
+};
+
+// Queues the copy of src's rows to dst on the engine stream, in chunks of whole multiples of
+// `row_grain` rows (the last chunk may be shorter); after each chunk's copies it calls
+// landed(first_row, end_row), which may queue work on the engine stream that reads those rows
+// (it runs on the GPU while the host copies the next chunk). The caller's memory is no longer
+// read once this returns. Pinned staging copies each chunk's rows of x, y and w into one of two
+// engine-owned pinned chunks, several host threads per chunk, so the host copy of one chunk
+// overlaps the DMA of the previous chunk and the work `landed` queued for it; plain staging
+// hands the pageable arrays to cudaMemcpyAsync and calls landed once for all rows.
+void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
+                          int64_t row_grain,
+                          const std::function<void(int64_t, int64_t)>& landed);
 
 // INVALID_ARGUMENT naming `field` unless `ptr` is device (or managed) memory on e's device.
 void require_device_memory(const Engine& e, const void* ptr, const char* field);

@@ -23,7 +23,10 @@ void predict_typed(Engine& e, const RhCudaPrediction& req) {
   const size_t out_bytes = static_cast<size_t>(req.n_rows) * sizeof(T);
   e.ws.x_stage.reserve(x_bytes, "staged prediction design");
   e.ws.prediction_stage.reserve(out_bytes, "prediction output");
-  stage_to_device(e, e.ws.x_stage.data(), req.x_design, x_bytes);
+  const HostRows from{req.x_design, nullptr, nullptr,
+                      static_cast<size_t>(req.n_columns) * sizeof(T), sizeof(T), req.n_rows};
+  stage_rows_to_device(e, from, DeviceRows{e.ws.x_stage.data(), nullptr, nullptr}, 1,
+                       [](int64_t, int64_t) {});
   rows.x = e.ws.x_stage.as<T>();
   launch_predict<T>(rows, e.committed.coefficients.as<T>(), e.ws.prediction_stage.as<T>(),
                     e.stream);

@@ -19,6 +19,16 @@ int row_blocks(int64_t n_rows, int64_t ncols_x) {
   return static_cast<int>(wanted < kMaxRowBlocks ? wanted : kMaxRowBlocks);
 }
 
+int64_t validation_tile_rows(int64_t n_rows, int64_t ncols_x) {
+  const int64_t blocks = row_blocks(n_rows, ncols_x);
+  return (n_rows + blocks - 1) / blocks;
+}
+
+int validation_tiles(int64_t n_rows, int64_t ncols_x) {
+  const int64_t tile = validation_tile_rows(n_rows, ncols_x);
+  return static_cast<int>((n_rows + tile - 1) / tile);
+}
+
 namespace {
 
 // Rows are shared out to teams of Team consecutive lanes: one lane per row for narrow batches,
@@ -65,27 +75,32 @@ __device__ __forceinline__ double row_weight(const RowView<T>& rows, int64_t i) 
   return rows.w ? static_cast<double>(rows.w[i]) : 1.0;
 }
 
-// Per block: the weight sum (weight_partials[block]) and the first bad index of each kind
-// (bad_partials[4 block + kind]: non-finite x, non-finite y, non-finite w, negative w; kNoIndex
-// when none). The minimum over blocks is taken by begin_update_kernel.
+// Per tile of tile_rows consecutive rows (one block each, tile = first_tile + blockIdx.x): the
+// weight sum (weight_partials[tile]) and the first bad index of each kind (bad_partials[4 tile +
+// kind]: non-finite x, non-finite y, non-finite w, negative w; kNoIndex when none). The minimum
+// over tiles is taken by begin_update_kernel. A tile's partials depend only on its rows, so a
+// staged chunk of whole tiles is checked as soon as it lands, with the bits of a single pass.
 template <class T, int Team>
-__global__ void validate_rows_kernel(RowView<T> rows, double* weight_partials,
-                                     unsigned long long* bad_partials) {
+__global__ void validate_rows_kernel(RowView<T> rows, int64_t tile_rows, int first_tile,
+                                     double* weight_partials, unsigned long long* bad_partials) {
   __shared__ double shared[kThreads];
   __shared__ unsigned long long bad[kBadKinds];
   if (threadIdx.x < kBadKinds) bad[threadIdx.x] = kNoIndex;
   __syncthreads();
-  const RowTeam<Team> team;
+  const int tile = first_tile + static_cast<int>(blockIdx.x);
+  const int64_t begin = tile * tile_rows;
+  const int64_t end = begin + tile_rows < rows.n ? begin + tile_rows : rows.n;
+  const int lane = static_cast<int>(threadIdx.x % Team);
   double wsum = 0.0;
-  for (int64_t i = team.first; i < rows.n; i += team.stride) {
+  for (int64_t i = begin + threadIdx.x / Team; i < end; i += kThreads / Team) {
     const T* xi = rows.x + i * rows.ldx;
-    for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
+    for (int64_t j = lane; j < rows.ncols_x; j += Team) {
       if (!isfinite(static_cast<double>(xi[j]))) {
         atomicMin(&bad[0], static_cast<unsigned long long>(i * rows.ncols_x + j));
         break;
       }
     }
-    if (team.lane != 0) continue;
+    if (lane != 0) continue;
     if (!isfinite(static_cast<double>(rows.y[i]))) {
       atomicMin(&bad[1], static_cast<unsigned long long>(i));
     }
@@ -98,8 +113,8 @@ __global__ void validate_rows_kernel(RowView<T> rows, double* weight_partials,
     wsum += w;
   }
   const double total = block_sum<kThreads>(wsum, shared);  // its barriers also settle `bad`
-  if (threadIdx.x == 0) weight_partials[blockIdx.x] = total;
-  if (threadIdx.x < kBadKinds) bad_partials[kBadKinds * blockIdx.x + threadIdx.x] = bad[threadIdx.x];
+  if (threadIdx.x == 0) weight_partials[tile] = total;
+  if (threadIdx.x < kBadKinds) bad_partials[kBadKinds * tile + threadIdx.x] = bad[threadIdx.x];
 }
 
 // Columns of X'u one lane accumulates when the row pass forms X'u itself (rows of at most
@@ -269,9 +284,24 @@ __global__ void predict_kernel(RowView<T> rows, const T* coef, T* out) {
   } while (0)
 
 template <class T>
-void launch_validate_rows(const RowView<T>& rows, double* weight_partials,
-                          unsigned long long* bad_partials, cudaStream_t s) {
-  RH_LAUNCH_ROWS(validate_rows_kernel, T, rows, s, rows, weight_partials, bad_partials);
+void launch_validate_rows(const RowView<T>& rows, int first_tile, int end_tile,
+                          double* weight_partials, unsigned long long* bad_partials,
+                          cudaStream_t s) {
+  if (end_tile <= first_tile) return;
+  const int64_t tile_rows = validation_tile_rows(rows.n, rows.ncols_x);
+  const int team = row_team(rows.ncols_x);
+  const int blocks = end_tile - first_tile;
+  if (team == 32) {
+    validate_rows_kernel<T, 32><<<blocks, kThreads, 0, s>>>(rows, tile_rows, first_tile,
+                                                            weight_partials, bad_partials);
+  } else if (team == 8) {
+    validate_rows_kernel<T, 8><<<blocks, kThreads, 0, s>>>(rows, tile_rows, first_tile,
+                                                           weight_partials, bad_partials);
+  } else {
+    validate_rows_kernel<T, 1><<<blocks, kThreads, 0, s>>>(rows, tile_rows, first_tile,
+                                                           weight_partials, bad_partials);
+  }
+  check_launch("validate_rows_kernel");
 }
 
 template <class T>
@@ -301,8 +331,8 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
 }
 
 #define RH_INSTANTIATE_ROW_KERNELS(T)                                                          \
-  template void launch_validate_rows<T>(const RowView<T>&, double*, unsigned long long*,      \
-                                        cudaStream_t);                                         \
+  template void launch_validate_rows<T>(const RowView<T>&, int, int, double*,                \
+                                        unsigned long long*, cudaStream_t);                    \
   template void launch_row_pass<T>(const RowView<T>&, const double*, double,                  \
                                    const DeviceScalars*, double*, T*, T*, double*, double*,    \
                                    RunWhen, cudaStream_t);                                     \

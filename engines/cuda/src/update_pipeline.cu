@@ -25,25 +25,41 @@ void reserve_rows(GrowingBuffer& buffer, int64_t count, size_t elem, const char*
   buffer.reserve(bytes, what);
 }
 
+// The batch's rows where the kernels read them, and the validation pass queued over them:
+// device input in place, one pass; host input staged into the engine's row buffers, each chunk
+// of whole validation tiles checked on the GPU while the host copies the next.
 template <class T>
 RowView<T> place_batch(Engine& e, const RhCudaHostBatch& b, BatchLocation location) {
   const int64_t cells = b.n_rows * b.n_columns;  // overflow-checked by rh_validate_batch
   RowView<T> rows{static_cast<const T*>(b.x_design), static_cast<const T*>(b.y),
                   static_cast<const T*>(b.sample_weight), b.n_rows, b.n_columns, b.n_columns,
                   e.P};
-  if (location == BatchLocation::Device) return rows;
+  double* weight_partials = e.ws.row_partials.as<double>();
+  unsigned long long* bad_partials = e.ws.bad_partials.as<unsigned long long>();
+  if (location == BatchLocation::Device) {
+    launch_validate_rows<T>(rows, 0, validation_tiles(rows.n, rows.ncols_x), weight_partials,
+                            bad_partials, e.stream);
+    return rows;
+  }
   reserve_rows(e.ws.x_stage, cells, sizeof(T), "staged design");
   reserve_rows(e.ws.y_stage, b.n_rows, sizeof(T), "staged targets");
-  stage_to_device(e, e.ws.x_stage.data(), b.x_design, cells * sizeof(T));
-  stage_to_device(e, e.ws.y_stage.data(), b.y, b.n_rows * sizeof(T));
-  rows.x = e.ws.x_stage.as<T>();
-  rows.y = e.ws.y_stage.as<T>();
-  if (b.sample_weight != nullptr) {
-    reserve_rows(e.ws.w_stage, b.n_rows, sizeof(T), "staged weights");
-    stage_to_device(e, e.ws.w_stage.data(), b.sample_weight, b.n_rows * sizeof(T));
-    rows.w = e.ws.w_stage.as<T>();
-  }
-  return rows;
+  if (b.sample_weight != nullptr) reserve_rows(e.ws.w_stage, b.n_rows, sizeof(T), "staged weights");
+  RowView<T> staged = rows;
+  staged.x = e.ws.x_stage.as<T>();
+  staged.y = e.ws.y_stage.as<T>();
+  staged.w = b.sample_weight != nullptr ? e.ws.w_stage.as<T>() : nullptr;
+  const int64_t tile_rows = validation_tile_rows(rows.n, rows.ncols_x);
+  const HostRows from{b.x_design, b.y, b.sample_weight,
+                      static_cast<size_t>(b.n_columns) * sizeof(T), sizeof(T), b.n_rows};
+  const DeviceRows to{e.ws.x_stage.data(), e.ws.y_stage.data(),
+                      b.sample_weight != nullptr ? e.ws.w_stage.data() : nullptr};
+  stage_rows_to_device(e, from, to, tile_rows, [&](int64_t first, int64_t end) {
+    // Chunks hold whole tiles; only the batch's last tile may be short.
+    launch_validate_rows<T>(staged, static_cast<int>(first / tile_rows),
+                            static_cast<int>((end + tile_rows - 1) / tile_rows), weight_partials,
+                            bad_partials, e.stream);
+  });
+  return staged;
 }
 
 BatchConstants batch_constants(const Engine& e, const RhCudaHostBatch& b,
@@ -117,12 +133,11 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
                                (split.padded_rows() - b.n_rows) * P * sizeof(T), e.stream),
                "cudaMemsetAsync (Gram padding)");
   }
-  // Refused data move the state to kInvalidData: everything queued after returns at once and
-  // the first synchronisation reports the reason (UpdateContext::wait_for_status).
-  launch_validate_rows<T>(ctx.rows, e.ws.row_partials.as<double>(),
-                          e.ws.bad_partials.as<unsigned long long>(), e.stream);
+  // place_batch queued the validation pass. Refused data move the state to kInvalidData:
+  // everything queued after returns at once and the first synchronisation reports the reason
+  // (UpdateContext::wait_for_status).
   launch_begin_update<T>(e.ws.row_partials.as<double>(), e.ws.bad_partials.as<unsigned long long>(),
-                         row_blocks(ctx.rows.n, ctx.rows.ncols_x), ctx.k,
+                         validation_tiles(ctx.rows.n, ctx.rows.ncols_x), ctx.k,
                          e.committed.coefficients.as<T>(), e.committed.information.as<T>(),
                          ctx.beta0(), ctx.beta(), ctx.information64(), ctx.device_scalars(),
                          e.stream);

@@ -7,8 +7,9 @@
 //   benchmarks' cold case runs it: median of create + update + destroy, then create alone and
 //   destroy alone (the engine comes from / goes to the resource pool), the steady update on a
 //   primed engine, and create/destroy when the pool has no idle set / is full (7 engines alive).
-// staging: host-input vs device-input update time for 32,768 x 90 and 1,000,000 x 32 float64
-//   with RH_CUDA_STAGING=plain and =pinned at 1 thread and the default thread count (the tool
+// staging: host-input vs device-input update time for 65,536 x 32, 32,768 x 90 and
+//   1,000,000 x 32 float64 with RH_CUDA_STAGING=plain and =pinned at 1, 4, 8, 12 and 16 threads
+//   and the default thread count (the tool
 //   sets the variables itself before creating each engine), beside a plain pageable cudaMemcpy
 //   of the same bytes.
 #include <cuda_runtime.h>
@@ -193,6 +194,9 @@ void staging(int64_t rows, int64_t p, int reps) {
   const Mode modes[] = {{"plain", "plain", nullptr},
                         {"pinned x1", "pinned", "1"},
                         {"pinned x4", "pinned", "4"},
+                        {"pinned x8", "pinned", "8"},
+                        {"pinned x12", "pinned", "12"},
+                        {"pinned x16", "pinned", "16"},
                         {"pinned default", nullptr, nullptr}};
   for (const Mode& m : modes) {
     set_staging(m.mode, m.threads);
@@ -266,6 +270,7 @@ int main(int argc, char** argv) {
     const int staging_reps = std::max(3, reps / 2);
     std::printf("host vs device input, penalty none, medians of %d (interleaved)\n",
                 staging_reps);
+    staging(65536, 32, staging_reps);
     staging(32768, 90, staging_reps);
     staging(1000000, 32, staging_reps);
   }

@@ -34,7 +34,8 @@ bool last_error_mentions(const RhCudaEngine* engine, const char* needle) {
 }
 
 struct Snapshot {
-  HostState<double> state{kP};
+  explicit Snapshot(int64_t P) : state(P) {}
+  HostState<double> state;
   void take(RhCudaEngine* e) { RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &state.view), RH_CUDA_SUCCESS); }
   bool same_as(const Snapshot& other) const {
     return state.coef == other.state.coef && state.info == other.state.info &&
@@ -128,10 +129,11 @@ void test_null_engine_everywhere() {
   RH_CHECK(std::strcmp(rh_cuda_engine_last_error(nullptr), "engine is null") == 0);
 }
 
+// P: the engine's parameter count (the size of the state it copies out).
 template <class Call>
 void expect_refused(RhCudaEngine* e, const char* what, RhCudaStatus expected, const char* needle,
-                    Call&& call) {
-  Snapshot before, after;
+                    Call&& call, int64_t P = kP) {
+  Snapshot before(P), after(P);
   before.take(e);
   const RhCudaStatus got = call();
   if (got != expected) {
@@ -646,6 +648,83 @@ void test_staged_host_input_equals_device_input() {
   }
 }
 
+// Refused values spread over the chunks of a staged batch (each chunk is validated on the GPU
+// as it lands): the error names the first bad value of the whole batch, whichever chunk it came
+// in, for every staging mode and for device input, and the committed state is unchanged.
+void test_staged_chunks_report_the_first_bad_value() {
+  // 40,000 x 32 with weights, 10.9 MB: about five staged chunks.
+  const int64_t n = 40000, p = 32;
+  const Batch<double> good = make_batch<double>(61, n, p, true, true);
+  const RhCudaUpdateConfig c = config(p, RH_CUDA_PENALTY_NONE);
+  struct Bad {
+    const char* what;
+    const char* needle;
+    Batch<double> batch;
+  };
+  std::vector<Bad> cases;
+  Batch<double> b = good;
+  b.x[31000 * b.cols + 5] = std::numeric_limits<double>::infinity();
+  b.x[12000 * b.cols + 7] = std::numeric_limits<double>::quiet_NaN();
+  b.x[12000 * b.cols + 9] = std::numeric_limits<double>::quiet_NaN();
+  cases.push_back({"X bad in two chunks", "x_design has a non-finite value at row 12000, column 7", b});
+  b = good;
+  b.y[35000] = std::numeric_limits<double>::quiet_NaN();
+  b.y[20000] = -std::numeric_limits<double>::infinity();
+  cases.push_back({"y bad in two chunks", "y has a non-finite value at index 20000", b});
+  b = good;
+  b.w[n - 1] = -2.0;
+  cases.push_back({"negative weight in the last row", "negative value at index 39999", b});
+  b = good;
+  b.w[1] = -1.0;
+  b.w[n - 2] = std::numeric_limits<double>::quiet_NaN();
+  cases.push_back({"NaN weight late, negative early",
+                   "sample_weight has a non-finite value at index 39998", b});
+  struct Mode {
+    const char* staging;
+    const char* threads;
+  };
+  const Mode modes[] = {{nullptr, nullptr}, {"pinned", "1"}, {"pinned", "3"}, {"plain", nullptr}};
+  for (const Mode& m : modes) {
+    set_env("RH_CUDA_STAGING", m.staging);
+    set_env("RH_CUDA_STAGING_THREADS", m.threads);
+    RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, p + 1);
+    RhCudaEngine* e = nullptr;
+    RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+    set_env("RH_CUDA_STAGING", nullptr);
+    set_env("RH_CUDA_STAGING_THREADS", nullptr);
+    if (e == nullptr) continue;
+    RhCudaDiagnostics d = diagnostics();
+    const RhCudaHostBatch first = good.view(true);
+    RH_CHECK_STATUS(rh_cuda_engine_update_host(e, &first, &c, &d), RH_CUDA_SUCCESS);
+    for (const Bad& bad : cases) {
+      RhCudaHostBatch hb = bad.batch.view(true);
+      hb.batch_weight = first.batch_weight;  // a NaN weight must be named, not the sum
+      expect_refused(
+          e, bad.what, RH_CUDA_INVALID_ARGUMENT, bad.needle,
+          [&] {
+            RhCudaDiagnostics dd = diagnostics();
+            return rh_cuda_engine_update_host(e, &hb, &c, &dd);
+          },
+          p + 1);
+      if (m.staging == nullptr) {
+        const DeviceBatchCopy device(hb, sizeof(double), bad.what);
+        HostState<double> out(p + 1);
+        expect_refused(
+            e, bad.what, RH_CUDA_INVALID_ARGUMENT, bad.needle,
+            [&] {
+              RhCudaDiagnostics dd = diagnostics();
+              return rh_cuda_engine_update_device_with_state(e, device.batch(), &c, &dd,
+                                                             &out.view);
+            },
+            p + 1);
+      }
+    }
+    // Still usable: the good batch goes through after the refusals.
+    RH_CHECK_STATUS(rh_cuda_engine_update_host(e, &first, &c, &d), RH_CUDA_SUCCESS);
+    RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
+  }
+}
+
 void test_staging_settings_are_checked() {
   RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
   const struct {
@@ -757,6 +836,7 @@ int main(int argc, char** argv) {
     // compute-sanitizer runs of the entry-point test (racecheck would take minutes on them).
     skip_without_gpu("test_cuda_staging");
     test_staged_host_input_equals_device_input();
+    test_staged_chunks_report_the_first_bad_value();
     test_staging_settings_are_checked();
     return finish("test_cuda_staging");
   }
