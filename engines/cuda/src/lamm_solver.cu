@@ -51,9 +51,10 @@ void solve_lamm(UpdateContext<T>& ctx) {
   for (;;) {
     const int64_t queued = std::min(chunk, ctx.max_iter - done);
     for (int64_t i = 0; i < queued; ++i) iteration.run([&] { enqueue_iteration(ctx); });
-    // The Gram at the current beta for the finish; X'u is not needed. Queued again after every
-    // chunk: at an unchanged beta it recomputes the same values.
-    ctx.row_pass(true, kRunUnlessInvalid, false);
+    // The Gram at the final beta for the finish; X'u is not needed. Queued after every chunk;
+    // the row pass runs only in the chunk that ended the solve (cuBLAS's GEMM cannot skip: in
+    // the others it sums stale rows that the finish, skipping too, never reads).
+    ctx.row_pass(true, kRunWhenEnded, false);
     ctx.enqueue_finish();
     ctx.wait_for_status();
     const DeviceScalars& s = ctx.status();

@@ -64,6 +64,7 @@ enum RunWhen : int {
   kRunWhileRunning = 1,   // only while the solve is still running
   kRunWhileFresh = 2,     // while running, or right after the step that ended the solve moved
                           // beta (the Gram at the final beta is still needed)
+  kRunWhenEnded = 3,      // only once the solve has ended (solve_ended): the finish's Gram
 };
 
 struct DeviceScalars {
@@ -88,7 +89,7 @@ struct DeviceScalars {
   int lamm_accepted;
   int fresh;             // the last Newton step moved beta (see kRunWhileFresh)
   int commit_nonfinite;  // the state built by the commit kernels has a non-finite value
-  int pad;
+  int max_iter;          // the update's iteration limit (set with the rest at the start)
 };
 
 constexpr unsigned long long kNoIndex = ~0ull;
@@ -127,6 +128,7 @@ struct BatchConstants {
   // float32 L1: LAMM decides on float32 values (docs/decisions.md "Float32 oracle"):
   // candidates rounded to float, the objective assembled in float from once-rounded sums.
   int float_lamm;
+  int max_iter;          // 1 .. INT32_MAX (rh_validate_config)
   double pivot_epsilon;  // machine epsilon of the engine dtype
 };
 

@@ -80,6 +80,7 @@ __global__ void begin_update_kernel(const double* weight_partials,
       const bool refused = bad[0] != kNoIndex || bad[1] != kNoIndex || bad[2] != kNoIndex ||
                            bad[3] != kNoIndex || out.weight_mismatch;
       out.state = refused ? kInvalidData : kRunning;
+      out.max_iter = k.max_iter;
       *sc = out;
     }
   }
@@ -612,10 +613,16 @@ __global__ void lamm_pick_kernel(int count, int last_group, const double* partia
 
 // J_new = J + G (mirrored) into the scratch information and, when exporting, into the pinned
 // host buffer (mapped: pinned memory is device-addressable under unified addressing); each block
-// flags a non-finite value in block_flags[block].
+// flags a non-finite value in block_flags[block]. Only once the solve has ended: the finish of a
+// chunk that another chunk follows writes nothing but the status block.
 template <class T>
 __global__ void commit_information_kernel(const double* J, const T* gram, int64_t P,
-                                          T* info_out, T* host_info, int* block_flags) {
+                                          const DeviceScalars* sc, T* info_out, T* host_info,
+                                          int* block_flags) {
+  if (!solve_ended(sc)) {
+    if (threadIdx.x == 0) block_flags[blockIdx.x] = 0;
+    return;
+  }
   const int64_t total = P * P;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int bad = 0;
@@ -645,7 +652,8 @@ __global__ void commit_coefficients_kernel(const double* beta, BatchConstants k,
   __shared__ double shared[kThreads];
   double l1 = 0.0;
   int bad = 0;
-  for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
+  const bool ended = solve_ended(sc);
+  for (int64_t j = threadIdx.x; ended && j < k.P; j += kThreads) {
     const T value = static_cast<T>(beta[j]);
     coef_out[j] = value;
     if (host_coef != nullptr) host_coef[j] = value;
@@ -797,7 +805,7 @@ void launch_commit(const double* J, const T* gram, const double* beta, const Bat
                    DeviceScalars* host_status, cudaStream_t s) {
   const int blocks = elementwise_blocks(k.P * k.P);
   commit_information_kernel<T><<<blocks, kThreads, 0, s>>>(
-      J, gram, k.P, info_out, host_state != nullptr ? host_state + k.P : nullptr, block_flags);
+      J, gram, k.P, sc, info_out, host_state != nullptr ? host_state + k.P : nullptr, block_flags);
   check_launch("commit_information_kernel");
   commit_coefficients_kernel<T><<<1, kThreads, 0, s>>>(beta, k, block_flags, blocks, sc,
                                                         coef_out, host_state, host_status);

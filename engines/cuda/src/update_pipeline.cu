@@ -81,6 +81,7 @@ BatchConstants batch_constants(const Engine& e, const RhCudaHostBatch& b,
   k.use_history = k.l1 && e.committed.n_samples_seen > 0;
   k.fit_intercept = fit_intercept;
   k.float_lamm = k.l1 && e.dtype == RH_CUDA_DTYPE_FLOAT32;
+  k.max_iter = static_cast<int>(c.max_iter);
   k.pivot_epsilon = e.dtype_epsilon();
   return k;
 }
