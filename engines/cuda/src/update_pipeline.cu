@@ -93,12 +93,19 @@ struct ChunkSizes {
 
 // Iterations to queue before the first synchronisation of an update: as many as the engine's
 // previous update needed (the batches of one stream tend to need alike), capped where a wasted
-// iteration is dear: cuSOLVER (Newton above kSmallDenseMax) cannot skip its factorisation. Later
-// chunks: a few LAMM iterations (launches that return at once are cheap), Newton one or two.
-ChunkSizes chunk_sizes(const Engine& e, bool l1) {
+// iteration is dear: cuSOLVER (Newton above kSmallDenseMax) cannot skip its factorisation, nor
+// cuBLAS its Gram, so there the first chunk is at most 2, and 1 once the Gram alone (2 n P^2
+// flops) outweighs a synchronisation many times over (above kHeavyGramFlops, about 50 us on an
+// H200). Later chunks: a few LAMM iterations (launches that return at once are cheap), Newton
+// one or two.
+constexpr double kHeavyGramFlops = 2e9;
+
+ChunkSizes chunk_sizes(const Engine& e, bool l1, int64_t n_rows) {
   if (e.forced_chunk > 0) return {e.forced_chunk, e.forced_chunk};
   const bool cusolver = !l1 && e.P > kSmallDenseMax;
-  const int64_t cap = cusolver ? 2 : 8;
+  const double gram_flops = 2.0 * static_cast<double>(n_rows) * static_cast<double>(e.P) *
+                            static_cast<double>(e.P);
+  const int64_t cap = cusolver ? (gram_flops > kHeavyGramFlops ? 1 : 2) : 8;
   const int64_t hint = e.chunk_hint > 0 ? e.chunk_hint : (cusolver ? 2 : 4);
   return {std::min(hint, cap), l1 ? 4 : (cusolver ? 1 : 2)};
 }
@@ -116,7 +123,7 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
     reserve_rows(e.ws.gram_partials, int64_t{split.chunks} * P * P, sizeof(T), "Gram partials");
   }
 
-  const ChunkSizes chunks = chunk_sizes(e, c.penalty == RH_CUDA_PENALTY_L1);
+  const ChunkSizes chunks = chunk_sizes(e, c.penalty == RH_CUDA_PENALTY_L1, b.n_rows);
   UpdateContext<T> ctx{e,
                        place_batch<T>(e, b, location),
                        batch_constants(e, b, c, fit_intercept),
