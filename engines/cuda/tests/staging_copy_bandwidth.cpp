@@ -10,7 +10,9 @@
 // pinned -> device DMA alone, and registering the pageable source (cudaHostRegister) for one
 // DMA instead of staging it.
 #include <cuda_runtime.h>
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -34,6 +36,7 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+#if defined(__x86_64__)
 __attribute__((target("avx2"))) void copy_stream(char* dst, const char* src, size_t len) {
   // Head until dst is 32-byte aligned, 32-byte streaming stores, tail.
   const size_t head = std::min(len, (32 - reinterpret_cast<uintptr_t>(dst) % 32) % 32);
@@ -52,6 +55,9 @@ __attribute__((target("avx2"))) void copy_stream(char* dst, const char* src, siz
   _mm_sfence();
   std::memcpy(dst + i, src + i, len - i);
 }
+#else
+void copy_stream(char* dst, const char* src, size_t len) { std::memcpy(dst, src, len); }
+#endif
 
 double threaded_copy(char* dst, const char* src, size_t bytes, int threads, bool nt) {
   const size_t share = (bytes / threads + 63) & ~size_t{63};
@@ -123,7 +129,11 @@ int main(int argc, char** argv) {
     std::printf("  cudaHostRegister + DMA + cudaHostUnregister %.1f us (%.1f GB/s)\n",
                 median(registered), gb / median(registered));
   }
+#if defined(__x86_64__)
   const bool avx2 = __builtin_cpu_supports("avx2");
+#else
+  const bool avx2 = false;
+#endif
   std::printf("%8s %22s %22s %22s %22s\n", "threads", "memcpy GB/s", "memcpy +DMA GB/s",
               avx2 ? "stream GB/s" : "stream (no AVX2)", "stream +DMA GB/s");
   for (int threads : {1, 2, 4, 6, 8, 12, 16}) {
