@@ -4,18 +4,15 @@
 //
 //   staging_copy_bandwidth [MB [REPS]]
 //
-// For 1..16 threads, each copying a contiguous share of MB megabytes: memcpy, and a copy with
-// AVX2 non-temporal stores (where the CPU has AVX2), alone and while the DMA engine reads
-// another pinned buffer of the same size (the contention the staging pipeline sees). Also the
+// For 1..16 threads, each copying a contiguous share of MB megabytes: memcpy, and the engine's
+// streaming-store copy (streaming_copy.hpp; where the CPU has AVX2), alone and while the DMA
+// engine reads another pinned buffer of the same size (the contention the staging pipeline
+// sees). Also the
 // pinned -> device DMA alone, and registering the pageable source (cudaHostRegister) for one
 // DMA instead of staging it.
 #include <cuda_runtime.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -23,41 +20,13 @@
 #include <thread>
 #include <vector>
 
+#include "streaming_copy.hpp"
+#include "test_support.hpp"
+
+using rhtest::median;
+using rhtest::now_us;
+
 namespace {
-
-double now_us() {
-  return std::chrono::duration<double, std::micro>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-#if defined(__x86_64__)
-__attribute__((target("avx2"))) void copy_stream(char* dst, const char* src, size_t len) {
-  // Head until dst is 32-byte aligned, 32-byte streaming stores, tail.
-  const size_t head = std::min(len, (32 - reinterpret_cast<uintptr_t>(dst) % 32) % 32);
-  std::memcpy(dst, src, head);
-  size_t i = head;
-  for (; i + 128 <= len; i += 128) {
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 32));
-    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 64));
-    const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 96));
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), a);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 32), b);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 64), c);
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 96), d);
-  }
-  _mm_sfence();
-  std::memcpy(dst + i, src + i, len - i);
-}
-#else
-void copy_stream(char* dst, const char* src, size_t len) { std::memcpy(dst, src, len); }
-#endif
 
 double threaded_copy(char* dst, const char* src, size_t bytes, int threads, bool nt) {
   const size_t share = (bytes / threads + 63) & ~size_t{63};
@@ -68,7 +37,7 @@ double threaded_copy(char* dst, const char* src, size_t bytes, int threads, bool
     const size_t len = std::min(share, bytes - off);
     team.emplace_back([=] {
       if (nt) {
-        copy_stream(dst + off, src + off, len);
+        rh::copy_streaming(dst + off, src + off, len);
       } else {
         std::memcpy(dst + off, src + off, len);
       }
@@ -129,11 +98,7 @@ int main(int argc, char** argv) {
     std::printf("  cudaHostRegister + DMA + cudaHostUnregister %.1f us (%.1f GB/s)\n",
                 median(registered), gb / median(registered));
   }
-#if defined(__x86_64__)
-  const bool avx2 = __builtin_cpu_supports("avx2");
-#else
-  const bool avx2 = false;
-#endif
+  const bool avx2 = rh::cpu_has_streaming_copy();
   std::printf("%8s %22s %22s %22s %22s\n", "threads", "memcpy GB/s", "memcpy +DMA GB/s",
               avx2 ? "stream GB/s" : "stream (no AVX2)", "stream +DMA GB/s");
   for (int threads : {1, 2, 4, 6, 8, 12, 16}) {

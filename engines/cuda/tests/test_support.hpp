@@ -2,6 +2,8 @@
 // deterministic data generator, and the GPU-presence gate (exit 77 = ctest SKIP, with a reason).
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -14,6 +16,19 @@
 #include "rh_cuda.h"
 
 namespace rhtest {
+
+// For the timing tools: a monotonic clock in microseconds, and the median (0 for no samples).
+inline double now_us() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
 
 inline int& failures() {
   static int count = 0;
