@@ -82,6 +82,7 @@ class CopyWorkers {
     return *workers;
   }
 
+  // One part: the caller copies alone, without touching the team.
   void copy(char* dst, const char* src, size_t len, int parts) {
     if (parts <= 1) {
       copy_to_pinned(dst, src, len);
@@ -304,12 +305,7 @@ void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
       if (piece.bytes == 0) continue;
       const size_t len = rows * piece.bytes;
       const char* from = static_cast<const char*>(piece.from) + at * piece.bytes;
-      const int parts = copy_parts(e, len);
-      if (parts > 1) {
-        CopyWorkers::instance().copy(pinned + offset, from, len, parts);
-      } else {
-        copy_to_pinned(pinned + offset, from, len);
-      }
+      CopyWorkers::instance().copy(pinned + offset, from, len, copy_parts(e, len));
       check_cuda(cudaMemcpyAsync(static_cast<char*>(piece.to) + at * piece.bytes,
                                  pinned + offset, len, cudaMemcpyHostToDevice, e.stream),
                  "cudaMemcpyAsync (host batch)");
