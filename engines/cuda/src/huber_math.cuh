@@ -7,20 +7,11 @@
 
 namespace rh {
 
-// The solve is over and the finish queued now builds the state the host keeps: the host stops
-// at the same test (solve_newton, solve_lamm). Otherwise another chunk and finish follow, and a
-// finish may skip its work.
-__device__ __forceinline__ bool solve_ended(const DeviceScalars* sc) {
-  const int state = sc->state;
-  if (state == kInvalidData) return false;
-  return sc->iterations >= sc->max_iter || (state != kRunning && state != kNeedsFallback);
-}
-
 __device__ __forceinline__ bool should_run(const DeviceScalars* sc, int when) {
   const int state = sc->state;
   if (when == kRunWhileRunning) return state == kRunning;
   if (when == kRunWhileFresh) return state == kRunning || sc->fresh;
-  if (when == kRunWhenEnded) return solve_ended(sc);
+  if (when == kRunWhenEnded) return solve_ended(*sc);
   return state != kInvalidData;
 }
 

@@ -58,8 +58,8 @@ void solve_lamm(UpdateContext<T>& ctx) {
     ctx.enqueue_finish();
     ctx.wait_for_status();
     const DeviceScalars& s = ctx.status();
+    if (solve_ended(s)) return;
     done = s.iterations;
-    if (done >= ctx.max_iter || s.state != kRunning) return;
     chunk = ctx.later_chunk;
   }
 }

@@ -258,27 +258,34 @@ void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
                           int64_t row_grain,
                           const std::function<void(int64_t, int64_t)>& landed) {
   if (src.n <= 0) return;
-  const size_t y_bytes = src.y != nullptr ? src.elem : 0;
-  const size_t w_bytes = src.w != nullptr ? src.elem : 0;
+  // Per row: x_row_bytes of x, then one element of y and of w where given.
+  struct Piece {
+    void* to;
+    const void* from;
+    size_t row_bytes;
+  };
+  const Piece pieces[3] = {{dst.x, src.x, src.x_row_bytes},
+                           {dst.y, src.y, src.y != nullptr ? src.elem : 0},
+                           {dst.w, src.w, src.w != nullptr ? src.elem : 0}};
+  // Queues the DMA of rows [first, first + rows) of `piece` from `from` (the caller's array in
+  // plain mode, a pinned chunk otherwise).
+  auto dma = [&](const Piece& piece, const void* from, int64_t first, size_t rows) {
+    check_cuda(cudaMemcpyAsync(static_cast<char*>(piece.to) +
+                                   static_cast<size_t>(first) * piece.row_bytes,
+                               from, rows * piece.row_bytes, cudaMemcpyHostToDevice, e.stream),
+               "cudaMemcpyAsync (host batch)");
+  };
   if (e.staging == StagingMode::Plain) {
     // Pageable memory: the runtime copies it through its own staging before returning.
-    const size_t n = static_cast<size_t>(src.n);
-    check_cuda(cudaMemcpyAsync(dst.x, src.x, n * src.x_row_bytes, cudaMemcpyHostToDevice,
-                               e.stream),
-               "cudaMemcpyAsync (host batch, plain staging)");
-    if (y_bytes > 0) {
-      check_cuda(cudaMemcpyAsync(dst.y, src.y, n * y_bytes, cudaMemcpyHostToDevice, e.stream),
-                 "cudaMemcpyAsync (host targets, plain staging)");
-    }
-    if (w_bytes > 0) {
-      check_cuda(cudaMemcpyAsync(dst.w, src.w, n * w_bytes, cudaMemcpyHostToDevice, e.stream),
-                 "cudaMemcpyAsync (host weights, plain staging)");
+    for (const Piece& piece : pieces) {
+      if (piece.row_bytes > 0) dma(piece, piece.from, 0, static_cast<size_t>(src.n));
     }
     landed(0, src.n);
     return;
   }
   // Chunks of whole grains of rows, about chunk_bytes(total) each.
-  const size_t row_bytes = src.x_row_bytes + y_bytes + w_bytes;
+  size_t row_bytes = 0;
+  for (const Piece& piece : pieces) row_bytes += piece.row_bytes;
   const int64_t grain = row_grain > 0 ? row_grain : 1;
   const size_t target = chunk_bytes(row_bytes * static_cast<size_t>(src.n));
   int64_t chunk_rows = static_cast<int64_t>(target / row_bytes) / grain * grain;
@@ -290,26 +297,17 @@ void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
   int slot = 0;
   for (int64_t first = 0; first < src.n; first += chunk_rows, slot ^= 1) {
     const size_t rows = static_cast<size_t>(std::min(chunk_rows, src.n - first));
-    const size_t at = static_cast<size_t>(first);
     // The chunk is reused only after the DMAs that last read it have finished.
     check_cuda(cudaEventSynchronize(e.chunk_events[slot]), "cudaEventSynchronize");
     char* pinned = e.ws.host_chunks[slot].as<char>();
-    struct Piece {
-      void* to;
-      const void* from;
-      size_t bytes;
-    } pieces[3] = {{dst.x, src.x, src.x_row_bytes}, {dst.y, src.y, y_bytes},
-                   {dst.w, src.w, w_bytes}};
-    size_t offset = 0;
     for (const Piece& piece : pieces) {
-      if (piece.bytes == 0) continue;
-      const size_t len = rows * piece.bytes;
-      const char* from = static_cast<const char*>(piece.from) + at * piece.bytes;
-      CopyWorkers::instance().copy(pinned + offset, from, len, copy_parts(e, len));
-      check_cuda(cudaMemcpyAsync(static_cast<char*>(piece.to) + at * piece.bytes,
-                                 pinned + offset, len, cudaMemcpyHostToDevice, e.stream),
-                 "cudaMemcpyAsync (host batch)");
-      offset += len;
+      if (piece.row_bytes == 0) continue;
+      const size_t len = rows * piece.row_bytes;
+      const char* from =
+          static_cast<const char*>(piece.from) + static_cast<size_t>(first) * piece.row_bytes;
+      CopyWorkers::instance().copy(pinned, from, len, copy_parts(e, len));
+      dma(piece, pinned, first, rows);
+      pinned += len;
     }
     check_cuda(cudaEventRecord(e.chunk_events[slot], e.stream), "cudaEventRecord");
     landed(first, first + static_cast<int64_t>(rows));

@@ -70,8 +70,8 @@ void solve_newton(UpdateContext<T>& ctx) {
     ctx.enqueue_finish();
     ctx.wait_for_status();
     const DeviceScalars& s = ctx.status();
+    if (solve_ended(s)) return;
     done = s.iterations;
-    if (done >= ctx.max_iter || (s.state != kRunning && s.state != kNeedsFallback)) return;
     // A refused attempt stopped its iteration before the step: that iteration is solved on the
     // host (LU, then SVD), and the Cholesky path resumes with the next one.
     host_solve = !ctx.information_symmetric || s.state == kNeedsFallback;

@@ -268,10 +268,11 @@ __global__ void predict_kernel(RowView<T> rows, const T* coef, T* out) {
 
 }  // namespace
 
-// Launches kernel<T, 1>, kernel<T, 8> or kernel<T, 32> over the row grid of the batch.
-#define RH_LAUNCH_ROWS(kernel, T, rows, s, ...)                                             \
+// Launches kernel<T, 1>, kernel<T, 8> or kernel<T, 32> (the batch's row team) on `blocks`
+// blocks; RH_LAUNCH_ROWS on the row grid of the batch.
+#define RH_LAUNCH_TEAMS(kernel, T, rows, blocks, s, ...)                                    \
   do {                                                                                      \
-    const int blocks_ = row_blocks((rows).n, (rows).ncols_x);                               \
+    const int blocks_ = (blocks);                                                           \
     const int team_ = row_team((rows).ncols_x);                                             \
     if (team_ == 32) {                                                                      \
       kernel<T, 32><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__);                              \
@@ -283,25 +284,17 @@ __global__ void predict_kernel(RowView<T> rows, const T* coef, T* out) {
     check_launch(#kernel);                                                                  \
   } while (0)
 
+#define RH_LAUNCH_ROWS(kernel, T, rows, s, ...) \
+  RH_LAUNCH_TEAMS(kernel, T, rows, row_blocks((rows).n, (rows).ncols_x), s, __VA_ARGS__)
+
 template <class T>
 void launch_validate_rows(const RowView<T>& rows, int first_tile, int end_tile,
                           double* weight_partials, unsigned long long* bad_partials,
                           cudaStream_t s) {
   if (end_tile <= first_tile) return;
-  const int64_t tile_rows = validation_tile_rows(rows.n, rows.ncols_x);
-  const int team = row_team(rows.ncols_x);
-  const int blocks = end_tile - first_tile;
-  if (team == 32) {
-    validate_rows_kernel<T, 32><<<blocks, kThreads, 0, s>>>(rows, tile_rows, first_tile,
-                                                            weight_partials, bad_partials);
-  } else if (team == 8) {
-    validate_rows_kernel<T, 8><<<blocks, kThreads, 0, s>>>(rows, tile_rows, first_tile,
-                                                           weight_partials, bad_partials);
-  } else {
-    validate_rows_kernel<T, 1><<<blocks, kThreads, 0, s>>>(rows, tile_rows, first_tile,
-                                                           weight_partials, bad_partials);
-  }
-  check_launch("validate_rows_kernel");
+  RH_LAUNCH_TEAMS(validate_rows_kernel, T, rows, end_tile - first_tile, s, rows,
+                  validation_tile_rows(rows.n, rows.ncols_x), first_tile, weight_partials,
+                  bad_partials);
 }
 
 template <class T>

@@ -92,6 +92,22 @@ struct DeviceScalars {
   int max_iter;          // the update's iteration limit (set with the rest at the start)
 };
 
+#if defined(__CUDACC__)
+#define RH_HOST_DEVICE __host__ __device__
+#else
+#define RH_HOST_DEVICE
+#endif
+
+// The solve is over (converged, stalled, non-finite, or max_iter iterations ran), so the finish
+// queued after this chunk builds the state the host keeps. One rule for both sides: the host
+// stops queueing chunks on it (solve_newton, solve_lamm) and the commit kernels and the finish's
+// row pass skip their work unless it holds. kNeedsFallback: the host solves the refused
+// iteration and the solve goes on; kInvalidData: the host refuses the batch first.
+inline RH_HOST_DEVICE bool solve_ended(const DeviceScalars& s) {
+  if (s.state == kInvalidData) return false;
+  return s.iterations >= s.max_iter || (s.state != kRunning && s.state != kNeedsFallback);
+}
+
 constexpr unsigned long long kNoIndex = ~0ull;
 // Kinds of bad value the validation pass looks for: non-finite x, y, w, and negative w.
 constexpr int kBadKinds = 4;

@@ -619,7 +619,7 @@ template <class T>
 __global__ void commit_information_kernel(const double* J, const T* gram, int64_t P,
                                           const DeviceScalars* sc, T* info_out, T* host_info,
                                           int* block_flags) {
-  if (!solve_ended(sc)) {
+  if (!solve_ended(*sc)) {
     if (threadIdx.x == 0) block_flags[blockIdx.x] = 0;
     return;
   }
@@ -652,7 +652,7 @@ __global__ void commit_coefficients_kernel(const double* beta, BatchConstants k,
   __shared__ double shared[kThreads];
   double l1 = 0.0;
   int bad = 0;
-  const bool ended = solve_ended(sc);
+  const bool ended = solve_ended(*sc);
   for (int64_t j = threadIdx.x; ended && j < k.P; j += kThreads) {
     const T value = static_cast<T>(beta[j]);
     coef_out[j] = value;

@@ -588,6 +588,25 @@ void set_env(const char* name, const char* value) {
   }
 }
 
+// The host staging settings the staging tests run under (RH_CUDA_STAGING and
+// RH_CUDA_STAGING_THREADS; null: unset), and an engine created under one of them.
+struct StagingMode {
+  const char* staging;
+  const char* threads;
+};
+constexpr StagingMode kStagingModes[] = {
+    {nullptr, nullptr}, {"pinned", "1"}, {"pinned", "3"}, {"plain", nullptr}};
+
+RhCudaEngine* create_with_staging(const RhCudaEngineOptions& o, const StagingMode& m) {
+  set_env("RH_CUDA_STAGING", m.staging);
+  set_env("RH_CUDA_STAGING_THREADS", m.threads);
+  RhCudaEngine* e = nullptr;
+  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+  set_env("RH_CUDA_STAGING", nullptr);
+  set_env("RH_CUDA_STAGING_THREADS", nullptr);
+  return e;
+}
+
 void test_staged_host_input_equals_device_input() {
   // Larger than the old 8 MB chunk and many of the adaptive ones; odd lengths, weights.
   const Case cases[] = {
@@ -595,11 +614,6 @@ void test_staged_host_input_equals_device_input() {
                 RH_CUDA_PENALTY_NONE, true, 41),
       make_case("f32 l1 20001 x 40", RH_CUDA_DTYPE_FLOAT32, 20001, 40, true, 0,
                 RH_CUDA_PENALTY_L1, false, 42)};
-  struct Mode {
-    const char* staging;
-    const char* threads;
-  };
-  const Mode modes[] = {{nullptr, nullptr}, {"pinned", "1"}, {"pinned", "3"}, {"plain", nullptr}};
   for (const Case& c : cases) {
     const DeviceBatchCopy device(c.view(), c.elem(), c.name);
     Outcome want;
@@ -619,14 +633,8 @@ void test_staged_host_input_equals_device_input() {
       cudaFree(out);
       RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
     }
-    for (const Mode& m : modes) {
-      set_env("RH_CUDA_STAGING", m.staging);
-      set_env("RH_CUDA_STAGING_THREADS", m.threads);
-      RhCudaEngineOptions o = options(c.dtype, c.P(), c.flags);
-      RhCudaEngine* e = nullptr;
-      RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
-      set_env("RH_CUDA_STAGING", nullptr);
-      set_env("RH_CUDA_STAGING_THREADS", nullptr);
+    for (const StagingMode& m : kStagingModes) {
+      RhCudaEngine* e = create_with_staging(options(c.dtype, c.P(), c.flags), m);
       if (e == nullptr) continue;
       const Outcome got = update(e, c);
       if (!same_bits(got, want)) {
@@ -679,19 +687,8 @@ void test_staged_chunks_report_the_first_bad_value() {
   b.w[n - 2] = std::numeric_limits<double>::quiet_NaN();
   cases.push_back({"NaN weight late, negative early",
                    "sample_weight has a non-finite value at index 39998", b});
-  struct Mode {
-    const char* staging;
-    const char* threads;
-  };
-  const Mode modes[] = {{nullptr, nullptr}, {"pinned", "1"}, {"pinned", "3"}, {"plain", nullptr}};
-  for (const Mode& m : modes) {
-    set_env("RH_CUDA_STAGING", m.staging);
-    set_env("RH_CUDA_STAGING_THREADS", m.threads);
-    RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, p + 1);
-    RhCudaEngine* e = nullptr;
-    RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
-    set_env("RH_CUDA_STAGING", nullptr);
-    set_env("RH_CUDA_STAGING_THREADS", nullptr);
+  for (const StagingMode& m : kStagingModes) {
+    RhCudaEngine* e = create_with_staging(options(RH_CUDA_DTYPE_FLOAT64, p + 1), m);
     if (e == nullptr) continue;
     RhCudaDiagnostics d = diagnostics();
     const RhCudaHostBatch first = good.view(true);
