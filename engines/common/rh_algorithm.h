@@ -1,0 +1,84 @@
+/*
+ * rh_algorithm.h -- the algorithm's constants and scalar formulas, in one place for every
+ * engine (docs/algorithm.md is their contract). Header-only, so it serves C (librh_cpu), host
+ * C++ and CUDA device code (librh_cuda) alike; the NumPy reference states the same numbers in
+ * python/renewable_huber/core and the tests compare them.
+ */
+#ifndef RH_ALGORITHM_H
+#define RH_ALGORITHM_H
+
+#include <math.h>
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define RH_ALGORITHM_FN static inline __host__ __device__
+#else
+#define RH_ALGORITHM_FN static inline
+#endif
+
+/* ---------------------------------------------------------------------------- constants */
+
+/* Newton's line search: t = 1, 1/2, ..., 2^-26 (the next halving would fall below 1e-8). */
+#define RH_LINE_SEARCH_TRIALS 27
+/* LAMM: phi, 2 phi, ..., 2^39 phi; then RH_LAMM_BOUND_ATTEMPTS more from
+ * max(phi, rh_lamm_phi_bound(...)), doubling on rejection. */
+#define RH_LAMM_ATTEMPTS 40
+#define RH_LAMM_BOUND_ATTEMPTS 8
+/* Absolute slack on LAMM's majorisation test, so rounding in f cannot reject an exact
+ * majoriser. */
+#define RH_LAMM_SLACK 1e-12
+/* phi after an accepted LAMM step: max(phi / 2, RH_LAMM_PHI_FLOOR). */
+#define RH_LAMM_PHI_FLOOR 1e-8
+/* A solve whose every step was rejected ends converged when the decrease its last step
+ * predicted is at most RH_ROUNDING_FLOOR_FACTOR * eps * |F| (eps of the working dtype): no
+ * representable step can then decrease f measurably. */
+#define RH_ROUNDING_FLOOR_FACTOR 64.0
+
+/* ----------------------------------------------------------------------------- formulas */
+
+/* h = min(bandwidth_scale / (sqrt(N) ln(max(p, 2))), tau). */
+RH_ALGORITHM_FN double rh_bandwidth(double bandwidth_scale, double total_weight,
+                                    int64_t n_features_in, double tau) {
+  const double log_p = log(n_features_in > 2 ? (double)n_features_in : 2.0);
+  const double h = bandwidth_scale / (sqrt(total_weight) * log_p);
+  return h < tau ? h : tau;
+}
+
+/* lambda = lambda_scale tau sqrt(ln(max(p, 2)) / N) for L1, 0 otherwise. */
+RH_ALGORITHM_FN double rh_lambda(int l1, double lambda_scale, double tau, double total_weight,
+                                 int64_t n_features_in) {
+  if (!l1) {
+    return 0.0;
+  }
+  const double log_p = log(n_features_in > 2 ? (double)n_features_in : 2.0);
+  return lambda_scale * tau * sqrt(log_p / total_weight);
+}
+
+/* The majoriser's row weight (before the sample weight) for Newton's fallback step:
+ * max(c(r), min(1, tau / |r|)). min(1, tau / |r|) = psi(r) / r is the weight of the quadratic
+ * that touches rho at r from above (rho is concave in r^2), so any weight at least as large
+ * majorises f; taking c where it is larger keeps the step a Newton step on rows inside the
+ * quadratic zone. `curvature` is c(r) as the engine computed it. */
+RH_ALGORITHM_FN double rh_majoriser_weight(double r, double tau, double curvature) {
+  const double a = fabs(r);
+  const double irls = a <= tau ? 1.0 : tau / a;
+  return curvature > irls ? curvature : irls;
+}
+
+/* 1 when a predicted decrease of f (>= 0) is within rounding of F: RH_ROUNDING_FLOOR_FACTOR
+ * eps |F|, eps the working dtype's machine epsilon. */
+RH_ALGORITHM_FN int rh_within_rounding(double predicted_decrease, double objective, double eps) {
+  return predicted_decrease <= RH_ROUNDING_FLOOR_FACTOR * eps * fabs(objective);
+}
+
+/* LAMM's curvature bound, the least phi of the attempts after the 40th rejection:
+ * (sum_i w_i ||x_i||^2 + trace J) / N >= the largest eigenvalue of f's Hessian (rho'' <= 1,
+ * J positive semi-definite). sum_w_x2 includes the appended intercept column (w_i each). */
+RH_ALGORITHM_FN double rh_lamm_phi_bound(double sum_w_x2, double trace_information,
+                                         double total_weight) {
+  return (sum_w_x2 + trace_information) / total_weight;
+}
+
+#undef RH_ALGORITHM_FN
+
+#endif /* RH_ALGORITHM_H */

@@ -1,0 +1,39 @@
+"""The algorithm's constants and scalar rules (docs/algorithm.md, "Solvers"), stated once for
+the reference core. engines/common/rh_algorithm.h states the same for the C and CUDA engines,
+and a test keeps the two equal."""
+
+from __future__ import annotations
+
+# Newton's line search: t = 1, 1/2, ..., 2^-26 (the next halving would fall below 1e-8).
+LINE_SEARCH_TRIALS = 27
+# LAMM: phi, 2 phi, ..., 2^39 phi, then LAMM_BOUND_ATTEMPTS more from max(phi, the curvature
+# bound), doubling on rejection.
+LAMM_ATTEMPTS = 40
+LAMM_BOUND_ATTEMPTS = 8
+# Absolute slack on LAMM's majorisation test, so rounding in f cannot reject an exact majoriser.
+LAMM_SLACK = 1e-12
+LAMM_PHI_FLOOR = 1e-8
+# A solve whose every step was rejected is converged when the decrease its last step predicted
+# is at most ROUNDING_FLOOR_FACTOR * eps * |F|.
+ROUNDING_FLOOR_FACTOR = 64.0
+
+
+def within_rounding(predicted_decrease: float, objective: float, eps: float) -> bool:
+    """No representable step can decrease f measurably: the decrease predicted for the last
+    rejected step is within ROUNDING_FLOOR_FACTOR * eps * |F|."""
+    return predicted_decrease <= ROUNDING_FLOOR_FACTOR * eps * abs(objective)
+
+
+def majoriser_weights(xp, r, tau: float, curvature):
+    """max(c(r), min(1, tau / |r|)) per row: psi(r)/r is the weight of the quadratic touching
+    rho at r from above (rho is concave in r^2), so any larger weight majorises f; where c is
+    larger (inside the quadratic zone) the fallback step is the Newton step."""
+    magnitude = xp.abs(r)
+    # tau / |r| only where |r| > tau, so a zero residual never divides.
+    irls = xp.where(magnitude > tau, tau / xp.where(magnitude > tau, magnitude, tau), 1.0)
+    return xp.maximum(curvature, irls.astype(r.dtype, copy=False))
+
+
+def lamm_phi_bound(sum_w_x2: float, trace_information: float, total_weight: float) -> float:
+    """(sum_i w_i ||x_i||^2 + trace J) / N: at least the largest eigenvalue of f's Hessian."""
+    return (sum_w_x2 + trace_information) / total_weight
