@@ -29,18 +29,19 @@ static int is_bitwise_symmetric(const double* a, int64_t P) {
   return 1;
 }
 
-/* L (lower, in l) with a = L L'; 0 when a pivot is not positive or the pivots are too
- * unequal. */
+/* L (lower, in l) with a = L L'; 0 when a squared pivot is not positive or not above
+ * 64 P eps times its own column's diagonal (docs/decisions.md: the share of the column left
+ * after projecting out the earlier ones, a test invariant under diagonal scaling). */
 static int cholesky(const double* a, int64_t P, double eps, double* l) {
   memcpy(l, a, (size_t)(P * P) * sizeof(double));
-  double largest = 0.0, smallest = INFINITY;
+  const double floor = 64.0 * (double)P * eps;
   for (int64_t j = 0; j < P; ++j) {
     double* lj = l + j * P;
     double diag = lj[j];
     for (int64_t k = 0; k < j; ++k) {
       diag -= lj[k] * lj[k];
     }
-    if (!(diag > 0.0)) {
+    if (!(diag > floor * a[j * P + j])) {
       return 0;
     }
     double pivot = sqrt(diag);
@@ -53,10 +54,8 @@ static int cholesky(const double* a, int64_t P, double eps, double* l) {
       }
       li[j] = v / pivot;
     }
-    largest = diag > largest ? diag : largest;
-    smallest = diag < smallest ? diag : smallest;
   }
-  return smallest > 64.0 * (double)P * eps * largest;
+  return 1;
 }
 
 static void cholesky_solve(const double* l, int64_t P, const double* b, double* x) {

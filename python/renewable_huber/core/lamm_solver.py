@@ -1,44 +1,70 @@
-"""LAMM proximal gradient for penalty "l1" (spec/ALGORITHM.md, "L1 solver"; Fan, Liu, Sun &
-Zhang 2018): a quadratic majoriser with curvature phi, doubled until it majorises f."""
+"""LAMM proximal gradient for penalty "l1" (Fan, Liu, Sun & Zhang 2018), as docs/algorithm.md
+("Penalised") fixes it: a quadratic majoriser with curvature phi, doubled until it majorises f,
+and after 40 rejections attempts from the curvature bound of f's Hessian, so no scale of the
+data can exhaust the doublings before phi majorises."""
 
 from __future__ import annotations
+
+import numpy
 
 from .convergence import step_converged
 from .huber import soft_threshold
 from .objective import RenewableProblem, gradient, objective, residual
+from .rules import (
+    LAMM_ATTEMPTS,
+    LAMM_BOUND_ATTEMPTS,
+    LAMM_PHI_FLOOR,
+    LAMM_SLACK,
+    lamm_phi_bound,
+    within_rounding,
+)
 from .solver_result import SolverResult
 
-MAJORISATION_ATTEMPTS = 40
-# Absolute slack on the majorisation test, so rounding in f cannot reject an exact majoriser.
-MAJORISATION_SLACK = 1e-12
-PHI_FLOOR = 1e-8
+
+def curvature_bound(problem: RenewableProblem) -> float:
+    """(sum_i w_i ||x_i||^2 + trace J) / N, summed in double."""
+    xp = problem.xp
+    X = problem.X.astype(xp.float64, copy=False)
+    w = problem.w.astype(xp.float64, copy=False)
+    sum_w_x2 = float(w @ xp.sum(X * X, axis=1))
+    trace = float(xp.trace(problem.information.astype(xp.float64, copy=False)))
+    return lamm_phi_bound(sum_w_x2, trace, problem.weight_sum)
 
 
 def solve_lamm(problem: RenewableProblem, max_iter: int, tol: float) -> SolverResult:
     xp = problem.xp
+    eps = float(numpy.finfo(problem.dtype).eps)
     beta = problem.beta0
     r = residual(problem, beta)
     F = objective(problem, beta, r)
     phi = 1.0
+    bound = None  # computed the first time 40 attempts are rejected
     for iteration in range(1, max_iter + 1):
         g = gradient(problem, beta, r)
         accepted = None
-        for _ in range(MAJORISATION_ATTEMPTS):
+        for attempt in range(LAMM_ATTEMPTS + LAMM_BOUND_ATTEMPTS):
+            if attempt == LAMM_ATTEMPTS:
+                if bound is None:
+                    bound = curvature_bound(problem)
+                phi = max(phi, bound)
             # The mask zeroes the intercept's threshold: it is never penalised.
             threshold = (problem.lambda_value / phi) * problem.mask
             candidate = soft_threshold(xp, beta - g / phi, threshold)
             step = candidate - beta
-            majoriser = F + float(g @ step) + 0.5 * phi * float(step @ step)
+            squared = float(step @ step)
+            majoriser = F + float(g @ step) + 0.5 * phi * squared
             candidate_r = residual(problem, candidate)
             candidate_F = objective(problem, candidate, candidate_r)
-            if candidate_F <= majoriser + MAJORISATION_SLACK:
+            if candidate_F <= majoriser + LAMM_SLACK:
                 accepted = candidate, candidate_r, candidate_F
                 break
             phi *= 2.0
         if accepted is None:
-            return SolverResult(beta, r, iteration, False, F)
+            # phi was doubled after the last rejected attempt: its model used phi / 2.
+            converged = within_rounding(0.25 * phi * squared, F, eps)
+            return SolverResult(beta, r, iteration, converged, F)
         beta, r, F = accepted
-        phi = max(phi / 2.0, PHI_FLOOR)
+        phi = max(phi / 2.0, LAMM_PHI_FLOOR)
         if step_converged(xp, step, beta, tol):
             return SolverResult(beta, r, iteration, True, F)
     return SolverResult(beta, r, max_iter, False, F)

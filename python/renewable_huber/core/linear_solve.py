@@ -55,8 +55,14 @@ def cholesky_solve(xp, A, b):
         L = xp.linalg.cholesky(A)
     except numpy.linalg.LinAlgError:
         return None
-    diagonal = xp.diagonal(L)
-    if not _pivots_acceptable(xp, diagonal * diagonal, _pivot_floor(A.dtype, A.shape[0])):
+    # Each squared pivot against its own column's diagonal: the share of that column left
+    # once the earlier ones are projected out. The test is invariant under diagonal scaling,
+    # so features in raw units (1e5 next to the intercept's 1) are not taken for collinear.
+    pivots = xp.diagonal(L) ** 2
+    diagonal = xp.diagonal(A)
+    if not bool(xp.all(xp.isfinite(pivots))):
+        return None
+    if not bool(xp.all(pivots > _pivot_floor(A.dtype, A.shape[0]) * diagonal)):
         return None
     return _solve_triangular(xp, L.T, _solve_triangular(xp, L, b))
 

@@ -1,38 +1,64 @@
-"""Damped Newton for penalty "none" (spec/ALGORITHM.md, "Unpenalised solver")."""
+"""Damped Newton for penalty "none", with the majoriser fallback of docs/algorithm.md
+("Unpenalised"): when no halving of the Newton step decreases f, the same iteration retries
+with a matrix that majorises f, whose step decreases f wherever beta is not optimal."""
 
 from __future__ import annotations
 
+import numpy
+
 from .convergence import step_converged
+from .gram import weighted_gram
+from .huber import smoothed_curvature
 from .linear_solve import solve_linear
 from .objective import RenewableProblem, gradient, hessian, objective, residual
+from .rules import LINE_SEARCH_TRIALS, majoriser_weights, within_rounding
 from .solver_result import SolverResult
 
-# t = 1, 1/2, ..., 2^-26: the spec's 27 trials (the next halving would fall below 1e-8).
-LINE_SEARCH_TRIALS = 27
+
+def majoriser_matrix(problem: RenewableProblem, r):
+    """M = [X' diag(w m(r)) X + J] / N + ridge I, m = max(c(r), min(1, tau / |r|))."""
+    xp = problem.xp
+    curvature = smoothed_curvature(xp, r, problem.tau, problem.bandwidth)
+    weights = problem.w * majoriser_weights(xp, r, problem.tau, curvature)
+    m = (weighted_gram(xp, problem.X, weights) + problem.information) / problem.weight_sum
+    if problem.ridge != 0.0:
+        m = m + problem.ridge * xp.eye(problem.n_parameters, dtype=problem.dtype)
+    return m
+
+
+def _line_search(problem: RenewableProblem, beta, F: float, direction):
+    """The first of beta - t d, t = 1, 1/2, ..., 2^-26, with f <= F (plain non-increase, no
+    slope term: the contract fixes this acceptance rule), as (beta, r, F); None when all fail."""
+    t = 1.0
+    for _ in range(LINE_SEARCH_TRIALS):
+        candidate = beta - t * direction
+        candidate_r = residual(problem, candidate)
+        candidate_F = objective(problem, candidate, candidate_r)
+        if candidate_F <= F:
+            return candidate, candidate_r, candidate_F
+        t *= 0.5
+    return None
 
 
 def solve_newton(problem: RenewableProblem, max_iter: int, tol: float) -> SolverResult:
     xp = problem.xp
+    eps = float(numpy.finfo(problem.dtype).eps)
     beta = problem.beta0
     r = residual(problem, beta)
     F = objective(problem, beta, r)
     used_fallback = False
     for iteration in range(1, max_iter + 1):
-        solution = solve_linear(xp, hessian(problem, beta, r), gradient(problem, beta, r))
+        g = gradient(problem, beta, r)
+        solution = solve_linear(xp, hessian(problem, beta, r), g)
         used_fallback = used_fallback or solution.used_regularized_fallback
-        accepted = None
-        t = 1.0
-        for _ in range(LINE_SEARCH_TRIALS):
-            candidate = beta - t * solution.x
-            candidate_r = residual(problem, candidate)
-            candidate_F = objective(problem, candidate, candidate_r)
-            # Plain non-increase, no Armijo slope term: the spec fixes this acceptance rule.
-            if candidate_F <= F:
-                accepted = candidate, candidate_r, candidate_F
-                break
-            t *= 0.5
+        accepted = _line_search(problem, beta, F, solution.x)
         if accepted is None:
-            return SolverResult(beta, r, iteration, False, F, used_fallback)
+            solution = solve_linear(xp, majoriser_matrix(problem, r), g)
+            used_fallback = used_fallback or solution.used_regularized_fallback
+            accepted = _line_search(problem, beta, F, solution.x)
+        if accepted is None:
+            converged = within_rounding(0.5 * float(g @ solution.x), F, eps)
+            return SolverResult(beta, r, iteration, converged, F, used_fallback)
         step = accepted[0] - beta
         beta, r, F = accepted
         if step_converged(xp, step, beta, tol):
