@@ -67,16 +67,22 @@ void launch_assemble_hessian(const T* gram, const double* J, const BatchConstant
 template <class T>
 void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, T* out, cudaStream_t s);
 // P <= kSmallDenseMax, while running: assemble H, factor it (Cholesky), set factor_ok with the
-// same test as launch_check_factor (refused: kNeedsFallback), solve H dir = g and form
+// same test as launch_check_cholesky (refused: kNeedsFallback), solve H dir = g and form
 // jdir = J dir, in one single-block kernel.
 template <class T>
 void launch_small_cholesky_solve(const T* gram, const double* J, const BatchConstants& k,
                                  DeviceScalars* sc, const double* g, double* dir, double* jdir,
                                  cudaStream_t s);
-// While running: accepts a factor when info == 0 and min diag^2 > 64 P eps max diag^2
-// (squared: Cholesky). A refused Cholesky attempt moves the state to kNeedsFallback.
-void launch_check_factor(const double* factor, const int* info, int64_t P, bool squared,
-                         double eps, bool attempt, DeviceScalars* sc, cudaStream_t s);
+// While running, on cuSOLVER's Cholesky factor of H = (G + J) / N + ridge I: accepts it when
+// info == 0 and every squared pivot exceeds 64 P eps times H's own diagonal entry (recomputed
+// from gram and J); a refused attempt moves the state to kNeedsFallback.
+template <class T>
+void launch_check_cholesky(const double* factor, const int* info, const T* gram, const double* J,
+                           const BatchConstants& k, DeviceScalars* sc, cudaStream_t s);
+// While running, on an LU factor: sets factor_ok when info == 0 and
+// min |u_ii| > 64 P eps max |u_ii|.
+void launch_check_factor(const double* factor, const int* info, int64_t P, double eps,
+                         DeviceScalars* sc, cudaStream_t s);
 // kNeedsFallback -> kRunning, before the host-driven LU/SVD iteration.
 void launch_resume(DeviceScalars* sc, cudaStream_t s);
 // out = A v while running.

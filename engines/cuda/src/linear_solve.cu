@@ -45,8 +45,8 @@ void enqueue_cholesky_attempt(UpdateContext<T>& ctx) {
                                   n, e.ws.solver_work.as<double>(), e.solver_work_elems,
                                   e.ws.solver_info.as<int>()),
                  "cusolverDnDpotrf");
-  launch_check_factor(e.ws.hessian.as<double>(), e.ws.solver_info.as<int>(), ctx.k.P, true,
-                      ctx.k.pivot_epsilon, true, ctx.device_scalars(), e.stream);
+  launch_check_cholesky<T>(e.ws.hessian.as<double>(), e.ws.solver_info.as<int>(), ctx.gram(),
+                           ctx.information64(), ctx.k, ctx.device_scalars(), e.stream);
 }
 
 template <class T>
@@ -77,8 +77,7 @@ void solve_without_cholesky(UpdateContext<T>& ctx) {
   check_cusolver(cusolverDnDgetrf(e.solver, n, n, H, n, e.ws.solver_work.as<double>(),
                                   e.ws.pivots.as<int>(), info),
                  "cusolverDnDgetrf");
-  launch_check_factor(H, info, ctx.k.P, false, ctx.k.pivot_epsilon, false, ctx.device_scalars(),
-                      e.stream);
+  launch_check_factor(H, info, ctx.k.P, ctx.k.pivot_epsilon, ctx.device_scalars(), e.stream);
   ctx.enqueue_readback();
   ctx.wait_for_status();
   if (ctx.status().factor_ok) {

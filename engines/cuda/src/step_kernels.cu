@@ -193,10 +193,11 @@ __global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int
 
 // Small symmetric systems (P <= kSmallDenseMax) in one block and shared memory: assembles
 // H = (G + J) / N + ridge I, factors H = U'U (upper, row-major), applies the same acceptance
-// test as check_factor_kernel (every pivot positive and finite, min pivot > 64 P eps max pivot;
-// a pivot is the squared diagonal of U) and, on the same data, solves H dir = g and forms
+// test as check_cholesky_kernel (every pivot finite and above 64 P eps times its own column's
+// diagonal of H; a pivot is the squared diagonal of U) and, on the same data, solves H dir = g
+// and forms
 // jdir = J dir for the line search. One __syncthreads per column. A refused factor moves the
-// state to kNeedsFallback, exactly as check_factor_kernel does after cuSOLVER's potrf.
+// state to kNeedsFallback, exactly as check_cholesky_kernel does after cuSOLVER's potrf.
 template <class T>
 __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, BatchConstants k,
                                             DeviceScalars* sc, const double* g, double* dir,
@@ -208,6 +209,7 @@ __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, Batc
   double* pivots = A + P * P;  // P
   double* r = pivots + P;      // P: right-hand side, then forward-substitution residual
   double* z = r + P;           // P: U' z = g
+  double* diagonal = z + P;    // P: H's diagonal, for the pivot test
   const int tid = threadIdx.x;
   const int nthreads = blockDim.x;
   const double inv_n = 1.0 / sc->total_weight;
@@ -218,6 +220,7 @@ __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, Batc
       const double value = (static_cast<double>(gram[i + static_cast<int64_t>(j) * P]) +
                             J[static_cast<int64_t>(i) * P + j]) * inv_n;
       A[idx] = i == j ? value + k.ridge : value;
+      if (i == j) diagonal[i] = A[idx];
     }
   }
   for (int i = tid; i < P; i += nthreads) r[i] = g[i];
@@ -278,22 +281,49 @@ __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, Batc
     if (lane == 0) jdir[j] = acc;
   }
   if (tid == 0) {
-    double lo = INFINITY, hi = 0.0;
-    int ok = 1;
+    const double floor = 64.0 * static_cast<double>(P) * k.pivot_epsilon;
+    int accepted = 1;
     for (int i = 0; i < P; ++i) {
       const double d = pivots[i];
-      if (!(d > 0.0) || !isfinite(d)) ok = 0;
-      lo = fmin(lo, d);
-      hi = fmax(hi, d);
+      if (!isfinite(d) || !(d > floor * diagonal[i])) accepted = 0;
     }
-    const int accepted = ok && lo > 64.0 * static_cast<double>(P) * k.pivot_epsilon * hi;
     sc->factor_ok = accepted;
     if (!accepted) sc->state = kNeedsFallback;
   }
 }
 
+// Cholesky (cuSOLVER's factor): every squared pivot finite and above 64 P eps times its own
+// column's diagonal of H, recomputed from G and J exactly as the assembly formed it (potrf
+// overwrote H): the share of the column left after projecting out the earlier ones, a test
+// that rescaling a column does not change (docs/decisions.md).
+template <class T>
+__global__ void check_cholesky_kernel(const double* factor, const int* info, const T* gram,
+                                      const double* J, BatchConstants k, DeviceScalars* sc) {
+  if (sc->state != kRunning) return;
+  __shared__ int refused_shared;
+  if (threadIdx.x == 0) refused_shared = 0;
+  __syncthreads();
+  const int64_t P = k.P;
+  const double inv_n = 1.0 / sc->total_weight;
+  const double floor = 64.0 * static_cast<double>(P) * k.pivot_epsilon;
+  for (int64_t j = threadIdx.x; j < P; j += kThreads) {
+    const double root = factor[j + j * P];
+    const double pivot = root * root;
+    const double diagonal =
+        (static_cast<double>(gram[j + j * P]) + J[j * P + j]) * inv_n + k.ridge;
+    if (!isfinite(pivot) || !(pivot > floor * diagonal)) refused_shared = 1;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int accepted = *info == 0 && !refused_shared;
+    sc->factor_ok = accepted;
+    if (!accepted) sc->state = kNeedsFallback;
+  }
+}
+
+// LU (the host-driven fallback): every pivot finite, min |u_ii| > 64 P eps max |u_ii|.
 __global__ void check_factor_kernel(const double* factor, const int* info, int64_t P,
-                                    int squared, double eps, int attempt, DeviceScalars* sc) {
+                                    double eps, DeviceScalars* sc) {
   if (sc->state != kRunning) return;
   __shared__ double lo_shared[kThreads];
   __shared__ double hi_shared[kThreads];
@@ -302,9 +332,8 @@ __global__ void check_factor_kernel(const double* factor, const int* info, int64
   double hi = 0.0;
   int finite = 1;
   for (int64_t i = threadIdx.x; i < P; i += kThreads) {
-    double d = fabs(factor[i + i * P]);
+    const double d = fabs(factor[i + i * P]);
     if (!isfinite(d)) finite = 0;
-    if (squared) d = d * d;
     lo = fmin(lo, d);
     hi = fmax(hi, d);
   }
@@ -324,7 +353,6 @@ __global__ void check_factor_kernel(const double* factor, const int* info, int64
     const int accepted = *info == 0 && finite_shared[0] &&
                          lo_shared[0] > 64.0 * static_cast<double>(P) * eps * hi_shared[0];
     sc->factor_ok = accepted;
-    if (attempt && !accepted) sc->state = kNeedsFallback;
   }
 }
 
@@ -725,7 +753,7 @@ void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, T* out, 
 constexpr int kSmallDenseThreads = 1024;
 
 constexpr size_t small_cholesky_shared_bytes(int64_t P) {
-  return static_cast<size_t>(P * P + 3 * P) * sizeof(double);
+  return static_cast<size_t>(P * P + 4 * P) * sizeof(double);
 }
 // Within the 48 KiB every kernel may use without opting in to more dynamic shared memory.
 static_assert(small_cholesky_shared_bytes(kSmallDenseMax) <= 48 * 1024,
@@ -741,10 +769,16 @@ void launch_small_cholesky_solve(const T* gram, const double* J, const BatchCons
   check_launch("small_cholesky_solve_kernel");
 }
 
-void launch_check_factor(const double* factor, const int* info, int64_t P, bool squared,
-                         double eps, bool attempt, DeviceScalars* sc, cudaStream_t s) {
-  check_factor_kernel<<<1, kThreads, 0, s>>>(factor, info, P, squared ? 1 : 0, eps,
-                                             attempt ? 1 : 0, sc);
+template <class T>
+void launch_check_cholesky(const double* factor, const int* info, const T* gram, const double* J,
+                           const BatchConstants& k, DeviceScalars* sc, cudaStream_t s) {
+  check_cholesky_kernel<T><<<1, kThreads, 0, s>>>(factor, info, gram, J, k, sc);
+  check_launch("check_cholesky_kernel");
+}
+
+void launch_check_factor(const double* factor, const int* info, int64_t P, double eps,
+                         DeviceScalars* sc, cudaStream_t s) {
+  check_factor_kernel<<<1, kThreads, 0, s>>>(factor, info, P, eps, sc);
   check_launch("check_factor_kernel");
 }
 
@@ -828,7 +862,9 @@ void launch_commit(const double* J, const T* gram, const double* beta, const Bat
   template void launch_sum_gram_partials<T>(const T*, int, int64_t, T*, cudaStream_t);         \
   template void launch_small_cholesky_solve<T>(const T*, const double*, const BatchConstants&,  \
                                                DeviceScalars*, const double*, double*, double*, \
-                                               cudaStream_t);
+                                               cudaStream_t); \
+  template void launch_check_cholesky<T>(const double*, const int*, const T*, const double*,   \
+                                         const BatchConstants&, DeviceScalars*, cudaStream_t);
 
 RH_INSTANTIATE_STEP_KERNELS(float)
 RH_INSTANTIATE_STEP_KERNELS(double)
