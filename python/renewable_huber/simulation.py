@@ -73,3 +73,24 @@ def simulate(n_rows: int, n_features: int, *, seed: int = 0, rho: float = 0.5,
     y = X @ coef + intercept + errors + np.where(is_outlier, shifts, 0.0)
     return SimulatedData(X=X, y=y, true_coef=coef, true_intercept=float(intercept),
                          is_outlier=is_outlier)
+
+
+def simulate_raw_units(n_rows: int, n_features: int, *, seed: int = 0,
+                       feature_scales: tuple[float, float] = (1.0, 1e5),
+                       target_offset: float = 1e5, error_scale: float = 50.0,
+                       outlier_fraction: float = 0.05) -> SimulatedData:
+    """The same contaminated design in raw units, as real tables come: feature j has scale
+    s_j (log-spaced over feature_scales) and mean 3 s_j, the target sits at target_offset with
+    errors of error_scale (t(3)) and one-sided outliers of 20 error_scale. With tau = 1.345 the
+    fit is far from the quadratic zone at zero and near least absolute deviations at the
+    optimum: the case that tests a solver's globalisation, not a tuned design."""
+    base = simulate(n_rows, n_features, seed=seed, outlier_fraction=outlier_fraction,
+                    intercept=0.0)
+    low, high = feature_scales
+    scales = np.geomspace(low, high, int(n_features)) if n_features > 1 else np.array([low])
+    X = base.X * scales + 3.0 * scales
+    coef = base.true_coef / scales
+    intercept = target_offset - float(coef @ (3.0 * scales))
+    y = X @ coef + intercept + error_scale * (base.y - base.X @ base.true_coef)
+    return SimulatedData(X=X, y=y, true_coef=coef, true_intercept=intercept,
+                         is_outlier=base.is_outlier)

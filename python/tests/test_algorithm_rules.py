@@ -1,0 +1,118 @@
+"""The solver rules of docs/algorithm.md ("Solvers") on the reference core: the constants agree
+with engines/common/rh_algorithm.h, the majoriser weight majorises rho (checked pointwise), and
+the fallbacks reach the optimum where the plain methods stop."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from renewable_huber.config import UpdateConfig
+from renewable_huber.core import design_matrix, huber_loss, huber_score, renewable_update, rules
+from renewable_huber.core import lamm_solver as lamm_module
+from renewable_huber.core.huber import smoothed_curvature
+from renewable_huber.state import RenewableState
+
+HEADER = Path(__file__).resolve().parents[2] / "engines" / "common" / "rh_algorithm.h"
+
+
+def _header_constants() -> dict[str, float]:
+    text = HEADER.read_text()
+    return {name: float(value) for name, value in re.findall(r"#define RH_(\w+) ([0-9.e+-]+)", text)}
+
+
+def test_the_c_header_and_the_reference_state_the_same_constants():
+    constants = _header_constants()
+    assert constants == {
+        "LINE_SEARCH_TRIALS": rules.LINE_SEARCH_TRIALS,
+        "LAMM_ATTEMPTS": rules.LAMM_ATTEMPTS,
+        "LAMM_BOUND_ATTEMPTS": rules.LAMM_BOUND_ATTEMPTS,
+        "LAMM_SLACK": rules.LAMM_SLACK,
+        "LAMM_PHI_FLOOR": rules.LAMM_PHI_FLOOR,
+        "ROUNDING_FLOOR_FACTOR": rules.ROUNDING_FLOOR_FACTOR,
+    }
+
+
+@pytest.mark.parametrize("tau,h", [(1.345, 0.05), (2.0, 0.5), (0.01, 0.01)])
+def test_majoriser_weight_gives_a_quadratic_above_rho_touching_it(tau, h):
+    anchors = np.concatenate([np.linspace(-50 * tau, 50 * tau, 401), [0.0, tau, -tau]])
+    curvature = smoothed_curvature(np, anchors, tau, h)
+    weights = rules.majoriser_weights(np, anchors, tau, curvature)
+    s = np.linspace(-100 * tau, 100 * tau, 2001)
+    for r0, m in zip(anchors, weights):
+        quadratic = huber_loss(np, r0, tau) + huber_score(np, r0, tau) * (s - r0) + 0.5 * m * (s - r0) ** 2
+        assert np.all(quadratic >= huber_loss(np, s, tau) - 1e-9 * (1 + np.abs(s) * tau))
+    assert np.all(weights[np.abs(anchors) <= tau] == 1.0)
+    outside = np.abs(anchors) > tau + h
+    assert np.allclose(weights[outside], tau / np.abs(anchors[outside]))
+
+
+def test_rounding_floor_scales_with_the_objective_and_the_dtype():
+    eps32 = float(np.finfo(np.float32).eps)
+    assert rules.within_rounding(63 * eps32 * 10.0, 10.0, eps32)
+    assert not rules.within_rounding(65 * eps32 * 10.0, 10.0, eps32)
+    assert not rules.within_rounding(1e-300, 0.0, eps32) and rules.within_rounding(0.0, 0.0, eps32)
+
+
+def _first_batch(X, y, penalty="none", max_iter=100, tol=1e-6, lambda_scale=1.0):
+    p = X.shape[1]
+    config = UpdateConfig(
+        tau=1.345, penalty=penalty, lambda_scale=lambda_scale, bandwidth_scale=1.0,
+        fit_intercept=True, max_iter=max_iter, tol=tol, ridge=1e-8, n_features_in=p,
+    )
+    state = RenewableState.empty(config.n_parameters, np.float64)
+    return renewable_update(np, state, design_matrix(np, X, True), y, None, config)
+
+
+def _first_order_residual(X, y, beta, tau=1.345):
+    A = np.column_stack([X, np.ones(len(y))])
+    score = huber_score(np, y - A @ beta, tau)
+    return np.linalg.norm(A.T @ score) / (np.abs(A).T @ np.abs(score)).max()
+
+
+def test_every_residual_beyond_the_band_still_reaches_the_optimum():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 3)) * [1.0, 1e3, 1e5]
+    y = X @ [2.0, -1e-3, 3e-5] + 5e4 + 40.0 * rng.standard_t(3, size=300)
+    assert np.all(np.abs(y) > 1.345 + 1.0)  # at beta0 = 0 the curvature is zero on every row
+    state, diagnostics = _first_batch(X, y, tol=1e-10)
+    assert diagnostics.converged
+    assert _first_order_residual(X, y, state.coefficients) < 1e-9
+
+
+@pytest.mark.parametrize("rows", [5, 3])
+def test_a_tiny_first_batch_in_raw_units_reaches_the_exact_fit(rows):
+    """5 rows or 3 (fewer than the 4 parameters) of an exact linear relation 1e3 from zero: the
+    optimum interpolates (every residual 0, f = 0); with 5 rows it is unique."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(rows, 3)) * 100.0
+    y = X @ [1.0, 2.0, 3.0] + 1e3
+    state, diagnostics = _first_batch(X, y)
+    assert diagnostics.converged
+    fitted = np.column_stack([X, np.ones(rows)]) @ state.coefficients
+    assert np.max(np.abs(y - fitted)) <= 1e-9 * np.max(np.abs(y))
+    if rows > 4:
+        np.testing.assert_allclose(state.coefficients, [1.0, 2.0, 3.0, 1e3], rtol=1e-9)
+
+
+def test_lamm_reaches_its_curvature_bound_attempts_on_1e7_features(monkeypatch):
+    calls = []
+    original = lamm_module.curvature_bound
+
+    def counting(problem):
+        calls.append(1)
+        return original(problem)
+
+    monkeypatch.setattr(lamm_module, "curvature_bound", counting)
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(200, 3)) * 1e7
+    y = X @ [1e-7, 0.0, -2e-7] + rng.normal(size=200)
+    state, diagnostics = _first_batch(X, y, penalty="l1", max_iter=50)
+    assert calls, "40 doublings of phi = 1 reach 1.1e12, below the curvature (~1e14) here: the bound must run"
+    # Never an early stop: converged, or still descending at max_iter.
+    assert diagnostics.converged or diagnostics.iterations == 50
+    start = 0.5 * np.sum(np.minimum(np.abs(y), 1.345) * (2 * np.abs(y) - np.minimum(np.abs(y), 1.345))) / 200
+    assert diagnostics.objective < start
