@@ -1,18 +1,31 @@
-"""Pickle-free checkpoints: one .npz with `coefficients`, `information` (row-major) and
-`metadata` (a JSON string). Format 2 adds `weight_sum`; format 1 (unit weights) is read.
+"""Pickle-free checkpoints: one .npz (a zip of .npy members) with `coefficients`,
+`information` (row-major) and `metadata` (a JSON string).
+
+Formats: 3 (written) adds `payload_sha256`, a digest over the arrays and the metadata, so a
+payload edited after it was written is refused; 2 adds `weight_sum`; 1 (renewable-huber 0.7.x's
+first format, also without feature names) is read with unit weights. Formats 1 and 2 carry no
+digest and are read on their own checks.
 
 A checkpoint is a complete description of a stream: what the estimator's state_dict()
 returns is what is written, and what load_checkpoint returns has passed every check that
 the estimator would otherwise need, so a loaded payload can be restored on any backend.
+
+Reading treats the file as hostile: only a regular file is opened, the zip directory and every
+.npy header are checked before any array is read, the metadata is capped in size, the arrays'
+shapes must be the ones the metadata implies (so a small file cannot declare a huge matrix),
+and counters must fit the engines' int64.
 """
 
 from __future__ import annotations
 
-import io
+import glob
+import hashlib
 import json
 import math
 import os
+import stat
 import tempfile
+import zipfile
 from typing import Any
 
 import numpy as np
@@ -20,11 +33,15 @@ import numpy as np
 from ._validation import DEFAULT_PARAMS, PARAM_NAMES, validate_params
 from .exceptions import RenewableHuberError, ValidationError
 
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+INT64_MAX = 2**63 - 1
+# The metadata is a few hundred bytes; feature names of a very wide table stay far below this.
+MAX_METADATA_CHARACTERS = 1 << 22
 
 _ARRAY_NAMES = ("coefficients", "information")
 _MEMBERS = frozenset((*_ARRAY_NAMES, "metadata"))
+_DIGEST_KEY = "payload_sha256"
 _METADATA_KEYS = (
     "format_version",
     "config",
@@ -36,6 +53,23 @@ _METADATA_KEYS = (
     "weight_sum",
     "feature_names_in",
 )
+# Keys a format may lack, and keys only a format may have.
+_ABSENT_IN = {1: {"weight_sum", _DIGEST_KEY}, 2: {_DIGEST_KEY}, 3: set()}
+# renewable-huber 0.7.x wrote format 1 with or without feature names.
+_OPTIONAL_IN = {1: {"feature_names_in"}, 2: set(), 3: set()}
+
+
+def payload_digest(coefficients: np.ndarray, information: np.ndarray, metadata: dict) -> str:
+    """SHA-256 over the arrays' dtype, shape and bytes and the metadata without the digest
+    (canonical JSON), so any change to what a checkpoint says changes the digest."""
+    digest = hashlib.sha256(b"renewable-huber checkpoint\0")
+    for array in (coefficients, information):
+        array = np.ascontiguousarray(array)
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(array.tobytes())
+    body = {key: value for key, value in metadata.items() if key != _DIGEST_KEY}
+    digest.update(json.dumps(body, allow_nan=False, sort_keys=True).encode())
+    return digest.hexdigest()
 
 
 class _Corrupt(Exception):
@@ -51,18 +85,25 @@ def save_checkpoint(path, payload: dict[str, Any]) -> None:
 
     The bytes go to a temporary file in the destination folder, are flushed and fsynced,
     and only then renamed over `path`: a crash at any point leaves either the previous file
-    or the new one, never a truncated mix, and no temporary file behind.
+    or the new one, never a truncated mix. Temporary files a killed process left for the same
+    target are removed first (one writer per target is assumed). A symbolic link is followed:
+    the file it points to is replaced and the link stays, as editors and most tools do.
     """
-    path = os.fspath(path)
+    path = os.path.realpath(os.fspath(path))
     arrays = {name: np.ascontiguousarray(payload[name]) for name in _ARRAY_NAMES}
     metadata = {key: payload[key] for key in _METADATA_KEYS if key != "format_version"}
     metadata = {"format_version": FORMAT_VERSION, **metadata}
+    metadata[_DIGEST_KEY] = payload_digest(arrays["coefficients"], arrays["information"], metadata)
     text = json.dumps(metadata, allow_nan=False, sort_keys=True)
 
-    folder = os.path.dirname(os.path.abspath(path))
-    descriptor, temporary = tempfile.mkstemp(
-        dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
-    )
+    folder, name = os.path.split(path)
+    prefix, suffix = f".{name}.", ".tmp"
+    for orphan in glob.glob(os.path.join(glob.escape(folder), glob.escape(prefix) + "*" + suffix)):
+        try:
+            os.unlink(orphan)
+        except OSError:
+            pass
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=suffix)
     try:
         with os.fdopen(descriptor, "wb") as handle:
             np.savez(handle, metadata=np.array(text), **arrays)
@@ -107,49 +148,113 @@ def _fsync_directory(folder: str) -> None:
 
 
 def load_checkpoint(path) -> dict[str, Any]:
-    """Read and fully validate a checkpoint; returns the payload in format-2 form.
+    """Read and fully validate a checkpoint; returns the payload in the current form.
 
     Raises FileNotFoundError for a missing path and ValidationError starting with
     "invalid or corrupted checkpoint" for anything that is not a well-formed checkpoint.
     """
     path = os.fspath(path)
     with open(path, "rb") as handle:
-        content = handle.read()
-    try:
-        arrays, metadata = _read_members(content)
-        return _validated_payload(arrays, metadata)
-    except _Corrupt as reason:
-        raise ValidationError(f"invalid or corrupted checkpoint {path!r}: {reason}") from None
+        try:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise _Corrupt("not a regular file")
+            return _read(handle)
+        except _Corrupt as reason:
+            raise ValidationError(
+                f"invalid or corrupted checkpoint {path!r}: {reason}"
+            ) from None
 
 
-def _read_members(content: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    # Any failure while parsing untrusted bytes (zip structure, CRC, npy headers, pickled
-    # object arrays refused by allow_pickle=False, absurd shapes) means the same thing.
+def _read(handle) -> dict[str, Any]:
     try:
-        archive = np.load(io.BytesIO(content), allow_pickle=False)
-        if not isinstance(archive, np.lib.npyio.NpzFile):
-            raise _Corrupt("not an .npz archive")
-        with archive:
-            names = set(archive.files)
-            if names != _MEMBERS:
-                raise _Corrupt(
-                    f"expected members {sorted(_MEMBERS)}, found {sorted(names)}"
-                )
-            members = {name: archive[name] for name in sorted(names)}
+        archive = zipfile.ZipFile(handle)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
+        raise _Corrupt(f"not an .npz archive ({error})") from None
+    with archive:
+        names = [info.filename for info in archive.infolist()]
+        expected = sorted(f"{member}.npy" for member in _MEMBERS)
+        if sorted(names) != expected:
+            raise _Corrupt(f"expected members {expected}, found {sorted(names)}")
+        metadata = _read_metadata(archive)
+        payload = _validated_metadata(metadata)
+        n_parameters = payload["n_features_in"] + int(payload["fit_intercept"])
+        dtype = np.dtype(payload["config"]["dtype"])
+        coefficients = _read_array(archive, "coefficients", (n_parameters,), dtype)
+        information = _read_array(archive, "information", (n_parameters, n_parameters), dtype)
+    _check_information(information)
+    if payload["format_version"] >= 3:
+        if metadata[_DIGEST_KEY] != payload_digest(coefficients, information, metadata):
+            raise _Corrupt(
+                "the payload digest does not match: the file was changed after it was written"
+            )
+    payload["coefficients"] = coefficients
+    payload["information"] = information
+    return payload
+
+
+def _member_header(archive: zipfile.ZipFile, name: str):
+    """(shape, fortran_order, dtype) of a member's .npy header, read without its data."""
+    try:
+        with archive.open(f"{name}.npy") as member:
+            version = np.lib.format.read_magic(member)
+            if version == (1, 0):
+                return np.lib.format.read_array_header_1_0(member)
+            if version == (2, 0):
+                return np.lib.format.read_array_header_2_0(member)
+            raise _Corrupt(f"{name}: unsupported .npy version {version}")
     except _Corrupt:
         raise
     except Exception as error:
-        raise _Corrupt(f"{type(error).__name__}: {error}") from None
-    text = members.pop("metadata")
-    if text.shape != () or text.dtype.kind != "U":
+        raise _Corrupt(f"{name}: not a .npy member ({type(error).__name__}: {error})") from None
+
+
+def _load_member(archive: zipfile.ZipFile, name: str) -> np.ndarray:
+    # Called only once the header has been checked: the read is bounded by its shape.
+    try:
+        with archive.open(f"{name}.npy") as member:
+            return np.lib.format.read_array(member, allow_pickle=False)
+    except Exception as error:
+        raise _Corrupt(f"{name}: {type(error).__name__}: {error}") from None
+
+
+def _read_metadata(archive: zipfile.ZipFile) -> dict[str, Any]:
+    shape, _, dtype = _member_header(archive, "metadata")
+    if shape != () or dtype.kind != "U":
         raise _Corrupt("metadata must be a JSON string")
+    if dtype.itemsize // 4 > MAX_METADATA_CHARACTERS:
+        raise _Corrupt(f"metadata declares {dtype.itemsize // 4} characters, over the limit")
+    text = _load_member(archive, "metadata")
     try:
         metadata = json.loads(str(text[()]), parse_constant=_refuse_constant)
     except ValueError as error:
         raise _Corrupt(f"metadata is not valid JSON: {error}") from None
     if not isinstance(metadata, dict):
         raise _Corrupt("metadata must be a JSON object")
-    return members, metadata
+    return metadata
+
+
+def _read_array(archive: zipfile.ZipFile, name: str, shape: tuple[int, ...],
+                dtype: np.dtype) -> np.ndarray:
+    found_shape, fortran_order, found_dtype = _member_header(archive, name)
+    if found_shape != shape:
+        raise _Corrupt(f"{name} has shape {found_shape}, expected {shape}")
+    if found_dtype != dtype:
+        raise _Corrupt(f"{name} has dtype {found_dtype}, but the config says {dtype.name}")
+    array = np.ascontiguousarray(_load_member(archive, name))
+    if not np.isfinite(array).all():
+        raise _Corrupt(f"{name} contains NaN or infinity")
+    return array
+
+
+def _check_information(information: np.ndarray) -> None:
+    # J is a sum of X' diag(w c) X with w, c >= 0: its diagonal is never negative.
+    diagonal = np.diagonal(information)
+    if (diagonal < 0).any():
+        j = int(np.argmax(diagonal < 0))
+        raise _Corrupt(
+            f"information[{j}, {j}] is {diagonal[j]!r}: an information matrix has no negative "
+            "diagonal entry"
+        )
 
 
 def _refuse_constant(name: str):
@@ -160,6 +265,8 @@ def _integer(metadata: dict, key: str, minimum: int) -> int:
     value = metadata[key]
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise _Corrupt(f"{key} must be an integer >= {minimum}, got {value!r}")
+    if value > INT64_MAX:
+        raise _Corrupt(f"{key} is {value}, beyond the engines' 64-bit counters (2**63 - 1)")
     return value
 
 
@@ -173,11 +280,11 @@ def _nonnegative_real(metadata: dict, key: str) -> float:
 
 
 def _check_keys(metadata: dict, version: int) -> None:
-    expected = set(_METADATA_KEYS)
-    if version == 1:
-        expected.discard("weight_sum")
-    missing = sorted(expected - set(metadata))
-    unknown = sorted(set(metadata) - expected)
+    expected = set(_METADATA_KEYS) | {_DIGEST_KEY}
+    optional = _OPTIONAL_IN[version]
+    required = expected - _ABSENT_IN[version] - optional
+    missing = sorted(required - set(metadata))
+    unknown = sorted(set(metadata) - (required | optional))
     if missing:
         raise _Corrupt(f"metadata lacks {missing}")
     if unknown:
@@ -201,11 +308,14 @@ def _config(metadata: dict, version: int) -> dict[str, Any]:
         raise _Corrupt(f"config: {error}") from None
 
 
-def _validated_payload(arrays: dict[str, np.ndarray], metadata: dict[str, Any]) -> dict[str, Any]:
+def _validated_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
+    """Everything but the arrays, checked; the arrays' shapes and dtype follow from it."""
     version = metadata.get("format_version")
     if isinstance(version, bool) or version not in READABLE_VERSIONS:
         raise _Corrupt(f"format_version must be one of {READABLE_VERSIONS}, got {version!r}")
     _check_keys(metadata, version)
+    if version >= 3 and not isinstance(metadata[_DIGEST_KEY], str):
+        raise _Corrupt(f"{_DIGEST_KEY} must be a hexadecimal string")
     config = _config(metadata, version)
 
     n_features_in = _integer(metadata, "n_features_in", 1)
@@ -214,25 +324,19 @@ def _validated_payload(arrays: dict[str, np.ndarray], metadata: dict[str, Any]) 
         raise _Corrupt(
             f"fit_intercept is {fit_intercept!r} but the config says {config['fit_intercept']!r}"
         )
-    n_parameters = n_features_in + int(fit_intercept)
-    coefficients, information = arrays["coefficients"], arrays["information"]
-    _check_array("coefficients", coefficients, (n_parameters,), config["dtype"])
-    _check_array("information", information, (n_parameters, n_parameters), config["dtype"])
-
     n_samples_seen = _integer(metadata, "n_samples_seen", 0)
     batch_count = _integer(metadata, "batch_count", 0)
     previous_lambda = _nonnegative_real(metadata, "previous_lambda")
+    # Format 1 predates sample weights: unit weights are the only faithful reading.
     weight_sum = (
         float(n_samples_seen) if version == 1 else _nonnegative_real(metadata, "weight_sum")
     )
     _check_counters(n_samples_seen, batch_count, previous_lambda, weight_sum)
-    feature_names = _feature_names(metadata["feature_names_in"], n_features_in)
+    feature_names = _feature_names(metadata.get("feature_names_in"), n_features_in)
 
     return {
         "format_version": version,
         "config": config,
-        "coefficients": np.ascontiguousarray(coefficients),
-        "information": np.ascontiguousarray(information),
         "n_samples_seen": n_samples_seen,
         "batch_count": batch_count,
         "previous_lambda": previous_lambda,
@@ -241,15 +345,6 @@ def _validated_payload(arrays: dict[str, np.ndarray], metadata: dict[str, Any]) 
         "weight_sum": weight_sum,
         "feature_names_in": feature_names,
     }
-
-
-def _check_array(name: str, array: np.ndarray, shape: tuple[int, ...], dtype_name: str) -> None:
-    if array.shape != shape:
-        raise _Corrupt(f"{name} has shape {array.shape}, expected {shape}")
-    if array.dtype != np.dtype(dtype_name):
-        raise _Corrupt(f"{name} has dtype {array.dtype}, but the config says {dtype_name}")
-    if not np.isfinite(array).all():
-        raise _Corrupt(f"{name} contains NaN or infinity")
 
 
 def _check_counters(n_samples_seen: int, batch_count: int, previous_lambda: float,

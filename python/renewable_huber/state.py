@@ -55,6 +55,11 @@ class RenewableState:
         )
 
     @property
+    def effective_weight(self) -> float:
+        """The cumulative sample weight under renewable-huber 0.7.x's name (= weight_sum)."""
+        return float(self.weight_sum)
+
+    @property
     def n_parameters(self) -> int:
         return int(self.coefficients.shape[0])
 

@@ -4,6 +4,7 @@ format 1 compatibility, strict rejection of damaged or foreign files, atomic wri
 import io
 import json
 import os
+import tracemalloc
 import zipfile
 
 import numpy as np
@@ -61,11 +62,12 @@ def write_members(path, metadata, **arrays):
 # -- format and round trip --------------------------------------------------------------
 
 
-def test_file_layout_is_format_2(saved):
+def test_file_layout_is_format_3(saved):
     estimator, path = saved
     arrays, metadata = read_members(path)
     assert set(arrays) == {"coefficients", "information"}
-    assert metadata["format_version"] == 2
+    assert metadata["format_version"] == 3
+    assert len(metadata.pop("payload_sha256")) == 64
     assert metadata["config"] == {
         "tau": 1.1, "penalty": "l1", "lambda_scale": 1.0, "bandwidth_scale": 1.0,
         "fit_intercept": True, "max_iter": 100, "tol": 1e-6, "ridge": 1e-8,
@@ -197,6 +199,8 @@ def test_float32_override_that_overflows_is_refused(tmp_path, saved):
     _, path = saved
     arrays, metadata = read_members(path)
     arrays["information"][0, 0] = 1e300
+    metadata["payload_sha256"] = checkpoint_module.payload_digest(
+        arrays["coefficients"], arrays["information"], metadata)
     write_members(tmp_path / "big.npz", metadata, **arrays)
     with pytest.raises(ValidationError, match="overflows float32"):
         RenewableHuberRegressor.load(tmp_path / "big.npz", dtype="float32")
@@ -213,6 +217,7 @@ def test_format_1_without_weight_sum_is_read_as_unit_weights(tmp_path):
     arrays, metadata = read_members(tmp_path / "v2.npz")
     metadata["format_version"] = 1
     del metadata["weight_sum"]
+    del metadata["payload_sha256"]
     del metadata["config"]["cuda_graphs"]  # older writers predate some parameters
     write_members(tmp_path / "v1.npz", metadata, **arrays)
     resumed = RenewableHuberRegressor.load(tmp_path / "v1.npz")
@@ -221,10 +226,39 @@ def test_format_1_without_weight_sum_is_read_as_unit_weights(tmp_path):
     assert_same_state(stream(resumed, batches[2:]), uninterrupted)
 
 
+def test_format_1_of_0_7_without_weight_sum_or_feature_names_loads(tmp_path):
+    """renewable-huber 0.7.x's first format: savez_compressed, no weight_sum, no
+    feature_names_in; read with unit weights, as 0.7.1 reads it."""
+    batches = make_batches()
+    uninterrupted = stream(RenewableHuberRegressor(backend="numpy"), batches)
+    half = stream(RenewableHuberRegressor(backend="numpy"), batches[:2])
+    half.save(tmp_path / "v3.npz")
+    arrays, metadata = read_members(tmp_path / "v3.npz")
+    for key in ("weight_sum", "feature_names_in", "payload_sha256"):
+        del metadata[key]
+    metadata["format_version"] = 1
+    np.savez_compressed(tmp_path / "v1.npz", metadata=np.array(json.dumps(metadata)), **arrays)
+    resumed = RenewableHuberRegressor.load(tmp_path / "v1.npz")
+    assert resumed.state_.weight_sum == resumed.state_.effective_weight == 100.0
+    assert not hasattr(resumed, "feature_names_in_")
+    assert_same_state(stream(resumed, batches[2:]), uninterrupted)
+
+
+def test_format_2_without_digest_still_loads(tmp_path, saved):
+    estimator, path = saved
+    arrays, metadata = read_members(path)
+    del metadata["payload_sha256"]
+    metadata["format_version"] = 2
+    write_members(tmp_path / "v2.npz", metadata, **arrays)
+    assert_same_state(RenewableHuberRegressor.load(tmp_path / "v2.npz"), estimator)
+
+
 def test_format_2_requires_weight_sum(tmp_path, saved):
     _, path = saved
     arrays, metadata = read_members(path)
     del metadata["weight_sum"]
+    del metadata["payload_sha256"]
+    metadata["format_version"] = 2
     write_members(tmp_path / "bad.npz", metadata, **arrays)
     with pytest.raises(ValidationError, match=r"metadata lacks \['weight_sum'\]"):
         RenewableHuberRegressor.load(tmp_path / "bad.npz")
@@ -302,7 +336,17 @@ TAMPERING = {
     "bad config value": (lambda m, a: m["config"].update(tau=-1), "config: tau must be"),
     "unknown config key": (lambda m, a: m["config"].update(alpha=1), "config must hold exactly"),
     "unknown metadata key": (lambda m, a: m.update(extra=1), r"unexpected keys \['extra'\]"),
-    "future version": (lambda m, a: m.update(format_version=3), "format_version must be one of"),
+    "future version": (lambda m, a: m.update(format_version=4), "format_version must be one of"),
+    "counter beyond int64": (lambda m, a: m.update(n_samples_seen=2**64 + 200),
+                             "beyond the engines' 64-bit counters"),
+    "counter at 2**63": (lambda m, a: m.update(n_samples_seen=2**63),
+                         "beyond the engines' 64-bit counters"),
+    "negated information": (lambda m, a: a.update(information=-a["information"]),
+                            r"information\[0, 0\] is .* no negative diagonal entry"),
+    "edited coefficient": (lambda m, a: a["coefficients"].__setitem__(0, 0.5),
+                           "payload digest does not match"),
+    "edited counter": (lambda m, a: m.update(n_samples_seen=99), "payload digest does not match"),
+    "digest not a string": (lambda m, a: m.update(payload_sha256=1), "must be a hexadecimal"),
     "feature names wrong length": (lambda m, a: m.update(feature_names_in=["a"]),
                                    "feature_names_in must be null or a list of 3 strings"),
 }
@@ -333,7 +377,8 @@ def test_pickled_object_arrays_are_refused(tmp_path, saved):
     arrays, metadata = read_members(path)
     arrays["coefficients"] = np.array([object()] * 4, dtype=object)
     write_members(tmp_path / "pickled.npz", metadata, **arrays)
-    with pytest.raises(ValidationError, match=f"{CORRUPT}.*allow_pickle"):
+    # Refused from the .npy header, before numpy could be asked to unpickle anything.
+    with pytest.raises(ValidationError, match=f"{CORRUPT}.*coefficients has dtype object"):
         RenewableHuberRegressor.load(tmp_path / "pickled.npz")
     metadata_object = np.array({"format_version": 2}, dtype=object)
     np.savez(tmp_path / "pickled_meta.npz", metadata=metadata_object, **arrays)
@@ -471,3 +516,83 @@ def test_numpy_checkpoint_resumes_on_another_engine(tmp_path, engine):
     assert resumed.state_.batch_count == 4
     resumed.save(tmp_path / "back.npz")
     assert RenewableHuberRegressor.load(tmp_path / "back.npz", backend="numpy").backend_ == "numpy"
+
+
+# -- hostile files: bounded reads ----------------------------------------------------------
+
+
+def _zip_with(path, members: dict[str, bytes]):
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
+def test_members_that_are_not_npy_are_corrupted(tmp_path):
+    _zip_with(tmp_path / "raw.npz", {"coefficients": b"x", "information": b"y", "metadata": b"{}"})
+    with pytest.raises(ValidationError, match=f"{CORRUPT}.*expected members"):
+        RenewableHuberRegressor.load(tmp_path / "raw.npz")
+    _zip_with(tmp_path / "fake.npz", {f"{n}.npy": b"not npy" for n in
+                                      ("coefficients", "information", "metadata")})
+    with pytest.raises(ValidationError, match=f"{CORRUPT}.*metadata: not a .npy member"):
+        RenewableHuberRegressor.load(tmp_path / "fake.npz")
+
+
+def test_a_declared_huge_matrix_is_refused_before_it_is_read(tmp_path, saved):
+    """A small file whose information header declares 16000 x 16000 (2 GB) while the metadata
+    implies 4 x 4: refused from the header, without allocating the declared size."""
+    _, path = saved
+    arrays, metadata = read_members(path)
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (16000, 16000)})
+    members = {}
+    for name, value in (("coefficients", arrays["coefficients"]),
+                        ("metadata", np.array(json.dumps(metadata)))):
+        buffer = io.BytesIO()
+        np.lib.format.write_array(buffer, value)
+        members[f"{name}.npy"] = buffer.getvalue()
+    members["information.npy"] = header.getvalue() + bytes(1 << 20)
+    _zip_with(tmp_path / "huge.npz", members)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValidationError, match=r"information has shape \(16000, 16000\)"):
+            RenewableHuberRegressor.load(tmp_path / "huge.npz")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_a_device_file_is_refused_without_reading_it():
+    with pytest.raises(ValidationError, match=f"{CORRUPT}.*not a regular file"):
+        RenewableHuberRegressor.load("/dev/zero")
+
+
+# -- leftovers and links -------------------------------------------------------------------
+
+
+def test_save_removes_temporaries_a_killed_save_left_behind(tmp_path, saved):
+    estimator, path = saved
+    orphans = [tmp_path / f".{path.name}.abc123.tmp", tmp_path / f".{path.name}.zz.tmp"]
+    for orphan in orphans:
+        orphan.write_bytes(b"partial")
+    unrelated = tmp_path / ".other.npz.abc.tmp"
+    unrelated.write_bytes(b"keep")
+    estimator.save(path)
+    assert not any(orphan.exists() for orphan in orphans)
+    assert unrelated.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, unrelated.name])
+
+
+@pytest.mark.skipif(os.name == "nt", reason="symbolic links need privileges on Windows")
+def test_saving_through_a_symlink_replaces_its_target_and_keeps_the_link(tmp_path, saved):
+    estimator, path = saved
+    (tmp_path / "models").mkdir()
+    target = tmp_path / "models" / "v1.npz"
+    target.write_bytes(b"old")
+    link = tmp_path / "current.npz"
+    link.symlink_to(target)
+    estimator.save(link)
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert_same_state(RenewableHuberRegressor.load(target), estimator)
