@@ -23,7 +23,7 @@ from ._validation import (
     validate_params,
     validate_X,
 )
-from .backends import choose_backend, create_backend
+from .backends import choose_backend, create_backend, unavailable_reason
 from .config import UpdateConfig
 from .diagnostics import Diagnostics
 from .exceptions import NotFittedError, RenewableHuberError, ValidationError
@@ -392,6 +392,49 @@ class RenewableHuberRegressor:
             "weight_sum": float(state.weight_sum),
             "feature_names_in": None if self._feature_names is None else list(self._feature_names),
         }
+
+    # -- pickle, copy.deepcopy, joblib ---------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The parameters and, once fitted, the committed state as a checkpoint payload plus
+        the last batch's diagnostics: never the engine handle (ctypes pointers, device memory
+        and threads belong to one process)."""
+        fitted = self._backend is not None
+        return {
+            "params": self.get_params(),
+            "payload": self.state_dict() if fitted else None,
+            "backend_": self.backend_ if fitted else None,
+            "extras": {
+                name: getattr(self, name)
+                for name in ("n_iter_", "diagnostics_")
+                if fitted and hasattr(self, name)
+            },
+        }
+
+    def __setstate__(self, pickled: dict[str, Any]) -> None:
+        """A new engine of the recorded backend restores the state bit for bit (a native
+        engine is created in this process); with backend="auto" and that engine unavailable
+        here, auto chooses again, as it does for a new stream."""
+        self.__init__(**pickled["params"])
+        payload = pickled["payload"]
+        if payload is None:
+            return
+        params = self._validated_params()
+        backend_name = pickled["backend_"]
+        if params.backend == "auto" and unavailable_reason(backend_name) is not None:
+            backend_name, _ = choose_backend(params.backend, params.device)
+        state = _state_from_payload(payload, params.dtype)
+        names = payload["feature_names_in"]
+        self._commit(
+            _new_backend(params, backend_name, state),
+            state,
+            None,
+            params,
+            payload["n_features_in"],
+            None if names is None else tuple(names),
+        )
+        for name, value in pickled["extras"].items():
+            setattr(self, name, value)
 
     def save(self, path) -> None:
         """Write a pickle-free checkpoint atomically (see renewable_huber.checkpoint)."""
