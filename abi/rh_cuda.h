@@ -255,7 +255,7 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_copy_state(RhCudaEngine* engine, RhCudaH
 
 /* ============================================================================= updates */
 
-/* One renewable batch transition (spec/ALGORITHM.md) on host data. batch, config: borrowed for
+/* One renewable batch transition (docs/algorithm.md) on host data. batch, config: borrowed for
  * the call. diagnostics: out, borrowed for the call. The new state is committed only when the
  * whole transition succeeded; NaN or Inf in the batch is refused and never committed (the
  * committed state is untouched; which bad value is reported first is unspecified). */

@@ -104,13 +104,12 @@ def _library_candidates(stem: str) -> list[Path]:
     override = os.environ.get(LIBRARY_VARIABLES[stem])
     if override:
         return [Path(override)]
-    names = {"linux": f"{stem}.so", "darwin": f"{stem}.dylib", "win32": f"{stem}.dll"}
-    name = names.get(sys.platform, f"{stem}.so")
     try:
-        import renewable_huber
+        from renewable_huber import _loader
     except ImportError:
         return []
-    return [Path(renewable_huber.__file__).parent / "_lib" / name]
+    kind = {"librh_cpu": "native_cpu", "librh_cuda": "native_cuda"}[stem]
+    return [_loader.PACKAGE_LIBRARY_DIR / name for name in _loader.library_file_names(kind)]
 
 
 class _RuntimeInfo(ctypes.Structure):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -47,9 +48,18 @@ def library_candidates(kind: str) -> list[Path]:
     override = os.environ.get(ENVIRONMENT_OVERRIDES[kind])
     if override:
         return [Path(override)]
+    return [PACKAGE_LIBRARY_DIR / name for name in library_file_names(kind)]
+
+
+def library_file_names(kind: str, platform: str = sys.platform) -> list[str]:
+    """The file names of `kind`'s engine on `platform`: the one carrying the ABI major (what a
+    wheel installs) first, then the development name a build folder also has."""
     base = _BASE_NAMES[kind]
-    names = [f"lib{base}.so", f"lib{base}.dylib", f"{base}.dll", f"lib{base}.dll"]
-    return [PACKAGE_LIBRARY_DIR / name for name in names]
+    if platform.startswith("win"):
+        return [f"{base}.dll", f"lib{base}.dll"]
+    if platform == "darwin":
+        return [f"lib{base}.{_abi.ABI_VERSION}.dylib", f"lib{base}.dylib"]
+    return [f"lib{base}.so.{_abi.ABI_VERSION}", f"lib{base}.so"]
 
 
 def load_engine_library(kind: str) -> ctypes.CDLL:

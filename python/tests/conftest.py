@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from renewable_huber._loader import PACKAGE_LIBRARY_DIR
+from renewable_huber._loader import PACKAGE_LIBRARY_DIR, library_file_names
 
 # CI replays the same examples every run (a red CI must be reproducible); local runs explore.
 settings.register_profile("ci", derandomize=True, print_blob=True)
@@ -30,7 +30,7 @@ def locate_engine_library(kind: str) -> Path | None:
     candidates = [os.environ.get(variable)]
     if os.environ.get("RH_BUILD_DIR"):
         candidates.append(Path(os.environ["RH_BUILD_DIR"]) / build_subdir / filename)
-    candidates.append(PACKAGE_LIBRARY_DIR / filename)
+    candidates.extend(PACKAGE_LIBRARY_DIR / name for name in library_file_names(kind))
     return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
 
 

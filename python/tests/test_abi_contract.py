@@ -80,7 +80,9 @@ def _engine_library_paths() -> list[Path]:
             candidates.append(Path(override))
         if build_dir:
             candidates.append(Path(build_dir) / "engines" / subdir / f"lib{base}.so")
-        candidates.append(_loader.PACKAGE_LIBRARY_DIR / f"lib{base}.so")
+        candidates.extend(
+            _loader.PACKAGE_LIBRARY_DIR / name for name in _loader.library_file_names(kind)
+        )
     unique: dict[Path, Path] = {}
     for path in candidates:
         if path.is_file():

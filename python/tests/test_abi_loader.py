@@ -58,9 +58,19 @@ def test_without_override_every_package_candidate_is_named(monkeypatch, tmp_path
     monkeypatch.setattr(_loader, "PACKAGE_LIBRARY_DIR", tmp_path)
     with pytest.raises(BackendUnavailableError) as caught:
         _loader.load_engine_library("native_cuda")
-    for name in ("librh_cuda.so", "librh_cuda.dylib", "rh_cuda.dll"):
+    for name in _loader.library_file_names("native_cuda"):
         assert str(tmp_path / name) in str(caught.value)
     assert "RH_CUDA_LIBRARY" in str(caught.value)
+
+
+@pytest.mark.parametrize("platform,names", [
+    ("linux", ["librh_cpu.so.2", "librh_cpu.so"]),
+    ("darwin", ["librh_cpu.2.dylib", "librh_cpu.dylib"]),
+    ("win32", ["rh_cpu.dll", "librh_cpu.dll"]),
+])
+def test_only_the_running_platforms_library_names_are_tried(platform, names):
+    assert _abi.ABI_VERSION == 2
+    assert _loader.library_file_names("native_cpu", platform) == names
 
 
 def test_found_library_is_reused_until_the_override_changes(cpu_library, tmp_path, monkeypatch):
