@@ -15,6 +15,7 @@ variable's value; failures are not cached, so fixing the environment takes effec
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import sys
@@ -98,9 +99,9 @@ def load_library_path(path: str | os.PathLike) -> ctypes.CDLL:
         cached = _cache.get(resolved)
         if cached is not None:
             return cached
-        _limit_openmp_spinning()
         try:
-            library = ctypes.CDLL(resolved)
+            with _bounded_openmp_spinning():
+                library = ctypes.CDLL(resolved)
         except OSError as error:
             raise BackendUnavailableError(f"cannot load {resolved}: {error}") from error
         _require_abi_version(library, resolved)
@@ -109,14 +110,27 @@ def load_library_path(path: str | os.PathLike) -> ctypes.CDLL:
         return library
 
 
-def _limit_openmp_spinning() -> None:
-    # libgomp's default lets idle threads spin for a long time between parallel regions; on a
-    # small or shared machine a spinning thread steals the core the other one needs, and
-    # librh_cpu with 2 threads ran 4-5x slower than with 1 (reference shape, 2 busy cores).
-    # A bounded spin keeps the quiet-machine speed. libgomp reads the variable once, when it
-    # is first loaded, so it must be set before the engine (which links it) is; a value the
-    # user set is kept.
-    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+@contextlib.contextmanager
+def _bounded_openmp_spinning():
+    """GOMP_SPINCOUNT=10000 while the engine (and with it libgomp) is loaded, then the
+    environment exactly as it was.
+
+    libgomp's default lets idle threads spin for a long time between parallel regions; on a
+    small or shared machine a spinning thread steals the core the other one needs, and
+    librh_cpu with 2 threads ran 4-5x slower than with 1 (reference shape, 2 busy cores).
+    libgomp reads the variable once, when it is loaded, so it is set only around that load and
+    removed afterwards: the process environment (and what child processes inherit) is never
+    changed. A GOMP_SPINCOUNT the user set is used as it is; where libgomp was already loaded
+    by another library, its setting stands (docs/decisions.md, "Threads").
+    """
+    if "GOMP_SPINCOUNT" in os.environ:
+        yield
+        return
+    os.environ["GOMP_SPINCOUNT"] = "10000"
+    try:
+        yield
+    finally:
+        os.environ.pop("GOMP_SPINCOUNT", None)
 
 
 def _require_abi_version(library: ctypes.CDLL, path: str) -> None:

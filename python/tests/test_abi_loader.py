@@ -182,3 +182,23 @@ def test_decode_flags_names_known_and_unknown_bits():
     assert _abi.decode_flags(0) == []
     assert _abi.decode_flags(3) == ["cuda_graphs", "fast_math"]
     assert _abi.decode_flags(2 | 16) == ["fast_math", "unknown(0x10)"]
+
+
+@pytest.mark.parametrize("preset", [None, "300"])
+def test_loading_an_engine_leaves_the_process_environment_as_it_was(cpu_library, preset):
+    """GOMP_SPINCOUNT is set only around the load (libgomp reads it then) and removed after;
+    a value the user set is kept. In a fresh interpreter, so the library is really loaded."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
+    if preset is not None:
+        env["GOMP_SPINCOUNT"] = preset
+    code = (
+        "import os; from renewable_huber._loader import load_library_path; "
+        f"load_library_path({str(cpu_library)!r}); print(os.environ.get('GOMP_SPINCOUNT'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == str(preset)
