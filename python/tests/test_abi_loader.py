@@ -202,3 +202,15 @@ def test_loading_an_engine_leaves_the_process_environment_as_it_was(cpu_library,
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == str(preset)
+
+
+def test_the_package_declares_its_types_and_ships_its_license():
+    from pathlib import Path
+
+    import renewable_huber
+
+    package = Path(renewable_huber.__file__).resolve().parent
+    assert (package / "py.typed").is_file()
+    root = package.parents[1]
+    if (root / "pyproject.toml").is_file():  # a source checkout
+        assert "MIT License" in (root / "LICENSE").read_text()
