@@ -108,9 +108,10 @@ def test_explicit_backend_resolves_its_device(monkeypatch, backend, device, expe
 
 @pytest.mark.parametrize(("backend", "device"), [("numpy", "cuda"), ("native_cpu", "cuda"),
                                                  ("cupy", "cpu"), ("native_cuda", "cpu")])
-def test_explicit_backend_on_the_wrong_device_is_a_validation_error(monkeypatch, backend, device):
+def test_explicit_backend_on_the_wrong_device_is_unavailable(monkeypatch, backend, device):
+    """As in renewable-huber 0.7: the backend is unavailable on that device."""
     fake_availability(monkeypatch, set(backends.BACKENDS))
-    with pytest.raises(ValidationError, match=f"backend '{backend}' runs on device"):
+    with pytest.raises(BackendUnavailableError, match=f"backend '{backend}' runs on device"):
         backends.choose_backend(backend, device)
 
 
@@ -146,3 +147,23 @@ def test_numpy_backend_restore_checks_the_shape():
                                       cuda_graphs=False, cuda_fast_math=False)
     with pytest.raises(ValidationError, match="created for 3 parameters"):
         backend.restore(RenewableState.empty(4, np.float64))
+
+
+def test_auto_warns_when_a_named_engine_library_is_broken(monkeypatch, tmp_path):
+    broken = tmp_path / "librh_cpu.so"
+    broken.write_bytes(b"not a shared library")
+    monkeypatch.setenv("RH_CPU_LIBRARY", str(broken))
+    with pytest.warns(RuntimeWarning, match=r"backend='auto' uses numpy: native_cpu: .*librh_cpu"):
+        assert backends.choose_backend("auto", "cpu") == ("numpy", "cpu")
+
+
+def test_auto_falls_back_quietly_when_no_engine_is_installed(monkeypatch, tmp_path):
+    import warnings
+
+    from renewable_huber import _loader
+
+    monkeypatch.delenv("RH_CPU_LIBRARY", raising=False)
+    monkeypatch.setattr(_loader, "PACKAGE_LIBRARY_DIR", tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert backends.choose_backend("auto", "cpu") == ("numpy", "cpu")

@@ -10,7 +10,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from renewable_huber import RenewableHuberRegressor, ValidationError
+from renewable_huber import BackendUnavailableError, RenewableHuberRegressor, ValidationError
 from renewable_huber import checkpoint as checkpoint_module
 
 CORRUPT = "invalid or corrupted checkpoint"
@@ -191,7 +191,7 @@ def test_load_override_is_validated(saved):
     _, path = saved
     with pytest.raises(ValidationError, match="dtype must be 'float32' or 'float64'"):
         RenewableHuberRegressor.load(path, dtype="float16")
-    with pytest.raises(ValidationError, match="runs on device 'cpu'"):
+    with pytest.raises(BackendUnavailableError, match="runs on device 'cpu'"):
         RenewableHuberRegressor.load(path, backend="numpy", device="cuda")
 
 

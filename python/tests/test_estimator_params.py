@@ -75,7 +75,7 @@ def test_cuda_fast_math_requires_float32():
 
 
 def test_backend_device_mismatch_is_a_validation_error():
-    with pytest.raises(ValidationError, match="backend 'numpy' runs on device 'cpu'"):
+    with pytest.raises(BackendUnavailableError, match="backend 'numpy' runs on device 'cpu'"):
         RenewableHuberRegressor(backend="numpy", device="cuda").fit(X, Y)
 
 

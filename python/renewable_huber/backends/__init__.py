@@ -3,6 +3,9 @@ construction of the chosen one. Optional backends are imported only when asked f
 
 from __future__ import annotations
 
+import os
+import warnings
+
 from .._validation import UnknownBackendError, validate_backend_name
 from ..exceptions import BackendUnavailableError, ValidationError
 from .base import Backend
@@ -36,11 +39,27 @@ def unavailable_reason(name: str) -> str | None:
     return native.unavailable_reason(name)
 
 
+def _engine_was_expected(name: str) -> bool:
+    """A native engine is expected when the environment names its library or an installed
+    library file exists: falling back from it then hides a broken setup, where a NumPy-only
+    install falling back is the documented choice of "auto"."""
+    if name not in ("native_cpu", "native_cuda"):
+        return False
+    from .. import _loader
+
+    if os.environ.get(_loader.ENVIRONMENT_OVERRIDES[name]):
+        return True
+    return any(path.is_file() for path in _loader.library_candidates(name))
+
+
 def choose_backend(backend: str, device: str) -> tuple[str, str]:
     """Resolve the backend/device request to (backend name, device), checking availability.
 
     "auto" never picks CUDA unless device="cuda": on the CPU it prefers native_cpu when its
-    library loads, else numpy; on CUDA native_cuda, else cupy.
+    library loads, else numpy; on CUDA native_cuda, else cupy. Falling back from a native engine
+    whose library is installed or named by the environment warns (RuntimeWarning), since that
+    library failed to load. A backend that cannot run on the requested device is unavailable
+    there (BackendUnavailableError), as in renewable-huber 0.7.
     """
     if device not in _DEVICES:
         raise ValidationError(f"device must be one of {list(_DEVICES)}, got {device!r}")
@@ -50,15 +69,22 @@ def choose_backend(backend: str, device: str) -> tuple[str, str]:
         for name in candidates:
             reason = unavailable_reason(name)
             if reason is None:
+                if reasons and _engine_was_expected(candidates[0]):
+                    warnings.warn(
+                        f"backend='auto' uses {name}: {reasons[0]} (fix the library, or choose "
+                        f"backend={name!r} to silence this)",
+                        RuntimeWarning,
+                        stacklevel=4,
+                    )
                 return name, _DEVICE_OF[name]
-            reasons.append(f"{name}: {reason}")
+            reasons.append(f"{candidates[0] if not reasons else name}: {reason}")
         raise BackendUnavailableError(
             f"no backend is available for device={device!r} ({'; '.join(reasons)})"
         )
     validate_backend_name(backend)
     native_device = _DEVICE_OF[backend]
     if device not in ("auto", native_device):
-        raise ValidationError(
+        raise BackendUnavailableError(
             f"backend {backend!r} runs on device {native_device!r}, not {device!r}; "
             f"use device='{native_device}' or 'auto', or another backend"
         )
