@@ -1,4 +1,4 @@
-"""Benchmark data exactly as spec/BENCHMARKS.md defines it.
+"""Benchmark data exactly as docs/benchmarks.md defines it.
 
 Draw order from one PCG64 generator seeded with 42 + shape index: X (rows x features, drawn
 directly in the target dtype), the true coefficients (features, then the intercept, float64),

@@ -39,7 +39,7 @@ class Engine:
 
     @property
     def pins_blas(self) -> bool:
-        # NumPy's multithreaded BLAS is erratic on a few shared cores (spec/BENCHMARKS.md).
+        # NumPy's multithreaded BLAS is erratic on a few shared cores (docs/benchmarks.md).
         return self.backend == "numpy"
 
     @property

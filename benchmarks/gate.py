@@ -1,4 +1,4 @@
-"""Gate arithmetic of spec/BENCHMARKS.md on interleaved, round-aligned samples.
+"""Gate arithmetic of docs/benchmarks.md on interleaved, round-aligned samples.
 
 A ratio is candidate time / baseline time of the same round (below 1: the candidate is
 faster). Criteria per case:

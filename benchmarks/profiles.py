@@ -1,4 +1,4 @@
-"""The shape matrix of spec/BENCHMARKS.md.
+"""The shape matrix of docs/benchmarks.md.
 
 A shape's index is its position inside its profile; the data seed is 42 + that index, so a
 profile's data never depends on which other profiles exist.

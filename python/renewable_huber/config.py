@@ -7,7 +7,7 @@ import dataclasses
 
 @dataclasses.dataclass(frozen=True)
 class UpdateConfig:
-    """The numerical settings of spec/ALGORITHM.md, already validated by the estimator.
+    """The numerical settings of docs/algorithm.md, already validated by the estimator.
 
     n_features_in is p (intercept never counted); P = p + fit_intercept.
     penalty is "none" or "l1".

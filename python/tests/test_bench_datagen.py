@@ -1,4 +1,4 @@
-"""Benchmark data follows spec/BENCHMARKS.md: seeds, dtype, noise and outlier design."""
+"""Benchmark data follows docs/benchmarks.md: seeds, dtype, noise and outlier design."""
 
 import sys
 from pathlib import Path

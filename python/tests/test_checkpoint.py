@@ -507,7 +507,7 @@ def test_numpy_checkpoint_resumes_on_another_engine(tmp_path, engine):
     resumed = RenewableHuberRegressor.load(tmp_path / "h.npz", backend=engine)
     assert resumed.backend_ == engine
     stream(resumed, batches[2:])
-    # Cross-engine equality is tolerance-based (spec/GOLDEN.md, float64 engines).
+    # Cross-engine equality is tolerance-based (docs/corpora.md, float64 engines).
     np.testing.assert_allclose(resumed.state_.coefficients, uninterrupted.state_.coefficients,
                                rtol=2e-8, atol=3e-9)
     np.testing.assert_allclose(resumed.state_.information, uninterrupted.state_.information,

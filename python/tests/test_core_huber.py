@@ -1,4 +1,4 @@
-"""The Huber pieces against the analytic values of spec/ALGORITHM.md."""
+"""The Huber pieces against the analytic values of docs/algorithm.md."""
 
 import math
 

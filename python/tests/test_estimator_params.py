@@ -240,7 +240,7 @@ def test_valid_parameters_changed_mid_stream_apply_from_the_next_batch(request, 
     estimator.lambda_scale = 2.0
     estimator.tau = 0.9
     estimator.partial_fit(X, Y)
-    # spec/ALGORITHM.md: lambda = lambda_scale * tau * sqrt(ln(max(p, 2)) / N), N = 12 rows.
+    # docs/algorithm.md: lambda = lambda_scale * tau * sqrt(ln(max(p, 2)) / N), N = 12 rows.
     expected = 2.0 * 0.9 * np.sqrt(np.log(2.0) / 12.0)
     assert estimator.diagnostics_["lambda_value"] == pytest.approx(expected, rel=1e-12)
     estimator.max_iter = 1

@@ -1,7 +1,7 @@
 /*
  * rh_cpu_bench -- whole partial_fit stream timings of librh_cpu through the ABI.
  *
- * For every standard shape of spec/BENCHMARKS.md x {float64, float32} x {none, l1}: a new
+ * For every standard shape of docs/benchmarks.md x {float64, float32} x {none, l1}: a new
  * engine, every batch of the stream through rh_cuda_engine_update_host, the engine destroyed,
  * all inside the timer (the "cold" lifecycle). Prints the median and min wall time of the
  * repetitions and the median CPU time of all threads, in milliseconds per stream.

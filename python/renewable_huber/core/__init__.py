@@ -1,4 +1,4 @@
-"""The reference algorithm of spec/ALGORITHM.md, written once against an array namespace
+"""The reference algorithm of docs/algorithm.md, written once against an array namespace
 `xp` (numpy or cupy). Every engine is checked against this code run on NumPy."""
 
 from .design import design_matrix, penalty_mask

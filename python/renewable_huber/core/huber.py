@@ -1,4 +1,4 @@
-"""The Huber pieces of spec/ALGORITHM.md: loss, score, smoothed curvature, bandwidth, lambda,
+"""The Huber pieces of docs/algorithm.md: loss, score, smoothed curvature, bandwidth, lambda,
 soft threshold. Array functions take the array namespace implicitly through their inputs'
 methods and stay in the inputs' dtype; scalar parameters are Python floats so they never
 promote float32 arrays."""

@@ -21,7 +21,7 @@ from .huber import bandwidth, huber_loss, huber_score, lambda_value, smoothed_cu
 
 @dataclasses.dataclass(frozen=True)
 class RenewableProblem:
-    """One batch's renewable objective (spec/ALGORITHM.md, "Renewable objective").
+    """One batch's renewable objective (docs/algorithm.md, "Renewable objective").
 
     X (n, P), y (n,), w (n,): the batch in the working dtype. beta0 (P,), information (P, P):
     the previous state. weight_sum: N = W0 + sum(w). historical: (W0/N) lambda0 sign(beta0) m,

@@ -48,7 +48,7 @@ def _check_consistent(state: RenewableState, X_design, y, sample_weight, config:
 
 
 def renewable_update(xp, state: RenewableState, X_design, y, sample_weight, config: UpdateConfig):
-    """One renewable batch transition (spec/ALGORITHM.md).
+    """One renewable batch transition (docs/algorithm.md).
 
     xp: numpy or cupy. state: coefficients (P,) and information (P, P) as xp arrays of the
     working dtype. X_design: (n, P), intercept column already LAST when fit_intercept.
