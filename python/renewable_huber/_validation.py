@@ -1,13 +1,34 @@
 """The one place where estimator parameters and user arrays are checked.
 
-Every backend receives data that already satisfies the input rules of spec/PYTHON.md, so
-the rules here are the rules of the whole package: no backend re-validates them. One rule is
+Every backend receives data that already satisfies the package's input rules, so the rules here
+are the rules of the whole package: no backend re-validates them. One rule is
 delegated: with `engine_checks_finite` (the native engines, which refuse NaN/Inf in X, y and
 sample_weight naming the array and the first bad position before anything is committed), an
 array that reaches the engine unchanged (host input already in the working dtype and
 C-contiguous, or device input) is not scanned for NaN/Inf here; the native backend turns the
 engine's refusal into a ValidationError naming the user's array. Arrays that were cast or
 copied are still scanned here, which also reports values that overflow float32 as such.
+
+Range rule (batches to fit, host arrays): finite values can still overflow the engines'
+arithmetic. Every engine forms the weighted Gram X' diag(w c) X of the design with the
+intercept column (c <= 1, so each entry is at most sum_i w_i (||x_i||^2 + 1) by Cauchy-Schwarz;
+LAMM computes that sum itself as its curvature bound), and the loss rho(r) is r^2 / 2 wherever
+|r| <= tau, which at the start of a stream (r = y) is sum_i w_i y_i^2 / 2. So a batch to fit is
+refused, before any engine runs, when
+
+    sum_i w_i                 > finfo(dtype).max / RANGE_MARGIN   (named: sample_weight)
+    sum_i w_i (||x_i||^2 + 1) > finfo(dtype).max / RANGE_MARGIN   (named: X, its largest row)
+    sum_i w_i y_i^2           > finfo(dtype).max / RANGE_MARGIN   (named: y, its largest entry)
+
+RANGE_MARGIN = 1e6 leaves six decimal orders of magnitude for what the input cannot bound:
+the information matrix adds one such Gram per batch, and the solves multiply and add its
+entries. The intercept column is counted even when fit_intercept=False (a bound, at most the
+batch's weight sum higher). The check costs one dot product over X and one over y (plus the
+weights' maximum) per batch; only a batch that fails that bound is examined row by row.
+Device arrays are not range-checked (it would cost a device reduction and a synchronisation
+per batch); their overflow is left to the engine. predict is not refused up front (a large X
+with small coefficients predicts finite values); a prediction that overflows is refused
+after the fact, naming the row (check_predictions).
 """
 
 from __future__ import annotations
@@ -47,6 +68,10 @@ BACKEND_NAMES = ("auto", "numpy", "cupy", "native_cpu", "native_cuda")
 DEVICE_NAMES = ("auto", "cpu", "cuda")
 PENALTIES = ("none", "l1")
 DTYPE_NAMES = ("float32", "float64")
+# tau="auto": chosen from the first batch of a stream (see renewable_huber.tau).
+TAU_AUTO = "auto"
+# Batches to fit keep their Gram and squared targets below finfo(dtype).max / RANGE_MARGIN.
+RANGE_MARGIN = 1e6
 
 # DLPack's device type code for ordinary host memory.
 _DLPACK_CPU = 1
@@ -59,9 +84,10 @@ class UnknownBackendError(BackendUnavailableError, ValidationError):
 
 @dataclasses.dataclass(frozen=True)
 class ValidatedParams:
-    """Constructor parameters after validation, normalised to plain Python/NumPy types."""
+    """Constructor parameters after validation, normalised to plain Python/NumPy types
+    (tau: a float, or "auto" until the stream's first batch fixes it)."""
 
-    tau: float
+    tau: float | str
     penalty: str
     lambda_scale: float
     bandwidth_scale: float
@@ -110,6 +136,18 @@ def _real(name: str, value, *, lower: float, strict: bool) -> float:
         raise ValidationError(f"{requirement}, got {value!r} of type {type(value).__name__}")
     number = float(value)
     if not math.isfinite(number) or number < lower or (strict and number == lower):
+        raise ValidationError(f"{requirement}, got {value!r}")
+    return number
+
+
+def _tau(value) -> float | str:
+    if isinstance(value, str) and value == TAU_AUTO:
+        return TAU_AUTO
+    requirement = "tau must be a finite real number > 0 (in the target's units) or 'auto'"
+    if _is_bool(value) or not isinstance(value, numbers.Real):
+        raise ValidationError(f"{requirement}, got {value!r} of type {type(value).__name__}")
+    number = float(value)
+    if not math.isfinite(number) or number <= 0.0:
         raise ValidationError(f"{requirement}, got {value!r}")
     return number
 
@@ -174,7 +212,7 @@ def validate_params(params: Mapping[str, Any]) -> ValidatedParams:
     if missing:
         raise ValidationError(f"missing parameter(s) {missing}")
     validated = ValidatedParams(
-        tau=_real("tau", params["tau"], lower=0.0, strict=True),
+        tau=_tau(params["tau"]),
         penalty=_choice("penalty", params["penalty"], PENALTIES),
         lambda_scale=_real("lambda_scale", params["lambda_scale"], lower=0.0, strict=False),
         bandwidth_scale=_real("bandwidth_scale", params["bandwidth_scale"], lower=0.0, strict=True),
@@ -491,10 +529,11 @@ def validate_batch(
     n_features_expected: int | None = None,
     feature_names_expected: tuple[str, ...] | None = None,
     engine_checks_finite: bool = False,
+    check_range: bool = False,
 ) -> Batch:
-    """Apply every input rule of spec/PYTHON.md to one batch (NaN/Inf in arrays that reach
-    the engine unchanged left to the engine when engine_checks_finite; see the module
-    docstring)."""
+    """Apply every input rule to one batch (NaN/Inf in arrays that reach the engine unchanged
+    left to the engine when engine_checks_finite; see the module docstring). check_range: the
+    batch is to be fitted, so host arrays must also satisfy the range rule."""
     X, names, on_device = validate_X(
         X,
         dtype=dtype,
@@ -514,4 +553,94 @@ def validate_batch(
             backend_name, engine_checks_finite,
         )
         _check_weights(sample_weight)
+    if check_range and not on_device:
+        _check_range(X, y, sample_weight)
     return Batch(X=X, y=y, sample_weight=sample_weight, feature_names=names, on_device=on_device)
+
+
+def range_limit(dtype) -> float:
+    """The bound of the range rule (module docstring) for a working dtype."""
+    return float(np.finfo(dtype).max) / RANGE_MARGIN
+
+
+def _check_range(X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None) -> None:
+    """The range rule for host arrays in the working dtype (module docstring)."""
+    limit = range_limit(X.dtype)
+    n = X.shape[0]
+    # Fast bound, in the working dtype: an overflowing dot product gives inf (and NaN input
+    # gives NaN), and both fail the comparison, so no bad batch passes; the exact test below
+    # decides. Flat views of C-contiguous arrays: vdot is one BLAS pass, no temporary.
+    with np.errstate(over="ignore", invalid="ignore"):
+        x_squares = float(np.vdot(X.reshape(-1), X.reshape(-1))) + n
+        y_squares = float(np.vdot(y, y))
+        heaviest = 1.0 if sample_weight is None else float(sample_weight.max())
+        if heaviest * x_squares <= limit and heaviest * y_squares <= limit:
+            return
+    _check_range_exactly(X, y, sample_weight, limit)
+
+
+def _check_range_exactly(X, y, sample_weight, limit: float) -> None:
+    # NaN/Inf are not a range question: the finite checks report them (here for converted
+    # arrays, in the engine for arrays it reads unchanged, see the module docstring), always
+    # before anything is committed.
+    if not all(
+        np.isfinite(array).all() for array in (X, y, sample_weight) if array is not None
+    ):
+        return
+    dtype = X.dtype
+    weights = 1.0 if sample_weight is None else sample_weight.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        X64 = X.astype(np.float64)
+        row_terms = weights * (np.einsum("ij,ij->i", X64, X64) + 1.0)
+        y64 = y.astype(np.float64)
+        y_terms = weights * (y64 * y64)
+        x_total, y_total = float(row_terms.sum()), float(y_terms.sum())
+        weight_total = None if sample_weight is None else float(weights.sum())
+    weighted = "" if sample_weight is None else "w_i "
+    advice = "rescale the data (e.g. divide each column by its scale)" + (
+        " or use dtype='float64'" if dtype == np.float32 else ""
+    )
+    if weight_total is not None and not weight_total <= limit:
+        index = int(np.argmax(weights))
+        raise ValidationError(
+            f"sample_weight is too large for {dtype.name}: the engines form X'WX, whose "
+            f"intercept entry is the sum of the weights, and this batch's weights sum to "
+            f"{weight_total:.3g}, above the limit {limit:.3g} (the largest "
+            f"{dtype.name} / {RANGE_MARGIN:g}); the largest weight is at index {index} "
+            f"({float(sample_weight[index]):.6g}); rescale sample_weight"
+        )
+    if not x_total <= limit:
+        row = int(np.argmax(row_terms))
+        column = int(np.argmax(np.abs(X64[row])))
+        weight = "" if sample_weight is None else f", weight {float(sample_weight[row]):.6g}"
+        raise ValidationError(
+            f"X is too large for {dtype.name}: the engines form X'WX, and this batch's sum of "
+            f"{weighted}(||x_i||^2 + 1) over its rows is {x_total:.3g}, above the limit "
+            f"{limit:.3g} (the largest {dtype.name} / {RANGE_MARGIN:g}); the largest row is "
+            f"row {row} (value {float(X[row, column]):.6g} at column {column}{weight}); {advice}"
+        )
+    if not y_total <= limit:
+        index = int(np.argmax(y_terms))
+        weight = "" if sample_weight is None else f", weight {float(sample_weight[index]):.6g}"
+        raise ValidationError(
+            f"y is too large for {dtype.name}: the Huber loss is r^2/2 within tau, and this "
+            f"batch's sum of {weighted}y_i^2 is {y_total:.3g}, above the limit {limit:.3g} "
+            f"(the largest {dtype.name} / {RANGE_MARGIN:g}); the largest entry is at index "
+            f"{index} (value {float(y[index]):.6g}{weight}); {advice}"
+        )
+
+
+def check_predictions(predictions):
+    """Refuse host predictions that overflowed the working dtype (X @ coef beyond its range),
+    naming the first such row; device predictions are returned unchecked."""
+    if not isinstance(predictions, np.ndarray):
+        return predictions
+    finite = np.isfinite(predictions)
+    if not finite.all():
+        row = int(np.argmax(~finite))
+        raise ValidationError(
+            f"the prediction for X row {row} overflows {predictions.dtype.name} "
+            f"({float(predictions[row])}): X @ coef_ is beyond the working dtype's range there; "
+            "rescale X" + (" or use dtype='float64'" if predictions.dtype == np.float32 else "")
+        )
+    return predictions

@@ -50,3 +50,64 @@ class Diagnostics:
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+# Why a batch ended unconverged (docs/algorithm.md, "The reason a batch did not converge").
+STOP_MAX_ITER = "max_iter"
+STOP_LINE_SEARCH = "line search exhausted"
+STOP_LAMM = "LAMM attempts exhausted"
+STOP_REASONS = (STOP_MAX_ITER, STOP_LINE_SEARCH, STOP_LAMM)
+
+
+def stop_reason(converged: bool, iterations: int, max_iter: int, penalty: str) -> str | None:
+    """The one derivation of why a batch did not converge, from what every engine reports
+    (converged, iterations) and the config: None when converged; "max_iter" when the solve
+    used all max_iter iterations; otherwise the solver gave up early because no step it may
+    try decreased the objective: "line search exhausted" (penalty "none", damped Newton) or
+    "LAMM attempts exhausted" (penalty "l1")."""
+    if converged:
+        return None
+    if iterations >= max_iter:
+        return STOP_MAX_ITER
+    return STOP_LAMM if penalty == "l1" else STOP_LINE_SEARCH
+
+
+class BatchDiagnostics(dict):
+    """The last batch's diagnostics as the estimator's diagnostics_: a dict (mapping access,
+    equality with a plain dict of the same items, JSON, pickle and copy all work as for a
+    dict) whose fields can also be read as attributes, as renewable-huber 0.7.1 offered:
+    ``model.diagnostics_.converged`` is ``model.diagnostics_["converged"]``.
+
+    Fields: iterations, converged, objective, lambda_value, bandwidth,
+    used_regularized_fallback, stop_reason (None when converged, else "max_iter",
+    "line search exhausted" or "LAMM attempts exhausted").
+    """
+
+    # No instance dictionary: attributes are the items, and setting one is refused instead of
+    # silently creating an attribute that the mapping would not show.
+    __slots__ = ()
+
+    def __getattr__(self, name: str):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(
+                f"diagnostics have no field {name!r}; fields: {', '.join(self)}"
+            ) from None
+
+    @classmethod
+    def from_batch(
+        cls, diagnostics: Diagnostics, *, max_iter: int, penalty: str
+    ) -> BatchDiagnostics:
+        """Plain Python values of one batch's Diagnostics plus the derived stop_reason."""
+        iterations = int(diagnostics.iterations)
+        converged = bool(diagnostics.converged)
+        return cls(
+            iterations=iterations,
+            converged=converged,
+            objective=float(diagnostics.objective),
+            lambda_value=float(diagnostics.lambda_value),
+            bandwidth=float(diagnostics.bandwidth),
+            used_regularized_fallback=bool(diagnostics.used_regularized_fallback),
+            stop_reason=stop_reason(converged, iterations, max_iter, penalty),
+        )

@@ -10,23 +10,34 @@ from __future__ import annotations
 
 import operator
 import sys
+import warnings
 from typing import Any
 
 import numpy as np
 
 from . import checkpoint
+from . import tau as tau_guidance
 from ._validation import (
     DEFAULT_PARAMS,
     PARAM_NAMES,
+    TAU_AUTO,
+    Batch,
     ValidatedParams,
+    check_predictions,
     validate_batch,
     validate_params,
     validate_X,
 )
 from .backends import choose_backend, create_backend, unavailable_reason
 from .config import UpdateConfig
-from .diagnostics import Diagnostics
-from .exceptions import NotFittedError, RenewableHuberError, ValidationError
+from .diagnostics import BatchDiagnostics, Diagnostics
+from .exceptions import (
+    NotFittedError,
+    RenewableHuberError,
+    TauScaleWarning,
+    ValidationError,
+    convergence_warning_class,
+)
 from .state import RenewableState
 
 # Backends that take device arrays as they are; the others compute on the host.
@@ -51,6 +62,7 @@ _FITTED_ATTRIBUTES = (
     "n_jobs_",
     "diagnostics_",
     "cuda_features_",
+    "tau_",
 )
 
 
@@ -58,15 +70,42 @@ class RenewableHuberRegressor:
     """Streaming robust (Huber) linear regression by renewable estimation.
 
     Each call to partial_fit folds one batch into a fixed-size state (coefficients and the
-    P x P information matrix); the data itself is never kept. See spec/ALGORITHM.md.
+    P x P information matrix); the data itself is never kept (docs/algorithm.md).
+
+    Batches must be exchangeable: each one a random sample of the same population (a
+    shuffled table cut into batches). The renewable update carries the past through a
+    quadratic expansion, so a table sorted by a covariate or by time with drifting
+    relationships streams to a different answer than the full-data fit; shuffle the rows
+    first.
 
     Parameters (keyword-only, validated at fit/partial_fit/load):
-    tau > 0: Huber threshold. penalty: "none" or "l1". lambda_scale >= 0: L1 strength
+    tau > 0: Huber threshold, an absolute number in the TARGET'S UNITS (residuals beyond tau
+    count linearly). The default 1.345 suits a target whose noise has unit scale
+    (standardised data); in raw units use renewable_huber.suggest_tau(X, y) on a pilot batch
+    or tau="auto", which fixes tau = suggest_tau(first batch) when a stream starts (tau_
+    holds the number, get_params() keeps "auto", checkpoints store the number). A tau far
+    below the first batch's residual spread gives a TauScaleWarning (first batch of a
+    stream, host arrays only). penalty: "none" or "l1". lambda_scale >= 0: L1 strength
     multiplier. bandwidth_scale > 0: curvature smoothing multiplier. fit_intercept.
     max_iter >= 1, tol > 0: solver limits. ridge >= 0: added to the normalised Hessian.
     backend: "auto", "numpy", "cupy", "native_cpu", "native_cuda". device: "auto", "cpu",
     "cuda". dtype: "float32" or "float64". n_jobs: None, -1 or a positive thread count
     (native_cpu). cuda_graphs, cuda_fast_math (float32 only): native_cuda engine flags.
+
+    Convergence: a batch that ends unconverged is still folded into the stream (the state
+    holds the solver's last accepted step) and emits one renewable_huber.ConvergenceWarning
+    naming the batch (its 1-based index in the stream), the iterations and the reason;
+    diagnostics_ (a dict whose fields also read as attributes) carries iterations,
+    converged, objective, lambda_value, bandwidth, used_regularized_fallback and
+    stop_reason (None when converged, else "max_iter", "line search exhausted" or
+    "LAMM attempts exhausted"). Turn the warning into an error with
+    warnings.simplefilter("error", renewable_huber.ConvergenceWarning) to stop a stream at
+    the first unconverged batch (the batch is then already committed: save() before each
+    batch to keep a converged state, as `renewable-huber fit --strict` does).
+
+    Input range: a batch to fit whose Gram X'WX or squared targets would overflow the working
+    dtype is refused with a ValidationError naming the array and row, before any engine runs
+    (the rule is in renewable_huber._validation); a prediction that overflows is refused too.
 
     After load(), n_iter_ is 0 and diagnostics_ is None until the next batch: a checkpoint
     stores the stream, not the last batch's solver trace. cuda_features_ (native_cuda only) is
@@ -242,9 +281,11 @@ class RenewableHuberRegressor:
             n_features_expected=n_features,
             feature_names_expected=feature_names,
             engine_checks_finite=backend_name in _ENGINE_CHECKS_FINITE_BACKENDS,
+            check_range=True,
         )
         n_features = int(batch.X.shape[1])
-        config = self._update_config(params, n_features)
+        tau = self._stream_tau(params, batch, new_stream)
+        config = self._update_config(params, n_features, tau)
         spare = None
         if new_stream:
             backend = spare = self._take_spare_backend(params, backend_name, config.n_parameters)
@@ -261,16 +302,85 @@ class RenewableHuberRegressor:
             if spare is not None:  # the update is transactional: it still holds the empty state
                 self._spare_backend = (params.stream_layout(), spare)
             raise
-        self._commit(backend, state, diagnostics, params, n_features, feature_names)
+        self._commit(backend, state, diagnostics, params, n_features, feature_names, tau)
+        self._report(batch, params, tau, new_stream)
 
-    def _update_config(self, params: ValidatedParams, n_features: int) -> UpdateConfig:
-        # The same UpdateConfig object while params and p stay: a native backend then reuses
-        # the ABI struct it built from it.
+    def _stream_tau(self, params: ValidatedParams, batch: Batch, new_stream: bool) -> float:
+        """The tau of this batch: the parameter, or with tau="auto" the number fixed when the
+        stream started (suggest_tau on its first batch)."""
+        if params.tau != TAU_AUTO:
+            return params.tau
+        if not new_stream:
+            return self.tau_
+        return tau_guidance.tau_from_batch(
+            batch.X, batch.y, batch.sample_weight, fit_intercept=params.fit_intercept
+        )
+
+    def _report(self, batch: Batch, params: ValidatedParams, tau: float, new_stream: bool):
+        """Warnings about the batch just committed (nothing here can change the state)."""
+        diagnostics = self.diagnostics_
+        if diagnostics["stop_reason"] is not None:
+            number = int(self._state.batch_count)
+            category = convergence_warning_class()
+            # stacklevel 4: this method, _learn, fit/partial_fit, then the caller's line.
+            warnings.warn(
+                category(
+                    f"batch {number} did not converge after {diagnostics['iterations']} "
+                    f"iterations ({diagnostics['stop_reason']}); it was folded into the stream "
+                    "at the solver's last accepted step. Raise max_iter or loosen tol for "
+                    "'max_iter'; otherwise rescale the data or choose tau in the target's "
+                    "units (renewable_huber.suggest_tau)",
+                    batch=number,
+                    iterations=diagnostics["iterations"],
+                    reason=diagnostics["stop_reason"],
+                ),
+                stacklevel=4,
+            )
+        if new_stream and params.tau != TAU_AUTO and not batch.on_device:
+            self._check_tau_scale(batch, params, tau)
+
+    def _check_tau_scale(self, batch: Batch, params: ValidatedParams, tau: float) -> None:
+        converged = self.diagnostics_["converged"]
+        if converged:  # cheap: at most CHECK_ROWS rows at the fitted coefficients
+            scale = tau_guidance.residual_scale_at(
+                self._state.coefficients, batch.X, batch.y, batch.sample_weight,
+                params.fit_intercept,
+            )
+            if not tau_guidance.tau_too_small(tau, scale):
+                return
+        # A pilot fit on at most PILOT_ROWS rows: only when the warning is likely, or when the
+        # batch did not converge (its coefficients then say nothing about the noise).
+        try:
+            pilot = tau_guidance.pilot_scale(
+                batch.X, batch.y, batch.sample_weight, fit_intercept=params.fit_intercept
+            )
+        except ValidationError:
+            pilot = None
+        if not converged:
+            if pilot is None or not tau_guidance.tau_too_small(tau, pilot):
+                return
+            scale = pilot
+        suggestion = None if pilot is None else tau_guidance.HUBER_EFFICIENCY_CONSTANT * pilot
+        warnings.warn(
+            TauScaleWarning(
+                tau_guidance.tau_scale_message(tau, scale, suggestion, at_fit=converged)
+            ),
+            stacklevel=5,
+        )
+
+    def _update_config(self, params: ValidatedParams, n_features: int, tau: float):
+        # The same UpdateConfig object while params, p and tau stay: a native backend then
+        # reuses the ABI struct it built from it.
         cached = getattr(self, "_config_cache", None)
-        if cached is not None and cached[0] is params and cached[1] == n_features:
-            return cached[2]
-        config = _update_config(params, n_features)
-        self._config_cache = (params, n_features, config)
+        if (
+            cached is not None
+            and cached[0] is params
+            and cached[1] == n_features
+            and cached[2] == tau
+        ):
+            return cached[3]
+        config = _update_config(params, n_features, tau)
+        self._config_cache = (params, n_features, tau, config)
         return config
 
     def _check_same_stream(self, params: ValidatedParams) -> None:
@@ -288,6 +398,7 @@ class RenewableHuberRegressor:
         params: ValidatedParams,
         n_features: int,
         feature_names: tuple[str, ...] | None,
+        tau: float,
     ) -> None:
         # Everything that can fail is computed before the first assignment.
         coefficients = state.coefficients
@@ -295,7 +406,13 @@ class RenewableHuberRegressor:
         coef = np.array(coefficients[:n_features], copy=True)
         intercept = coefficients[n_features] if params.fit_intercept else dtype.type(0.0)
         cuda_features = dict(backend.features) if backend.name == "native_cuda" else None
-        diagnostics_dict = None if diagnostics is None else _diagnostics_dict(diagnostics)
+        diagnostics_dict = (
+            None
+            if diagnostics is None
+            else BatchDiagnostics.from_batch(
+                diagnostics, max_iter=params.max_iter, penalty=params.penalty
+            )
+        )
         n_iter = 0 if diagnostics is None else diagnostics_dict["iterations"]
 
         self._clear_fit()
@@ -314,6 +431,7 @@ class RenewableHuberRegressor:
         self.device_ = backend.device
         self.n_jobs_ = backend.n_jobs
         self.diagnostics_ = diagnostics_dict
+        self.tau_ = float(tau)
         if cuda_features is not None:
             self.cuda_features_ = cuda_features
 
@@ -336,7 +454,10 @@ class RenewableHuberRegressor:
             n_features_expected=self.n_features_in_,
             feature_names_expected=self._feature_names,
         )
-        return self._backend.predict(X)
+        # An overflow is refused below, naming the row, so NumPy's RuntimeWarning is noise.
+        with np.errstate(over="ignore", invalid="ignore"):
+            predictions = self._backend.predict(X)
+        return check_predictions(predictions)
 
     def score(self, X, y, sample_weight=None) -> float:
         """Coefficient of determination R^2 (weighted when sample_weight is given)."""
@@ -351,7 +472,9 @@ class RenewableHuberRegressor:
             n_features_expected=self.n_features_in_,
             feature_names_expected=self._feature_names,
         )
-        predictions = _to_host(self._backend.predict(batch.X)).astype(np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            predictions = self._backend.predict(batch.X)
+        predictions = _to_host(check_predictions(predictions)).astype(np.float64)
         target = _to_host(batch.y).astype(np.float64)
         weights = (
             np.ones_like(target)
@@ -379,9 +502,12 @@ class RenewableHuberRegressor:
         self._require_fitted()
         state = self._state
         params = validate_params(self.get_params())
+        config = params.as_config_dict()
+        # tau="auto" is stored as the number the stream uses, so a resumed stream keeps it.
+        config["tau"] = float(self.tau_)
         return {
             "format_version": checkpoint.FORMAT_VERSION,
-            "config": params.as_config_dict(),
+            "config": config,
             "coefficients": np.array(state.coefficients, copy=True),
             "information": np.array(state.information, copy=True),
             "n_samples_seen": int(state.n_samples_seen),
@@ -432,6 +558,7 @@ class RenewableHuberRegressor:
             params,
             payload["n_features_in"],
             None if names is None else tuple(names),
+            payload["config"]["tau"],
         )
         for name, value in pickled["extras"].items():
             setattr(self, name, value)
@@ -449,6 +576,11 @@ class RenewableHuberRegressor:
         """
         payload = checkpoint.load_checkpoint(path)
         config = dict(payload["config"])
+        if isinstance(config["tau"], str):
+            raise ValidationError(
+                f"{path}: the checkpoint's config has tau={config['tau']!r}; a checkpoint "
+                "stores the number its stream uses"
+            )
         if backend is not None:
             config["backend"] = backend
             config["device"] = "auto"
@@ -469,6 +601,7 @@ class RenewableHuberRegressor:
             params,
             payload["n_features_in"],
             None if names is None else tuple(names),
+            params.tau,
         )
         return estimator
 
@@ -505,11 +638,11 @@ def _state_from_payload(payload: dict[str, Any], dtype: np.dtype) -> RenewableSt
     )
 
 
-def _update_config(params: ValidatedParams, n_features: int) -> UpdateConfig:
+def _update_config(params: ValidatedParams, n_features: int, tau: float) -> UpdateConfig:
     return UpdateConfig(
         n_features_in=n_features,
         fit_intercept=params.fit_intercept,
-        tau=params.tau,
+        tau=tau,
         bandwidth_scale=params.bandwidth_scale,
         tol=params.tol,
         ridge=params.ridge,
@@ -517,17 +650,6 @@ def _update_config(params: ValidatedParams, n_features: int) -> UpdateConfig:
         penalty=params.penalty,
         lambda_scale=params.lambda_scale,
     )
-
-
-def _diagnostics_dict(diagnostics: Diagnostics) -> dict[str, Any]:
-    return {
-        "iterations": int(diagnostics.iterations),
-        "converged": bool(diagnostics.converged),
-        "objective": float(diagnostics.objective),
-        "lambda_value": float(diagnostics.lambda_value),
-        "bandwidth": float(diagnostics.bandwidth),
-        "used_regularized_fallback": bool(diagnostics.used_regularized_fallback),
-    }
 
 
 def _to_host(array) -> np.ndarray:

@@ -8,6 +8,7 @@ import pytest
 from renewable_huber import RenewableHuberRegressor, RenewableState
 from renewable_huber.config import UpdateConfig
 from renewable_huber.core import design_matrix, renewable_update
+from renewable_huber.diagnostics import stop_reason
 
 
 def make_stream(n_batches=3, n=60, p=4, seed=0):
@@ -62,7 +63,12 @@ def test_partial_fit_stream_equals_the_reference_core(penalty, fit_intercept):
     else:
         assert estimator.intercept_ == 0.0
     assert estimator.n_iter_ == diagnostics.iterations
-    assert estimator.diagnostics_ == diagnostics.as_dict()
+    # diagnostics_ adds the reason derived from (converged, iterations, max_iter, penalty).
+    assert estimator.diagnostics_ == {
+        **diagnostics.as_dict(),
+        "stop_reason": stop_reason(diagnostics.converged, diagnostics.iterations,
+                                   estimator.max_iter, penalty),
+    }
     assert estimator.n_samples_seen_ == 180
     assert estimator.state_.batch_count == 3
     assert estimator.state_.weight_sum == 180.0
@@ -77,8 +83,9 @@ def test_fitted_attributes_and_their_types():
     assert estimator.n_jobs_ is None
     assert set(estimator.diagnostics_) == {
         "iterations", "converged", "objective", "lambda_value", "bandwidth",
-        "used_regularized_fallback",
+        "used_regularized_fallback", "stop_reason",
     }
+    assert estimator.diagnostics_["stop_reason"] is None
     assert estimator.diagnostics_["converged"] is True
     assert estimator.diagnostics_["lambda_value"] == 0.0
     # h = min(bandwidth_scale / (sqrt(N) ln(max(p, 2))), tau), N = 60, p = 4

@@ -1,6 +1,8 @@
 """Input rules of spec/PYTHON.md: shapes, finiteness, dtype, sparse, weights, tables and
 device arrays, and the transactional guarantee when any of them is violated."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -424,10 +426,119 @@ def test_native_cpu_negative_weights(cpu_library, first_bad):
     assert_same_engine_state(engine_before, engine_state(estimator))
 
 
-def test_native_cpu_finite_weights_whose_sum_overflows_are_refused_by_the_engine(cpu_library):
-    estimator = RenewableHuberRegressor(backend="native_cpu").partial_fit(X[:20], Y[:20])
-    before, engine_before = snapshot(estimator), engine_state(estimator)
-    with pytest.raises(ValidationError, match=r"RhCudaHostBatch\.batch_weight is inf"):
-        estimator.partial_fit(X[20:], Y[20:], sample_weight=np.full(20, 1e308))
+# ------------------------------------------------------------------ range rule (overflow)
+
+
+@pytest.fixture(params=["numpy", "native_cpu"])
+def host_backend(request):
+    if request.param == "native_cpu":
+        request.getfixturevalue("cpu_library")
+    return request.param
+
+
+def range_error(backend, X_batch, y_batch, sample_weight=None, **params):
+    """The ValidationError text of a first batch and of a later one, which must change
+    nothing; returns the texts."""
+    texts = []
+    fresh = RenewableHuberRegressor(backend=backend, **params)
+    with pytest.raises(ValidationError) as first:
+        fresh.fit(X_batch, y_batch, sample_weight=sample_weight)
+    assert not hasattr(fresh, "coef_") and fresh._backend is None
+    texts.append(str(first.value))
+    dtype = params.get("dtype", "float64")
+    estimator = RenewableHuberRegressor(backend=backend, **params).partial_fit(
+        X[:20].astype(dtype), Y[:20].astype(dtype))
+    held = engine_state if backend == "native_cpu" else snapshot  # what the backend holds
+    before, engine_before = snapshot(estimator), held(estimator)
+    with pytest.raises(ValidationError) as later:
+        estimator.partial_fit(X_batch, y_batch, sample_weight=sample_weight)
     assert_unchanged(before, snapshot(estimator))
-    assert_same_engine_state(engine_before, engine_state(estimator))
+    if backend == "native_cpu":
+        assert_same_engine_state(engine_before, engine_state(estimator))
+    texts.append(str(later.value))
+    return texts
+
+
+def test_huge_x_is_refused_before_any_engine_runs_with_the_same_text_everywhere(host_backend):
+    big = X.copy()
+    big[7, 1] = 1e300
+    texts = range_error(host_backend, big, Y)
+    expected = (
+        "X is too large for float64: the engines form X'WX, and this batch's sum of "
+        "(||x_i||^2 + 1) over its rows is inf, above the limit 1.8e+302 (the largest float64 / "
+        "1e+06); the largest row is row 7 (value 1e+300 at column 1); rescale the data (e.g. "
+        "divide each column by its scale)"
+    )
+    assert texts == [expected, expected]
+
+
+def test_float32_batch_whose_gram_overflows_is_refused_with_the_same_text_everywhere(
+    host_backend,
+):
+    big = X.astype(np.float32)
+    big[3, 0] = 1e20  # finite in float32, but its square (1e40) is not
+    texts = range_error(host_backend, big, Y.astype(np.float32), dtype="float32")
+    expected = (
+        "X is too large for float32: the engines form X'WX, and this batch's sum of "
+        "(||x_i||^2 + 1) over its rows is 1e+40, above the limit 3.4e+32 (the largest float32 / "
+        "1e+06); the largest row is row 3 (value 1e+20 at column 0); rescale the data (e.g. "
+        "divide each column by its scale) or use dtype='float64'"
+    )
+    assert texts == [expected, expected]
+
+
+def test_many_moderate_rows_whose_sum_overflows_are_refused(host_backend):
+    # No single row is near the limit; the sum over 40 rows is.
+    texts = range_error(host_backend, np.full((40, 3), 1.2e151), Y)
+    assert all(t.startswith("X is too large for float64") for t in texts)
+    assert all("the largest row is row 0 (value 1.2e+151 at column 0)" in t for t in texts)
+
+
+def test_huge_y_is_refused_naming_its_index(host_backend):
+    target = Y.copy()
+    target[5] = 1e160
+    texts = range_error(host_backend, X, target)
+    assert texts[0] == texts[1]
+    assert texts[0].startswith("y is too large for float64: the Huber loss is r^2/2 within tau")
+    assert "the largest entry is at index 5 (value 1e+160)" in texts[0]
+
+
+def test_finite_weights_whose_sum_overflows_are_refused_naming_sample_weight(host_backend):
+    texts = range_error(host_backend, X, Y, sample_weight=np.full(40, 1e308))
+    assert texts[0] == texts[1]
+    assert texts[0].startswith("sample_weight is too large for float64")
+    assert "the largest weight is at index 0 (1e+308)" in texts[0]
+
+
+def test_large_but_safe_values_pass_the_range_rule(host_backend):
+    # 1e100 squared is 1e200, far below the limit: the rule must not refuse it (the weights
+    # make the fast bound fail, so the exact per-row sum decides).
+    scaled = X * 1e100
+    weights = np.ones(40)
+    weights[0] = 1e100
+    model = RenewableHuberRegressor(backend=host_backend, max_iter=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(scaled, Y, sample_weight=weights)
+    assert model.n_samples_seen_ == 40
+
+
+def test_nan_with_huge_values_still_gets_the_nan_message(host_backend):
+    bad = X.copy()
+    bad[2, 0] = 1e300
+    bad[9, 1] = np.nan
+    estimator = RenewableHuberRegressor(backend=host_backend)
+    with pytest.raises(ValidationError, match=r"^X contains NaN or infinity \(first at row 9"):
+        estimator.fit(bad, Y)
+
+
+def test_prediction_that_overflows_is_refused_naming_the_row(host_backend):
+    estimator = RenewableHuberRegressor(backend=host_backend).fit(X, Y)
+    rows = X[:4].copy()
+    rows[2] = [1e308, -1e308, 1e308]  # finite input; X @ coef_ (signs 1, -2, 0.5) is not
+    with pytest.raises(ValidationError, match=r"^the prediction for X row 2 overflows float64"):
+        estimator.predict(rows)
+    with pytest.raises(ValidationError, match=r"^the prediction for X row 2 overflows float64"):
+        estimator.score(rows, Y[:4])
+    # Large but representable predictions are returned as they are.
+    assert np.isfinite(estimator.predict(X[:4] * 1e200)).all()

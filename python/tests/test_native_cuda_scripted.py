@@ -192,6 +192,7 @@ def test_every_fitted_attribute_is_current_after_every_device_batch(engine):
         assert estimator.diagnostics_ == {
             "iterations": 2 + batch, "converged": True, "objective": 0.5 * batch,
             "lambda_value": 0.0, "bandwidth": 0.25, "used_regularized_fallback": False,
+            "stop_reason": None,
         }
         assert estimator.cuda_features_ == {
             "requested_flags": 1, "enabled_flags": 1, "graph_captures": 1,
