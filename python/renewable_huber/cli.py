@@ -1,7 +1,10 @@
 """The `renewable-huber` command line: demo (the default), fit, predict, info, conformance.
 
 Every failure a user can cause ends as one line `renewable-huber: error: ...` on stderr and a
-non-zero exit status; RH_DEBUG=1 shows the traceback instead.
+non-zero exit status; RH_DEBUG=1 shows the traceback instead. `fit` reports every batch that
+did not converge as one line `renewable-huber: warning: batch K did not converge after I
+iterations (reason)` on stderr (K: the batch's index in the stream) plus a summary line at the
+end; with --strict it stops at the first such batch with exit status 3 instead.
 """
 
 from __future__ import annotations
@@ -10,16 +13,19 @@ import argparse
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 
-from .exceptions import RenewableHuberError
+from .exceptions import RenewableHuberError, RenewableHuberWarning, is_convergence_warning
 
 PROG = "renewable-huber"
 BACKENDS = ("auto", "numpy", "cupy", "native_cpu", "native_cuda")
 ENGINES = ("numpy", "cupy", "native_cpu", "native_cuda")
 EXIT_ERROR = 1
 EXIT_USAGE = 2
+# fit --strict: a batch did not converge (the checkpoint, if any, holds the batches before it).
+EXIT_NOT_CONVERGED = 3
 
 
 class UsageError(Exception):
@@ -28,6 +34,11 @@ class UsageError(Exception):
 
 class DataBatchError(RenewableHuberError):
     """A batch of a data file was refused; the message says which rows and why."""
+
+
+class StrictStop(RenewableHuberError):
+    """fit --strict met a batch that did not converge; the message says which batch and what
+    the checkpoint holds."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -62,6 +73,18 @@ def _finite_float(text: str) -> float:
     if not np.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value
+
+
+def _positive_float(text: str) -> float:
+    value = _finite_float(text)
+    if value <= 0.0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def _tau_option(text: str) -> float | str:
+    """--tau: a number in the target's units, or 'auto' (chosen from the first batch)."""
+    return "auto" if text.strip() == "auto" else _finite_float(text)
 
 
 def _column_list(text: str) -> list[str]:
@@ -100,9 +123,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="feature columns (default: every numeric column but the target)")
     fit.add_argument("--batch-size", type=_positive_int, default=10_000, help="default 10000")
     fit.add_argument("--penalty", choices=("none", "l1"), help="default none")
-    fit.add_argument("--tau", type=_finite_float, help="Huber threshold (default 1.345)")
+    fit.add_argument("--tau", type=_tau_option, metavar="TAU|auto",
+                     help="Huber threshold in the target's units (default 1.345, which suits a "
+                     "standardised target); 'auto': 1.345 x a robust residual scale of the "
+                     "first batch")
     fit.add_argument("--backend", choices=BACKENDS, help="default auto")
     fit.add_argument("--dtype", choices=("float64", "float32"), help="default float64")
+    fit.add_argument("--max-iter", type=_positive_int, metavar="N",
+                     help="solver iterations per batch (default 100)")
+    fit.add_argument("--tol", type=_positive_float, metavar="TOL",
+                     help="solver step tolerance (default 1e-6)")
+    fit.add_argument("--strict", action="store_true",
+                     help="stop with exit status 3 at the first batch that does not converge; "
+                     "the checkpoint then holds the batches before it")
     fit.add_argument("--checkpoint", metavar="OUT.npz", help="save the model here")
     fit.add_argument("--checkpoint-every", type=_non_negative_int, default=1, metavar="K",
                      help="save every K batches (default 1; 0: only at the end)")
@@ -150,16 +183,23 @@ def command_demo(args) -> int:
 def _new_or_resumed_model(args):
     from .estimator import RenewableHuberRegressor
 
+    limits = {k: v for k, v in (("max_iter", args.max_iter), ("tol", args.tol))
+              if v is not None}
     if args.resume is None:
         params = {k: v for k, v in (("tau", args.tau), ("penalty", args.penalty),
                                     ("backend", args.backend), ("dtype", args.dtype))
                   if v is not None}
-        return RenewableHuberRegressor(**params)
+        return RenewableHuberRegressor(**params, **limits)
     fixed = [f"--{name}" for name in ("tau", "penalty") if getattr(args, name) is not None]
     if fixed:
         raise UsageError(f"{', '.join(fixed)} cannot be combined with --resume: the checkpoint "
                          "fixes the configuration")
-    return RenewableHuberRegressor.load(args.resume, backend=args.backend, dtype=args.dtype)
+    model = RenewableHuberRegressor.load(args.resume, backend=args.backend, dtype=args.dtype)
+    # The solver limits may change on resume: plain assignment, because set_params would
+    # start a new stream; the estimator validates them at the next batch.
+    for name, value in limits.items():
+        setattr(model, name, value)
+    return model
 
 
 class _NamedColumns:
@@ -197,8 +237,35 @@ def command_fit(args) -> int:
     every = args.checkpoint_every
     if args.checkpoint and (every == 0 or summary["batches"] % every != 0):
         model.save(args.checkpoint)
+    if summary["not_converged"]:
+        _warn(f"{summary['not_converged']} of {summary['batches']} batches did not converge "
+              f"(first: batch {summary['first_not_converged']}); their coefficients are the "
+              "solver's last step, not the optimum: raise --max-iter, loosen --tol, or give "
+              "--tau in the target's units (--tau auto)")
     print(_fit_summary(args, model, features, rows_before, summary))
     return 0
+
+
+def _warn(message: str) -> None:
+    print(f"{PROG}: warning: {message}", file=sys.stderr)
+
+
+def _fit_one_batch(model, X, y) -> list:
+    """partial_fit, returning the package's warnings instead of letting Python print them
+    (each becomes one `renewable-huber: warning:` line); any other warning is passed on to
+    the interpreter's own filters."""
+    with warnings.catch_warnings(record=True) as caught:
+        # Recorded whatever the interpreter's filters say (even "error"): the CLI decides.
+        warnings.simplefilter("always", RenewableHuberWarning)
+        model.partial_fit(X, y)
+    ours = []
+    for record in caught:
+        if isinstance(record.message, RenewableHuberWarning):
+            ours.append(record.message)
+        else:
+            warnings.warn_explicit(record.message, record.category, record.filename,
+                                   record.lineno)
+    return ours
 
 
 def _stream_fit(args, model, table, features: list[str]) -> dict:
@@ -207,6 +274,11 @@ def _stream_fit(args, model, table, features: list[str]) -> dict:
     total = None if table.total_rows is None else max(table.total_rows - to_skip, 0)
     bar = _progress(total, "fit", args.no_progress)
     batches = rows = not_converged = 0
+    first_not_converged = None
+    # --strict --checkpoint: the state before the current batch, saved if the batch does not
+    # converge, so the checkpoint never holds an unconverged batch.
+    keep_previous = args.strict and args.checkpoint
+    previous = model.state_dict() if keep_previous and hasattr(model, "coef_") else None
     start = time.perf_counter()
     try:
         for first, last, block in table.batches(columns):
@@ -218,23 +290,61 @@ def _stream_fit(args, model, table, features: list[str]) -> dict:
                 if block.shape[0] == 0:
                     continue
             try:
-                model.partial_fit(_NamedColumns(block[:, :-1], features), block[:, -1])
+                reported = _fit_one_batch(model, _NamedColumns(block[:, :-1], features),
+                                          block[:, -1])
             except (RenewableHuberError, ValueError) as exc:
                 raise DataBatchError(f"{args.data} lines {first}-{last} (batch "
                                      f"{batches + 1}): {exc}") from exc
+            diagnostics = model.diagnostics_
+            for warning in reported:
+                if not is_convergence_warning(warning):
+                    _warn(" ".join(str(warning).split()))
+            if not diagnostics["converged"] and args.strict:
+                raise StrictStop(_strict_message(args, model, previous, first, last,
+                                                 args.skip_rows + rows))
+            for warning in reported:
+                if is_convergence_warning(warning):
+                    _warn(f"batch {warning.batch} did not converge after {warning.iterations} "
+                          f"iterations ({warning.reason})")
             batches += 1
             rows += block.shape[0]
-            not_converged += not model.diagnostics_["converged"]
+            if not diagnostics["converged"]:
+                not_converged += 1
+                if first_not_converged is None:
+                    first_not_converged = model.state_.batch_count
             bar.update(block.shape[0])
             if args.checkpoint and args.checkpoint_every and batches % args.checkpoint_every == 0:
                 model.save(args.checkpoint)
+            if keep_previous:
+                previous = model.state_dict()
     finally:
         bar.close()
     if batches == 0:
         raise ValueError(f"{args.data} has no data rows"
                          + (f" after skipping {args.skip_rows}" if args.skip_rows else ""))
     return {"batches": batches, "rows": rows, "not_converged": not_converged,
+            "first_not_converged": first_not_converged,
             "seconds": time.perf_counter() - start}
+
+
+def _strict_message(args, model, previous, first: int, last: int, rows_done: int) -> str:
+    """Saves the last converged state (--checkpoint) and says what the checkpoint holds."""
+    from .checkpoint import save_checkpoint
+
+    diagnostics = model.diagnostics_
+    number = model.state_.batch_count
+    text = (f"batch {number} ({args.data} lines {first}-{last}) did not converge after "
+            f"{diagnostics['iterations']} iterations ({diagnostics['stop_reason']}); stopped "
+            "by --strict")
+    if not args.checkpoint:
+        return text + "; no checkpoint requested"
+    if previous is None:
+        return (text + f"; {args.checkpoint} not written: no batch of this stream converged "
+                "before it")
+    save_checkpoint(args.checkpoint, previous)
+    return (text + f"; {args.checkpoint} holds the stream through batch "
+            f"{previous['batch_count']} ({previous['n_samples_seen']:,} rows), without this "
+            f"batch; continue with --resume {args.checkpoint} --skip-rows {rows_done}")
 
 
 def _fit_summary(args, model, features, rows_before, summary) -> str:
@@ -246,9 +356,12 @@ def _fit_summary(args, model, features, rows_before, summary) -> str:
         + (f" (resumed from {rows_before:,} rows)" if args.resume else ""),
         f"rows seen in total: {int(model.n_samples_seen_):,}",
         f"batches not converged: {summary['not_converged']}",
+        f"tau: {model.tau_:.6g}" + (" (auto, from the first batch)"
+                                    if model.get_params()["tau"] == "auto" else ""),
         "last batch: "
         f"iterations={diag['iterations']} converged={diag['converged']} "
-        f"objective={diag['objective']:.6g} lambda={diag['lambda_value']:.6g} "
+        + ("" if diag["converged"] else f"stop_reason={diag['stop_reason']!r} ")
+        + f"objective={diag['objective']:.6g} lambda={diag['lambda_value']:.6g} "
         f"bandwidth={diag['bandwidth']:.6g} fallback={diag['used_regularized_fallback']}",
         "",
     ]
@@ -467,6 +580,10 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         return _fail(str(exc), EXIT_USAGE)
+    except StrictStop as exc:
+        if debug:
+            raise
+        return _fail(str(exc), EXIT_NOT_CONVERGED)
     except (RenewableHuberError, OSError, ValueError, ImportError) as exc:
         if debug:
             raise
