@@ -101,7 +101,7 @@ struct RhCudaEngine {
   RhWorkspace workspace;
 };
 
-/* One batch transition in double precision (spec/ALGORITHM.md notation). */
+/* One batch transition in double precision (docs/algorithm.md notation). */
 typedef struct RhProblem {
   RhBatchData data;
   RhWorkspace* ws;
@@ -144,6 +144,11 @@ RhCudaStatus rh_check_design_values(const RhBatchData* data, RhErrorBuffer* err)
  * per row. */
 void rh_row_pass(const RhProblem* problem, const double* beta, double* loss, double* gradient,
                  double* curvature);
+/* Newton's majoriser fallback (docs/algorithm.md, "Solvers"): weights[i] =
+ * rh_majoriser_weight(r_i, tau, curvature[i]) with r at beta and curvature = c(r) at beta as
+ * the row pass computed it. Independent per row, so thread-count independent. */
+void rh_majoriser_row_weights(const RhProblem* problem, const double* beta, const double* curvature,
+                              double* weights);
 /* prediction = X beta in the batch dtype. */
 void rh_predict_rows(int32_t dtype, const void* x, int64_t n_rows, int64_t n_columns,
                      int append_intercept, const double* beta, void* prediction);
@@ -162,6 +167,9 @@ void predict_block_f64_avx512(const double* x, int64_t first, int64_t last, int6
 /* ---- gram.c: G = X' diag(w c) X at the curvature in ws->curvature (exactly symmetric).
  * reuse_weighted: the caller will ask again this batch, so caching X' diag(w) X pays off. */
 void rh_gram_at_curvature(RhProblem* problem, int reuse_weighted, double* gram);
+/* G = X' diag(w v) X summed directly over the rows (v: per-row weights, e.g. the majoriser's),
+ * never as a correction of X' diag(w) X, which would cancel where most v are small. */
+void rh_gram_at_row_weights(RhProblem* problem, const double* row_weights, double* gram);
 
 /* ---- dense_solve.c: x = H^{-1} g through Cholesky -> LU -> minimum-norm SVD. Sets
  * *used_fallback when the SVD ran. Clobbers ws->factor, ws->right_vectors, ws->singular_values

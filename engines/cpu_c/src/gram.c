@@ -104,9 +104,8 @@ typedef enum RhRowSelection { RH_ROWS_ALL, RH_ROWS_CURVED, RH_ROWS_NOT_FLAT } Rh
 
 /* Fills ws->row_list / ws->row_scale in row order and returns the count:
  * ALL: w_i; CURVED (c_i > 0): w_i c_i; NOT_FLAT (c_i < 1): w_i (1 - c_i). */
-static int64_t select_rows(const RhProblem* problem, RhRowSelection selection) {
+static int64_t select_rows(const RhProblem* problem, const double* c, RhRowSelection selection) {
   const RhBatchData* d = &problem->data;
-  const double* c = problem->ws->curvature;
   int64_t* rows = problem->ws->row_list;
   double* scale = problem->ws->row_scale;
   int64_t m = 0;
@@ -135,16 +134,21 @@ void rh_gram_at_curvature(RhProblem* problem, int reuse_weighted, double* gram) 
   }
   /* Without reuse G_w would serve one Gram only, which a direct sum over <= n rows beats. */
   if (curved <= not_flat || (!reuse_weighted && !ws->gram_weighted_ready)) {
-    accumulate_listed_rows(problem, select_rows(problem, RH_ROWS_CURVED), gram);
+    accumulate_listed_rows(problem, select_rows(problem, ws->curvature, RH_ROWS_CURVED), gram);
     return;
   }
   if (!ws->gram_weighted_ready) {
-    accumulate_listed_rows(problem, select_rows(problem, RH_ROWS_ALL), ws->gram_weighted);
+    accumulate_listed_rows(problem, select_rows(problem, ws->curvature, RH_ROWS_ALL),
+                           ws->gram_weighted);
     ws->gram_weighted_ready = 1;
   }
-  accumulate_listed_rows(problem, select_rows(problem, RH_ROWS_NOT_FLAT), gram);
+  accumulate_listed_rows(problem, select_rows(problem, ws->curvature, RH_ROWS_NOT_FLAT), gram);
   const int64_t square = P * P;
   for (int64_t k = 0; k < square; ++k) {
     gram[k] = ws->gram_weighted[k] - gram[k];
   }
+}
+
+void rh_gram_at_row_weights(RhProblem* problem, const double* row_weights, double* gram) {
+  accumulate_listed_rows(problem, select_rows(problem, row_weights, RH_ROWS_CURVED), gram);
 }

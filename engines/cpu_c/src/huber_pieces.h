@@ -1,4 +1,4 @@
-/* The scalar pieces of spec/ALGORITHM.md, inlined into the row passes. */
+/* The scalar pieces of docs/algorithm.md, inlined into the row passes. */
 #ifndef RH_HUBER_PIECES_H
 #define RH_HUBER_PIECES_H
 

@@ -1,20 +1,71 @@
-/* Damped Newton for penalty NONE (spec/ALGORITHM.md): 27 halvings, plain non-increase. */
+/* Damped Newton for penalty NONE with the majoriser fallback (docs/algorithm.md, "Solvers",
+ * "Unpenalised"): RH_LINE_SEARCH_TRIALS halvings under plain non-increase; when all of them
+ * are rejected, the same search on the step of a matrix that majorises f. */
 #include <inttypes.h>
 
+#include "rh_algorithm.h"
 #include "solver_common.h"
 
-/* H = (G + J) / N + ridge I, with G = X' diag(w c) X at the current curvature. */
-static void build_hessian(RhProblem* problem) {
+/* ws->hessian = (ws->gram + J) / N + ridge I. */
+static void finish_matrix(RhProblem* problem) {
   RhWorkspace* ws = problem->ws;
   const int64_t P = problem->P;
   const double inv_n = 1.0 / problem->total_weight;
-  rh_gram_at_curvature(problem, 1, ws->gram);
   for (int64_t k = 0; k < P * P; ++k) {
     ws->hessian[k] = (ws->gram[k] + ws->information[k]) * inv_n;
   }
   for (int64_t j = 0; j < P; ++j) {
     ws->hessian[j * P + j] += problem->ridge;
   }
+}
+
+/* H with G = X' diag(w c) X at the current curvature. */
+static void build_hessian(RhProblem* problem) {
+  rh_gram_at_curvature(problem, 1, problem->ws->gram);
+  finish_matrix(problem);
+}
+
+/* M with G = X' diag(w m(r)) X at beta. Only a rejected Newton step gets here, so the extra
+ * pass for the residuals costs nothing where Newton works; curvature_next is free until the
+ * line search below refills it, and ws->curvature stays c(r) at beta for the information. */
+static void build_majoriser(RhProblem* problem) {
+  RhWorkspace* ws = problem->ws;
+  rh_majoriser_row_weights(problem, ws->beta, ws->curvature, ws->curvature_next);
+  rh_gram_at_row_weights(problem, ws->curvature_next, ws->gram);
+  finish_matrix(problem);
+}
+
+static RhCudaStatus solve_step(RhProblem* problem, const char* which, int64_t it,
+                               RhErrorBuffer* err) {
+  RhWorkspace* ws = problem->ws;
+  rh_dense_solve(ws->hessian, ws->gradient, problem->P, problem->machine_eps, ws, ws->step,
+                 &problem->used_fallback);
+  if (!rh_all_finite(ws->step, problem->P)) {
+    return rh_fail(err, RH_CUDA_NUMERICAL_ERROR, "%s step is not finite at iteration %" PRId64,
+                   which, it);
+  }
+  return RH_CUDA_SUCCESS;
+}
+
+/* The first of beta - t step, t = 1, 1/2, ..., with f <= F into ws->candidate (and its f into
+ * *candidate_objective); 0 when every trial is rejected. Every trial also forms the gradient
+ * and curvature the next iteration needs: they ride along in the same pass over X, where
+ * computing them after a later acceptance would cost another pass. */
+static int line_search(const RhProblem* problem, double objective, double* candidate_objective) {
+  RhWorkspace* ws = problem->ws;
+  const int64_t P = problem->P;
+  double t = 1.0;
+  for (int trial = 0; trial < RH_LINE_SEARCH_TRIALS; ++trial, t *= 0.5) {
+    for (int64_t j = 0; j < P; ++j) {
+      ws->candidate[j] = rh_working_value(problem, ws->beta[j] - t * ws->step[j]);
+    }
+    *candidate_objective =
+        rh_objective(problem, ws->candidate, ws->gradient_next, ws->curvature_next);
+    if (*candidate_objective <= objective) {
+      return 1;
+    }
+  }
+  return 0;
 }
 
 RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorBuffer* err) {
@@ -26,30 +77,22 @@ RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorB
   for (int64_t it = 1; it <= problem->max_iter; ++it) {
     result->iterations = it;
     build_hessian(problem);
-    rh_dense_solve(ws->hessian, ws->gradient, P, problem->machine_eps, ws, ws->step,
-                   &problem->used_fallback);
-    if (!rh_all_finite(ws->step, P)) {
-      return rh_fail(err, RH_CUDA_NUMERICAL_ERROR,
-                     "Newton step is not finite at iteration %" PRId64, it);
-    }
-    int accepted = 0;
+    RH_TRY(solve_step(problem, "Newton", it, err));
     double candidate_objective = 0.0;
-    double t = 1.0;
-    /* t = 1, 1/2, ..., 2^-26: every trial also forms the gradient and curvature the next
-     * iteration needs; they ride along in the same pass over X, where computing them after a
-     * later acceptance would cost another pass. */
-    for (int trial = 0; trial < 27; ++trial, t *= 0.5) {
-      for (int64_t j = 0; j < P; ++j) {
-        ws->candidate[j] = rh_working_value(problem, ws->beta[j] - t * ws->step[j]);
-      }
-      candidate_objective =
-          rh_objective(problem, ws->candidate, ws->gradient_next, ws->curvature_next);
-      if (candidate_objective <= objective) {
-        accepted = 1;
-        break;
-      }
+    int accepted = line_search(problem, objective, &candidate_objective);
+    if (!accepted) {
+      build_majoriser(problem);
+      RH_TRY(solve_step(problem, "majoriser", it, err));
+      accepted = line_search(problem, objective, &candidate_objective);
     }
     if (!accepted) {
+      /* No representable step along the majoriser's direction decreases f: beta is optimal
+       * when the decrease that direction predicted is within rounding of F. */
+      double predicted = 0.0;
+      for (int64_t j = 0; j < P; ++j) {
+        predicted += ws->gradient[j] * ws->step[j];
+      }
+      result->converged = rh_within_rounding(0.5 * predicted, objective, problem->machine_eps);
       result->objective = objective;
       return RH_CUDA_SUCCESS;
     }

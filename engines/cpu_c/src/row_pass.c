@@ -1,4 +1,5 @@
 #include "cpu_engine.h"
+#include "rh_algorithm.h"
 
 /* Where row_pass_avx512.c provides the 8-double vector kernels, the clones built here are the
  * AVX2 and baseline ones, which run best on plain lane loops (vec8.h). */
@@ -56,6 +57,23 @@ void rh_row_pass(const RhProblem* problem, const double* beta, double* loss, dou
         gradient[j] += partial[j];
       }
     }
+  }
+}
+
+void rh_majoriser_row_weights(const RhProblem* problem, const double* beta, const double* curvature,
+                              double* weights) {
+  const RhBatchData* d = &problem->data;
+  const int64_t n = d->n_rows, m = d->n_columns;
+  const double intercept = d->append_intercept ? beta[m] : 0.0;
+  const double tau = problem->tau;
+  const int is_f32 = d->dtype == RH_CUDA_DTYPE_FLOAT32;
+#pragma omp parallel for schedule(static) if (n * m >= RH_PARALLEL_MIN_ROW_WORK)
+  for (int64_t i = 0; i < n; ++i) {
+    /* row_dot sums in the row kernels' order, so r is the residual the row pass saw. */
+    const double fitted = is_f32 ? row_dot_f32((const float*)d->x + i * m, beta, m)
+                                 : row_dot_f64((const double*)d->x + i * m, beta, m);
+    const double y = is_f32 ? (double)((const float*)d->y)[i] : ((const double*)d->y)[i];
+    weights[i] = rh_majoriser_weight(y - (fitted + intercept), tau, curvature[i]);
   }
 }
 

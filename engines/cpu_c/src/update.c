@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "rh_algorithm.h"
 #include "solver_common.h"
 
 static void widen(int32_t dtype, const void* src, int64_t count, double* dst) {
@@ -25,18 +26,16 @@ static void set_up_problem(RhCudaEngine* engine, const RhCudaUpdateConfig* confi
   RhWorkspace* ws = &engine->workspace;
   const int64_t P = engine->n_parameters;
   const double total = engine->weight_sum + batch_weight;
-  const double log_p = log(config->n_features_in > 2 ? (double)config->n_features_in : 2.0);
   problem->data = *data;
   problem->ws = ws;
   problem->P = P;
   problem->penalty = config->penalty;
   problem->max_iter = config->max_iter;
   problem->tau = config->tau;
-  double h = config->bandwidth_scale / (sqrt(total) * log_p);
-  problem->bandwidth = h < config->tau ? h : config->tau;
-  problem->lambda = config->penalty == RH_CUDA_PENALTY_L1
-                        ? config->lambda_scale * config->tau * sqrt(log_p / total)
-                        : 0.0;
+  problem->bandwidth =
+      rh_bandwidth(config->bandwidth_scale, total, config->n_features_in, config->tau);
+  problem->lambda = rh_lambda(config->penalty == RH_CUDA_PENALTY_L1, config->lambda_scale,
+                              config->tau, total, config->n_features_in);
   problem->ridge = config->ridge;
   problem->tolerance = config->tolerance;
   problem->total_weight = total;
