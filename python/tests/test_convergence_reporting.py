@@ -408,3 +408,33 @@ def test_tau_auto_with_nan_in_an_unscanned_native_batch_is_refused(cpu_library):
     with pytest.raises(ValidationError, match="NaN or infinity"):
         model.fit(X, y)
     assert not hasattr(model, "coef_")
+
+
+class FakeDeviceArray:
+    """Stands in for a device array (CUDA array interface, slicing, the library's asnumpy
+    found through its module, as CuPy's): records how many rows crossed to the host."""
+
+    __cuda_array_interface__ = {}
+    rows_copied = 0
+
+    def __init__(self, values):
+        self.values = np.asarray(values)
+        self.shape = self.values.shape
+
+    def __getitem__(self, index):
+        return FakeDeviceArray(self.values[index])
+
+
+def asnumpy(array):  # found by suggest_tau as this module's asnumpy, like cupy.asnumpy
+    FakeDeviceArray.rows_copied += array.shape[0]
+    return array.values.copy()
+
+
+def test_suggest_tau_on_device_arrays_copies_only_the_pilot_rows():
+    from renewable_huber.tau import PILOT_ROWS
+
+    raw = simulate_raw_units(12_000, 3, seed=8)
+    FakeDeviceArray.rows_copied = 0
+    on_device = suggest_tau(FakeDeviceArray(raw.X), FakeDeviceArray(raw.y))
+    assert on_device == suggest_tau(raw.X, raw.y)
+    assert FakeDeviceArray.rows_copied <= 2 * PILOT_ROWS  # X's and y's pilot rows only

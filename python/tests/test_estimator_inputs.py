@@ -1,5 +1,5 @@
-"""Input rules of spec/PYTHON.md: shapes, finiteness, dtype, sparse, weights, tables and
-device arrays, and the transactional guarantee when any of them is violated."""
+"""The input rules (renewable_huber._validation): shapes, finiteness, range, dtype, sparse,
+weights, tables and device arrays, and the transactional guarantee when any is violated."""
 
 import warnings
 
