@@ -51,6 +51,9 @@ struct Workspace {
   GrowingBuffer singular_values, left_vectors, right_vectors, svd_scratch, pivots, solver_info;
   GrowingBuffer solver_work, blas_work, candidates, candidate_deltas, candidate_jdeltas;
   GrowingBuffer trial_terms, scalars, trial_partials;
+  // X' diag(w m) X for Newton's majoriser fallback, apart from the Gram at beta, which the
+  // finish still needs when the fallback's step is rejected and the solve ends.
+  GrowingBuffer majoriser_gram;
   // Row-sized, grown to the largest batch.
   GrowingBuffer x_stage, y_stage, w_stage, residual, score, scaled_rows, row_partials;
   GrowingBuffer xtu_partials;   // per row-pass block, kWideRowColumns each
@@ -73,16 +76,16 @@ struct Workspace {
          {&beta, &beta0, &dir, &grad, &jdelta, &jdir, &information64, &hessian, &gram, &xtu,
           &singular_values, &left_vectors, &right_vectors, &svd_scratch, &pivots, &solver_info,
           &solver_work, &blas_work, &candidates, &candidate_deltas, &candidate_jdeltas,
-          &trial_terms, &scalars, &trial_partials, &x_stage, &y_stage, &w_stage, &residual,
-          &score, &scaled_rows, &row_partials, &xtu_partials, &bad_partials, &commit_flags,
-          &gram_partials, &prediction_stage, &host_scalars,
+          &trial_terms, &scalars, &trial_partials, &majoriser_gram, &x_stage, &y_stage,
+          &w_stage, &residual, &score, &scaled_rows, &row_partials, &xtu_partials,
+          &bad_partials, &commit_flags, &gram_partials, &prediction_stage, &host_scalars,
           &host_state, &host_chunks[0], &host_chunks[1]}) {
       f(*b);
     }
   }
 };
-static_assert(sizeof(Workspace) == 40 * sizeof(GrowingBuffer),
-              "Workspace gained or lost a member: list it in Workspace::for_each and update 40");
+static_assert(sizeof(Workspace) == 41 * sizeof(GrowingBuffer),
+              "Workspace gained or lost a member: list it in Workspace::for_each and update 41");
 
 struct GraphCounters {
   uint64_t captures = 0;

@@ -1,4 +1,4 @@
-// The pieces of spec/ALGORITHM.md evaluated per row, always in double.
+// The pieces of docs/algorithm.md evaluated per row, always in double.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -39,7 +39,9 @@ __device__ __forceinline__ double soft_threshold(double v, double t) {
   return v > 0.0 ? m : -m;
 }
 
-__device__ __forceinline__ double sign_of(double v) { return v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : 0.0); }
+__device__ __forceinline__ double sign_of(double v) {
+  return v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : 0.0);
+}
 
 __device__ __forceinline__ double warp_sum(double v) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);

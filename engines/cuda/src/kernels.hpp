@@ -38,6 +38,16 @@ void launch_newton_trials(const RowView<T>& rows, const double* residual, const 
 template <class T>
 void launch_lamm_trials(const RowView<T>& rows, const double* candidates, int count, double tau,
                         const DeviceScalars* sc, double* partials, cudaStream_t s);
+// While running: scaled = sqrt(w m(r)) x with Newton's majoriser weight m (rh_algorithm.h) at
+// the residuals `residual` holds, for the Gram of the majoriser fallback.
+template <class T>
+void launch_majoriser_rows(const RowView<T>& rows, const double* residual, double tau,
+                           const DeviceScalars* sc, T* scaled, cudaStream_t s);
+// While running: per block of the row grid, sum_i w_i ||x_i||^2 (appended intercept counted),
+// row_blocks(n, ncols_x) partials for launch_lamm_bound.
+template <class T>
+void launch_weighted_square_norms(const RowView<T>& rows, const DeviceScalars* sc, double* partials,
+                                  cudaStream_t s);
 template <class T>
 void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t s);
 
@@ -83,29 +93,41 @@ void launch_check_cholesky(const double* factor, const int* info, const T* gram,
 // min |u_ii| > 64 P eps max |u_ii|.
 void launch_check_factor(const double* factor, const int* info, int64_t P, double eps,
                          DeviceScalars* sc, cudaStream_t s);
-// kNeedsFallback -> kRunning, before the host-driven LU/SVD iteration.
+// A paused state (needs_host: kNeedsFallback, kNeedsMajoriser, kNeedsLammBound) -> kRunning,
+// before the host queues the rest of the paused iteration.
 void launch_resume(DeviceScalars* sc, cudaStream_t s);
 // out = A v while running.
 void launch_matvec(const double* A, const double* v, const DeviceScalars* sc, double* out,
                    int64_t P, cudaStream_t s);
+// While running: the first of the 27 trials along dir (partials from launch_newton_trials)
+// that does not increase f moves beta and counts the iteration, with the convergence test.
+// None: along the Newton direction the state becomes kNeedsMajoriser (iteration not counted);
+// along the majoriser's direction (majoriser) the iteration is counted and the solve ends,
+// kConverged when g'dir / 2 is within rounding of F (rh_within_rounding), else kStalled.
 void launch_newton_select(const double* partials, int blocks, const double* dir,
                           const double* jdelta, const double* jdir, const double* beta0,
-                          const BatchConstants& k, DeviceScalars* sc, double* beta,
-                          cudaStream_t s);
+                          const double* g, bool majoriser, const BatchConstants& k,
+                          DeviceScalars* sc, double* beta, cudaStream_t s);
 void launch_svd_solve(const double* U, const double* S, const double* V, const double* g,
                       int64_t P, double eps, double* scratch, double* dir, cudaStream_t s);
 // One group of LAMM attempts (count a multiple of kLammChunk, at most kLammMaxGroup): the
-// candidates and their bound terms, J delta, then the pick of the first acceptable one.
+// candidates and their bound terms, J delta, then the pick of the first acceptable one; the
+// pick's `group` says what a group without one leads to (LammGroup).
 void launch_lamm_candidates(int first_attempt, int count, const double* beta,
                             const double* beta0, const double* g, const BatchConstants& k,
                             const DeviceScalars* sc, double* candidates, double* deltas,
                             double* trial_terms, cudaStream_t s);
 void launch_lamm_quadratic(const double* J, const double* deltas, int count, int64_t P,
                            const DeviceScalars* sc, double* jdeltas, cudaStream_t s);
-void launch_lamm_pick(int count, bool last_group, const double* partials, int blocks,
+void launch_lamm_pick(int count, LammGroup group, const double* partials, int blocks,
                       const double* candidates, const double* deltas, const double* jdeltas,
                       const double* trial_terms, const BatchConstants& k, DeviceScalars* sc,
                       double* beta, cudaStream_t s);
+// While running, after LAMM's 40th rejection: with partials (launch_weighted_square_norms,
+// `blocks` of them) computes and keeps the curvature bound L in lamm_bound; with null reuses
+// the kept one. Then phi = max(2^40 phi, L), the start of the curvature-bound group.
+void launch_lamm_bound(const double* partials, int blocks, const double* J, int64_t P,
+                       DeviceScalars* sc, cudaStream_t s);
 // J_new = J + G (mirrored), beta_new = beta rounded to T, the penalised objective and
 // commit_nonfinite; host_state (pinned, or null): also P coefficients then P x P information
 // there; finally the status block to host_status (pinned). block_flags: one int per block of

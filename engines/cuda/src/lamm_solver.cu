@@ -1,8 +1,11 @@
-// LAMM proximal steps (penalty l1). The 40 attempts of an iteration come in two groups of four
-// launches (solver_types.hpp, kLammFirstGroup); kernels after the accepted attempt, and every
-// kernel of an iteration queued after the solve ended, return at once. So an iteration is a fixed launch
-// sequence (one graph replay with CUDA_GRAPHS), and iterations are queued a chunk at a time
-// with one synchronisation per chunk.
+// LAMM proximal steps (penalty l1), docs/algorithm.md ("Penalised"). The 40 attempts of an
+// iteration come in two groups of four launches (solver_types.hpp, kLammFirstGroup); kernels
+// after the accepted attempt, and every kernel of an iteration queued after the solve ended,
+// return at once. So an iteration is a fixed launch sequence (one graph replay with
+// CUDA_GRAPHS), and iterations are queued a chunk at a time with one synchronisation per chunk.
+// When all 40 are rejected (phi far below f's curvature: features in raw units) the iteration
+// pauses in kNeedsLammBound and the host queues the curvature-bound group between chunks, so
+// the iterations that accept cost nothing for it beyond the kernels' state checks.
 #include <algorithm>
 
 #include "engine_error.hpp"
@@ -14,26 +17,50 @@ namespace rh {
 
 namespace {
 
+// Attempts first .. first + count - 1 from the phi in DeviceScalars: candidates, their bound
+// terms, J delta, the objective sums, and the pick.
+template <class T>
+void enqueue_group(UpdateContext<T>& ctx, int first, int count, LammGroup group) {
+  Engine& e = ctx.e;
+  launch_lamm_candidates(first, count, ctx.beta(), ctx.beta0(), ctx.grad(), ctx.k,
+                         ctx.device_scalars(), e.ws.candidates.as<double>(),
+                         e.ws.candidate_deltas.as<double>(), e.ws.trial_terms.as<double>(),
+                         e.stream);
+  launch_lamm_quadratic(ctx.information64(), e.ws.candidate_deltas.as<double>(), count, ctx.k.P,
+                        ctx.device_scalars(), e.ws.candidate_jdeltas.as<double>(), e.stream);
+  launch_lamm_trials<T>(ctx.rows, e.ws.candidates.as<double>(), count, ctx.k.tau,
+                        ctx.device_scalars(), e.ws.trial_partials.as<double>(), e.stream);
+  launch_lamm_pick(count, group, e.ws.trial_partials.as<double>(),
+                   row_blocks(ctx.rows.n, ctx.rows.ncols_x), e.ws.candidates.as<double>(),
+                   e.ws.candidate_deltas.as<double>(), e.ws.candidate_jdeltas.as<double>(),
+                   e.ws.trial_terms.as<double>(), ctx.k, ctx.device_scalars(), ctx.beta(),
+                   e.stream);
+}
+
 template <class T>
 void enqueue_iteration(UpdateContext<T>& ctx) {
+  enqueue_group(ctx, 0, kLammFirstGroup, kLammGroupFirst);
+  enqueue_group(ctx, kLammFirstGroup, kLammMaxGroup, kLammGroupRest);
+  ctx.row_pass(false, kRunWhileRunning);
+  ctx.gradient(kRunWhileRunning);
+}
+
+// The rest of an iteration paused in kNeedsLammBound: phi = max(2^40 phi, L), then
+// kLammBoundAttempts attempts doubling phi from there. The pass over the rows for L runs once
+// per solve (the batch fixes L).
+template <class T>
+void enqueue_bound_attempts(UpdateContext<T>& ctx) {
   Engine& e = ctx.e;
-  const int blocks = row_blocks(ctx.rows.n, ctx.rows.ncols_x);
-  for (int first : {0, kLammFirstGroup}) {
-    const int count = first == 0 ? kLammFirstGroup : kLammMaxGroup;
-    launch_lamm_candidates(first, count, ctx.beta(), ctx.beta0(), ctx.grad(), ctx.k,
-                           ctx.device_scalars(), e.ws.candidates.as<double>(),
-                           e.ws.candidate_deltas.as<double>(), e.ws.trial_terms.as<double>(),
-                           e.stream);
-    launch_lamm_quadratic(ctx.information64(), e.ws.candidate_deltas.as<double>(), count,
-                          ctx.k.P, ctx.device_scalars(), e.ws.candidate_jdeltas.as<double>(),
-                          e.stream);
-    launch_lamm_trials<T>(ctx.rows, e.ws.candidates.as<double>(), count, ctx.k.tau,
-                          ctx.device_scalars(), e.ws.trial_partials.as<double>(), e.stream);
-    launch_lamm_pick(count, first + count == kLammAttempts, e.ws.trial_partials.as<double>(),
-                     blocks, e.ws.candidates.as<double>(), e.ws.candidate_deltas.as<double>(),
-                     e.ws.candidate_jdeltas.as<double>(), e.ws.trial_terms.as<double>(), ctx.k,
-                     ctx.device_scalars(), ctx.beta(), e.stream);
+  launch_resume(ctx.device_scalars(), e.stream);
+  double* partials = nullptr;
+  if (!ctx.lamm_bound_ready) {
+    partials = e.ws.trial_partials.as<double>();
+    launch_weighted_square_norms<T>(ctx.rows, ctx.device_scalars(), partials, e.stream);
+    ctx.lamm_bound_ready = true;
   }
+  launch_lamm_bound(partials, row_blocks(ctx.rows.n, ctx.rows.ncols_x), ctx.information64(),
+                    ctx.k.P, ctx.device_scalars(), e.stream);
+  enqueue_group(ctx, 0, kLammBoundAttempts, kLammGroupBound);
   ctx.row_pass(false, kRunWhileRunning);
   ctx.gradient(kRunWhileRunning);
 }
@@ -47,10 +74,15 @@ void solve_lamm(UpdateContext<T>& ctx) {
 
   int64_t done = 0;
   int64_t chunk = ctx.first_chunk;
+  bool paused = false;  // the last chunk ended in kNeedsLammBound
   GraphReplayer iteration(ctx.e, kLammIterationGraph);
   for (;;) {
-    const int64_t queued = std::min(chunk, ctx.max_iter - done);
-    for (int64_t i = 0; i < queued; ++i) iteration.run([&] { enqueue_iteration(ctx); });
+    if (paused) {
+      enqueue_bound_attempts(ctx);
+    } else {
+      const int64_t queued = std::min(chunk, ctx.max_iter - done);
+      for (int64_t i = 0; i < queued; ++i) iteration.run([&] { enqueue_iteration(ctx); });
+    }
     // The Gram at the final beta for the finish; X'u is not needed. Queued after every chunk;
     // the row pass runs only in the chunk that ended the solve (cuBLAS's GEMM cannot skip: in
     // the others it sums stale rows that the finish, skipping too, never reads).
@@ -60,6 +92,8 @@ void solve_lamm(UpdateContext<T>& ctx) {
     const DeviceScalars& s = ctx.status();
     if (solve_ended(s)) return;
     done = s.iterations;
+    // The pause does not count its iteration, so done < max_iter here.
+    paused = s.state == kNeedsLammBound;
     chunk = ctx.later_chunk;
   }
 }

@@ -1,7 +1,9 @@
 // The Newton step's solve ladder (docs/decisions.md): Cholesky when H is bitwise symmetric,
 // then LU with partial pivoting, then the minimum-norm SVD solution. All in double. Systems of
 // up to kSmallDenseMax parameters are factored and solved by one single-block kernel; larger
-// ones by cuSOLVER.
+// ones by cuSOLVER. The same ladder solves with the majoriser M = [G_m + J] / N + ridge I of
+// the Newton fallback (docs/algorithm.md, "Unpenalised"): the matrix is assembled from
+// whichever Gram the caller passes.
 #include "engine_error.hpp"
 #include "kernels.hpp"
 #include "solvers.hpp"
@@ -19,25 +21,25 @@ void refuse_if_injected(UpdateContext<T>& ctx) {
 }
 
 template <class T>
-void assemble(UpdateContext<T>& ctx) {
-  launch_assemble_hessian<T>(ctx.gram(), ctx.information64(), ctx.k, ctx.device_scalars(),
+void assemble(UpdateContext<T>& ctx, const T* gram) {
+  launch_assemble_hessian<T>(gram, ctx.information64(), ctx.k, ctx.device_scalars(),
                              ctx.e.ws.hessian.template as<double>(), ctx.e.stream);
 }
 
 }  // namespace
 
 template <class T>
-void enqueue_cholesky_attempt(UpdateContext<T>& ctx) {
+void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram) {
   Engine& e = ctx.e;
   if (ctx.small_dense()) {
     // Factor, acceptance test, the solve for the next direction and J dir in one kernel.
-    launch_small_cholesky_solve<T>(ctx.gram(), ctx.information64(), ctx.k, ctx.device_scalars(),
+    launch_small_cholesky_solve<T>(gram, ctx.information64(), ctx.k, ctx.device_scalars(),
                                    ctx.grad(), e.ws.dir.as<double>(), e.ws.jdir.as<double>(),
                                    e.stream);
     return;
   }
   const int n = static_cast<int>(ctx.k.P);
-  assemble(ctx);
+  assemble(ctx, gram);
   // H is stored whole, so either triangle will do: cuSOLVER's lower factorisation measured
   // faster on an H200 (cusolverDnDpotrf, float64: n = 91 54 us vs 74 us upper; n = 257 139 us
   // vs 231 us).
@@ -45,7 +47,7 @@ void enqueue_cholesky_attempt(UpdateContext<T>& ctx) {
                                   n, e.ws.solver_work.as<double>(), e.solver_work_elems,
                                   e.ws.solver_info.as<int>()),
                  "cusolverDnDpotrf");
-  launch_check_cholesky<T>(e.ws.hessian.as<double>(), e.ws.solver_info.as<int>(), ctx.gram(),
+  launch_check_cholesky<T>(e.ws.hessian.as<double>(), e.ws.solver_info.as<int>(), gram,
                            ctx.information64(), ctx.k, ctx.device_scalars(), e.stream);
 }
 
@@ -65,7 +67,7 @@ void enqueue_cholesky_solve(UpdateContext<T>& ctx) {
 }
 
 template <class T>
-void solve_without_cholesky(UpdateContext<T>& ctx) {
+void solve_without_cholesky(UpdateContext<T>& ctx, const T* gram) {
   refuse_if_injected(ctx);
   Engine& e = ctx.e;
   const int n = static_cast<int>(ctx.k.P);
@@ -73,11 +75,11 @@ void solve_without_cholesky(UpdateContext<T>& ctx) {
   double* dir = e.ws.dir.as<double>();
   int* info = e.ws.solver_info.as<int>();
 
-  assemble(ctx);
+  assemble(ctx, gram);
   check_cusolver(cusolverDnDgetrf(e.solver, n, n, H, n, e.ws.solver_work.as<double>(),
                                   e.ws.pivots.as<int>(), info),
                  "cusolverDnDgetrf");
-  launch_check_factor(H, info, ctx.k.P, ctx.k.pivot_epsilon, ctx.device_scalars(), e.stream);
+  launch_check_factor(H, info, ctx.k.P, ctx.k.dtype_epsilon, ctx.device_scalars(), e.stream);
   ctx.enqueue_readback();
   ctx.wait_for_status();
   if (ctx.status().factor_ok) {
@@ -89,7 +91,7 @@ void solve_without_cholesky(UpdateContext<T>& ctx) {
                    "cusolverDnDgetrs");
     return;
   }
-  assemble(ctx);
+  assemble(ctx, gram);
   check_cusolver(cusolverDnDgesvdj(e.solver, CUSOLVER_EIG_MODE_VECTOR, 0, n, n, H, n,
                                    e.ws.singular_values.as<double>(),
                                    e.ws.left_vectors.as<double>(), n,
@@ -98,15 +100,15 @@ void solve_without_cholesky(UpdateContext<T>& ctx) {
                                    e.svd_params),
                  "cusolverDnDgesvdj");
   launch_svd_solve(e.ws.left_vectors.as<double>(), e.ws.singular_values.as<double>(),
-                   e.ws.right_vectors.as<double>(), ctx.grad(), ctx.k.P, ctx.k.pivot_epsilon,
+                   e.ws.right_vectors.as<double>(), ctx.grad(), ctx.k.P, ctx.k.dtype_epsilon,
                    e.ws.svd_scratch.as<double>(), dir, e.stream);
   ctx.used_svd = true;
 }
 
-#define RH_INSTANTIATE_LINEAR_SOLVE(T)                              \
-  template void enqueue_cholesky_attempt<T>(UpdateContext<T>&);    \
-  template void enqueue_cholesky_solve<T>(UpdateContext<T>&);      \
-  template void solve_without_cholesky<T>(UpdateContext<T>&);
+#define RH_INSTANTIATE_LINEAR_SOLVE(T)                                    \
+  template void enqueue_cholesky_attempt<T>(UpdateContext<T>&, const T*); \
+  template void enqueue_cholesky_solve<T>(UpdateContext<T>&);             \
+  template void solve_without_cholesky<T>(UpdateContext<T>&, const T*);
 
 RH_INSTANTIATE_LINEAR_SOLVE(float)
 RH_INSTANTIATE_LINEAR_SOLVE(double)

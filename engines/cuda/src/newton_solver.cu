@@ -1,8 +1,12 @@
-// Damped Newton (penalty none). One iteration queues: the Cholesky attempt on H(beta) and the
-// solve for the direction, all 27 line-search trials in one pass over the rows, the device-side
-// choice of t, and the row pass and Gram at the new beta.
+// Damped Newton (penalty none) with the majoriser fallback of docs/algorithm.md
+// ("Unpenalised"). One iteration queues: the Cholesky attempt on H(beta) and the solve for the
+// direction, all 27 line-search trials in one pass over the rows, the device-side choice of t,
+// and the row pass and Gram at the new beta.
 // Every kernel checks the state first, so iterations are queued a chunk at a time with one
-// synchronisation per chunk; with CUDA_GRAPHS each iteration is one graph replay.
+// synchronisation per chunk; with CUDA_GRAPHS each iteration is one graph replay. The rare
+// remainders of an iteration (a refused Cholesky attempt, 27 rejected trials) pause the state
+// on the device and are queued by the host between chunks, so the iteration that accepts the
+// Newton step costs nothing for them beyond the kernels' state checks.
 #include <algorithm>
 
 #include "engine_error.hpp"
@@ -15,9 +19,10 @@ namespace rh {
 namespace {
 
 // The line search along dir and the row pass and Gram at the new beta. jdir_ready: the
-// one-block Cholesky solve already formed J dir.
+// one-block Cholesky solve already formed J dir. majoriser: dir is the majoriser's direction,
+// whose rejection ends the solve (else it pauses the iteration in kNeedsMajoriser).
 template <class T>
-void enqueue_step(UpdateContext<T>& ctx, bool jdir_ready) {
+void enqueue_step(UpdateContext<T>& ctx, bool jdir_ready, bool majoriser) {
   Engine& e = ctx.e;
   if (!jdir_ready) {
     launch_matvec(ctx.information64(), e.ws.dir.as<double>(), ctx.device_scalars(),
@@ -27,7 +32,7 @@ void enqueue_step(UpdateContext<T>& ctx, bool jdir_ready) {
                           ctx.device_scalars(), e.ws.trial_partials.as<double>(), e.stream);
   launch_newton_select(e.ws.trial_partials.as<double>(), row_blocks(ctx.rows.n, ctx.rows.ncols_x),
                        e.ws.dir.as<double>(), ctx.jdelta(), e.ws.jdir.as<double>(), ctx.beta0(),
-                       ctx.k, ctx.device_scalars(), ctx.beta(), e.stream);
+                       ctx.grad(), majoriser, ctx.k, ctx.device_scalars(), ctx.beta(), e.stream);
   // The Gram at the final beta is needed even when this step ended the solve.
   ctx.row_pass(true, kRunWhileFresh);
   ctx.gradient(kRunWhileRunning);
@@ -38,9 +43,35 @@ void enqueue_step(UpdateContext<T>& ctx, bool jdir_ready) {
 // one-block solve), and one cuSOLVER potrf where they cannot.
 template <class T>
 void enqueue_cholesky_iteration(UpdateContext<T>& ctx) {
-  enqueue_cholesky_attempt(ctx);
+  enqueue_cholesky_attempt(ctx, ctx.gram());
   enqueue_cholesky_solve(ctx);
-  enqueue_step(ctx, ctx.small_dense());
+  enqueue_step(ctx, ctx.small_dense(), false);
+}
+
+// The rest of an iteration paused in kNeedsMajoriser (beta, its residuals, g and F unchanged):
+// the majoriser's Gram at beta, the direction M^-1 g from the same ladder, and the same line
+// search along it. Cholesky's verdict is read back before the step (one synchronisation, on a
+// path that runs only far from the optimum), so a refusal goes on to LU / SVD at once.
+template <class T>
+void enqueue_majoriser_iteration(UpdateContext<T>& ctx) {
+  launch_resume(ctx.device_scalars(), ctx.e.stream);
+  ctx.majoriser_gram_pass();
+  bool jdir_ready = false;
+  if (ctx.information_symmetric) {
+    enqueue_cholesky_attempt(ctx, ctx.majoriser_gram());
+    ctx.enqueue_readback();
+    ctx.wait_for_status();
+    if (ctx.status().state == kNeedsFallback) {
+      launch_resume(ctx.device_scalars(), ctx.e.stream);
+      solve_without_cholesky(ctx, ctx.majoriser_gram());
+    } else {
+      enqueue_cholesky_solve(ctx);
+      jdir_ready = ctx.small_dense();
+    }
+  } else {
+    solve_without_cholesky(ctx, ctx.majoriser_gram());
+  }
+  enqueue_step(ctx, jdir_ready, true);
 }
 
 }  // namespace
@@ -53,14 +84,17 @@ void solve_newton(UpdateContext<T>& ctx) {
   // A wasted iteration costs launches that return at once, except cuBLAS's X'u and Gram and,
   // above kSmallDenseMax, cuSOLVER's potrf/potrs, which cannot (UpdateContext::later_chunk).
   int64_t chunk = ctx.first_chunk;
-  bool host_solve = !ctx.information_symmetric;  // LU / SVD, decided on the host
+  int paused = kRunning;  // the needs_host state the last chunk ended in, if any
   int64_t done = 0;
   GraphReplayer cholesky_iteration(ctx.e, kNewtonIterationGraph);
   for (;;) {
-    if (host_solve && done < ctx.max_iter) {
+    if (paused == kNeedsMajoriser) {
+      enqueue_majoriser_iteration(ctx);
+    } else if (paused == kNeedsFallback || !ctx.information_symmetric) {
+      // LU / SVD, decided on the host: a refused Cholesky attempt, or asymmetric information.
       launch_resume(ctx.device_scalars(), ctx.e.stream);
-      solve_without_cholesky(ctx);
-      enqueue_step(ctx, false);
+      solve_without_cholesky(ctx, ctx.gram());
+      enqueue_step(ctx, false, false);
     } else {
       const int64_t queued = std::min(chunk, ctx.max_iter - done);
       for (int64_t i = 0; i < queued; ++i) {
@@ -72,9 +106,9 @@ void solve_newton(UpdateContext<T>& ctx) {
     const DeviceScalars& s = ctx.status();
     if (solve_ended(s)) return;
     done = s.iterations;
-    // A refused attempt stopped its iteration before the step: that iteration is solved on the
-    // host (LU, then SVD), and the Cholesky path resumes with the next one.
-    host_solve = !ctx.information_symmetric || s.state == kNeedsFallback;
+    // A paused iteration is finished on the host before the Cholesky path resumes with the
+    // next one; the pause does not count the iteration, so done < max_iter here.
+    paused = s.state;
     chunk = ctx.later_chunk;
   }
 }

@@ -192,6 +192,54 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
   }
 }
 
+// Newton's majoriser fallback (docs/algorithm.md, "Unpenalised"): sqrt(w m(r)) x for the Gram
+// GEMM, m = rh_majoriser_weight(r, tau, c(r)), from the residuals the last row pass stored at
+// the current beta. The curvature Gram's scaled rows are overwritten: the row pass after an
+// accepted step writes them again.
+template <class T, int Team>
+__global__ void majoriser_rows_kernel(RowView<T> rows, const double* residual, double tau,
+                                      const DeviceScalars* sc, T* scaled) {
+  if (sc->state != kRunning) return;
+  const RowTeam<Team> team;
+  const double h = sc->bandwidth;
+  for (int64_t i = team.first; i < rows.n; i += team.stride) {
+    const double r = residual[i];
+    const double m = rh_majoriser_weight(r, tau, smoothed_curvature(r, tau, h));
+    const double root = sqrt(row_weight(rows, i) * m);
+    const T* xi = rows.x + i * rows.ldx;
+    T* out = scaled + i * rows.P;
+    for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
+      out[j] = static_cast<T>(root * static_cast<double>(xi[j]));
+    }
+    if (rows.ncols_x < rows.P && team.lane == 0) out[rows.P - 1] = static_cast<T>(root);
+  }
+}
+
+// sum_i w_i ||x_i||^2 for LAMM's curvature bound, the appended intercept column counted as
+// ones; one partial per block (summed by lamm_bound_kernel in a fixed order).
+template <class T, int Team>
+__global__ void weighted_square_norms_kernel(RowView<T> rows, const DeviceScalars* sc,
+                                             double* partials) {
+  if (sc->state != kRunning) return;
+  __shared__ double shared[kThreads];
+  const RowTeam<Team> team;
+  double acc = 0.0;
+  for (int64_t i = team.first; i < rows.n; i += team.stride) {
+    const T* xi = rows.x + i * rows.ldx;
+    double squares = 0.0;
+    for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
+      const double v = static_cast<double>(xi[j]);
+      squares += v * v;
+    }
+    squares = team_sum<Team>(squares);
+    if (team.lane != 0) continue;
+    if (rows.ncols_x < rows.P) squares += 1.0;
+    acc += row_weight(rows, i) * squares;
+  }
+  const double total = block_sum<kThreads>(acc, shared);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
 // Every line-search trial in one pass: the candidate beta - t d has residual r + t (x . d).
 template <class T, int Team>
 __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, const double* dir,
@@ -319,6 +367,18 @@ void launch_lamm_trials(const RowView<T>& rows, const double* candidates, int co
 }
 
 template <class T>
+void launch_majoriser_rows(const RowView<T>& rows, const double* residual, double tau,
+                           const DeviceScalars* sc, T* scaled, cudaStream_t s) {
+  RH_LAUNCH_ROWS(majoriser_rows_kernel, T, rows, s, rows, residual, tau, sc, scaled);
+}
+
+template <class T>
+void launch_weighted_square_norms(const RowView<T>& rows, const DeviceScalars* sc, double* partials,
+                                  cudaStream_t s) {
+  RH_LAUNCH_ROWS(weighted_square_norms_kernel, T, rows, s, rows, sc, partials);
+}
+
+template <class T>
 void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t s) {
   RH_LAUNCH_ROWS(predict_kernel, T, rows, s, rows, coef, out);
 }
@@ -333,6 +393,10 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
                                         double, const DeviceScalars*, double*, cudaStream_t);  \
   template void launch_lamm_trials<T>(const RowView<T>&, const double*, int, double,          \
                                       const DeviceScalars*, double*, cudaStream_t);            \
+  template void launch_majoriser_rows<T>(const RowView<T>&, const double*, double,            \
+                                         const DeviceScalars*, T*, cudaStream_t);              \
+  template void launch_weighted_square_norms<T>(const RowView<T>&, const DeviceScalars*,      \
+                                                double*, cudaStream_t);                        \
   template void launch_predict<T>(const RowView<T>&, const T*, T*, cudaStream_t);
 
 RH_INSTANTIATE_ROW_KERNELS(float)

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "rh_algorithm.h"
+
 namespace rh {
 
 constexpr int kThreads = 256;
@@ -19,18 +21,28 @@ constexpr int kMaxElementwiseBlocks = 4096;
 // by 8 lanes each (coalesced, and enough threads for few rows); narrower rows by one lane.
 constexpr int64_t kWideRowColumns = 32;
 constexpr int64_t kNarrowRowColumns = 8;
-constexpr int kLineSearchTrials = 27;  // t = 1, 1/2, ..., 2^-26
+// The solver constants of docs/algorithm.md ("Solvers"), from rh_algorithm.h: the kernels
+// size registers and shared memory with them, so they are compile-time constants here.
+constexpr int kLineSearchTrials = RH_LINE_SEARCH_TRIALS;  // t = 1, 1/2, ..., 2^-26
 // LAMM's 40 attempts (phi, 2 phi, ..., 2^39 phi) come in two groups, each one set of four
 // launches: the first 8, where nearly every iteration accepts, then the other 32, which return
 // at once unless the first group had no acceptable attempt. Inside a group the attempts are
-// evaluated kLammChunk at a time (registers per row), one pass over the rows each.
+// evaluated kLammChunk at a time (registers per row), one pass over the rows each. The 8
+// curvature-bound attempts after 40 rejections are one more group of the same launches, queued
+// by the host only when the state asks for them (kNeedsLammBound).
 constexpr int kLammChunk = 8;
-constexpr int kLammAttempts = 40;
+constexpr int kLammAttempts = RH_LAMM_ATTEMPTS;
+constexpr int kLammBoundAttempts = RH_LAMM_BOUND_ATTEMPTS;
 constexpr int kLammFirstGroup = 8;
 constexpr int kLammMaxGroup = kLammAttempts - kLammFirstGroup;
 static_assert(kLammFirstGroup % kLammChunk == 0 && kLammMaxGroup % kLammChunk == 0,
               "LAMM groups are whole chunks");
-static_assert(kLammMaxGroup >= kLammFirstGroup, "buffers are sized for the larger group");
+static_assert(kLammBoundAttempts == kLammChunk, "the curvature-bound attempts are one chunk");
+static_assert(kLammMaxGroup >= kLammFirstGroup && kLammMaxGroup >= kLammBoundAttempts,
+              "buffers are sized for the largest group");
+// Which group of LAMM attempts a pick decides, and so what it does when none is acceptable:
+// nothing (the next group follows), pause for the curvature-bound group, or end the solve.
+enum LammGroup : int { kLammGroupFirst = 0, kLammGroupRest = 1, kLammGroupBound = 2 };
 // Newton systems up to this size are factored and solved in one block's shared memory; larger
 // ones go to cuSOLVER. The one-block kernel costs about 1.5 us per column on an H200 (ncu:
 // 25 us at P = 17, 47 us at P = 33, 158 us at P = 91) against roughly 50 us for cuSOLVER's
@@ -45,8 +57,17 @@ constexpr int64_t kGramMaxChunks = 256;
 
 // kInvalidData: the batch was refused (non-finite value, negative weight, weight mismatch); every
 // kernel after the validation returns at once and the host reports the reason.
-// kNeedsFallback: the Cholesky attempt on H(beta) was refused; the rest of the queued iterations
-// return at once and the host solves with LU (then SVD) before it resumes.
+// The kNeeds* states pause the solve in the middle of an iteration (not yet counted): the rest
+// of the queued chunk returns at once, and the host queues that iteration's rare remainder
+// before it resumes the chunks.
+// kNeedsFallback: the Cholesky attempt on H(beta) was refused; the host solves with LU (then
+// SVD). A refused attempt on M(beta) sets it too, inside the host's majoriser step, which
+// reads it back at once. kNeedsMajoriser: all 27 trials along the Newton direction were
+// rejected; the host solves with the majoriser M(beta) and searches along that direction
+// (docs/algorithm.md, "Unpenalised"). kNeedsLammBound: LAMM's 40 attempts were rejected; the
+// host queues the curvature-bound attempts (docs/algorithm.md, "Penalised").
+// kStalled: every step of the last iteration was rejected and the decrease it predicted is
+// not within rounding of F (not converged).
 enum SolverState : int {
   kRunning = 0,
   kConverged = 1,
@@ -54,6 +75,8 @@ enum SolverState : int {
   kNonFinite = 3,
   kInvalidData = 4,
   kNeedsFallback = 5,
+  kNeedsMajoriser = 6,
+  kNeedsLammBound = 7,
 };
 
 // When a kernel queued ahead of the solver's progress does its work. Iterations are queued
@@ -76,6 +99,7 @@ struct DeviceScalars {
   double objective;     // F
   double penalised_objective;
   double phi;
+  double lamm_bound;  // LAMM's curvature bound, once computed (the batch fixes it)
   double rho_sum;
   double score_sum;
   unsigned long long first_bad_x;
@@ -98,14 +122,20 @@ struct DeviceScalars {
 #define RH_HOST_DEVICE
 #endif
 
+// A state in which the host finishes the current iteration (see SolverState).
+inline RH_HOST_DEVICE bool needs_host(int state) {
+  return state == kNeedsFallback || state == kNeedsMajoriser || state == kNeedsLammBound;
+}
+
 // The solve is over (converged, stalled, non-finite, or max_iter iterations ran), so the finish
 // queued after this chunk builds the state the host keeps. One rule for both sides: the host
 // stops queueing chunks on it (solve_newton, solve_lamm) and the commit kernels and the finish's
-// row pass skip their work unless it holds. kNeedsFallback: the host solves the refused
-// iteration and the solve goes on; kInvalidData: the host refuses the batch first.
+// row pass skip their work unless it holds. needs_host: the host finishes the paused iteration
+// and the solve goes on (its iteration is not counted yet, so max_iter cannot have been
+// reached); kInvalidData: the host refuses the batch first.
 inline RH_HOST_DEVICE bool solve_ended(const DeviceScalars& s) {
   if (s.state == kInvalidData) return false;
-  return s.iterations >= s.max_iter || (s.state != kRunning && s.state != kNeedsFallback);
+  return s.iterations >= s.max_iter || (s.state != kRunning && !needs_host(s.state));
 }
 
 constexpr unsigned long long kNoIndex = ~0ull;
@@ -144,8 +174,11 @@ struct BatchConstants {
   // float32 L1: LAMM decides on float32 values (docs/decisions.md "Float32 oracle"):
   // candidates rounded to float, the objective assembled in float from once-rounded sums.
   int float_lamm;
-  int max_iter;          // 1 .. INT32_MAX (rh_validate_config)
-  double pivot_epsilon;  // machine epsilon of the engine dtype
+  int max_iter;  // 1 .. INT32_MAX (rh_validate_config)
+  // Machine epsilon of the engine dtype: the pivot tests' floor, and eps of the rounding floor
+  // (rh_within_rounding) that decides whether a solve whose last steps were all rejected is
+  // converged.
+  double dtype_epsilon;
 };
 
 }  // namespace rh

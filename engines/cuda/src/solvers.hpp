@@ -1,8 +1,9 @@
-// The two solvers of spec/ALGORITHM.md. Each starts from beta = beta0 (already on the device,
-// with the information as doubles) and queues its iterations in chunks, each chunk followed by
-// UpdateContext::enqueue_finish and one synchronisation, until the solve has ended (converged,
-// stalled, non-finite) or max_iter iterations ran. On return the last finish holds the new state
-// and the status block is final.
+// The two solvers of docs/algorithm.md ("Solvers"). Each starts from beta = beta0 (already on
+// the device, with the information as doubles) and queues its iterations in chunks, each chunk
+// followed by UpdateContext::enqueue_finish and one synchronisation, until the solve has ended
+// (converged, stalled, non-finite) or max_iter iterations ran. An iteration that pauses in a
+// needs_host state (solver_types.hpp) is finished by the host between two chunks. On return the
+// last finish holds the new state and the status block is final.
 #pragma once
 
 #include "update_context.hpp"
@@ -15,19 +16,21 @@ void solve_newton(UpdateContext<T>& ctx);
 template <class T>
 void solve_lamm(UpdateContext<T>& ctx);
 
-// Queues the Cholesky attempt on H(beta) (symmetric information only): assemble, factor, and
-// the pivot test of docs/decisions.md into DeviceScalars.factor_ok; a refused factor moves the
-// state to kNeedsFallback, so the rest of the chunk returns at once. For P <= kSmallDenseMax
-// the same kernel also solves for dir and forms J dir.
+// Queues the Cholesky attempt on (gram + J) / N + ridge I (symmetric information only; gram is
+// the Gram at beta for H(beta), the majoriser's for M(beta)): assemble, factor, and the pivot
+// test of docs/decisions.md into DeviceScalars.factor_ok; a refused factor moves the state to
+// kNeedsFallback, so the rest of the chunk returns at once. For P <= kSmallDenseMax the same
+// kernel also solves for dir and forms J dir.
 template <class T>
-void enqueue_cholesky_attempt(UpdateContext<T>& ctx);
+void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram);
 
-// dir = H^-1 g. enqueue_cholesky_solve uses the factor from enqueue_cholesky_attempt;
-// solve_without_cholesky (state kRunning) factors with LU with partial pivoting, then falls
-// back to the minimum-norm SVD solve (one synchronisation to read the LU pivot test).
+// dir = H^-1 g (or M^-1 g). enqueue_cholesky_solve uses the factor from
+// enqueue_cholesky_attempt; solve_without_cholesky (state kRunning) assembles from gram and
+// factors with LU with partial pivoting, then falls back to the minimum-norm SVD solve (one
+// synchronisation to read the LU pivot test; the SVD sets UpdateContext::used_svd).
 template <class T>
 void enqueue_cholesky_solve(UpdateContext<T>& ctx);
 template <class T>
-void solve_without_cholesky(UpdateContext<T>& ctx);
+void solve_without_cholesky(UpdateContext<T>& ctx, const T* gram);
 
 }  // namespace rh

@@ -67,10 +67,9 @@ __global__ void begin_update_kernel(const double* weight_partials,
       out.weight_mismatch =
           k.has_weights && !(fabs(batch_weight - k.claimed_batch_weight) <= 1e-6 * batch_weight);
       const double N = k.previous_weight + batch_weight;
-      const double log_p = log(fmax(static_cast<double>(k.n_features_in), 2.0));
       out.total_weight = N;
-      out.bandwidth = fmin(k.bandwidth_scale / (sqrt(N) * log_p), k.tau);
-      out.lambda = k.l1 ? k.lambda_scale * k.tau * sqrt(log_p / N) : 0.0;
+      out.bandwidth = rh_bandwidth(k.bandwidth_scale, N, k.n_features_in, k.tau);
+      out.lambda = rh_lambda(k.l1, k.lambda_scale, k.tau, N, k.n_features_in);
       out.history_coef = k.use_history ? (k.previous_weight / N) * k.previous_lambda : 0.0;
       out.phi = 1.0;
       out.first_bad_x = bad[0];
@@ -281,7 +280,7 @@ __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, Batc
     if (lane == 0) jdir[j] = acc;
   }
   if (tid == 0) {
-    const double floor = 64.0 * static_cast<double>(P) * k.pivot_epsilon;
+    const double floor = 64.0 * static_cast<double>(P) * k.dtype_epsilon;
     int accepted = 1;
     for (int i = 0; i < P; ++i) {
       const double d = pivots[i];
@@ -305,7 +304,7 @@ __global__ void check_cholesky_kernel(const double* factor, const int* info, con
   __syncthreads();
   const int64_t P = k.P;
   const double inv_n = 1.0 / sc->total_weight;
-  const double floor = 64.0 * static_cast<double>(P) * k.pivot_epsilon;
+  const double floor = 64.0 * static_cast<double>(P) * k.dtype_epsilon;
   for (int64_t j = threadIdx.x; j < P; j += kThreads) {
     const double root = factor[j + j * P];
     const double pivot = root * root;
@@ -357,7 +356,7 @@ __global__ void check_factor_kernel(const double* factor, const int* info, int64
 }
 
 __global__ void resume_kernel(DeviceScalars* sc) {
-  if (sc->state == kNeedsFallback) sc->state = kRunning;
+  if (needs_host(sc->state)) sc->state = kRunning;
 }
 
 __global__ void matvec_kernel(const double* A, const double* v, const DeviceScalars* sc,
@@ -396,14 +395,17 @@ __device__ int vanishing_trial(const double* beta, const double* dir, int64_t P,
   return result;
 }
 
-// The line search of spec/ALGORITHM.md. F is the objective at beta evaluated like the reference
-// does, from the fresh residual of the last row pass; a trial whose candidate equals beta bitwise
-// has objective exactly F and is accepted, as in the reference: the fused r + t (x . d) form would
-// otherwise compare F with a rounding-perturbed copy of itself near the optimum.
+// The line search of docs/algorithm.md ("Unpenalised"). F is the objective at beta evaluated
+// like the reference does, from the fresh residual of the last row pass; a trial whose candidate
+// equals beta bitwise has objective exactly F and is accepted, as in the reference: the fused
+// r + t (x . d) form would otherwise compare F with a rounding-perturbed copy of itself near the
+// optimum. All 27 trials rejected: along the Newton direction (majoriser == 0) the iteration
+// pauses in kNeedsMajoriser, uncounted, for the host's fallback step; along the majoriser's
+// direction it ends the solve, converged when g'd / 2 is within rounding of F.
 __global__ void newton_select_kernel(const double* partials, int blocks, const double* dir,
-                                     const double* jdelta, const double* jdir,
-                                     const double* beta0, BatchConstants k, DeviceScalars* sc,
-                                     double* beta) {
+                                     const double* jdelta, const double* jdir, const double* beta0,
+                                     const double* g, int majoriser, BatchConstants k,
+                                     DeviceScalars* sc, double* beta) {
   __shared__ double shared[kThreads];
   __shared__ int shared_index[kThreads];
   __shared__ double trial_sums[kLineSearchTrials];
@@ -447,13 +449,25 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
       }
       t *= 0.5;
     }
-    sc->iterations += 1;
+    if (chosen_step != 0.0 || majoriser) sc->iterations += 1;
   }
   __syncthreads();
   const double t = chosen_step;
   if (t == 0.0) {
+    if (!majoriser) {
+      if (threadIdx.x == 0) {
+        sc->state = kNeedsMajoriser;
+        sc->fresh = 0;
+      }
+      return;
+    }
+    // The decrease the majoriser's quadratic model predicts for the full step.
+    double gd = 0.0;
+    for (int64_t j = threadIdx.x; j < k.P; j += kThreads) gd += g[j] * dir[j];
+    gd = block_sum<kThreads>(gd, shared);
     if (threadIdx.x == 0) {
-      sc->state = kStalled;
+      sc->state =
+          rh_within_rounding(0.5 * gd, sc->objective, k.dtype_epsilon) ? kConverged : kStalled;
       sc->fresh = 0;
     }
     return;
@@ -571,11 +585,14 @@ __global__ void lamm_quadratic_kernel(const double* J, const double* deltas, int
 }
 
 // The first acceptable attempt of the group, in order. An iteration ends with the group that
-// accepts, or with the last group (kStalled when nothing in it was acceptable either).
-__global__ void lamm_pick_kernel(int count, int last_group, const double* partials, int blocks,
+// accepts. Nothing acceptable: after the first group the next one runs; after the 40th attempt
+// the iteration pauses in kNeedsLammBound, uncounted, for the host's curvature-bound group;
+// after that group the solve ends, converged when the last attempt's phi ||Delta||^2 / 2 is
+// within rounding of F (docs/algorithm.md, "Penalised").
+__global__ void lamm_pick_kernel(int count, int group, const double* partials, int blocks,
                                  const double* candidates, const double* deltas,
-                                 const double* jdeltas, const double* trial_terms,
-                                 BatchConstants k, DeviceScalars* sc, double* beta) {
+                                 const double* jdeltas, const double* trial_terms, BatchConstants k,
+                                 DeviceScalars* sc, double* beta) {
   if (sc->state != kRunning || sc->lamm_accepted) return;
   __shared__ double shared[kLammChunk * kWarps];
   __shared__ double rho_sums[kLammMaxGroup];
@@ -609,15 +626,21 @@ __global__ void lamm_pick_kernel(int count, int last_group, const double* partia
       // A candidate equal to beta bit for bit has objective exactly F ("The line search at
       // the rounding floor"), whatever the row sums' last bits.
       if (trial_terms[a * 4 + 1] == 0.0) f = sc->objective;
-      if (f <= trial_terms[a * 4 + 0] + 1e-12) {
+      if (f <= trial_terms[a * 4 + 0] + RH_LAMM_SLACK) {
         chosen = a;
         sc->objective = f;
-        sc->phi = fmax(trial_terms[a * 4 + 3] / 2.0, 1e-8);
+        sc->phi = fmax(trial_terms[a * 4 + 3] / 2.0, RH_LAMM_PHI_FLOOR);
         break;
       }
     }
-    if (chosen >= 0 || last_group) sc->iterations += 1;
-    if (chosen < 0 && last_group) sc->state = kStalled;
+    if (chosen >= 0 || group == kLammGroupBound) sc->iterations += 1;
+    if (chosen < 0 && group == kLammGroupRest) sc->state = kNeedsLammBound;
+    if (chosen < 0 && group == kLammGroupBound) {
+      const double* last = trial_terms + (count - 1) * 4;
+      const double predicted = last[3] * last[1] / 2.0;
+      sc->state =
+          rh_within_rounding(predicted, sc->objective, k.dtype_epsilon) ? kConverged : kStalled;
+    }
   }
   __syncthreads();
   const int a = chosen;
@@ -637,6 +660,27 @@ __global__ void lamm_pick_kernel(int count, int last_group, const double* partia
       sc->state = kConverged;
     }
   }
+}
+
+// LAMM's curvature-bound start after the 40th rejection (docs/algorithm.md, "Penalised").
+// partials (one per block of launch_weighted_square_norms, or null once the bound is kept):
+// L = (sum_i w_i ||x_i||^2 + trace J) / N, summed in a fixed order and kept in lamm_bound, which
+// the batch fixes for the whole solve. Then phi = max(2^40 phi, L), 2^40 phi being the phi the
+// 41st attempt would have had: the group that follows tries phi, 2 phi, ..., 2^7 phi.
+__global__ void lamm_bound_kernel(const double* partials, int blocks, const double* J, int64_t P,
+                                  DeviceScalars* sc) {
+  if (sc->state != kRunning) return;
+  __shared__ double shared[kThreads];
+  if (partials != nullptr) {
+    double sum_w_x2 = 0.0;
+    for (int b = threadIdx.x; b < blocks; b += kThreads) sum_w_x2 += partials[b];
+    double trace = 0.0;
+    for (int64_t j = threadIdx.x; j < P; j += kThreads) trace += J[j * P + j];
+    sum_w_x2 = block_sum<kThreads>(sum_w_x2, shared);
+    trace = block_sum<kThreads>(trace, shared);
+    if (threadIdx.x == 0) sc->lamm_bound = rh_lamm_phi_bound(sum_w_x2, trace, sc->total_weight);
+  }
+  if (threadIdx.x == 0) sc->phi = fmax(ldexp(sc->phi, kLammAttempts), sc->lamm_bound);
 }
 
 // J_new = J + G (mirrored) into the scratch information and, when exporting, into the pinned
@@ -795,10 +839,10 @@ void launch_matvec(const double* A, const double* v, const DeviceScalars* sc, do
 
 void launch_newton_select(const double* partials, int blocks, const double* dir,
                           const double* jdelta, const double* jdir, const double* beta0,
-                          const BatchConstants& k, DeviceScalars* sc, double* beta,
-                          cudaStream_t s) {
-  newton_select_kernel<<<1, kThreads, 0, s>>>(partials, blocks, dir, jdelta, jdir, beta0, k, sc,
-                                              beta);
+                          const double* g, bool majoriser, const BatchConstants& k,
+                          DeviceScalars* sc, double* beta, cudaStream_t s) {
+  newton_select_kernel<<<1, kThreads, 0, s>>>(partials, blocks, dir, jdelta, jdir, beta0, g,
+                                              majoriser ? 1 : 0, k, sc, beta);
   check_launch("newton_select_kernel");
 }
 
@@ -824,13 +868,19 @@ void launch_lamm_quadratic(const double* J, const double* deltas, int count, int
   check_launch("lamm_quadratic_kernel");
 }
 
-void launch_lamm_pick(int count, bool last_group, const double* partials, int blocks,
+void launch_lamm_pick(int count, LammGroup group, const double* partials, int blocks,
                       const double* candidates, const double* deltas, const double* jdeltas,
                       const double* trial_terms, const BatchConstants& k, DeviceScalars* sc,
                       double* beta, cudaStream_t s) {
-  lamm_pick_kernel<<<1, kThreads, 0, s>>>(count, last_group ? 1 : 0, partials, blocks,
+  lamm_pick_kernel<<<1, kThreads, 0, s>>>(count, static_cast<int>(group), partials, blocks,
                                           candidates, deltas, jdeltas, trial_terms, k, sc, beta);
   check_launch("lamm_pick_kernel");
+}
+
+void launch_lamm_bound(const double* partials, int blocks, const double* J, int64_t P,
+                       DeviceScalars* sc, cudaStream_t s) {
+  lamm_bound_kernel<<<1, kThreads, 0, s>>>(partials, blocks, J, P, sc);
+  check_launch("lamm_bound_kernel");
 }
 
 template <class T>

@@ -81,6 +81,14 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu) {
 }
 
 template <class T>
+void UpdateContext<T>::majoriser_gram_pass() {
+  T* scaled = e.ws.scaled_rows.as<T>();
+  launch_majoriser_rows<T>(rows, e.ws.residual.as<double>(), k.tau, device_scalars(), scaled,
+                           e.stream);
+  gram_upper<T>(e, rows.P, rows.n, scaled, majoriser_gram());
+}
+
+template <class T>
 void UpdateContext<T>::gradient(RunWhen when, bool set_objective) {
   launch_gradient<T>(information64(), beta(), beta0(), xtu(),
                      row_pass_xtu() ? e.ws.xtu_partials.as<double>() : nullptr, rows.ncols_x, k,

@@ -34,6 +34,9 @@ struct UpdateContext {
   int64_t later_chunk;
   bool used_svd = false;
   bool data_checked = false;
+  // LAMM's curvature bound is in DeviceScalars.lamm_bound (computed at the first 40-rejection
+  // of the solve; the batch fixes it).
+  bool lamm_bound_ready = false;
 
   DeviceScalars* device_scalars() const { return e.ws.scalars.as<DeviceScalars>(); }
   const DeviceScalars& status() const { return *e.ws.host_scalars.as<DeviceScalars>(); }
@@ -43,6 +46,7 @@ struct UpdateContext {
   double* jdelta() const { return e.ws.jdelta.as<double>(); }
   double* information64() const { return e.ws.information64.as<double>(); }
   T* gram() const { return e.ws.gram.as<T>(); }
+  T* majoriser_gram() const { return e.ws.majoriser_gram.as<T>(); }
   T* xtu() const { return e.ws.xtu.as<T>(); }
 
   // The Newton system is small enough for the one-block Cholesky (launch_small_cholesky_solve).
@@ -54,6 +58,9 @@ struct UpdateContext {
   // with_gram also forms X' diag(w c) X at this beta (the Newton Hessian, and the information
   // increment at the end).
   void row_pass(bool with_gram, RunWhen when, bool with_xtu = true);
+  // While running: X' diag(w m(r)) X into majoriser_gram(), m the majoriser weight at the
+  // residuals of the last row pass (Newton's fallback step); the Gram at beta stays in gram().
+  void majoriser_gram_pass();
   // The row pass's sums (with set_objective also F at beta0) and the gradient at beta.
   void gradient(RunWhen when, bool set_objective = false);
   void enqueue_readback();

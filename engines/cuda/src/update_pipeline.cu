@@ -82,7 +82,7 @@ BatchConstants batch_constants(const Engine& e, const RhCudaHostBatch& b,
   k.fit_intercept = fit_intercept;
   k.float_lamm = k.l1 && e.dtype == RH_CUDA_DTYPE_FLOAT32;
   k.max_iter = static_cast<int>(c.max_iter);
-  k.pivot_epsilon = e.dtype_epsilon();
+  k.dtype_epsilon = e.dtype_epsilon();
   return k;
 }
 
