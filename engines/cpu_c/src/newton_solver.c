@@ -2,6 +2,7 @@
  * "Unpenalised"): RH_LINE_SEARCH_TRIALS halvings under plain non-increase; when all of them
  * are rejected, the same search on the step of a matrix that majorises f. */
 #include <inttypes.h>
+#include <string.h>
 
 #include "rh_algorithm.h"
 #include "solver_common.h"
@@ -47,11 +48,12 @@ static RhCudaStatus solve_step(RhProblem* problem, const char* which, int64_t it
   return RH_CUDA_SUCCESS;
 }
 
-/* The first of beta - t step, t = 1, 1/2, ..., with f <= F into ws->candidate (and its f into
- * *candidate_objective); 0 when every trial is rejected. Every trial also forms the gradient
+/* The first of beta - t step, t = 1, 1/2, ..., with f <= F (f < F when strict) into
+ * ws->candidate (and its f into *candidate_objective); 0 when every trial is rejected. Every trial also forms the gradient
  * and curvature the next iteration needs: they ride along in the same pass over X, where
  * computing them after a later acceptance would cost another pass. */
-static int line_search(const RhProblem* problem, double objective, double* candidate_objective) {
+static int line_search(const RhProblem* problem, double objective, int strict,
+                       double* candidate_objective) {
   RhWorkspace* ws = problem->ws;
   const int64_t P = problem->P;
   double t = 1.0;
@@ -61,11 +63,20 @@ static int line_search(const RhProblem* problem, double objective, double* candi
     }
     *candidate_objective =
         rh_objective(problem, ws->candidate, ws->gradient_next, ws->curvature_next);
-    if (*candidate_objective <= objective) {
+    if (*candidate_objective < objective || (*candidate_objective == objective && !strict)) {
       return 1;
     }
   }
   return 0;
+}
+
+static int same_point(const double* a, const double* b, int64_t P) {
+  for (int64_t j = 0; j < P; ++j) {
+    if (a[j] != b[j]) {
+      return 0;
+    }
+  }
+  return 1;
 }
 
 RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorBuffer* err) {
@@ -79,11 +90,24 @@ RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorB
     build_hessian(problem);
     RH_TRY(solve_step(problem, "Newton", it, err));
     double candidate_objective = 0.0;
-    int accepted = line_search(problem, objective, &candidate_objective);
-    if (!accepted) {
+    int accepted = line_search(problem, objective, 0, &candidate_objective);
+    /* A Newton step that leaves beta as it is (a zero direction from a singular H, e.g. ridge
+     * 0 with every residual beyond tau + h) gives way to a majoriser step that strictly
+     * decreases f; without one it stands (beta is then optimal to rounding). */
+    const int stalled = accepted && same_point(ws->candidate, ws->beta, P);
+    if (!accepted || stalled) {
       build_majoriser(problem);
       RH_TRY(solve_step(problem, "majoriser", it, err));
-      accepted = line_search(problem, objective, &candidate_objective);
+      accepted = line_search(problem, objective, stalled, &candidate_objective);
+      if (stalled && !accepted) {
+        /* Back to the zero step: candidate = beta, with its f; the gradient and curvature at
+         * beta are the current ones. */
+        memcpy(ws->candidate, ws->beta, (size_t)P * sizeof(double));
+        memcpy(ws->gradient_next, ws->gradient, (size_t)P * sizeof(double));
+        memcpy(ws->curvature_next, ws->curvature, (size_t)problem->data.n_rows * sizeof(double));
+        candidate_objective = objective;
+        accepted = 1;
+      }
     }
     if (!accepted) {
       /* No representable step along the majoriser's direction decreases f: beta is optimal

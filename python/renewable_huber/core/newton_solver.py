@@ -26,15 +26,16 @@ def majoriser_matrix(problem: RenewableProblem, r):
     return m
 
 
-def _line_search(problem: RenewableProblem, beta, F: float, direction):
+def _line_search(problem: RenewableProblem, beta, F: float, direction, strict: bool = False):
     """The first of beta - t d, t = 1, 1/2, ..., 2^-26, with f <= F (plain non-increase, no
-    slope term: the contract fixes this acceptance rule), as (beta, r, F); None when all fail."""
+    slope term: the contract fixes this acceptance rule; f < F when strict), as (beta, r, F);
+    None when all fail."""
     t = 1.0
     for _ in range(LINE_SEARCH_TRIALS):
         candidate = beta - t * direction
         candidate_r = residual(problem, candidate)
         candidate_F = objective(problem, candidate, candidate_r)
-        if candidate_F <= F:
+        if candidate_F < F or (candidate_F == F and not strict):
             return candidate, candidate_r, candidate_F
         t *= 0.5
     return None
@@ -52,10 +53,16 @@ def solve_newton(problem: RenewableProblem, max_iter: int, tol: float) -> Solver
         solution = solve_linear(xp, hessian(problem, beta, r), g)
         used_fallback = used_fallback or solution.used_regularized_fallback
         accepted = _line_search(problem, beta, F, solution.x)
-        if accepted is None:
-            solution = solve_linear(xp, majoriser_matrix(problem, r), g)
-            used_fallback = used_fallback or solution.used_regularized_fallback
-            accepted = _line_search(problem, beta, F, solution.x)
+        # A Newton step that leaves beta as it is (a zero direction from a singular H, e.g.
+        # ridge 0 with every residual beyond tau + h) gives way to a majoriser step that
+        # strictly decreases f; without one it stands (beta is then optimal to rounding).
+        stalled = accepted is not None and bool(xp.all(accepted[0] == beta))
+        if accepted is None or stalled:
+            fallback = solve_linear(xp, majoriser_matrix(problem, r), g)
+            used_fallback = used_fallback or fallback.used_regularized_fallback
+            retry = _line_search(problem, beta, F, fallback.x, strict=stalled)
+            if retry is not None or not stalled:
+                solution, accepted = fallback, retry
         if accepted is None:
             converged = within_rounding(0.5 * float(g @ solution.x), F, eps)
             return SolverResult(beta, r, iteration, converged, F, used_fallback)
