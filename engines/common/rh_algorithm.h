@@ -34,6 +34,10 @@
  * representable step can then decrease f measurably. */
 #define RH_ROUNDING_FLOOR_FACTOR 64.0
 
+/* A batch's declared weight must match the sum of its sample weights to this relative
+ * difference (the caller sums in its own order). */
+#define RH_WEIGHT_SUM_RTOL 1e-6
+
 /* ----------------------------------------------------------------------------- formulas */
 
 /* h = min(bandwidth_scale / (sqrt(N) ln(max(p, 2))), tau). */
@@ -52,6 +56,14 @@ RH_ALGORITHM_FN double rh_lambda(int l1, double lambda_scale, double tau, double
   }
   const double log_p = log(n_features_in > 2 ? (double)n_features_in : 2.0);
   return lambda_scale * tau * sqrt(log_p / total_weight);
+}
+
+/* 1 when the sample weights' sum is within RH_WEIGHT_SUM_RTOL of the declared batch weight and
+ * the cumulative weight previous_weight + sum stays finite. An infinite sum (weights near the
+ * dtype's maximum) is refused: the state would carry an infinite weight, which no engine can
+ * restore or continue. */
+RH_ALGORITHM_FN int rh_weight_sum_matches(double sum, double declared, double previous_weight) {
+  return isfinite(previous_weight + sum) && fabs(sum - declared) <= RH_WEIGHT_SUM_RTOL * sum;
 }
 
 /* The majoriser's row weight (before the sample weight) for Newton's fallback step:

@@ -2,6 +2,7 @@
 #include <math.h>
 
 #include "cpu_engine.h"
+#include "rh_algorithm.h"
 
 static int64_t first_nonfinite(int32_t dtype, const void* data, int64_t count) {
   return dtype == RH_CUDA_DTYPE_FLOAT32 ? rh_first_nonfinite_f32((const float*)data, count)
@@ -41,7 +42,8 @@ RhCudaStatus rh_check_design_values(const RhBatchData* data, RhErrorBuffer* err)
 }
 
 RhCudaStatus rh_check_batch_values(const RhBatchData* data, double declared_weight,
-                                   double* batch_weight, RhErrorBuffer* err) {
+                                   double previous_weight, double* batch_weight,
+                                   RhErrorBuffer* err) {
   int64_t bad = first_nonfinite(data->dtype, data->y, data->n_rows);
   if (bad >= 0) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
@@ -66,11 +68,12 @@ RhCudaStatus rh_check_batch_values(const RhBatchData* data, double declared_weig
   }
   double sum = 0.0;
   RH_TRY(sum_weights(data, &sum, err));
-  if (!(fabs(sum - declared_weight) <= 1e-6 * sum)) {
+  if (!rh_weight_sum_matches(sum, declared_weight, previous_weight)) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
                    "RhCudaHostBatch.batch_weight is %.17g but sample_weight sums to %.17g "
-                   "(allowed relative difference 1e-6)",
-                   declared_weight, sum);
+                   "(within a relative difference of %g, the sum and the cumulative weight "
+                   "%.17g plus it must be finite)",
+                   declared_weight, sum, RH_WEIGHT_SUM_RTOL, previous_weight);
   }
   *batch_weight = sum;
   return RH_CUDA_SUCCESS;

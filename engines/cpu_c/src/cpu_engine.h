@@ -135,7 +135,8 @@ void rh_workspace_release(RhWorkspace* ws);
  * the solvers' first objective non-finite (x_ij beta_j is NaN or infinite for any beta_j), so
  * the solvers call rh_check_design_values exactly then, before anything is committed. */
 RhCudaStatus rh_check_batch_values(const RhBatchData* data, double declared_weight,
-                                   double* batch_weight, RhErrorBuffer* err);
+                                   double previous_weight, double* batch_weight,
+                                   RhErrorBuffer* err);
 /* INVALID_ARGUMENT naming the first non-finite x_design value, if any. */
 RhCudaStatus rh_check_design_values(const RhBatchData* data, RhErrorBuffer* err);
 

@@ -114,7 +114,8 @@ RhCudaStatus rh_engine_update(RhCudaEngine* engine, const RhCudaHostBatch* batch
   RhBatchData data = {engine->dtype,   batch->x_design, batch->y,        batch->sample_weight,
                       batch->n_rows,   batch->n_columns, P,              append_intercept};
   double batch_weight = 0.0;
-  RH_TRY(rh_check_batch_values(&data, batch->batch_weight, &batch_weight, err));
+  RH_TRY(rh_check_batch_values(&data, batch->batch_weight, engine->weight_sum, &batch_weight,
+                               err));
   RH_TRY(rh_workspace_reserve(&engine->workspace, batch->n_rows, P, engine->elem_size, err));
 
   RhProblem problem;

@@ -112,6 +112,8 @@ struct DeviceScalars {
   int factor_ok;
   int lamm_accepted;
   int fresh;             // the last Newton step moved beta (see kRunWhileFresh)
+  int zero_newton_step;  // the paused iteration's Newton step left beta as it was: its
+                         // majoriser step must strictly decrease f, else the zero step stands
   int commit_nonfinite;  // the state built by the commit kernels has a non-finite value
   int max_iter;          // the update's iteration limit (set with the rest at the start)
 };

@@ -65,7 +65,8 @@ __global__ void begin_update_kernel(const double* weight_partials,
       DeviceScalars out{};
       out.batch_weight = batch_weight;
       out.weight_mismatch =
-          k.has_weights && !(fabs(batch_weight - k.claimed_batch_weight) <= 1e-6 * batch_weight);
+          k.has_weights &&
+          !rh_weight_sum_matches(batch_weight, k.claimed_batch_weight, k.previous_weight);
       const double N = k.previous_weight + batch_weight;
       out.total_weight = N;
       out.bandwidth = rh_bandwidth(k.bandwidth_scale, N, k.n_features_in, k.tau);
@@ -410,6 +411,7 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
   __shared__ int shared_index[kThreads];
   __shared__ double trial_sums[kLineSearchTrials];
   __shared__ double chosen_step;
+  __shared__ int zero_step;
   if (sc->state != kRunning) {
     // A step queued after the solve ended: nothing moved, so the row pass after it has
     // nothing to refresh.
@@ -435,19 +437,30 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
   if (threadIdx.x == 0) {
     const double N = sc->total_weight;
     const double F = (sc->rho_sum + 0.5 * a) / N;
+    // After a zero Newton step the majoriser's step must strictly decrease f.
+    const bool strict = majoriser && sc->zero_newton_step;
     double t = 1.0;
+    int chosen = -1;
     chosen_step = 0.0;
     sc->objective = F;
     for (int trial = 0; trial < kLineSearchTrials; ++trial) {
       const double f = trial >= vanishes_from
                            ? F
                            : (trial_sums[trial] + 0.5 * (a - t * b + t * t * c)) / N;
-      if (f <= F) {
+      if (f < F || (f == F && !strict)) {
         chosen_step = t;
+        chosen = trial;
         sc->objective = f;
         break;
       }
       t *= 0.5;
+    }
+    // A Newton candidate equal to beta (a zero direction from a singular H) is no progress:
+    // the iteration pauses for the majoriser as if every trial had been rejected.
+    zero_step = !majoriser && chosen >= vanishes_from;
+    if (zero_step) {
+      chosen_step = 0.0;
+      sc->objective = F;
     }
     if (chosen_step != 0.0 || majoriser) sc->iterations += 1;
   }
@@ -458,6 +471,18 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
       if (threadIdx.x == 0) {
         sc->state = kNeedsMajoriser;
         sc->fresh = 0;
+        sc->zero_newton_step = zero_step;
+      }
+      return;
+    }
+    if (sc->zero_newton_step) {
+      // No strictly decreasing majoriser step: the zero Newton step stands (Delta = 0 passes
+      // the step test), beta is optimal to rounding.
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        sc->state = kConverged;
+        sc->fresh = 0;
+        sc->zero_newton_step = 0;
       }
       return;
     }
@@ -484,6 +509,7 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
   norm2 = block_sum<kThreads>(norm2, shared);
   if (threadIdx.x == 0) {
     sc->fresh = 1;
+    sc->zero_newton_step = 0;
     if (!isfinite(norm2) || !isfinite(sc->objective)) {
       sc->state = kNonFinite;
     } else if (sqrt(step2) <= k.tolerance * (1.0 + sqrt(norm2))) {

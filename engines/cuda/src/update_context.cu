@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine_error.hpp"
+#include "rh_algorithm.h"
 #include "kernels.hpp"
 
 namespace rh {
@@ -138,9 +139,11 @@ void UpdateContext<T>::wait_for_status() {
   }
   if (s.weight_mismatch) {
     fail(RH_CUDA_INVALID_ARGUMENT,
-         "%s.batch_weight %.17g does not match the sum of sample_weight %.17g (relative "
-         "tolerance 1e-6)",
-         batch_name, k.claimed_batch_weight, s.batch_weight);
+         "%s.batch_weight %.17g does not match the sum of sample_weight %.17g (within a "
+         "relative difference of %g, the sum and the cumulative weight %.17g plus it must be "
+         "finite)",
+         batch_name, k.claimed_batch_weight, s.batch_weight, RH_WEIGHT_SUM_RTOL,
+         k.previous_weight);
   }
 }
 
