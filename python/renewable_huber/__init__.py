@@ -11,6 +11,8 @@ from .estimator import RenewableHuberRegressor
 from .exceptions import (
     BackendContractError,
     BackendUnavailableError,
+    ConvergenceWarning,
+    DataConversionWarning,
     EngineError,
     NotFittedError,
     RenewableHuberError,
@@ -18,6 +20,7 @@ from .exceptions import (
     TauScaleWarning,
     ValidationError,
 )
+from .paths import get_cmake_dir, get_include, get_library_dir
 from .state import RenewableState
 from .tau import suggest_tau
 
@@ -27,25 +30,12 @@ except _metadata.PackageNotFoundError:
     # Running from a source tree (PYTHONPATH=python) without an installed distribution.
     __version__ = "0+unknown"
 
-
-def __getattr__(name: str):
-    # ConvergenceWarning is created on first use, so that importing the package never imports
-    # scikit-learn (see the class's docstring).
-    if name == "ConvergenceWarning":
-        from .exceptions import convergence_warning_class
-
-        return convergence_warning_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), "ConvergenceWarning"])
-
 __all__ = [
     "BackendContractError",
     "BackendUnavailableError",
     "BatchDiagnostics",
     "ConvergenceWarning",
+    "DataConversionWarning",
     "Diagnostics",
     "EngineError",
     "NotFittedError",
@@ -55,6 +45,8 @@ __all__ = [
     "RenewableState",
     "TauScaleWarning",
     "ValidationError",
-    "__version__",
+    "get_cmake_dir",
+    "get_include",
+    "get_library_dir",
     "suggest_tau",
 ]

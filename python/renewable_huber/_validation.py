@@ -37,12 +37,20 @@ import dataclasses
 import math
 import numbers
 import sys
+import warnings
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from .exceptions import BackendContractError, BackendUnavailableError, ValidationError
+from .exceptions import (
+    BackendContractError,
+    BackendUnavailableError,
+    DataConversionWarning,
+    InputTypeError,
+    ValidationError,
+    sklearn_compatible,
+)
 
 # Defaults of the estimator's constructor; checkpoints of format 1 may predate some
 # parameters and take these values for the missing ones.
@@ -326,12 +334,20 @@ def _host_array(
         return array
     if hasattr(array, "to_numpy") and not isinstance(array, np.ndarray):
         array = array.to_numpy()
+    if isinstance(array, np.ma.MaskedArray):
+        raise ValidationError(
+            f"{name} is a masked array; its mask would be dropped silently: fill or remove the "
+            f"masked values first (e.g. {name}.filled(value) or {name}.compressed())"
+        )
     try:
         raw = np.asarray(array)
     except (TypeError, ValueError) as error:
         raise ValidationError(f"{name} could not be read as a numeric array: {error}") from None
     if raw.dtype.kind == "c":
-        raise ValidationError(f"{name} is complex ({raw.dtype}); only real numbers are accepted")
+        raise ValidationError(
+            f"Complex data not supported: {name} is complex ({raw.dtype}); only real numbers "
+            "are accepted"
+        )
     if raw.dtype.kind not in "biufO":
         raise ValidationError(f"{name} must be numeric, got an array of dtype {raw.dtype}")
     try:
@@ -339,7 +355,9 @@ def _host_array(
             # Not ascontiguousarray: it would turn a 0-d array into a 1-d one.
             converted = np.asarray(raw, dtype=dtype, order="C")
     except (TypeError, ValueError) as error:
-        raise ValidationError(
+        # A TypeError from NumPy (a dict, a list in a cell) stays a TypeError as well.
+        kind = InputTypeError if isinstance(error, TypeError) else ValidationError
+        raise kind(
             f"{name} must contain real numbers only (no missing, complex or text values): {error}"
         ) from None
     # `converted is raw` means no cast and no copy: the engine reads the values as given and
@@ -374,7 +392,8 @@ def _check_device_array(name: str, array, dtype: np.dtype, *, check_finite: bool
         dtype_name = _device_dtype_name(array)
         if dtype_name.startswith("complex"):
             raise ValidationError(
-                f"{name} is complex ({dtype_name}); only real numbers are accepted"
+                f"Complex data not supported: {name} is complex ({dtype_name}); only real "
+                "numbers are accepted"
             )
         working = _dtype_name(dtype)
         if dtype_name != working:
@@ -394,18 +413,24 @@ def _shape(array) -> tuple[int, ...]:
 
 def _check_X_shape(shape: tuple[int, ...], n_features_expected: int | None) -> None:
     if len(shape) != 2:
-        hint = " (use X.reshape(-1, 1) for a single feature)" if len(shape) == 1 else ""
-        raise ValidationError(
-            f"X must be 2-D (n_samples, n_features), got shape {shape}{hint}"
+        hint = (
+            ". Reshape your data: X.reshape(-1, 1) for a single feature, X.reshape(1, -1) for "
+            "a single sample" if len(shape) == 1 else ""
         )
-    if shape[0] < 1 or shape[1] < 1:
+        raise ValidationError(f"X must be 2-D (n_samples, n_features), got shape {shape}{hint}")
+    if shape[0] < 1:
         raise ValidationError(
-            f"X must have at least 1 row and 1 column, got shape {shape}"
+            f"X has 0 sample(s) (shape={shape}) while a minimum of 1 is required."
+        )
+    if shape[1] < 1:
+        raise ValidationError(
+            f"X has 0 feature(s) (shape={shape}) while a minimum of 1 is required."
         )
     if n_features_expected is not None and shape[1] != n_features_expected:
         raise ValidationError(
-            f"X has {shape[1]} features, but the estimator was fitted with "
-            f"{n_features_expected} features"
+            f"X has {shape[1]} features, but RenewableHuberRegressor is expecting "
+            f"{n_features_expected} features as input (the stream's first batch had "
+            f"{n_features_expected})"
         )
 
 
@@ -451,6 +476,10 @@ def validate_X(
 
     engine_checks_finite: the backend's engine refuses NaN/Inf itself (see the module
     docstring); only arrays that reach it unchanged skip the scan here."""
+    if X is None:
+        raise ValidationError(
+            "X is None: expected array-like (array or non-string sequence), got None"
+        )
     _reject_sparse("X", X)
     X = _detached(X)
     on_device = is_device_array(X)
@@ -490,6 +519,13 @@ def _validate_vector(name: str, array, n_rows: int, dtype: np.dtype, on_device: 
         array = _host_array(name, array, dtype, engine_checks_finite=engine_checks_finite)
         shape = array.shape
     if name == "y" and len(shape) == 2 and shape[1] == 1:
+        warnings.warn(
+            sklearn_compatible(DataConversionWarning)(
+                "A column-vector y was passed when a 1d array was expected. Please change the "
+                "shape of y to (n_samples,), for example using ravel()."
+            ),
+            stacklevel=5,
+        )
         array = array.reshape(-1)
         shape = (shape[0],)
     if len(shape) != 1:
@@ -534,6 +570,10 @@ def validate_batch(
     """Apply every input rule to one batch (NaN/Inf in arrays that reach the engine unchanged
     left to the engine when engine_checks_finite; see the module docstring). check_range: the
     batch is to be fitted, so host arrays must also satisfy the range rule."""
+    if y is None:
+        raise ValidationError(
+            "y is None: RenewableHuberRegressor requires y to be passed, but the target y is None"
+        )
     X, names, on_device = validate_X(
         X,
         dtype=dtype,

@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 
-from .exceptions import RenewableHuberError, RenewableHuberWarning, is_convergence_warning
+from .exceptions import ConvergenceWarning, RenewableHuberError, RenewableHuberWarning
 
 PROG = "renewable-huber"
 BACKENDS = ("auto", "numpy", "cupy", "native_cpu", "native_cuda")
@@ -297,13 +297,13 @@ def _stream_fit(args, model, table, features: list[str]) -> dict:
                                      f"{batches + 1}): {exc}") from exc
             diagnostics = model.diagnostics_
             for warning in reported:
-                if not is_convergence_warning(warning):
+                if not isinstance(warning, ConvergenceWarning):
                     _warn(" ".join(str(warning).split()))
             if not diagnostics["converged"] and args.strict:
                 raise StrictStop(_strict_message(args, model, previous, first, last,
                                                  args.skip_rows + rows))
             for warning in reported:
-                if is_convergence_warning(warning):
+                if isinstance(warning, ConvergenceWarning):
                     _warn(f"batch {warning.batch} did not converge after {warning.iterations} "
                           f"iterations ({warning.reason})")
             batches += 1

@@ -34,9 +34,10 @@ from .diagnostics import BatchDiagnostics, Diagnostics
 from .exceptions import (
     NotFittedError,
     RenewableHuberError,
+    ConvergenceWarning,
     TauScaleWarning,
     ValidationError,
-    convergence_warning_class,
+    sklearn_compatible,
 )
 from .state import RenewableState
 
@@ -321,7 +322,7 @@ class RenewableHuberRegressor:
         diagnostics = self.diagnostics_
         if diagnostics["stop_reason"] is not None:
             number = int(self._state.batch_count)
-            category = convergence_warning_class()
+            category = sklearn_compatible(ConvergenceWarning)
             # stacklevel 4: this method, _learn, fit/partial_fit, then the caller's line.
             warnings.warn(
                 category(
@@ -439,7 +440,7 @@ class RenewableHuberRegressor:
 
     def _require_fitted(self) -> None:
         if self._backend is None:
-            raise NotFittedError(
+            raise sklearn_compatible(NotFittedError)(
                 f"this {type(self).__name__} is not fitted yet; call fit or partial_fit first"
             )
 

@@ -2,6 +2,7 @@
 RenewableHuberError and every warning it issues from RenewableHuberWarning, so callers can
 catch or filter one root."""
 
+import sys
 import threading
 
 
@@ -20,6 +21,11 @@ class BackendUnavailableError(RenewableHuberError, RuntimeError):
 
 class ValidationError(RenewableHuberError, ValueError):
     """A configuration, input, state or checkpoint violates the documented rules."""
+
+
+class InputTypeError(ValidationError, TypeError):
+    """A ValidationError for values of the wrong type (a dict or a list inside an object
+    array), also a TypeError as NumPy's conversion error is."""
 
 
 class BackendContractError(RenewableHuberError, TypeError):
@@ -45,79 +51,57 @@ class TauScaleWarning(RenewableHuberWarning):
     ConvergenceWarning: the batch may well have converged."""
 
 
-_SKLEARN_DECISION = """\
-Decision: when scikit-learn is importable, the class also derives from
-sklearn.exceptions.ConvergenceWarning, so a user's
-warnings.filterwarnings(..., category=sklearn.exceptions.ConvergenceWarning) covers this
-package too. Importing sklearn.exceptions imports scikit-learn itself (and SciPy), measured at
-2 to 3 s against about 0.5 s for this whole package, so it is not done when renewable_huber is
-imported: the class is created (and scikit-learn imported) the first time it is needed, that
-is when code names renewable_huber.ConvergenceWarning or when the first unconverged batch is
-reported. The base install stays NumPy-only: without scikit-learn (or with one that fails to
-import) the class derives from RenewableHuberWarning alone. Once created, its identity and
-bases never change, whatever is imported later.
-"""
+class ConvergenceWarning(RenewableHuberWarning):
+    """A batch ended without converging. The batch was still folded into the stream (the
+    state holds the last accepted step); diagnostics_ carries the reason.
 
-
-def _make_convergence_warning() -> type:
-    """Build ConvergenceWarning once, on first use (see _SKLEARN_DECISION)."""
-    bases: tuple[type, ...] = (RenewableHuberWarning,)
-    try:
-        from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
-    except Exception:  # not installed, or an install that fails to import: stay NumPy-only
-        SklearnConvergenceWarning = None
-    if SklearnConvergenceWarning is not None and issubclass(SklearnConvergenceWarning, Warning):
-        bases = (RenewableHuberWarning, SklearnConvergenceWarning)
+    Attributes: batch (1-based index of the batch in the stream), iterations, and reason
+    ("max_iter", "line search exhausted" or "LAMM attempts exhausted"). When scikit-learn is
+    imported in the process, the warning issued is also a sklearn.exceptions.ConvergenceWarning
+    (see sklearn_compatible)."""
 
     def __init__(self, message, *, batch=None, iterations=None, reason=None):
-        RenewableHuberWarning.__init__(self, message)
+        super().__init__(message)
         self.batch = batch
         self.iterations = iterations
         self.reason = reason
 
-    namespace = {
-        "__doc__": (
-            "A batch ended without converging. The batch was still folded into the stream "
-            "(the state holds the last accepted step); diagnostics_ carries the reason.\n\n"
-            "Attributes: batch (1-based index of the batch in the stream), iterations, and "
-            "reason (\"max_iter\", \"line search exhausted\" or \"LAMM attempts exhausted\").\n\n"
-            + _SKLEARN_DECISION
-        ),
-        "__module__": __name__,
-        "__qualname__": "ConvergenceWarning",
-        "__init__": __init__,
-    }
-    return type("ConvergenceWarning", bases, namespace)
+
+class DataConversionWarning(RenewableHuberWarning):
+    """An input was converted to the shape the estimator needs (a column-vector y to 1-D).
+    Also scikit-learn's DataConversionWarning when scikit-learn is imported."""
 
 
-_convergence_warning: type | None = None
-# Two threads reporting their first unconverged batch at once must still create one class.
-_convergence_warning_lock = threading.Lock()
+# ------------------------------------------------------------------- scikit-learn's classes
+
+_SKLEARN_NAMES = {
+    NotFittedError: "NotFittedError",
+    ConvergenceWarning: "ConvergenceWarning",
+    DataConversionWarning: "DataConversionWarning",
+}
+_variants: dict[tuple[type, type], type] = {}
+_variants_lock = threading.Lock()
 
 
-def convergence_warning_class() -> type:
-    """renewable_huber.ConvergenceWarning (created on the first call, see its docstring)."""
-    global _convergence_warning
-    if _convergence_warning is None:
-        with _convergence_warning_lock:
-            if _convergence_warning is None:
-                _convergence_warning = _make_convergence_warning()
-    return _convergence_warning
+def sklearn_compatible(cls: type) -> type:
+    """The class to raise or warn with for `cls`: a subclass that also derives from
+    scikit-learn's class of the same name when scikit-learn is already imported, else `cls`.
 
-
-def is_convergence_warning(warning) -> bool:
-    """Whether `warning` is a ConvergenceWarning of this package, without creating the class
-    (and so without importing scikit-learn) when none was ever issued."""
-    return _convergence_warning is not None and isinstance(warning, _convergence_warning)
-
-
-def __getattr__(name: str):
-    # Module attribute access (PEP 562): `from renewable_huber.exceptions import
-    # ConvergenceWarning` and pickle's lookup of the class both land here.
-    if name == "ConvergenceWarning":
-        return convergence_warning_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), "ConvergenceWarning"])
+    Decision: scikit-learn is never imported for this (its import costs 2 to 3 s, the whole
+    package about 0.5 s, and the base install is NumPy-only). Code that catches or filters
+    scikit-learn's classes has imported scikit-learn, so looking it up in sys.modules at the
+    moment of raising is enough: `except renewable_huber.NotFittedError` and
+    `except sklearn.exceptions.NotFittedError` both work, and so do warning filters on either
+    ConvergenceWarning."""
+    sklearn_exceptions = sys.modules.get("sklearn.exceptions")
+    theirs = getattr(sklearn_exceptions, _SKLEARN_NAMES[cls], None)
+    if theirs is None:
+        return cls
+    key = (cls, theirs)
+    with _variants_lock:
+        variant = _variants.get(key)
+        if variant is None:
+            variant = type(cls.__name__, (cls, theirs), {"__module__": __name__,
+                                                          "__doc__": cls.__doc__})
+            _variants[key] = variant
+    return variant

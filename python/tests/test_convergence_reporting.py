@@ -85,10 +85,14 @@ def test_convergence_warning_is_one_class_exported_from_package_and_exceptions()
             restored.reason) == (ConvergenceWarning, "text", 3, 1, "max_iter")
 
 
-def test_convergence_warning_subclasses_sklearns_when_sklearn_is_installed():
+def test_convergence_warning_is_also_sklearns_once_sklearn_is_imported():
     sklearn_exceptions = pytest.importorskip("sklearn.exceptions")
-    assert issubclass(renewable_huber.ConvergenceWarning,
-                      sklearn_exceptions.ConvergenceWarning)
+    from renewable_huber.exceptions import sklearn_compatible
+
+    issued = sklearn_compatible(renewable_huber.ConvergenceWarning)
+    assert issubclass(issued, renewable_huber.ConvergenceWarning)
+    assert issubclass(issued, sklearn_exceptions.ConvergenceWarning)
+    assert sklearn_compatible(renewable_huber.ConvergenceWarning) is issued
     # A user's filter on scikit-learn's class covers this package's warning.
     X, y = well_scaled()
     with warnings.catch_warnings():
@@ -114,6 +118,8 @@ def test_without_sklearn_the_class_derives_from_the_package_warning_alone():
         "sys.modules['sklearn'] = None  # as if scikit-learn were not installed\n"
         "import warnings, renewable_huber as rh\n"
         "assert rh.ConvergenceWarning.__bases__ == (rh.RenewableHuberWarning,)\n"
+        "from renewable_huber.exceptions import sklearn_compatible\n"
+        "assert sklearn_compatible(rh.ConvergenceWarning) is rh.ConvergenceWarning\n"
         "with warnings.catch_warnings(record=True) as caught:\n"
         "    warnings.simplefilter('always')\n"
         "    rh.RenewableHuberRegressor(backend='numpy', max_iter=1).fit("

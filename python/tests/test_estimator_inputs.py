@@ -59,8 +59,10 @@ def with_nan(array, index):
 BAD_BATCHES = [
     ("X 1-D", X[:, 0], Y, None, ValidationError, r"X must be 2-D .*X.reshape\(-1, 1\)"),
     ("X 3-D", X.reshape(40, 3, 1), Y, None, ValidationError, "X must be 2-D"),
-    ("X no rows", X[:0], Y[:0], None, ValidationError, "at least 1 row and 1 column"),
-    ("X no columns", X[:, :0], Y, None, ValidationError, "at least 1 row and 1 column"),
+    ("X no rows", X[:0], Y[:0], None, ValidationError,
+     r"X has 0 sample\(s\) \(shape=\(0, 3\)\) while a minimum of 1 is required"),
+    ("X no columns", X[:, :0], Y, None, ValidationError,
+     r"X has 0 feature\(s\) \(shape=\(40, 0\)\) while a minimum of 1 is required"),
     ("X NaN", with_nan(X, (3, 1)), Y, None, ValidationError,
      r"X contains NaN or infinity \(first at row 3, column 1\)"),
     ("X inf", np.where(X > 2, np.inf, X), Y, None, ValidationError, "X contains NaN or infinity"),
@@ -140,8 +142,8 @@ def test_float32_overflow_is_reported_as_such():
 
 def test_feature_count_must_stay_the_same():
     estimator = fitted()
-    with pytest.raises(ValidationError, match="X has 2 features, but the estimator was fitted "
-                                              "with 3 features"):
+    with pytest.raises(ValidationError, match="X has 2 features, but RenewableHuberRegressor is "
+                                              "expecting 3 features as input"):
         estimator.partial_fit(X[:, :2], Y)
     with pytest.raises(ValidationError, match="X has 4 features"):
         estimator.predict(np.c_[X, X[:, 0]])
