@@ -183,3 +183,12 @@ def test_unscaled_generator_has_the_advertised_scales():
     assert column_sd.max() == pytest.approx(1e5, rel=0.1)
     assert np.median(data.y) == pytest.approx(1e5, rel=1e-3)
     assert 0.03 < data.is_outlier.mean() < 0.07
+
+
+def test_ridge_zero_first_batch_in_raw_units_matches_the_oracle(engine):
+    """ridge = 0 and every residual beyond tau + h at beta0: H is exactly zero, the Newton
+    direction is zero, and only the majoriser step moves (docs/algorithm.md, Solvers)."""
+    data = simulate_raw_units(1_000, 4, seed=7)
+    model = _fit_without_convergence_warning(data.X, data.y, ridge=0.0, tol=1e-8, **engine)
+    assert model.diagnostics_["converged"] and model.n_iter_ > 1
+    assert _relative_error(_parameters(model), huber_oracle(data.X, data.y, 1.345)) <= 1e-7
