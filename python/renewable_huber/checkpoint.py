@@ -38,6 +38,8 @@ READABLE_VERSIONS = (1, 2, 3)
 INT64_MAX = 2**63 - 1
 # The metadata is a few hundred bytes; feature names of a very wide table stay far below this.
 MAX_METADATA_CHARACTERS = 1 << 22
+# Array data is read in pieces of this size, so a lying header costs at most one piece.
+_READ_PIECE = 1 << 20
 
 _ARRAY_NAMES = ("coefficients", "information")
 _MEMBERS = frozenset((*_ARRAY_NAMES, "metadata"))
@@ -209,12 +211,33 @@ def _member_header(archive: zipfile.ZipFile, name: str):
 
 
 def _load_member(archive: zipfile.ZipFile, name: str) -> np.ndarray:
-    # Called only once the header has been checked: the read is bounded by its shape.
+    """The member's array, its header checked by the caller. Read in bounded pieces: memory
+    grows with the bytes the member really holds, never with what its header declares, and a
+    member holding more or fewer bytes than declared is refused."""
     try:
         with archive.open(f"{name}.npy") as member:
-            return np.lib.format.read_array(member, allow_pickle=False)
+            version = np.lib.format.read_magic(member)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, fortran_order, dtype = read_header(member)
+            expected = math.prod(shape) * dtype.itemsize
+            data = bytearray()
+            while len(data) < expected:
+                piece = member.read(min(_READ_PIECE, expected - len(data)))
+                if not piece:
+                    break
+                data += piece
+            surplus = member.read(1)
     except Exception as error:
         raise _Corrupt(f"{name}: {type(error).__name__}: {error}") from None
+    if len(data) != expected or surplus:
+        raise _Corrupt(
+            f"{name}: its header declares {expected} bytes of data, the member holds "
+            f"{len(data)}{' or more' if surplus else ''}"
+        )
+    array = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran_order else "C")
+    # copy, not ascontiguousarray: that would turn the 0-d metadata into a 1-d array.
+    return array.copy(order="C")
 
 
 def _read_metadata(archive: zipfile.ZipFile) -> dict[str, Any]:
