@@ -25,7 +25,7 @@ fuzz-asan:
 # The seed and the call count are arguments: FUZZ_SEED=7 make -f fuzz/fuzz.mk fuzz-long
 fuzz-long: fuzz-asan
 	ASAN_OPTIONS=allocator_may_return_null=1 build/fuzz-asan/fuzz/rh_abi_fuzz \
-	  --calls $(FUZZ_LONG_CALLS) --seed $(FUZZ_SEED) --tolerate-known
+	  --calls $(FUZZ_LONG_CALLS) --seed $(FUZZ_SEED)
 
 # gcc's ThreadSanitizer cannot run the ifunc resolvers of target_clones (they run before it is
 # initialised and crash in the dynamic loader), so this build compiles the engine without

@@ -23,20 +23,20 @@
  *     the engine are allocated at exactly their declared size, so the sanitizer sees any read past
  *     a declared shape or a struct declared smaller than the engine's.
  *
- * Usage: rh_abi_fuzz [--calls N] [--seed S] [--tolerate-known] [--regressions] [--verbose]
+ * Usage: rh_abi_fuzz [--calls N] [--seed S] [--regressions] [--verbose]
  *   --calls N          fuzzed calls (default 200000; the long mode is --calls 10000000)
  *   --seed S           the generator's seed (default 1); a finding prints the seed and the call
  *                      index, so the same command reproduces it
- *   --tolerate-known   count the defects listed in KNOWN DEFECTS below instead of failing
  *   --regressions      run the crafted regression cases only (see run_regressions)
  * The exit status is 0 when no finding was made, 1 otherwise. Sanitizer reports abort the process.
  *
- * KNOWN DEFECTS (reported to the engine owners; remove the tolerance once fixed):
- *   K1 weight-sum-overflow: sample weights whose double sum overflows to inf pass the engine's
- *      batch_weight consistency check (|inf - declared| <= 1e-6 * inf) and the engine commits
- *      weight_sum = inf, a state its own restore refuses and after which every batch is refused.
- *      The same happens when the engine's own cumulative weight_sum + sum overflows while the
- *      declared weight_sum + batch_weight does not.
+ * Defects found so far (each has a crafted case in run_regressions):
+ *   K1 weight-sum-overflow: sample weights whose double sum overflows to inf passed the engine's
+ *      batch_weight consistency check (|inf - declared| <= 1e-6 * inf); the engine committed
+ *      weight_sum = inf (a state its own restore refuses, after which every batch is refused)
+ *      or failed later with NUMERICAL_ERROR instead of INVALID_ARGUMENT. The same when the
+ *      engine's own cumulative weight_sum + sum overflowed while the validated weight_sum +
+ *      batch_weight did not. Fixed by the shared weight-sum rule (rh_weight_sum_matches).
  */
 #include <float.h>
 #include <inttypes.h>
@@ -104,8 +104,6 @@ static uint64_t g_seed = 1;
 static long long g_call = 0; /* index of the fuzzed call being made */
 static int g_findings = 0;
 static int g_verbose = 0;
-static int g_tolerate_known = 0;
-static long long g_known_k1 = 0;
 static char g_context[3072]; /* what the current call is, for finding reports */
 
 #if defined(__GNUC__)
@@ -423,13 +421,8 @@ static void check_committed(World* w, const char* fn, const Snapshot* previous) 
   if (s != RH_CUDA_SUCCESS) {
     char a[256];
     describe_snapshot(&e, a, sizeof a);
-    if (g_tolerate_known && !isfinite(e.weight_sum)) {
-      ++g_known_k1;
-      if (g_verbose) fprintf(stderr, "known defect K1 at call %lld: %s\n", g_call, a);
-    } else {
-      finding("%s committed a state that restore refuses (%s: %s)\n  state: %s", fn,
-              status_name(s), rh_cuda_engine_last_error(w->probe), a);
-    }
+    finding("%s committed a state that restore refuses (%s: %s)\n  state: %s", fn,
+            status_name(s), rh_cuda_engine_last_error(w->probe), a);
     /* Go on from the state before the call, on both engines, so one defect does not end the
        run: every later batch would be refused. */
     resync(w, previous);
@@ -639,7 +632,7 @@ typedef struct BatchCall {
   int data_valid;       /* the value rules (finite X/y/weights, weights >= 0, batch_weight) */
   int extreme;          /* special values, huge weights or a mutated struct: may overflow */
   int weight_overflow;  /* valid but for this: the weights' double sum, or the cumulative
-                           weight_sum + that sum, overflows (known defect K1) */
+                           weight_sum + that sum, overflows (defect K1) */
 } BatchCall;
 
 static int shape_ok(int64_t n_rows, int64_t n_columns, int64_t P, int64_t p, size_t elem) {
@@ -1216,15 +1209,6 @@ static void op_update(World* w, int with_state) {
   RhCudaStatus s = with_state ? rh_cuda_engine_update_host_with_state(e, batch_ptr(&b), config_ptr(&c), diag, state_arg)
                               : rh_cuda_engine_update_host(e, batch_ptr(&b), config_ptr(&c), diag);
   const char* fn = with_state ? "rh_cuda_engine_update_host_with_state" : "rh_cuda_engine_update_host";
-  /* valid but for an overflowing weight sum: the fix refuses it; the known defect K1 either
-   * commits weight_sum = inf (caught by the closure check) or fails later in the solve */
-  int k1 = g_tolerate_known && b.weight_overflow && e && c.valid && b.structural_valid &&
-           !diag_null && dbuf.header_ok &&
-           (!with_state || (!state_null && sbuf.header_ok && sv.coefficients && sv.information));
-  if (k1 && (s == RH_CUDA_SUCCESS || s == RH_CUDA_NUMERICAL_ERROR)) {
-    if (s == RH_CUDA_NUMERICAL_ERROR) ++g_known_k1;
-    valid = 1; /* checked as a valid call: twin replay, closure (which counts K1) */
-  }
   /* an ordinary batch on an ordinary state must succeed: NUMERICAL_ERROR is allowed only where
    * extreme values (special data, valid extremes of the config, a restored extreme state) can
    * overflow the solve */
@@ -1388,8 +1372,6 @@ static void op_predict(World* w) {
 
 /* ----------------------------------------------------------------------------- regressions */
 
-#define KNOWN_DEFECTS 1
-
 /* One crafted float64 batch of one feature, P = 1 (no intercept) or 2 (intercept), on a fresh
  * engine, or on one restored to `weight_sum0` first. Returns the update's status; *committed_weight_sum and
  * *restorable describe the state it left. */
@@ -1458,13 +1440,14 @@ static RhCudaStatus crafted_update(int64_t P, const double* x, const double* y, 
   return s;
 }
 
-/* Crafted inputs for the known defects. Prints one line per case and returns the number of
- * known defects that still reproduce (a defect reproduces when any of its cases does). */
+/* Crafted inputs of the defects found so far. Prints one line per case and returns the number
+ * of cases that regressed. */
 static int run_regressions(void) {
   /* K1: every case below breaks the documented weight rule (the weights' double sum overflows,
    * so it agrees with no finite batch_weight; or the engine's cumulative weight overflows).
    * Expected: INVALID_ARGUMENT. Observed on the defective engine: SUCCESS with weight_sum = inf
-   * committed, or NUMERICAL_ERROR from the solve that follows the accepted check. */
+   * committed (cases 4 and 5), or NUMERICAL_ERROR from the solve that followed the accepted
+   * check (cases 1 to 3). */
   static const double x2[2] = {1e-3, -2e-3}, y2[2] = {1e-3, -1e-3}, big2[2] = {1e308, 1e308};
   static const double zeros[3] = {0.0, 0.0, 0.0}, big3[3] = {1e308, 1e308, 1.0};
   static const double x3[3] = {0.5, -0.25, 1.0}, y3[3] = {0.1, 0.2, -0.3};
@@ -1489,20 +1472,20 @@ static int run_regressions(void) {
        "{0.6e308, 0.6e308} declared 1.19999994e308",
        2, x2, y2, one2, 2, 1.19999994e308, (DBL_MAX - 1.19999994e308) * (1 - 1e-12)},
   };
-  int k1 = 0;
+  int regressed = 0;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
     double ws = 0.0;
     int restorable = 0;
     RhCudaStatus s = crafted_update(cases[i].P, cases[i].x, cases[i].y, cases[i].w, cases[i].n,
                                     cases[i].batch_weight, cases[i].weight_sum0, &ws, &restorable);
-    int bad = s != RH_CUDA_INVALID_ARGUMENT;
+    int bad = s != RH_CUDA_INVALID_ARGUMENT || !restorable;
     printf("K1 weight-sum-overflow, %s: update_host -> %s (expected INVALID_ARGUMENT); committed "
            "weight_sum %.17g, %s by restore: %s\n",
            cases[i].name, status_name(s), ws, restorable ? "accepted" : "REFUSED",
-           bad ? "reproduced" : "fixed");
-    k1 |= bad;
+           bad ? "REGRESSED" : "ok");
+    regressed += bad;
   }
-  return k1;
+  return regressed;
 }
 
 /* ------------------------------------------------------------------------------------ main */
@@ -1515,28 +1498,21 @@ int main(int argc, char** argv) {
       calls = atoll(argv[++i]);
     } else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
       g_seed = strtoull(argv[++i], NULL, 0);
-    } else if (strcmp(argv[i], "--tolerate-known") == 0) {
-      g_tolerate_known = 1;
     } else if (strcmp(argv[i], "--regressions") == 0) {
       regressions = 1;
     } else if (strcmp(argv[i], "--verbose") == 0) {
       g_verbose = 1;
     } else {
       fprintf(stderr,
-              "usage: %s [--calls N] [--seed S] [--tolerate-known] [--regressions] [--verbose]\n",
+              "usage: %s [--calls N] [--seed S] [--regressions] [--verbose]\n",
               argv[0]);
       return 2;
     }
   }
   if (regressions) {
     int n = run_regressions();
-    printf("%d of %d known defect(s) reproduced\n", n, KNOWN_DEFECTS);
-    if (n != KNOWN_DEFECTS) {
-      printf("a known defect no longer reproduces: drop it from KNOWN DEFECTS, from "
-             "run_regressions and from --tolerate-known (fuzz/CMakeLists.txt)\n");
-      return 1;
-    }
-    return 0;
+    printf("%d regression case(s) failed\n", n);
+    return n == 0 ? 0 : 1;
   }
   g_rng = g_seed;
   struct timespec t0, t1;
@@ -1572,7 +1548,6 @@ int main(int argc, char** argv) {
     if (g_status_count[s]) printf(" %s %lld", s <= 8 ? status_name(s) : "UNDOCUMENTED", g_status_count[s]);
   }
   printf("\n");
-  if (g_tolerate_known) printf("known defect K1 (weight-sum-overflow) hit %lld times\n", g_known_k1);
   printf("%d finding(s)\n", g_findings);
   return g_findings == 0 ? 0 : 1;
 }
