@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine_error.hpp"
+#include "test_switches.hpp"
 #include "memory_access.hpp"
 
 namespace rh {
@@ -26,21 +27,6 @@ constexpr size_t kMaxPooledPinnedBytes = size_t{64} << 20;
 // driver returns unused memory to the OS at the next synchronisation). Covers the workspaces of
 // every standard and large benchmark batch of one engine.
 constexpr uint64_t kPoolReleaseThreshold = uint64_t{1} << 30;
-
-InjectedFailure injected_failure_from_environment() {
-  const char* value = std::getenv("RH_CUDA_TEST_INJECT_FAILURE");
-  if (value != nullptr && std::strcmp(value, "cusolver") == 0) return InjectedFailure::Cusolver;
-  return InjectedFailure::None;
-}
-
-// RH_CUDA_TEST_CHUNK=N queues exactly N iterations per synchronisation, for the tests that
-// show chunking never changes a result. Unset (or not a positive number): adaptive.
-int64_t forced_chunk_from_environment() {
-  const char* value = std::getenv("RH_CUDA_TEST_CHUNK");
-  if (value == nullptr) return 0;
-  const long long parsed = std::strtoll(value, nullptr, 10);
-  return parsed > 0 ? parsed : 0;
-}
 
 void reserve_elems(GrowingBuffer& buffer, int64_t count, size_t elem, const char* what) {
   size_t bytes = 0;
@@ -245,8 +231,8 @@ void Engine::create(const RhCudaEngineOptions& options) {
   // Graphs are enabled when asked for; a capture that fails falls back to eager launches and is
   // counted. TF32 is only ever requested with float32 (rh_validate_options refuses float64).
   enabled_flags = requested_flags;
-  injected = injected_failure_from_environment();
-  forced_chunk = forced_chunk_from_environment();
+  injected = injected_failure_setting();
+  forced_chunk = forced_chunk_setting();
   // The commit kernels write the exported state and the status block straight into pinned host
   // memory, which needs unified addressing (every 64-bit Linux/Windows CUDA setup has it).
   int unified = 0;

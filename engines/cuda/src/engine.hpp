@@ -21,13 +21,13 @@
 
 namespace rh {
 
-// Failure injection for the rollback tests, chosen by RH_CUDA_TEST_INJECT_FAILURE at engine
-// creation ("cusolver": the linear solve fails as cuSOLVER would).
+// Failure injection for the rollback tests (test builds only, test_switches.hpp): "cusolver"
+// makes the linear solve fail as cuSOLVER would.
 enum class InjectedFailure { None, Cusolver };
 
-// How host input reaches the device, chosen by RH_CUDA_STAGING at engine creation (for A/B
-// measurements): Pinned (default) copies through the engine's pinned chunks with several host
-// threads; Plain hands the caller's pageable memory to cudaMemcpyAsync directly.
+// How host input reaches the device: Pinned copies through the engine's pinned chunks with
+// several host threads; Plain (test builds, for A/B measurements) hands the caller's pageable
+// memory to cudaMemcpyAsync directly.
 enum class StagingMode { Pinned, Plain };
 
 struct ResourceSet;  // the pooled per-device resources (engine.cu)
@@ -127,7 +127,7 @@ struct Engine {
   // Iterations the last update needed: how many the next one queues before it first
   // synchronises (update_pipeline.cu, chunk_sizes). Speed only; never changes a result.
   int64_t chunk_hint = 0;
-  int64_t forced_chunk = 0;  // RH_CUDA_TEST_CHUNK: a fixed chunk size for the tests
+  int64_t forced_chunk = 0;  // a fixed chunk size, for the tests (test_switches.hpp)
 
   bool graphs_enabled() const { return (enabled_flags & RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS) != 0; }
   double dtype_epsilon() const;

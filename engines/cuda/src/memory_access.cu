@@ -1,5 +1,7 @@
 #include "memory_access.hpp"
 
+#include "test_switches.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -226,32 +228,12 @@ int copy_parts(const Engine& e, size_t len) {
 }  // namespace
 
 void configure_staging(Engine& e) {
-  const char* mode = std::getenv("RH_CUDA_STAGING");
-  if (mode == nullptr || mode[0] == '\0' || std::strcmp(mode, "pinned") == 0) {
-    e.staging = StagingMode::Pinned;
-  } else if (std::strcmp(mode, "plain") == 0) {
-    e.staging = StagingMode::Plain;
-  } else {
-    fail(RH_CUDA_INVALID_ARGUMENT,
-         "environment variable RH_CUDA_STAGING is '%.64s': expected 'pinned' (the default) or "
-         "'plain'",
-         mode);
-  }
+  e.staging = staging_mode_setting();
   const int cpus = usable_cpus();
-  int threads = cpus < kDefaultMaxThreads ? cpus : kDefaultMaxThreads;
-  const char* asked = std::getenv("RH_CUDA_STAGING_THREADS");
-  if (asked != nullptr && asked[0] != '\0') {
-    char* end = nullptr;
-    const long n = std::strtol(asked, &end, 10);
-    if (end == asked || *end != '\0' || n < 1 || n > kMaxThreadsSetting) {
-      fail(RH_CUDA_INVALID_ARGUMENT,
-           "environment variable RH_CUDA_STAGING_THREADS is '%.64s': expected an integer from 1 "
-           "to %d",
-           asked, kMaxThreadsSetting);
-    }
-    threads = n < cpus ? static_cast<int>(n) : cpus;
-  }
-  e.staging_threads = threads;
+  const int threads =
+      staging_threads_setting(cpus < kDefaultMaxThreads ? cpus : kDefaultMaxThreads,
+                              kMaxThreadsSetting);
+  e.staging_threads = threads < cpus ? threads : cpus;
 }
 
 void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,

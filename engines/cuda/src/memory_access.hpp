@@ -10,10 +10,9 @@
 
 namespace rh {
 
-// Reads the staging settings at engine creation: RH_CUDA_STAGING = pinned (default) | plain,
-// RH_CUDA_STAGING_THREADS = 1..64 host threads per chunk copy (default: up to 12, never more
-// than the CPUs this process may run on). Both exist for A/B measurements; an unknown value is
-// INVALID_ARGUMENT naming the variable.
+// The staging settings at engine creation: pinned chunks with up to 12 host copy threads, never
+// more than the CPUs this process may run on. The engine's test build reads RH_CUDA_STAGING and
+// RH_CUDA_STAGING_THREADS for A/B measurements (test_switches.hpp).
 void configure_staging(Engine& e);
 
 // Host arrays of one batch, row by row: row i is x_row_bytes at x + i * x_row_bytes, and elem

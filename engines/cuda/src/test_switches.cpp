@@ -1,0 +1,60 @@
+#include "test_switches.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "engine_error.hpp"
+
+namespace rh {
+
+#if defined(RH_CUDA_TESTING)
+
+InjectedFailure injected_failure_setting() {
+  const char* value = std::getenv("RH_CUDA_TEST_INJECT_FAILURE");
+  if (value != nullptr && std::strcmp(value, "cusolver") == 0) return InjectedFailure::Cusolver;
+  return InjectedFailure::None;
+}
+
+int64_t forced_chunk_setting() {
+  const char* value = std::getenv("RH_CUDA_TEST_CHUNK");
+  if (value == nullptr) return 0;
+  const long long parsed = std::strtoll(value, nullptr, 10);
+  return parsed > 0 ? parsed : 0;
+}
+
+StagingMode staging_mode_setting() {
+  const char* mode = std::getenv("RH_CUDA_STAGING");
+  if (mode == nullptr || mode[0] == '\0' || std::strcmp(mode, "pinned") == 0) {
+    return StagingMode::Pinned;
+  }
+  if (std::strcmp(mode, "plain") == 0) return StagingMode::Plain;
+  fail(RH_CUDA_INVALID_ARGUMENT,
+       "environment variable RH_CUDA_STAGING is '%.64s': expected 'pinned' (the default) or "
+       "'plain'",
+       mode);
+}
+
+int staging_threads_setting(int fallback, int max_setting) {
+  const char* asked = std::getenv("RH_CUDA_STAGING_THREADS");
+  if (asked == nullptr || asked[0] == '\0') return fallback;
+  char* end = nullptr;
+  const long n = std::strtol(asked, &end, 10);
+  if (end == asked || *end != '\0' || n < 1 || n > max_setting) {
+    fail(RH_CUDA_INVALID_ARGUMENT,
+         "environment variable RH_CUDA_STAGING_THREADS is '%.64s': expected an integer from 1 "
+         "to %d",
+         asked, max_setting);
+  }
+  return static_cast<int>(n);
+}
+
+#else
+
+InjectedFailure injected_failure_setting() { return InjectedFailure::None; }
+int64_t forced_chunk_setting() { return 0; }
+StagingMode staging_mode_setting() { return StagingMode::Pinned; }
+int staging_threads_setting(int fallback, int) { return fallback; }
+
+#endif
+
+}  // namespace rh

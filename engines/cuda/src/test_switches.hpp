@@ -1,0 +1,21 @@
+// Settings the engine's tests and A/B measurements change through the environment. Only the
+// test build of the engine (librh_cuda_testing, RH_CUDA_TESTING) reads them; the shipped
+// librh_cuda compiles the same functions to their defaults and reads no environment.
+#pragma once
+
+#include <cstdint>
+
+#include "engine.hpp"
+
+namespace rh {
+
+// RH_CUDA_TEST_INJECT_FAILURE=cusolver: the linear solve fails as cuSOLVER would.
+InjectedFailure injected_failure_setting();
+// RH_CUDA_TEST_CHUNK=N: exactly N iterations per synchronisation (0: adaptive).
+int64_t forced_chunk_setting();
+// RH_CUDA_STAGING = pinned (default) | plain.
+StagingMode staging_mode_setting();
+// RH_CUDA_STAGING_THREADS = 1..max_setting host copy threads; `fallback` when unset.
+int staging_threads_setting(int fallback, int max_setting);
+
+}  // namespace rh
