@@ -8,8 +8,10 @@ the estimator exactly as it was.
 
 from __future__ import annotations
 
+import functools
 import operator
 import sys
+import threading
 import warnings
 from typing import Any
 
@@ -67,6 +69,20 @@ _FITTED_ATTRIBUTES = (
 )
 
 
+def _serialised(method):
+    """Runs `method` holding the estimator's lock (see "Threads" in the class docstring)."""
+
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        lock = self.__dict__.get("_lock")
+        if lock is None:  # an instance built without __init__ (e.g. object.__new__)
+            lock = self.__dict__.setdefault("_lock", threading.RLock())
+        with lock:
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
 class RenewableHuberRegressor:
     """Streaming robust (Huber) linear regression by renewable estimation.
 
@@ -108,6 +124,11 @@ class RenewableHuberRegressor:
     dtype is refused with a ValidationError naming the array and row, before any engine runs
     (the rule is in renewable_huber._validation); a prediction that overflows is refused too.
 
+    Threads: calls on one estimator are serialised. fit, partial_fit, predict, score, save,
+    state_dict, state_, reset, set_params and pickling take a per-estimator lock, so threads
+    sharing one estimator never lose a batch or see a half-committed one (their batches fold
+    in the order the lock is taken). Distinct estimators share nothing and run in parallel.
+
     After load(), n_iter_ is 0 and diagnostics_ is None until the next batch: a checkpoint
     stores the stream, not the last batch's solver trace. cuda_features_ (native_cuda only) is
     read from the engine when a batch commits: its graph counters are those right after the
@@ -146,6 +167,7 @@ class RenewableHuberRegressor:
         self.n_jobs = n_jobs
         self.cuda_graphs = cuda_graphs
         self.cuda_fast_math = cuda_fast_math
+        self._lock = threading.RLock()  # serialises calls (class docstring, "Threads")
         self._params_cache = None  # (parameter values, their ValidatedParams)
         self._config_cache = None  # (ValidatedParams, n_features, UpdateConfig)
         self._clear_fit()
@@ -156,6 +178,7 @@ class RenewableHuberRegressor:
         """The constructor parameters, as stored (no estimator-valued parameters)."""
         return dict(zip(PARAM_NAMES, _param_values(self), strict=True))
 
+    @_serialised
     def set_params(self, **params) -> RenewableHuberRegressor:
         """Set constructor parameters and reset the stream (a new stream starts next batch)."""
         unknown = sorted(set(params) - set(PARAM_NAMES))
@@ -198,16 +221,19 @@ class RenewableHuberRegressor:
 
     # -- fitting ------------------------------------------------------------------------
 
+    @_serialised
     def fit(self, X, y, sample_weight=None) -> RenewableHuberRegressor:
         """Start a new stream with one batch (reset, then partial_fit, transactionally)."""
         self._learn(X, y, sample_weight, new_stream=True)
         return self
 
+    @_serialised
     def partial_fit(self, X, y, sample_weight=None) -> RenewableHuberRegressor:
         """Fold one batch into the stream (the first batch starts it)."""
         self._learn(X, y, sample_weight, new_stream=self._backend is None)
         return self
 
+    @_serialised
     def reset(self) -> RenewableHuberRegressor:
         """Forget the stream: the next batch starts from the empty state.
 
@@ -444,6 +470,7 @@ class RenewableHuberRegressor:
                 f"this {type(self).__name__} is not fitted yet; call fit or partial_fit first"
             )
 
+    @_serialised
     def predict(self, X):
         """Predictions (n,): NumPy for host input, the caller's array type for device input."""
         self._require_fitted()
@@ -460,6 +487,7 @@ class RenewableHuberRegressor:
             predictions = self._backend.predict(X)
         return check_predictions(predictions)
 
+    @_serialised
     def score(self, X, y, sample_weight=None) -> float:
         """Coefficient of determination R^2 (weighted when sample_weight is given)."""
         self._require_fitted()
@@ -493,11 +521,13 @@ class RenewableHuberRegressor:
     # -- state and checkpoints ----------------------------------------------------------
 
     @property
+    @_serialised
     def state_(self) -> RenewableState:
         """A defensive copy of the committed state."""
         self._require_fitted()
         return self._state.copy()
 
+    @_serialised
     def state_dict(self) -> dict[str, Any]:
         """Everything a checkpoint stores (arrays copied; JSON-ready metadata)."""
         self._require_fitted()
@@ -522,6 +552,7 @@ class RenewableHuberRegressor:
 
     # -- pickle, copy.deepcopy, joblib ---------------------------------------------------
 
+    @_serialised
     def __getstate__(self) -> dict[str, Any]:
         """The parameters and, once fitted, the committed state as a checkpoint payload plus
         the last batch's diagnostics: never the engine handle (ctypes pointers, device memory
@@ -564,6 +595,7 @@ class RenewableHuberRegressor:
         for name, value in pickled["extras"].items():
             setattr(self, name, value)
 
+    @_serialised
     def save(self, path) -> None:
         """Write a pickle-free checkpoint atomically (see renewable_huber.checkpoint)."""
         checkpoint.save_checkpoint(path, self.state_dict())
