@@ -10,7 +10,8 @@ MIN_CMAKE := 3.21
 # cmake, ctest and ninja are taken from the venv first when it provides them.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: demo test test-c test-asan test-golden test-python test-bench-smoke install-demo install-test
+.PHONY: demo test test-c test-asan test-golden test-python test-blas-kernels test-bench-smoke \
+  install-demo install-test
 # The C builds and pip each use every core they are given; running them side by side would
 # only oversubscribe a small machine.
 .NOTPARALLEL:
@@ -18,7 +19,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 demo: install-demo
 	$(VENV)/bin/renewable-huber demo
 
-test: test-c test-asan test-golden test-python test-bench-smoke
+test: test-c test-asan test-golden test-python test-blas-kernels test-bench-smoke
 
 # Debian and Ubuntu ship python3 without ensurepip, so venv fails on a fresh machine: as root
 # with apt-get the missing python3-venv is installed, anywhere else the error says what to do.
@@ -74,6 +75,14 @@ test-golden: install-test
 # RH_BUILD_DIR points the tests at the ctest build (ABI layout probe, C test binaries).
 test-python: install-test test-c
 	RH_BUILD_DIR=build/ctest $(VENV_PY) -m pytest
+
+# The golden check, the conformance kit (reference and librh_cpu) and the numerics test modules
+# once per OpenBLAS kernel family this CPU can run (OPENBLAS_CORETYPE, read at NumPy import, so
+# one process per family; families the CPU cannot run are skipped with the reason): the
+# corpora and tolerances must hold for every BLAS kernel, not only the recording host's.
+# About a minute per distinct kernel on two cores.
+test-blas-kernels: install-test test-c
+	PYTHON=$(VENV_PY) RH_BUILD_DIR=build/ctest .ci/blas-kernels
 
 # The benchmark harness end to end on the real engines (timings are never asserted): the smoke
 # profile for numpy and native_cpu, interleaved, then the record validator.

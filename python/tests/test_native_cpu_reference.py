@@ -99,6 +99,39 @@ def _flat_optimum_checks(index, state, ref_state, batch, config, bandwidth, info
     return notes, info_slack
 
 
+def previous_state_objective_gap(native_previous, reference_previous, ref_state, config) -> float:
+    """How far two engines' objectives for the same batch may differ only because each starts
+    from its own previous state (beta0, J0), which earlier batches let differ within the
+    flat-optimum gaps. f(beta) = [sum w rho(r) + delta' J0 delta / 2] / N - hist' delta with
+    delta = beta - beta0, so with the reference's delta and the gaps dJ = J0' - J0,
+    db = beta0' - beta0:
+        |df| <= ||dJ|| ||delta||^2 / (2N) + ||J0 delta|| ||db|| / N + ||J0|| ||db||^2 / (2N)
+    (the second term: d f / d beta0 = -J0 delta / N), plus, for L1, the historical
+    subgradient (W0/N) lambda0 sign(beta0_j) where the signs of the two beta0 differ (an exact
+    zero in one engine, a tiny value in the other): 2 (W0/N) lambda0 |delta_j| each. Seen
+    without this: 6.2e-9 on an objective of 0.17 whose J0 differed by 3.7e-8 relative
+    (p=39, tau 3, tol 1e-8), beyond the 1e-9 the stopping rule alone allows."""
+    if native_previous is None or native_previous.n_samples_seen == 0:
+        return 0.0
+    J0 = reference_previous.information
+    N = ref_state.weight_sum
+    delta = ref_state.coefficients - reference_previous.coefficients
+    d_beta0 = native_previous.coefficients - reference_previous.coefficients
+    d_information = np.linalg.norm(native_previous.information - J0)
+    gap = (
+        0.5 * d_information * float(delta @ delta) / N
+        + np.linalg.norm(J0 @ delta) * np.linalg.norm(d_beta0) / N
+        + 0.5 * np.linalg.norm(J0) * float(d_beta0 @ d_beta0) / N
+    )
+    if config.penalty == "l1":
+        flipped = np.sign(native_previous.coefficients) != np.sign(reference_previous.coefficients)
+        if config.fit_intercept:
+            flipped[-1] = False
+        share = reference_previous.weight_sum / N * reference_previous.previous_lambda
+        gap += 2.0 * share * float(np.sum(np.abs(delta[flipped])))
+    return float(gap)
+
+
 def compare(batches, config, dtype, native, reference, predictions, reference64=None, *, strict=False):
     """reference: the NumPy core in the working dtype. reference64 (float32 streams only): the
     core in float64 on the same float32-valued data, the answer a float32 engine approximates.
@@ -130,8 +163,22 @@ def compare(batches, config, dtype, native, reference, predictions, reference64=
             # smoothed curvature, a poor model when h is small), so two correct engines stop
             # where a step falls under tol and their objectives agree to about tol (seen: 1.2e-7
             # relative at p=218 L1; 2.4e-8 absolute on an objective of 0.0097 at tau 0.8).
+            # Each engine's objective is also built on its OWN previous state, which the checks
+            # above let differ by the flat-optimum gaps; previous_state_objective_gap bounds
+            # what that moves f.
             objective_tolerance = (
-                tolerance if strict else dict(rtol=max(2e-8, config.tol), atol=0.1 * config.tol)
+                tolerance
+                if strict
+                else dict(
+                    rtol=max(2e-8, config.tol),
+                    atol=0.1 * config.tol
+                    + previous_state_objective_gap(
+                        native[index - 1][0] if index else None,
+                        reference[index - 1][0] if index else None,
+                        ref_state,
+                        config,
+                    ),
+                )
             )
             np.testing.assert_allclose(diag.objective, ref_diag.objective, **objective_tolerance)
             np.testing.assert_allclose(diag.lambda_value, ref_diag.lambda_value, **tolerance)
@@ -279,13 +326,24 @@ def test_wide_design_p300_with_weights_matches_reference(penalty):
 
 
 @pytest.mark.parametrize("penalty", ["none", "l1"])
-def test_float32_converges_like_reference_below_float32_resolution(penalty):
-    """tol 3e-8 asks for steps finer than float32 resolves near these coefficients. The float32
-    core converges anyway: once its progress is below float32 resolution, phi doubles (LAMM) or
-    t halves (Newton) until the step rounds to zero, and Delta = 0 passes any tol. The engine
-    decides on float32 values too (docs/decisions.md "Float32 oracle") and must converge the
-    same way, in about as many iterations, instead of running to max_iter on steps only double
-    precision can see."""
+def test_float32_converges_below_float32_resolution(penalty):
+    """tol 3e-8 asks for steps finer than float32 resolves near these coefficients. The engine
+    decides on float32 values (docs/decisions.md "Float32 oracle") and must still converge,
+    in about as many iterations as a core that converges on the same data, instead of running
+    to max_iter on steps only double precision can see.
+
+    Which core converges depends on the solver and, for the float32 core, on the BLAS kernel,
+    so the yardstick is the fewest iterations of those that did (at least one must):
+    - the float64 core converges with Newton, but its LAMM runs to max_iter at tol 3e-8 (its
+      1e-12 acceptance margin lets steps settle near 1e-6, test_core_transition's L1_TOL);
+    - the float32 core's LAMM converges: below float32 resolution phi doubles until the step
+      rounds to zero. Its Newton does not always: it accepts a candidate on plain
+      non-increase (f <= F), so on a float32 plateau where f rounds to one value it can accept
+      a non-zero step of about one float32 ulp of beta (1.2e-7 here, above
+      tol (1 + ||beta||) = 9.4e-8) forever. Batch 2 runs to max_iter with
+      OPENBLAS_CORETYPE=Haswell and converges in 4 iterations with SkylakeX. That is an
+      algorithm property of the reference (a fix: end the solve, as on a rejection, when an
+      accepted step leaves f unchanged); it is printed, not asserted."""
     dtype = np.float32
     config = UpdateConfig(
         n_features_in=8, fit_intercept=True, tau=1.345, bandwidth_scale=1.0, tol=3e-8,
@@ -296,7 +354,13 @@ def test_float32_converges_like_reference_below_float32_resolution(penalty):
     as64 = [(X.astype(np.float64), y.astype(np.float64), None) for X, y, _ in batches]
     reference64 = run_reference(as64, config, np.float64)
     native, predictions = run_native(batches, config, dtype)
-    for (_, diag), (_, ref_diag) in zip(native, reference):
-        assert ref_diag.converged and diag.converged
-        assert diag.iterations <= 3 * ref_diag.iterations + 10
+    for index, ((_, diag), (_, ref_diag), (_, ref64_diag)) in enumerate(
+        zip(native, reference, reference64)
+    ):
+        yardstick = [d.iterations for d in (ref_diag, ref64_diag) if d.converged]
+        assert yardstick, f"batch {index}: neither the float32 nor the float64 core converged"
+        assert diag.converged and diag.iterations <= 3 * min(yardstick) + 10
+        if not ref_diag.converged:
+            print(f"float32 core, {penalty}, batch {index}: not converged after "
+                  f"{ref_diag.iterations} iterations (plateau of equal float32 objectives)")
     compare(batches, config, dtype, native, reference, predictions, reference64)

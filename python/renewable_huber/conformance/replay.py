@@ -15,7 +15,7 @@ from .case_config import update_config
 from .corpus import ExpectedState, GoldenCase
 from .report import CheckResult
 from .session import EngineCallFailed, EngineSession, EngineUnderTest
-from .tolerances import Comparison, Tolerance
+from .tolerances import Comparison, Tolerance, prediction_scales
 
 
 def compare_state(
@@ -75,7 +75,15 @@ def stream(
             compare_state(comparison, f"batch {index + 1}", state, diagnostics, case.states[index])
         )
     predictions = session.predict(case.probe_X, config, append_intercept)
-    comparison.close("predictions", predictions, case.predictions)
+    probe = np.asarray(case.probe_X, dtype=np.float64)
+    if case.fit_intercept:
+        probe = np.column_stack([probe, np.ones(len(probe))])
+    comparison.close(
+        "predictions",
+        predictions,
+        case.predictions,
+        prediction_scales(probe, case.states[-1].coefficients),
+    )
     return differences
 
 
