@@ -70,9 +70,9 @@ static int line_search(const RhProblem* problem, double objective, int strict,
   return 0;
 }
 
-static int same_point(const double* a, const double* b, int64_t P) {
+static int all_zero(const double* v, int64_t P) {
   for (int64_t j = 0; j < P; ++j) {
-    if (a[j] != b[j]) {
+    if (v[j] != 0.0) {
       return 0;
     }
   }
@@ -91,10 +91,10 @@ RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorB
     RH_TRY(solve_step(problem, "Newton", it, err));
     double candidate_objective = 0.0;
     int accepted = line_search(problem, objective, 0, &candidate_objective);
-    /* A Newton step that leaves beta as it is (a zero direction from a singular H, e.g. ridge
-     * 0 with every residual beyond tau + h) gives way to a majoriser step that strictly
-     * decreases f; without one it stands (beta is then optimal to rounding). */
-    const int stalled = accepted && same_point(ws->candidate, ws->beta, P);
+    /* A zero Newton direction (a singular H, e.g. ridge 0 with every residual beyond tau + h)
+     * gives way to a majoriser step that strictly decreases f; without one the zero step stands
+     * (beta is then optimal to rounding). */
+    const int stalled = accepted && all_zero(ws->step, P);
     if (!accepted || stalled) {
       build_majoriser(problem);
       RH_TRY(solve_step(problem, "majoriser", it, err));

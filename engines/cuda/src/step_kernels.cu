@@ -434,6 +434,9 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
   b = block_sum<kThreads>(b, shared);
   c = block_sum<kThreads>(c, shared);
   const int vanishes_from = vanishing_trial(beta, dir, k.P, shared_index);
+  double nonzero = 0.0;
+  for (int64_t j = threadIdx.x; j < k.P; j += kThreads) nonzero += dir[j] != 0.0 ? 1.0 : 0.0;
+  nonzero = block_sum<kThreads>(nonzero, shared);
   if (threadIdx.x == 0) {
     const double N = sc->total_weight;
     const double F = (sc->rho_sum + 0.5 * a) / N;
@@ -455,9 +458,9 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
       }
       t *= 0.5;
     }
-    // A Newton candidate equal to beta (a zero direction from a singular H) is no progress:
-    // the iteration pauses for the majoriser as if every trial had been rejected.
-    zero_step = !majoriser && chosen >= vanishes_from;
+    // A zero Newton direction (a singular H) is no progress: the iteration pauses for the
+    // majoriser as if every trial had been rejected.
+    zero_step = !majoriser && chosen >= 0 && nonzero == 0.0;
     if (zero_step) {
       chosen_step = 0.0;
       sc->objective = F;

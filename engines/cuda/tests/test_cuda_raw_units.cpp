@@ -279,7 +279,10 @@ double check_newton_batch(const char* name, const Batch<T>& b, int64_t P, const 
   } else {
     RH_CHECK(f * 50.0 < f0);
   }
-  RH_CHECK(std::fabs(step.diag.objective - f) <= objective_rtol * std::fabs(f));
+  // Relative to f, and to f0 where the optimum interpolates the data (f ~ 0 up to rounding of
+  // terms of size f0).
+  RH_CHECK(std::fabs(step.diag.objective - f) <=
+           objective_rtol * std::fmax(std::fabs(f), 1e-12 * std::fabs(f0)));
   RH_CHECK(f < f0);
   return ratio;
 }

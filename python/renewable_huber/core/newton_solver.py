@@ -53,10 +53,10 @@ def solve_newton(problem: RenewableProblem, max_iter: int, tol: float) -> Solver
         solution = solve_linear(xp, hessian(problem, beta, r), g)
         used_fallback = used_fallback or solution.used_regularized_fallback
         accepted = _line_search(problem, beta, F, solution.x)
-        # A Newton step that leaves beta as it is (a zero direction from a singular H, e.g.
-        # ridge 0 with every residual beyond tau + h) gives way to a majoriser step that
-        # strictly decreases f; without one it stands (beta is then optimal to rounding).
-        stalled = accepted is not None and bool(xp.all(accepted[0] == beta))
+        # A zero Newton direction (a singular H, e.g. ridge 0 with every residual beyond
+        # tau + h) gives way to a majoriser step that strictly decreases f; without one the
+        # zero step stands (beta is then optimal to rounding).
+        stalled = accepted is not None and not bool(xp.any(solution.x))
         if accepted is None or stalled:
             fallback = solve_linear(xp, majoriser_matrix(problem, r), g)
             used_fallback = used_fallback or fallback.used_regularized_fallback
