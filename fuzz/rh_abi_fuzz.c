@@ -1234,9 +1234,40 @@ static void op_update(World* w, int with_state) {
       finding("%s: diagnostics differ between the fuzzed engine and its twin", fn);
     }
     check_canary(&dbuf, "RhCudaDiagnostics");
+    /* the diagnostics: documented ranges (rh_cuda.h), and h and lambda by the formulas of
+     * docs/algorithm.md with N the cumulative weight after this batch, computed here */
+    const RhCudaDiagnostics* dg = diag;
+    if ((dg->converged != 0 && dg->converged != 1) ||
+        (dg->used_regularized_fallback != 0 && dg->used_regularized_fallback != 1) ||
+        dg->iterations < 0 || dg->iterations > c.value.max_iter || !isfinite(dg->objective) ||
+        !isfinite(dg->lambda_value) || dg->lambda_value < 0.0 || !isfinite(dg->bandwidth) ||
+        dg->bandwidth < 0.0 || dg->bandwidth > c.value.tau) {
+      finding("%s: diagnostics out of their documented ranges: iterations %" PRId64
+              " (max_iter %" PRId64 "), converged %d, fallback %d, objective %.17g, lambda %.17g, "
+              "bandwidth %.17g (tau %.17g)",
+              fn, dg->iterations, c.value.max_iter, (int)dg->converged,
+              (int)dg->used_regularized_fallback, dg->objective, dg->lambda_value, dg->bandwidth,
+              c.value.tau);
+    }
     if (with_state) check_canary(&sbuf, "RhCudaHostState");
     check_committed(w, fn, &previous);
     w->extreme |= can_overflow;
+    if (t == RH_CUDA_SUCCESS && w->snap.batch_count == previous.batch_count + 1) {
+      const double N = w->snap.weight_sum; /* the cumulative weight the batch was solved with */
+      const int64_t p = c.value.n_features_in;
+      const double log_p = log(p > 2 ? (double)p : 2.0);
+      double h = c.value.bandwidth_scale / (sqrt(N) * log_p);
+      h = h < c.value.tau ? h : c.value.tau;
+      const double lambda = c.value.penalty == RH_CUDA_PENALTY_L1
+                                ? c.value.lambda_scale * c.value.tau * sqrt(log_p / N)
+                                : 0.0;
+      if (!(fabs(diag->bandwidth - h) <= 1e-12 * h) ||
+          !(fabs(diag->lambda_value - lambda) <= 1e-12 * lambda)) {
+        finding("%s: bandwidth %.17g and lambda %.17g, expected %.17g and %.17g "
+                "(docs/algorithm.md, N %.17g)",
+                fn, diag->bandwidth, diag->lambda_value, h, lambda, N);
+      }
+    }
     if (with_state && t == RH_CUDA_SUCCESS && w->snap.batch_count == previous.batch_count + 1) {
       /* the state exported by the call is the committed state */
       RhCudaHostState got;
