@@ -2,9 +2,11 @@
 `information` (row-major) and `metadata` (a JSON string).
 
 Formats: 3 (written) adds `payload_sha256`, a digest over the arrays and the metadata, so a
-payload edited after it was written is refused; 2 adds `weight_sum`; 1 (renewable-huber 0.7.x's
-first format, also without feature names) is read with unit weights. Formats 1 and 2 carry no
-digest and are read on their own checks.
+payload edited after it was written is refused, and may carry an optional `source` record (the
+data file the stream last read and how many of its rows are in the model: see
+validate_source; the command line writes it, estimator.save() never does); 2 adds
+`weight_sum`; 1 (renewable-huber 0.7.x's first format, also without feature names) is read with
+unit weights. Formats 1 and 2 carry no digest and are read on their own checks.
 
 A checkpoint is a complete description of a stream: what the estimator's state_dict()
 returns is what is written, and what load_checkpoint returns has passed every check that
@@ -23,6 +25,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import stat
 import tempfile
 import zipfile
@@ -55,10 +58,17 @@ _METADATA_KEYS = (
     "weight_sum",
     "feature_names_in",
 )
+_SOURCE_KEY = "source"
 # Keys a format may lack, and keys only a format may have.
 _ABSENT_IN = {1: {"weight_sum", _DIGEST_KEY}, 2: {_DIGEST_KEY}, 3: set()}
-# renewable-huber 0.7.x wrote format 1 with or without feature names.
-_OPTIONAL_IN = {1: {"feature_names_in"}, 2: set(), 3: set()}
+# renewable-huber 0.7.x wrote format 1 with or without feature names; format 3 has a source
+# record only when the writer passed one (the command line does, estimator.save() does not).
+_OPTIONAL_IN = {1: {"feature_names_in"}, 2: set(), 3: {_SOURCE_KEY}}
+# The source record: the data file (path, size) and a SHA-256 of its first prefix_bytes bytes,
+# plus the number of its data rows the model holds. See validate_source.
+SOURCE_KEYS = ("path", "size", "prefix_bytes", "prefix_sha256", "rows")
+_MAX_SOURCE_PATH = 4096
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 def payload_digest(coefficients: np.ndarray, information: np.ndarray, metadata: dict) -> str:
@@ -82,8 +92,14 @@ class _Corrupt(Exception):
 # Writing
 
 
-def save_checkpoint(path, payload: dict[str, Any]) -> None:
+def save_checkpoint(path, payload: dict[str, Any], *, source: dict | None = None) -> None:
     """Write `payload` (the estimator's state_dict) to `path` atomically.
+
+    `source`, when given, is stored as the metadata's `source` record (checked first with
+    validate_source, so an invalid record raises ValidationError and writes nothing); it is
+    covered by the payload digest like the rest of the metadata. A `source` key inside
+    `payload` is ignored: only the keyword writes one, so a state_dict never carries a stale
+    record into a new file.
 
     The bytes go to a temporary file in the destination folder, are flushed and fsynced,
     and only then renamed over `path`: a crash at any point leaves either the previous file
@@ -95,6 +111,8 @@ def save_checkpoint(path, payload: dict[str, Any]) -> None:
     arrays = {name: np.ascontiguousarray(payload[name]) for name in _ARRAY_NAMES}
     metadata = {key: payload[key] for key in _METADATA_KEYS if key != "format_version"}
     metadata = {"format_version": FORMAT_VERSION, **metadata}
+    if source is not None:
+        metadata[_SOURCE_KEY] = validate_source(source)
     metadata[_DIGEST_KEY] = payload_digest(arrays["coefficients"], arrays["information"], metadata)
     text = json.dumps(metadata, allow_nan=False, sort_keys=True)
 
@@ -357,7 +375,7 @@ def _validated_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     _check_counters(n_samples_seen, batch_count, previous_lambda, weight_sum)
     feature_names = _feature_names(metadata.get("feature_names_in"), n_features_in)
 
-    return {
+    payload = {
         "format_version": version,
         "config": config,
         "n_samples_seen": n_samples_seen,
@@ -368,6 +386,59 @@ def _validated_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
         "weight_sum": weight_sum,
         "feature_names_in": feature_names,
     }
+    # Only present when the file has one, so a payload read back from estimator.save() has
+    # exactly the keys of state_dict().
+    if _SOURCE_KEY in metadata:
+        payload[_SOURCE_KEY] = _source(metadata[_SOURCE_KEY])
+    return payload
+
+
+def validate_source(record) -> dict[str, Any]:
+    """The checked copy of a source record, or ValidationError saying what is wrong.
+
+    A source record is a JSON object with exactly these keys:
+      path           the data file as the writer named it (1 to 4096 characters), for people:
+                     whether a later file is the same source is decided by its bytes
+      size           the file's size in bytes when the record was written (>= 0)
+      prefix_bytes   how many leading bytes of the file the digest covers (1 <= n <= size)
+      prefix_sha256  SHA-256 of those bytes, 64 lowercase hexadecimal digits
+      rows           how many leading data rows of the file the model holds or was told to
+                     skip (>= 0)
+    """
+    try:
+        return _source(record)
+    except _Corrupt as reason:
+        raise ValidationError(f"invalid source record: {reason}") from None
+
+
+def _source(record) -> dict[str, Any]:
+    if not isinstance(record, dict) or set(record) != set(SOURCE_KEYS):
+        keys = sorted(record) if isinstance(record, dict) else type(record).__name__
+        raise _Corrupt(f"source must be an object with exactly the keys {list(SOURCE_KEYS)}, "
+                       f"got {keys}")
+    path = record["path"]
+    if not isinstance(path, str) or not 0 < len(path) <= _MAX_SOURCE_PATH or "\0" in path:
+        raise _Corrupt(f"source.path must be a non-empty string of at most {_MAX_SOURCE_PATH} "
+                       f"characters without NUL, got {path!r:.80}")
+    size = _source_integer(record, "size", 0)
+    prefix_bytes = _source_integer(record, "prefix_bytes", 1)
+    if prefix_bytes > size:
+        raise _Corrupt(f"source.prefix_bytes {prefix_bytes} exceeds source.size {size}")
+    digest = record["prefix_sha256"]
+    if not isinstance(digest, str) or not _SHA256_HEX.fullmatch(digest):
+        raise _Corrupt(f"source.prefix_sha256 must be 64 lowercase hexadecimal digits, got "
+                       f"{digest!r:.80}")
+    rows = _source_integer(record, "rows", 0)
+    return {"path": path, "size": size, "prefix_bytes": prefix_bytes, "prefix_sha256": digest,
+            "rows": rows}
+
+
+def _source_integer(record: dict, key: str, minimum: int) -> int:
+    value = record[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= INT64_MAX:
+        raise _Corrupt(f"source.{key} must be an integer from {minimum} to 2**63 - 1, got "
+                       f"{value!r:.80}")
+    return value
 
 
 def _check_counters(n_samples_seen: int, batch_count: int, previous_lambda: float,

@@ -1,23 +1,39 @@
-"""The `renewable-huber` command line: demo (the default), fit, predict, info, conformance.
+"""The `renewable-huber` command line: demo (the default), fit, predict, inspect, info,
+conformance.
 
 Every failure a user can cause ends as one line `renewable-huber: error: ...` on stderr and a
 non-zero exit status; RH_DEBUG=1 shows the traceback instead. `fit` reports every batch that
 did not converge as one line `renewable-huber: warning: batch K did not converge after I
 iterations (reason)` on stderr (K: the batch's index in the stream) plus a summary line at the
 end; with --strict it stops at the first such batch with exit status 3 instead.
+
+`fit --checkpoint` records in the checkpoint which file it read and how many of its rows the
+model holds (checkpoint.validate_source), so `fit --resume` continues the same file where it
+stopped and refuses to fold rows in twice; docs/cli.md gives the rules.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
+import shlex
+import signal
 import sys
+import threading
 import time
 import warnings
 
 import numpy as np
 
-from .exceptions import ConvergenceWarning, RenewableHuberError, RenewableHuberWarning
+from .exceptions import (
+    BackendUnavailableError,
+    ConvergenceWarning,
+    EngineError,
+    RenewableHuberError,
+    RenewableHuberWarning,
+)
 
 PROG = "renewable-huber"
 BACKENDS = ("auto", "numpy", "cupy", "native_cpu", "native_cuda")
@@ -26,6 +42,11 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 # fit --strict: a batch did not converge (the checkpoint, if any, holds the batches before it).
 EXIT_NOT_CONVERGED = 3
+EXIT_INTERRUPTED = 130
+# fit --checkpoint without --checkpoint-every: the model is written at most this often (plus at
+# the end and on Ctrl-C). Writing after every batch doubled the run time of small batches (an
+# fsync each); every 30 s costs nothing measurable and a crash loses at most 30 s of work.
+DEFAULT_CHECKPOINT_SECONDS = 30.0
 
 
 class UsageError(Exception):
@@ -36,9 +57,17 @@ class DataBatchError(RenewableHuberError):
     """A batch of a data file was refused; the message says which rows and why."""
 
 
+class EngineProblem(RenewableHuberError):
+    """An engine is missing or failed: the data are not at fault."""
+
+
 class StrictStop(RenewableHuberError):
     """fit --strict met a batch that did not converge; the message says which batch and what
     the checkpoint holds."""
+
+
+class Interrupted(RenewableHuberError):
+    """fit was interrupted (Ctrl-C); the message says what was saved and how to resume."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,6 +94,16 @@ _positive_int = _int_at_least(1, "a positive integer")
 _non_negative_int = _int_at_least(0, "an integer >= 0")
 
 
+def _n_jobs_option(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value == 0 or value < -1:
+        raise argparse.ArgumentTypeError(f"expected -1 or a positive integer, got {text!r}")
+    return value
+
+
 def _finite_float(text: str) -> float:
     try:
         value = float(text)
@@ -82,6 +121,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    value = _finite_float(text)
+    if value < 0.0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
 def _tau_option(text: str) -> float | str:
     """--tau: a number in the target's units, or 'auto' (chosen from the first batch)."""
     return "auto" if text.strip() == "auto" else _finite_float(text)
@@ -92,6 +138,12 @@ def _column_list(text: str) -> list[str]:
     if not text.strip() or any(not name for name in names):
         raise argparse.ArgumentTypeError(f"expected comma-separated column names, got {text!r}")
     return names
+
+
+def _column_name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a column name, got ''")
+    return text.strip()
 
 
 def package_version() -> str:
@@ -118,17 +170,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     fit = commands.add_parser("fit", help="stream a CSV or Parquet file through the estimator")
     fit.add_argument("data", metavar="DATA", help="a .csv (with header) or .parquet file")
-    fit.add_argument("--target", required=True, metavar="COL", help="the response column")
+    fit.add_argument("--target", required=True, type=_column_name, metavar="COL",
+                     help="the response column")
     fit.add_argument("--features", type=_column_list, metavar="A,B,C",
-                     help="feature columns (default: every numeric column but the target)")
+                     help="feature columns (default: every numeric column but the target and "
+                     "the weight column)")
+    fit.add_argument("--weight-column", type=_column_name, metavar="COL",
+                     help="per-row sample weights (>= 0) from this column")
     fit.add_argument("--batch-size", type=_positive_int, default=10_000, help="default 10000")
     fit.add_argument("--penalty", choices=("none", "l1"), help="default none")
+    fit.add_argument("--lambda-scale", type=_non_negative_float, metavar="X",
+                     help="multiplier of the L1 strength (default 1)")
+    fit.add_argument("--no-intercept", action="store_true", help="fit without an intercept")
     fit.add_argument("--tau", type=_tau_option, metavar="TAU|auto",
                      help="Huber threshold in the target's units (default 1.345, which suits a "
                      "standardised target); 'auto': 1.345 x a robust residual scale of the "
                      "first batch")
     fit.add_argument("--backend", choices=BACKENDS, help="default auto")
     fit.add_argument("--dtype", choices=("float64", "float32"), help="default float64")
+    fit.add_argument("--n-jobs", type=_n_jobs_option, metavar="N",
+                     help="engine threads (native_cpu): -1 for all cores (default: the "
+                     "engine's, OMP_NUM_THREADS)")
     fit.add_argument("--max-iter", type=_positive_int, metavar="N",
                      help="solver iterations per batch (default 100)")
     fit.add_argument("--tol", type=_positive_float, metavar="TOL",
@@ -136,13 +198,24 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--strict", action="store_true",
                      help="stop with exit status 3 at the first batch that does not converge; "
                      "the checkpoint then holds the batches before it")
-    fit.add_argument("--checkpoint", metavar="OUT.npz", help="save the model here")
-    fit.add_argument("--checkpoint-every", type=_non_negative_int, default=1, metavar="K",
-                     help="save every K batches (default 1; 0: only at the end)")
+    fit.add_argument("--checkpoint", metavar="OUT.npz",
+                     help="save the model (and how far into DATA it got) here")
+    fit.add_argument("--checkpoint-seconds", type=_non_negative_float, metavar="S",
+                     help=f"save at most every S seconds, and at the end (default "
+                     f"{DEFAULT_CHECKPOINT_SECONDS:g} unless --checkpoint-every is given; 0: off)")
+    fit.add_argument("--checkpoint-every", type=_non_negative_int, metavar="K",
+                     help="save every K batches (0: only at the end)")
     fit.add_argument("--resume", metavar="IN.npz",
-                     help="continue the stream of a saved model with this file's rows")
-    fit.add_argument("--skip-rows", type=_non_negative_int, default=0, metavar="N",
-                     help="skip the first N data rows (restart an interrupted run)")
+                     help="continue the stream of a saved model: on the file it recorded, after "
+                     "the rows it holds")
+    fit.add_argument("--new-data", action="store_true",
+                     help="with --resume: DATA is another file, of rows the model has not seen "
+                     "(it starts at row 1)")
+    fit.add_argument("--skip-rows", type=_non_negative_int, metavar="N",
+                     help="start after the first N data rows (with --resume, never fewer than "
+                     "the model already holds of this file)")
+    fit.add_argument("--json", action="store_true",
+                     help="print one JSON document instead of the summary table")
     fit.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     predict = commands.add_parser("predict", help="predict a file's rows with a checkpoint")
@@ -155,7 +228,17 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--backend", choices=BACKENDS, help="default: the checkpoint's")
     predict.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-    commands.add_parser("info", help="versions, engines that load, GPU and CUDA")
+    inspect = commands.add_parser("inspect", help="what a checkpoint holds (no engine needed)")
+    inspect.add_argument("checkpoint", metavar="CHECKPOINT", help="a .npz saved by fit or save")
+    inspect.add_argument("--json", action="store_true", help="print one JSON document")
+
+    info = commands.add_parser("info", help="versions, engines that load, GPU and CUDA")
+    where = info.add_mutually_exclusive_group()
+    where.add_argument("--include-dir", action="store_true",
+                       help="print only the folder holding rh_cuda.h (installed package)")
+    where.add_argument("--cmake-dir", action="store_true",
+                       help="print only the folder to put on CMAKE_PREFIX_PATH (installed "
+                       "package)")
     commands.add_parser("conformance", add_help=False,
                         help="replay the golden corpora against an engine (see "
                         f"'{PROG} conformance --help')")
@@ -180,26 +263,99 @@ def command_demo(args) -> int:
 # ----------------------------------------------------------------------------------- fit
 
 
+def _check_fit_options(args) -> None:
+    """Combinations refused before any file is opened."""
+    if args.resume is not None:
+        fixed = [flag for flag, given in (("--tau", args.tau is not None),
+                                          ("--penalty", args.penalty is not None),
+                                          ("--lambda-scale", args.lambda_scale is not None),
+                                          ("--no-intercept", args.no_intercept)) if given]
+        if fixed:
+            raise UsageError(f"{', '.join(fixed)} cannot be combined with --resume: the "
+                             "checkpoint fixes the configuration")
+    elif args.new_data:
+        raise UsageError("--new-data only applies with --resume (a new fit starts at row 1 "
+                         "anyway)")
+    if args.checkpoint is None:
+        given = [flag for flag, value in (("--checkpoint-every", args.checkpoint_every),
+                                          ("--checkpoint-seconds", args.checkpoint_seconds))
+                 if value is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)} needs --checkpoint")
+
+
+def _engine_message(exc: BaseException, what: str) -> str:
+    return f"{what}: {_one_line(exc)} (see '{PROG} info' for the engines that load here)"
+
+
 def _new_or_resumed_model(args):
+    """The model and, when resuming, the checkpoint's source record (None if it has none)."""
     from .estimator import RenewableHuberRegressor
 
     limits = {k: v for k, v in (("max_iter", args.max_iter), ("tol", args.tol))
               if v is not None}
     if args.resume is None:
         params = {k: v for k, v in (("tau", args.tau), ("penalty", args.penalty),
-                                    ("backend", args.backend), ("dtype", args.dtype))
-                  if v is not None}
-        return RenewableHuberRegressor(**params, **limits)
-    fixed = [f"--{name}" for name in ("tau", "penalty") if getattr(args, name) is not None]
-    if fixed:
-        raise UsageError(f"{', '.join(fixed)} cannot be combined with --resume: the checkpoint "
-                         "fixes the configuration")
-    model = RenewableHuberRegressor.load(args.resume, backend=args.backend, dtype=args.dtype)
+                                    ("lambda_scale", args.lambda_scale),
+                                    ("backend", args.backend), ("dtype", args.dtype),
+                                    ("n_jobs", args.n_jobs)) if v is not None}
+        if args.no_intercept:
+            params["fit_intercept"] = False
+        model = RenewableHuberRegressor(**params, **limits)
+        _check_configuration(model)
+        _check_engine(model)
+        return model, None
+    from .checkpoint import load_checkpoint
+
+    source = load_checkpoint(args.resume).get("source")
+    try:
+        model = RenewableHuberRegressor.load(args.resume, backend=args.backend, dtype=args.dtype)
+    except BackendUnavailableError as exc:
+        hint = "" if args.backend else "; --backend moves the stream to another engine"
+        raise EngineProblem(_engine_message(exc, f"cannot resume {args.resume}") + hint) \
+            from exc
+    if args.n_jobs is not None:
+        model = _with_n_jobs(model, args.n_jobs)
     # The solver limits may change on resume: plain assignment, because set_params would
     # start a new stream; the estimator validates them at the next batch.
     for name, value in limits.items():
         setattr(model, name, value)
-    return model
+    _check_configuration(model)
+    return model, source
+
+
+def _check_configuration(model) -> None:
+    """The estimator checks its parameters at the first batch; checked here, before the file
+    is read, a bad --tau is reported as the option it is, not as a fault of the first rows."""
+    from ._validation import validate_params
+
+    validate_params(model.get_params())
+
+
+def _with_n_jobs(model, n_jobs: int):
+    """The resumed stream on a new engine with another thread count. n_jobs is fixed for the
+    life of an engine, and load() does not take it, so the model goes through its own pickle
+    protocol: the state moves bit for bit, only the parameter changes."""
+    state = model.__getstate__()
+    state["params"]["n_jobs"] = n_jobs
+    moved = type(model).__new__(type(model))
+    moved.__setstate__(state)
+    return moved
+
+
+def _check_engine(model) -> None:
+    """A named backend that cannot load here fails before the file is read, as an engine
+    problem (not at the first batch, where it would look like a fault of those rows)."""
+    backend = model.get_params()["backend"]
+    if backend == "auto":
+        return
+    from .backends import unavailable_reason
+
+    reason = unavailable_reason(backend)
+    if reason is not None:
+        raise EngineProblem(f"engine unavailable: backend {backend!r} cannot be used here: "
+                            f"{' '.join(reason.split())} (see '{PROG} info' for the engines "
+                            "that load here)")
 
 
 class _NamedColumns:
@@ -218,31 +374,86 @@ class _NamedColumns:
         return self._values.shape
 
 
+def _note_left_out(table, used: list[str]) -> None:
+    """The columns the default feature choice left out, and why: once, when the run has
+    succeeded (a failed run's stderr is its one error line)."""
+    from .datafile import left_out_columns
+
+    left_out = left_out_columns(table, used)
+    if left_out:
+        listed = ", ".join(f"{name} ({why})" for name, why in left_out)
+        print(f"{PROG}: note: {table.path}: not numeric, left out of the features: {listed}",
+              file=sys.stderr)
+
+
+def _starting_row(args, table, source) -> tuple[int, int]:
+    """(start, held): the data row of DATA after which this run starts, and how many of its
+    leading rows the resumed checkpoint already holds. Refuses anything that would fold rows
+    the checkpoint holds into it again (docs/cli.md, "Resuming after a stop")."""
+    skip = args.skip_rows
+    if args.resume is None or source is None:
+        return skip or 0, 0
+    held, recorded = source["rows"], source["path"]
+    if table.resume_at(source):
+        if args.new_data:
+            raise ResumeRefused(
+                f"{args.data} is not new data: it starts with the {held:,} rows {args.resume} "
+                f"already holds (recorded source {recorded}); drop --new-data to continue "
+                f"after row {held:,}")
+        if skip is not None and skip < held:
+            raise ResumeRefused(
+                f"--skip-rows {skip:,} would fold rows {skip + 1:,}-{held:,} of {args.data} "
+                f"into {args.resume} a second time: it already holds the first {held:,} "
+                f"(recorded source {recorded}); drop --skip-rows to continue after row "
+                f"{held:,}")
+        return max(skip or 0, held), held
+    if not args.new_data:
+        how = ("is shorter than the part it read" if table.size < source["prefix_bytes"]
+               else f"differs in its first {source['prefix_bytes']:,} bytes")
+        raise ResumeRefused(
+            f"{args.data} is not the file {args.resume} was fitted on ({recorded}, "
+            f"{held:,} data rows read; {args.data} {how}): to continue that file pass it "
+            f"instead; if {args.data} holds only rows the model has not seen, add --new-data")
+    return skip or 0, 0
+
+
+class ResumeRefused(RenewableHuberError):
+    """fit --resume would count rows twice (or cannot tell that it would not)."""
+
+
 def command_fit(args) -> int:
     from .datafile import open_table, select_columns
 
+    _check_fit_options(args)
     table = open_table(args.data, args.batch_size)
     try:
-        model = _new_or_resumed_model(args)
+        model, source = _new_or_resumed_model(args)
         rows_before = int(getattr(model, "n_samples_seen_", 0) or 0)
-        if args.resume is not None and args.features is None \
-                and getattr(model, "feature_names_in_", None) is not None:
-            features = list(model.feature_names_in_)
+        names = getattr(model, "feature_names_in_", None)
+        if args.resume is not None and args.features is None and names is not None:
+            features = list(names)
         else:
             features = args.features
-        features = select_columns(table, target=args.target, features=features)
-        summary = _stream_fit(args, model, table, features)
+        chosen = select_columns(table, target=args.target, features=features,
+                                weight=args.weight_column)
+        start, held = _starting_row(args, table, source)
+        run = _FitRun(args, model, table, chosen, start, held)
+        run.stream()
+        if features is None:
+            _note_left_out(table, chosen)
     finally:
         table.close()
-    every = args.checkpoint_every
-    if args.checkpoint and (every == 0 or summary["batches"] % every != 0):
-        model.save(args.checkpoint)
-    if summary["not_converged"]:
-        _warn(f"{summary['not_converged']} of {summary['batches']} batches did not converge "
-              f"(first: batch {summary['first_not_converged']}); their coefficients are the "
-              "solver's last step, not the optimum: raise --max-iter, loosen --tol, or give "
-              "--tau in the target's units (--tau auto)")
-    print(_fit_summary(args, model, features, rows_before, summary))
+    if run.unconverged:
+        first = run.unconverged[0]["batch"]
+        _warn(f"{len(run.unconverged)} of {run.batches} batches did not converge "
+              f"(first: batch {first}); their coefficients are the solver's last step, not the "
+              "optimum: raise --max-iter, loosen --tol, or give --tau in the target's units "
+              "(--tau auto)")
+    if args.json:
+        print(json.dumps(_fit_document(args, model, chosen, rows_before, run), indent=2,
+                         default=_plain))
+    else:
+        print(_fit_summary(args, model, chosen, rows_before, run))
     return 0
 
 
@@ -250,14 +461,14 @@ def _warn(message: str) -> None:
     print(f"{PROG}: warning: {message}", file=sys.stderr)
 
 
-def _fit_one_batch(model, X, y) -> list:
+def _fit_one_batch(model, X, y, sample_weight=None) -> list:
     """partial_fit, returning the package's warnings instead of letting Python print them
     (each becomes one `renewable-huber: warning:` line); any other warning is passed on to
     the interpreter's own filters."""
     with warnings.catch_warnings(record=True) as caught:
         # Recorded whatever the interpreter's filters say (even "error"): the CLI decides.
         warnings.simplefilter("always", RenewableHuberWarning)
-        model.partial_fit(X, y)
+        model.partial_fit(X, y, sample_weight)
     ours = []
     for record in caught:
         if isinstance(record.message, RenewableHuberWarning):
@@ -268,94 +479,283 @@ def _fit_one_batch(model, X, y) -> list:
     return ours
 
 
-def _stream_fit(args, model, table, features: list[str]) -> dict:
-    columns = [*features, args.target]
-    to_skip = args.skip_rows
-    total = None if table.total_rows is None else max(table.total_rows - to_skip, 0)
-    bar = _progress(total, "fit", args.no_progress)
-    batches = rows = not_converged = 0
-    first_not_converged = None
-    # --strict --checkpoint: the state before the current batch, saved if the batch does not
-    # converge, so the checkpoint never holds an unconverged batch.
-    keep_previous = args.strict and args.checkpoint
-    previous = model.state_dict() if keep_previous and hasattr(model, "coef_") else None
-    start = time.perf_counter()
-    try:
-        for first, last, block in table.batches(columns):
-            if to_skip:
-                dropped = min(to_skip, block.shape[0])
-                to_skip -= dropped
-                block = block[dropped:]
-                first += dropped
-                if block.shape[0] == 0:
-                    continue
+class _FitRun:
+    """One pass of `fit` over DATA: the batches, the checkpoint cadence, --strict, Ctrl-C."""
+
+    def __init__(self, args, model, table, features: list[str], start: int, held: int = 0):
+        self.args, self.model, self.table, self.features = args, model, table, features
+        self.held = held  # leading rows of DATA the resumed checkpoint already held
+        self.columns = [*features, args.target] + ([args.weight_column]
+                                                   if args.weight_column else [])
+        self.start = start
+        self.rows_done = start  # leading data rows of DATA the model holds (or skipped)
+        self.batches = self.rows = 0
+        self.unconverged: list[dict] = []
+        self.saves = 0
+        self.saved_rows: int | None = None  # rows_done of the checkpoint this run wrote
+        self.since_save = 0
+        every, seconds = args.checkpoint_every, args.checkpoint_seconds
+        self.every = every or 0
+        if seconds is None:
+            seconds = DEFAULT_CHECKPOINT_SECONDS if every is None else 0.0
+        self.seconds = seconds
+        self.seconds_taken = 0.0
+        # Set by the first Ctrl-C: the batch under way finishes, the model is saved, the run
+        # stops; `consistent` is False while the model may hold a batch the counters do not.
+        self.interrupt_requested = False
+        self.consistent = True
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def stream(self) -> None:
+        args, table = self.args, self.table
+        bar = _progress(table.progress_total, "fit", args.no_progress, table.progress_unit)
+        shown = 0
+        keep_previous = args.strict and args.checkpoint
+        # --strict --checkpoint: the state before the current batch, saved if the batch does
+        # not converge, so the checkpoint never holds an unconverged batch.
+        previous = (self.model.state_dict()
+                    if keep_previous and hasattr(self.model, "coef_") else None)
+        began = time.perf_counter()
+        self.last_save = time.monotonic()
+        try:
+            with self._deferred_interrupt():
+                for chunk in self._chunks():
+                    self._fit(chunk, previous)
+                    bar.update(table.progress_position - shown)
+                    shown = table.progress_position
+                    if self._save_due():
+                        self._save()
+                    if keep_previous:
+                        previous = self.model.state_dict()
+                    if self.interrupt_requested:
+                        raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise self._interrupted() from None
+        finally:
+            bar.close()
+        self.seconds_taken = time.perf_counter() - began
+        if self.batches == 0:
+            raise DataBatchError(self._nothing_to_fit())
+        if args.checkpoint and self.saved_rows != self.rows_done:
+            self._save()
+
+    def _chunks(self):
+        """The table's chunks; a file error met on the way also says what the checkpoint
+        holds."""
+        from .datafile import DataFileError
+
+        chunks = self.table.batches(self.columns, skip=self.start)
+        while True:
             try:
-                reported = _fit_one_batch(model, _NamedColumns(block[:, :-1], features),
-                                          block[:, -1])
-            except (RenewableHuberError, ValueError) as exc:
-                raise DataBatchError(f"{args.data} lines {first}-{last} (batch "
-                                     f"{batches + 1}): {exc}") from exc
-            diagnostics = model.diagnostics_
-            for warning in reported:
-                if not isinstance(warning, ConvergenceWarning):
-                    _warn(" ".join(str(warning).split()))
-            if not diagnostics["converged"] and args.strict:
-                raise StrictStop(_strict_message(args, model, previous, first, last,
-                                                 args.skip_rows + rows))
-            for warning in reported:
-                if isinstance(warning, ConvergenceWarning):
-                    _warn(f"batch {warning.batch} did not converge after {warning.iterations} "
-                          f"iterations ({warning.reason})")
-            batches += 1
-            rows += block.shape[0]
-            if not diagnostics["converged"]:
-                not_converged += 1
-                if first_not_converged is None:
-                    first_not_converged = model.state_.batch_count
-            bar.update(block.shape[0])
-            if args.checkpoint and args.checkpoint_every and batches % args.checkpoint_every == 0:
-                model.save(args.checkpoint)
-            if keep_previous:
-                previous = model.state_dict()
-    finally:
-        bar.close()
-    if batches == 0:
-        raise ValueError(f"{args.data} has no data rows"
-                         + (f" after skipping {args.skip_rows}" if args.skip_rows else ""))
-    return {"batches": batches, "rows": rows, "not_converged": not_converged,
-            "first_not_converged": first_not_converged,
-            "seconds": time.perf_counter() - start}
+                chunk = next(chunks)
+            except StopIteration:
+                return
+            except DataFileError as exc:
+                raise DataBatchError(f"{exc}{self._checkpoint_state()}") from exc
+            yield chunk
+
+    def _fit(self, chunk, previous) -> None:
+        args, model = self.args, self.model
+        p = len(self.features)
+        values = chunk.values
+        weights = values[:, p + 1] if args.weight_column else None
+        where = f"{args.data} {self.table.span(chunk.first, chunk.last)}"
+        self.consistent = False
+        try:
+            reported = _fit_one_batch(model, _NamedColumns(values[:, :p], self.features),
+                                      values[:, p], weights)
+        except BackendUnavailableError as exc:
+            raise EngineProblem(_engine_message(exc, "engine unavailable")) from exc
+        except EngineError as exc:
+            raise EngineProblem(f"the {model.backend_} engine failed on batch "
+                                f"{self.batches + 1} of this run ({where}): {_one_line(exc)}"
+                                f"{self._checkpoint_state()}") from exc
+        except (RenewableHuberError, ValueError) as exc:
+            self.consistent = True  # a refused batch leaves the model as it was
+            raise DataBatchError(f"{where} (batch {self.batches + 1} of this run): "
+                                 f"{_one_line(exc)}{self._checkpoint_state()}") from exc
+        diagnostics = model.diagnostics_
+        for warning in reported:
+            if not isinstance(warning, ConvergenceWarning):
+                _warn(" ".join(str(warning).split()))
+        if not diagnostics["converged"] and args.strict:
+            raise StrictStop(self._strict_message(previous, where))
+        for warning in reported:
+            if isinstance(warning, ConvergenceWarning):
+                _warn(f"batch {warning.batch} did not converge after {warning.iterations} "
+                      f"iterations ({warning.reason})")
+        self.batches += 1
+        self.since_save += 1
+        self.rows += values.shape[0]
+        self.rows_done = chunk.rows_through
+        if not diagnostics["converged"]:
+            self.unconverged.append({
+                "batch": int(model.state_.batch_count), "first": chunk.first,
+                "last": chunk.last, "iterations": int(diagnostics["iterations"]),
+                "reason": diagnostics["stop_reason"]})
+        self.consistent = True
+
+    # -- checkpoints --------------------------------------------------------------------
+
+    def _save_due(self) -> bool:
+        if not self.args.checkpoint:
+            return False
+        if self.every and self.since_save >= self.every:
+            return True
+        return bool(self.seconds) and time.monotonic() - self.last_save >= self.seconds
+
+    def _save(self, payload=None, rows=None) -> None:
+        from .checkpoint import save_checkpoint
+
+        rows = self.rows_done if rows is None else rows
+        payload = self.model.state_dict() if payload is None else payload
+        save_checkpoint(self.args.checkpoint, payload, source=self.table.source_record(rows))
+        self.saves += 1
+        self.saved_rows = rows
+        self.since_save = 0
+        self.last_save = time.monotonic()
+
+    def _checkpoint_state(self) -> str:
+        """What the checkpoint holds after a failure (nothing is written because of one)."""
+        if not self.args.checkpoint:
+            return ""
+        if self.saved_rows is None:
+            return f"; {self.args.checkpoint} was not written by this run"
+        return (f"; {self.args.checkpoint} holds the first {self.saved_rows:,} data rows of "
+                f"{self.args.data} (continue with --resume {self.args.checkpoint})")
+
+    def _strict_message(self, previous, where: str) -> str:
+        """Saves the last converged state (--checkpoint) and says what the checkpoint holds."""
+        args, model = self.args, self.model
+        diagnostics = model.diagnostics_
+        text = (f"batch {model.state_.batch_count} ({where}) did not converge after "
+                f"{diagnostics['iterations']} iterations ({diagnostics['stop_reason']}); "
+                "stopped by --strict")
+        if not args.checkpoint:
+            return text + "; no checkpoint requested"
+        if previous is None:
+            return (text + f"; {args.checkpoint} not written: no batch of this stream "
+                    "converged before it")
+        self._save(previous, self.rows_done)
+        return (text + f"; {args.checkpoint} holds the stream through batch "
+                f"{previous['batch_count']} ({previous['n_samples_seen']:,} rows), without this "
+                f"batch; continue with --resume {args.checkpoint} (it records the rows of "
+                f"{args.data} it holds)")
+
+    def _nothing_to_fit(self) -> str:
+        args, read = self.args, self.table.rows_read
+        if self.held and read <= self.held:
+            return (f"nothing new to fit: {args.resume} already holds all {read:,} data rows "
+                    f"of {args.data}")
+        if self.start:
+            return (f"{args.data} has no data rows after the first {self.start:,} (it has "
+                    f"{read:,})")
+        return f"{args.data} has no data rows"
+
+    # -- Ctrl-C -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _deferred_interrupt(self):
+        """The first Ctrl-C lets the batch under way finish so that the model saved is one the
+        counters describe; a second one interrupts at once. Before the first batch (nothing to
+        save), or without --checkpoint, Ctrl-C interrupts at once. Only the main thread can
+        handle signals, and an embedding program's own handler is left alone."""
+        if (threading.current_thread() is not threading.main_thread()
+                or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+            yield
+            return
+
+        def handler(signum, frame):
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            if self.batches and self.args.checkpoint:
+                self.interrupt_requested = True
+            else:
+                raise KeyboardInterrupt
+
+        signal.signal(signal.SIGINT, handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def _interrupted(self) -> Interrupted:
+        args = self.args
+        if (args.checkpoint and self.consistent and self.batches
+                and self.saved_rows != self.rows_done):
+            self._save()
+        done = (f"interrupted after {self.rows:,} rows of {args.data} in {self.batches:,} "
+                "batches")
+        if not args.checkpoint:
+            return Interrupted(f"{done}; nothing was saved (no --checkpoint): rerun with "
+                               "--checkpoint FILE to be able to resume")
+        if self.saved_rows is None:
+            return Interrupted(f"{done}; {args.checkpoint} was not written; start again with: "
+                               f"{_fit_command(args)}")
+        return Interrupted(f"{done}; {args.checkpoint} holds the first {self.saved_rows:,} "
+                           f"data rows of {args.data}; resume with: "
+                           f"{_fit_command(args, resume=args.checkpoint)}")
 
 
-def _strict_message(args, model, previous, first: int, last: int, rows_done: int) -> str:
-    """Saves the last converged state (--checkpoint) and says what the checkpoint holds."""
-    from .checkpoint import save_checkpoint
+def _fit_command(args, resume: str | None = None) -> str:
+    """The `fit` command line of this run, or (resume=CHECKPOINT) the one that continues it:
+    the checkpoint then fixes the configuration and records where DATA stopped, so the
+    configuration options, --skip-rows and --new-data are left out."""
+    parts = [PROG, "fit", args.data, "--target", args.target]
+    if args.features is not None:
+        parts += ["--features", ",".join(args.features)]
+    if args.weight_column is not None:
+        parts += ["--weight-column", args.weight_column]
+    parts += ["--batch-size", str(args.batch_size)]
+    if resume is None:
+        for flag, value in (("--penalty", args.penalty), ("--lambda-scale", args.lambda_scale),
+                            ("--tau", args.tau)):
+            if value is not None:
+                parts += [flag, value if isinstance(value, str) else repr(value)]
+        if args.no_intercept:
+            parts.append("--no-intercept")
+    for flag, value in (("--backend", args.backend), ("--dtype", args.dtype),
+                        ("--n-jobs", args.n_jobs), ("--max-iter", args.max_iter),
+                        ("--tol", args.tol), ("--checkpoint", args.checkpoint),
+                        ("--checkpoint-seconds", args.checkpoint_seconds),
+                        ("--checkpoint-every", args.checkpoint_every)):
+        if value is not None:
+            parts += [flag, value if isinstance(value, str) else repr(value)]
+    if args.strict:
+        parts.append("--strict")
+    if resume is not None:
+        parts += ["--resume", resume]
+    elif args.resume is not None:
+        parts += ["--resume", args.resume]
+        if args.skip_rows is not None:
+            parts += ["--skip-rows", str(args.skip_rows)]
+        if args.new_data:
+            parts.append("--new-data")
+    elif args.skip_rows is not None:
+        parts += ["--skip-rows", str(args.skip_rows)]
+    parts += [flag for flag, on in (("--json", args.json), ("--no-progress", args.no_progress))
+              if on]
+    return " ".join(shlex.quote(str(part)) for part in parts)
 
-    diagnostics = model.diagnostics_
-    number = model.state_.batch_count
-    text = (f"batch {number} ({args.data} lines {first}-{last}) did not converge after "
-            f"{diagnostics['iterations']} iterations ({diagnostics['stop_reason']}); stopped "
-            "by --strict")
-    if not args.checkpoint:
-        return text + "; no checkpoint requested"
-    if previous is None:
-        return (text + f"; {args.checkpoint} not written: no batch of this stream converged "
-                "before it")
-    save_checkpoint(args.checkpoint, previous)
-    return (text + f"; {args.checkpoint} holds the stream through batch "
-            f"{previous['batch_count']} ({previous['n_samples_seen']:,} rows), without this "
-            f"batch; continue with --resume {args.checkpoint} --skip-rows {rows_done}")
+
+def _coefficient_names(names, n_features: int) -> list[str]:
+    # Unnamed features are called x0, x1, ... as scikit-learn does.
+    return list(names) if names is not None else [f"x{j}" for j in range(n_features)]
 
 
-def _fit_summary(args, model, features, rows_before, summary) -> str:
+def _fit_summary(args, model, features, rows_before, run: _FitRun) -> str:
     diag = model.diagnostics_
     lines = [
-        f"data: {args.data}  target: {args.target}  backend: {model.backend_}",
-        f"this run: {summary['rows']:,} rows in {summary['batches']:,} batches, "
-        f"{summary['seconds']:.3f} s"
+        f"data: {args.data}  target: {args.target}  backend: {model.backend_}"
+        + (f"  weights: {args.weight_column}" if args.weight_column else ""),
+        f"this run: {run.rows:,} rows in {run.batches:,} batches, {run.seconds_taken:.3f} s"
         + (f" (resumed from {rows_before:,} rows)" if args.resume else ""),
+    ]
+    if run.start:
+        lines.append(f"started after data row {run.start:,} of {args.data}")
+    lines += [
         f"rows seen in total: {int(model.n_samples_seen_):,}",
-        f"batches not converged: {summary['not_converged']}",
+        f"batches not converged: {len(run.unconverged)}",
         f"tau: {model.tau_:.6g}" + (" (auto, from the first batch)"
                                     if model.get_params()["tau"] == "auto" else ""),
         "last batch: "
@@ -365,23 +765,75 @@ def _fit_summary(args, model, features, rows_before, summary) -> str:
         f"bandwidth={diag['bandwidth']:.6g} fallback={diag['used_regularized_fallback']}",
         "",
     ]
-    names = [*features, "(intercept)"]
-    values = [*np.asarray(model.coef_, dtype=np.float64).tolist(), float(model.intercept_)]
-    width = max(len("feature"), *(len(n) for n in names))
-    lines.append(f"{'feature':<{width}}  {'coefficient':>14}")
-    lines.append(f"{'-' * width}  {'-' * 14}")
-    lines.extend(f"{name:<{width}}  {value:>14.6g}"
-                 for name, value in zip(names, values, strict=True))
+    fit_intercept = model.get_params()["fit_intercept"]
+    names = [*features] + (["(intercept)"] if fit_intercept else [])
+    values = np.asarray(model.coef_, dtype=np.float64).tolist()
+    if fit_intercept:
+        values.append(float(model.intercept_))
+    lines += _coefficient_table(names, values)
     if args.checkpoint:
         lines.append("")
-        lines.append(f"checkpoint: {args.checkpoint}")
+        lines.append(f"checkpoint: {args.checkpoint} (written {run.saves} time"
+                     f"{'s' if run.saves != 1 else ''}; holds the first {run.saved_rows:,} "
+                     f"data rows of {args.data})")
     return "\n".join(lines)
 
 
-def _progress(total, desc: str, no_progress: bool):
+def _coefficient_table(names: list[str], values: list[float]) -> list[str]:
+    width = max(len("feature"), *(len(n) for n in names))
+    lines = [f"{'feature':<{width}}  {'coefficient':>14}", f"{'-' * width}  {'-' * 14}"]
+    lines.extend(f"{name:<{width}}  {value:>14.6g}"
+                 for name, value in zip(names, values, strict=True))
+    return lines
+
+
+def _plain(value):
+    """json.dumps's fallback: NumPy scalars and arrays as Python numbers and lists."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _fit_document(args, model, features, rows_before, run: _FitRun) -> dict:
+    state = model.state_dict()
+    coef = np.asarray(model.coef_, dtype=np.float64).tolist()
+    return {
+        "data": args.data,
+        "target": args.target,
+        "features": list(features),
+        "weight_column": args.weight_column,
+        "backend": model.backend_,
+        "dtype": state["config"]["dtype"],
+        "n_jobs": model.n_jobs_,
+        "config": state["config"],
+        "coefficients": dict(zip(features, coef, strict=True)),
+        "intercept": float(model.intercept_),
+        "fit_intercept": state["fit_intercept"],
+        "n_samples_seen": state["n_samples_seen"],
+        "batch_count": state["batch_count"],
+        "weight_sum": state["weight_sum"],
+        "run": {
+            "rows": run.rows,
+            "batches": run.batches,
+            "seconds": run.seconds_taken,
+            "started_after_row": run.start,
+            "rows_through": run.rows_done,
+            "resumed_from_rows": rows_before if args.resume else None,
+            "checkpoint": args.checkpoint,
+            "checkpoint_writes": run.saves,
+        },
+        "not_converged": len(run.unconverged),
+        "unconverged_batches": run.unconverged,
+        "last_batch": dict(model.diagnostics_),
+    }
+
+
+def _progress(total, desc: str, no_progress: bool, unit: str = "rows"):
     from .progress import progress_bar
 
-    return progress_bar(total, desc=desc, unit="rows", enabled=not no_progress)
+    return progress_bar(total, desc=desc, unit=unit, enabled=not no_progress)
 
 
 # ------------------------------------------------------------------------------- predict
@@ -393,7 +845,10 @@ def command_predict(args) -> int:
 
     table = open_table(args.data, args.batch_size)
     try:
-        model = RenewableHuberRegressor.load(args.checkpoint, backend=args.backend)
+        try:
+            model = RenewableHuberRegressor.load(args.checkpoint, backend=args.backend)
+        except BackendUnavailableError as exc:
+            raise EngineProblem(_engine_message(exc, f"cannot load {args.checkpoint}")) from exc
         names = getattr(model, "feature_names_in_", None)
         if args.features is not None:
             features = args.features
@@ -401,17 +856,19 @@ def command_predict(args) -> int:
             features = list(names)
         else:
             features = None
-        features = select_columns(table, target=None, features=features)
-        if len(features) != model.n_features_in_:
+        chosen = select_columns(table, target=None, features=features)
+        if len(chosen) != model.n_features_in_:
             raise ValueError(
                 f"the checkpoint expects {model.n_features_in_} features but {args.data} gives "
-                f"{len(features)} numeric columns ({', '.join(features)}); name them with "
+                f"{len(chosen)} numeric columns ({', '.join(chosen)}); name them with "
                 "--features A,B,C")
         if args.output is None:
-            _stream_predict(args, model, table, features, sys.stdout)
+            _stream_predict(args, model, table, chosen, sys.stdout)
         else:
             _write_atomically(args.output,
-                              lambda out: _stream_predict(args, model, table, features, out))
+                              lambda out: _stream_predict(args, model, table, chosen, out))
+        if features is None:
+            _note_left_out(table, chosen)
     finally:
         table.close()
     return 0
@@ -430,24 +887,91 @@ def _write_atomically(path: str, write) -> None:
 
 
 def _stream_predict(args, model, table, features, out) -> None:
-    bar = _progress(table.total_rows, "predict", args.no_progress)
+    bar = _progress(table.progress_total, "predict", args.no_progress, table.progress_unit)
     named = getattr(model, "feature_names_in_", None) is not None
+    shown = 0
     out.write("prediction\n")
     try:
-        for _first, _last, block in table.batches(features):
-            X = _NamedColumns(block, features) if named else block
+        for chunk in table.batches(features):
+            X = _NamedColumns(chunk.values, features) if named else chunk.values
             predictions = np.asarray(model.predict(X), dtype=np.float64)
             # repr is the shortest text that parses back to the same float.
             out.write("".join(f"{value!r}\n" for value in predictions.tolist()))
-            bar.update(block.shape[0])
+            bar.update(table.progress_position - shown)
+            shown = table.progress_position
     finally:
         bar.close()
+
+
+# ------------------------------------------------------------------------------- inspect
+
+
+def command_inspect(args) -> int:
+    """Reads the checkpoint with its full checks but creates no engine, so a checkpoint of a
+    GPU stream can be inspected anywhere."""
+    from .checkpoint import load_checkpoint
+
+    payload = load_checkpoint(args.checkpoint)
+    config = payload["config"]
+    n_features = payload["n_features_in"]
+    names = _coefficient_names(payload["feature_names_in"], n_features)
+    coefficients = np.asarray(payload["coefficients"], dtype=np.float64).tolist()
+    intercept = coefficients[n_features] if payload["fit_intercept"] else None
+    source = payload.get("source")
+    if args.json:
+        document = {
+            "checkpoint": args.checkpoint,
+            "format_version": payload["format_version"],
+            "backend": config["backend"],
+            "dtype": config["dtype"],
+            "config": config,
+            "n_features_in": n_features,
+            "feature_names": payload["feature_names_in"],
+            "coefficients": dict(zip(names, coefficients[:n_features], strict=True)),
+            "intercept": intercept,
+            "fit_intercept": payload["fit_intercept"],
+            "n_samples_seen": payload["n_samples_seen"],
+            "batch_count": payload["batch_count"],
+            "weight_sum": payload["weight_sum"],
+            "previous_lambda": payload["previous_lambda"],
+            "source": source,
+        }
+        print(json.dumps(document, indent=2, default=_plain))
+        return 0
+    settings = " ".join(f"{key}={config[key]}" for key in (
+        "tau", "penalty", "lambda_scale", "fit_intercept", "max_iter", "tol", "n_jobs"))
+    lines = [
+        f"checkpoint: {args.checkpoint} (format {payload['format_version']})",
+        f"backend: {config['backend']} (the configuration's; fit --resume and predict may "
+        "choose another with --backend)",
+        f"dtype: {config['dtype']}",
+        f"rows seen: {payload['n_samples_seen']:,} in {payload['batch_count']:,} batches "
+        f"(weight sum {payload['weight_sum']:.17g}, previous lambda "
+        f"{payload['previous_lambda']:.6g})",
+        f"config: {settings}",
+    ]
+    if source is not None:
+        lines.append(f"source: {source['path']}: holds its first {source['rows']:,} data rows "
+                     f"(the file had {source['size']:,} bytes)")
+    else:
+        lines.append("source: not recorded (saved by the Python API, or by an older `fit`)")
+    lines.append("")
+    table_names = names + (["(intercept)"] if intercept is not None else [])
+    lines += _coefficient_table(table_names, coefficients)
+    print("\n".join(lines))
+    return 0
 
 
 # ---------------------------------------------------------------------------------- info
 
 
 def command_info(args) -> int:
+    if args.include_dir or args.cmake_dir:
+        from . import paths
+
+        # FileNotFoundError (a source checkout) becomes one error line in main().
+        print(paths.get_include() if args.include_dir else paths.get_cmake_dir())
+        return 0
     print(f"renewable-huber {package_version()}")
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}")
     print(f"ABI version (binding): {_binding_abi_version()}")
@@ -546,7 +1070,7 @@ def _run(argv: list[str]) -> int:
         return command_conformance(argv[1:])
     args = build_parser().parse_args(argv)
     handlers = {"demo": command_demo, "fit": command_fit, "predict": command_predict,
-                "info": command_info}
+                "inspect": command_inspect, "info": command_info}
     return handlers[args.command](args)
 
 
@@ -570,7 +1094,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help and --version end through argparse's exit
         return exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+        return _fail("interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
         # The reader went away (`... | head`): like any Unix filter, stop quietly. Pointing
         # stdout at devnull keeps the interpreter's final flush from raising again.
@@ -584,6 +1108,10 @@ def main(argv: list[str] | None = None) -> int:
         if debug:
             raise
         return _fail(str(exc), EXIT_NOT_CONVERGED)
+    except Interrupted as exc:
+        if debug:
+            raise
+        return _fail(str(exc), EXIT_INTERRUPTED)
     except (RenewableHuberError, OSError, ValueError, ImportError) as exc:
         if debug:
             raise

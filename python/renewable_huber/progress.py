@@ -40,7 +40,11 @@ class _PlainProgress:
     def _draw(self, now: float) -> None:
         self._last_draw = now
         elapsed = max(now - self._start, 1e-9)
-        done = f"{self._count:,}" if self._total is None else f"{self._count:,}/{self._total:,}"
+        if self._total is None:
+            done = f"{self._count:,}"
+        else:
+            share = 100.0 * self._count / self._total if self._total else 100.0
+            done = f"{share:3.0f}% {self._count:,}/{self._total:,}"
         self._stream.write(f"\r{self._desc}: {done} {self._unit} "
                            f"({self._count / elapsed:,.0f} {self._unit}/s)")
         self._stream.flush()
@@ -53,7 +57,9 @@ class _PlainProgress:
 
 def progress_bar(total: int | None, *, desc: str, unit: str, enabled: bool):
     """An object with update(n) and close(). `enabled` is the caller's wish (--no-progress
-    clears it); the bar still stays silent when stderr is not a terminal."""
+    clears it); the bar still stays silent when stderr is not a terminal. With a total the bar
+    shows the share done (a CSV file is measured in bytes read, unit "B", since its row count
+    is unknown until the end; a Parquet file in rows)."""
     stream = sys.stderr
     if not enabled or not stream.isatty():
         return _SilentProgress()
@@ -61,5 +67,6 @@ def progress_bar(total: int | None, *, desc: str, unit: str, enabled: bool):
         from tqdm import tqdm
     except ImportError:
         return _PlainProgress(total, desc, unit, stream)
-    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True, file=stream,
+    return tqdm(total=total, desc=desc, unit=unit, unit_scale=True,
+                unit_divisor=1024 if unit == "B" else 1000, file=stream,
                 dynamic_ncols=True, leave=False)

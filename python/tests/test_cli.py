@@ -3,6 +3,7 @@ subprocess). Expected numbers come from the estimator fitted here on the same ba
 numpy.linalg.lstsq, or from the simulation design itself, never from the CLI's own output."""
 
 import csv
+import json
 import os
 import re
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 import renewable_huber
 from renewable_huber import RenewableHuberRegressor
 from renewable_huber.cli import main
@@ -64,10 +66,18 @@ def checkpoint_arrays(path):
 
 
 def assert_same_checkpoint(path_a, path_b):
+    """The same model; the source records (which file, how far) and so the digests may
+    differ."""
     a, b = checkpoint_arrays(path_a), checkpoint_arrays(path_b)
     assert a.keys() == b.keys()
     for name in a:
-        if a[name].dtype.kind == "f":
+        if name == "metadata":
+            meta_a, meta_b = (json.loads(str(m[()])) for m in (a[name], b[name]))
+            for meta in (meta_a, meta_b):
+                meta.pop("source", None)
+                meta.pop("payload_sha256")
+            assert meta_a == meta_b
+        elif a[name].dtype.kind == "f":
             np.testing.assert_allclose(a[name], b[name], rtol=1e-12, atol=0, err_msg=name)
         else:
             assert a[name].tolist() == b[name].tolist(), name
@@ -225,17 +235,21 @@ def test_resume_on_the_rest_of_the_stream_equals_one_uninterrupted_run(
 
     assert run(["fit", full, *common, "--checkpoint", tmp_path / "full.npz"], capsys)[0] == 0
     assert run(["fit", first, *common, "--checkpoint", tmp_path / "half.npz"], capsys)[0] == 0
+    # second.csv is another file: the user says its rows are new.
     status, out, err = run(["fit", second, *common, "--resume", tmp_path / "half.npz",
-                            "--checkpoint", tmp_path / "resumed.npz"], capsys)
+                            "--new-data", "--checkpoint", tmp_path / "resumed.npz"], capsys)
     assert status == 0, err
     assert f"resumed from {half:,} rows" in out
     assert_same_checkpoint(tmp_path / "full.npz", tmp_path / "resumed.npz")
 
-    # An interrupted run restarts on the same file by skipping the rows already seen.
-    status, _, err = run(["fit", full, *common, "--resume", tmp_path / "half.npz",
-                          "--skip-rows", half, "--checkpoint", tmp_path / "skipped.npz"], capsys)
-    assert status == 0, err
-    assert_same_checkpoint(tmp_path / "full.npz", tmp_path / "skipped.npz")
+    # full.csv starts with first.csv's bytes (first.csv grown by appending): the checkpoint
+    # recognises its rows and continues after them, with or without an equal --skip-rows.
+    for name, extra in (("appended.npz", []), ("skipped.npz", ["--skip-rows", half])):
+        status, out, err = run(["fit", full, *common, "--resume", tmp_path / "half.npz",
+                                *extra, "--checkpoint", tmp_path / name], capsys)
+        assert status == 0, err
+        assert f"started after data row {half:,}" in out
+        assert_same_checkpoint(tmp_path / "full.npz", tmp_path / name)
 
 
 def test_skip_rows_inside_a_chunk_feeds_exactly_the_remaining_rows(
@@ -261,9 +275,12 @@ def test_checkpoint_after_each_batch_survives_a_bad_batch(tmp_path, dataset, cap
     path, checkpoint = tmp_path / "bad.csv", tmp_path / "model.npz"
     write_csv(path, X, y)
     status, _, err = run(["fit", path, "--target", "y", "--batch-size", BATCH,
-                          "--checkpoint", checkpoint, "--no-progress"], capsys)
+                          "--checkpoint", checkpoint, "--checkpoint-every", 1, "--no-progress"],
+                         capsys)
     assert status != 0
-    assert_one_error_line(err, "batch 3", "NaN")
+    # the header is line 1, so row 2011 of the data is line 2012
+    assert_one_error_line(err, f"line {2 * BATCH + 12}", "column 'b'", "'nan'",
+                          "not a finite number", f"holds the first {2 * BATCH:,} data rows")
     expected = in_process_model(X[:2 * BATCH], y[:2 * BATCH])
     saved = RenewableHuberRegressor.load(checkpoint)
     assert saved.n_samples_seen_ == 2 * BATCH
@@ -326,7 +343,7 @@ def text_in_later_chunk(tmp_path, dataset):
     [
         (["fit", "{tmp}/missing.csv", "--target", "y"], ["missing.csv", "No such file"]),
         (["fit", "{data}", "--target", "nope"], ["no column 'nope'", "a, b, c, y, label"]),
-        (["fit", "{data}", "--target", "label"], ["'label' is not numeric", "row0"]),
+        (["fit", "{data}", "--target", "label"], ["line 2", "'label'", "'row0'", "not a number"]),
         (["fit", "{data}", "--target", "y", "--features", "a,label"], ["'label'"]),
         (["fit", "{data}", "--target", "y", "--features", "a,y"], ["target"]),
         (["fit", "{late}", "--target", "y", "--batch-size", "10"],
@@ -435,5 +452,5 @@ def test_plain_progress_fallback_reports_the_count():
     bar.update(4)
     bar.update(6)
     bar.close()
-    assert "fit: 10/10 rows" in stream.getvalue()
+    assert "fit: 100% 10/10 rows" in stream.getvalue()
     assert stream.getvalue().endswith("\n")

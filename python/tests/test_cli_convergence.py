@@ -14,6 +14,7 @@ import pytest
 
 import renewable_huber
 from renewable_huber import RenewableHuberRegressor, suggest_tau
+from renewable_huber import checkpoint as checkpoint_module
 from renewable_huber.cli import EXIT_NOT_CONVERGED, main
 from renewable_huber.simulation import simulate, simulate_raw_units
 
@@ -113,16 +114,20 @@ def test_strict_keeps_the_checkpoint_of_the_last_converged_batch(tmp_path, datas
     half, out_path = tmp_path / "half.npz", tmp_path / "out.npz"
     assert run(["fit", first, *common(), "--checkpoint", half], capsys)[0] == 0
     status, out, err = run(["fit", second, *common(*FORCE, "--strict"), "--resume", half,
-                            "--checkpoint", out_path, "--checkpoint-every", "0"], capsys)
+                            "--new-data", "--checkpoint", out_path, "--checkpoint-every", "0"],
+                           capsys)
     assert status == 3
     assert out == ""
     [line] = err.strip().splitlines()
     assert line == (
         f"renewable-huber: error: batch 3 ({second} lines 2-1001) did not converge after 1 "
         f"iterations (max_iter); stopped by --strict; {out_path} holds the stream through "
-        f"batch 2 (2,000 rows), without this batch; continue with --resume {out_path} "
-        "--skip-rows 0"
+        f"batch 2 (2,000 rows), without this batch; continue with --resume {out_path} (it "
+        f"records the rows of {second} it holds)"
     )
+    # ... and it records second.csv with none of its rows read, so a plain --resume on
+    # second.csv (no --new-data now) starts at its first row.
+    assert checkpoint_module.load_checkpoint(out_path)["source"]["rows"] == 0
     saved = RenewableHuberRegressor.load(out_path)
     expected = RenewableHuberRegressor.load(half)
     assert saved.state_.batch_count == 2
@@ -133,11 +138,11 @@ def test_strict_keeps_the_checkpoint_of_the_last_converged_batch(tmp_path, datas
     assert saved.get_params()["max_iter"] == 1
 
 
-def test_strict_mid_file_names_the_rows_to_skip_when_restarting(tmp_path, dataset, capsys,
-                                                               monkeypatch):
+def test_strict_mid_file_checkpoint_resumes_after_the_converged_rows(tmp_path, dataset, capsys,
+                                                                    monkeypatch):
     """The third batch of one file fails (the estimator is made to stop early on it): the
-    checkpoint holds batches 1-2 even though it is saved after every batch, and the message
-    gives --skip-rows for a restart on the same file."""
+    checkpoint holds batches 1-2 even though it is saved after every batch, and records
+    that it holds 2,000 rows of the file, so `--resume` alone continues at row 2,001."""
     import dataclasses
 
     from renewable_huber.backends.numpy_backend import NumpyBackend
@@ -153,15 +158,16 @@ def test_strict_mid_file_names_the_rows_to_skip_when_restarting(tmp_path, datase
     monkeypatch.setattr(NumpyBackend, "update", third_batch_stops_early)
     path, checkpoint = tmp_path / "data.csv", tmp_path / "m.npz"
     write_csv(path, dataset.X, dataset.y)
-    status, _, err = run(["fit", path, *common("--strict"), "--checkpoint", checkpoint],
-                         capsys)
+    status, _, err = run(["fit", path, *common("--strict"), "--checkpoint", checkpoint,
+                          "--checkpoint-every", "1"], capsys)
     assert status == 3
     [line] = err.strip().splitlines()
     assert line.endswith(
         "did not converge after 2 iterations (line search exhausted); stopped by --strict; "
         f"{checkpoint} holds the stream through batch 2 (2,000 rows), without this batch; "
-        f"continue with --resume {checkpoint} --skip-rows 2000"
+        f"continue with --resume {checkpoint} (it records the rows of {path} it holds)"
     )
+    assert checkpoint_module.load_checkpoint(checkpoint)["source"]["rows"] == 2 * BATCH
     saved = RenewableHuberRegressor.load(checkpoint)
     assert saved.state_.batch_count == 2
     monkeypatch.setattr(NumpyBackend, "update", real_update)
@@ -169,6 +175,15 @@ def test_strict_mid_file_names_the_rows_to_skip_when_restarting(tmp_path, datase
     for start in (0, BATCH):
         expected.partial_fit(dataset.X[start:start + BATCH], dataset.y[start:start + BATCH])
     np.testing.assert_array_equal(saved.coef_, expected.coef_)
+
+    status, out, err = run(["fit", path, *common(), "--resume", checkpoint, "--checkpoint",
+                            checkpoint], capsys)
+    assert status == 0, err
+    assert "started after data row 2,000" in out
+    for start in range(2 * BATCH, N_ROWS, BATCH):
+        expected.partial_fit(dataset.X[start:start + BATCH], dataset.y[start:start + BATCH])
+    np.testing.assert_array_equal(RenewableHuberRegressor.load(checkpoint).coef_,
+                                  expected.coef_)
 
 
 def test_strict_without_checkpoint_says_so(data_csv, capsys):
