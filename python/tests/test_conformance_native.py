@@ -45,8 +45,10 @@ def test_cpu_engine_passes_every_replay_and_migration_case(cpu_summary):
     assert failures == []
     replays = [r for r in cpu_summary.results if r.kind == "replay"]
     migrations = [r for r in cpu_summary.results if r.kind == "migration"]
-    assert len(replays) == 8 and all(r.outcome == "PASS" for r in replays)
-    assert len(migrations) == 20 and all(r.outcome == "PASS" for r in migrations)
+    # v1 4 + v2 4 + v3 10 cases; migrations: two sources per cut point (v1 3, v2 7, v3 10)
+    assert len(replays) == 18 and all(r.outcome == "PASS" for r in replays)
+    assert len(migrations) == 40 and all(r.outcome == "PASS" for r in migrations)
+    assert any(r.id.startswith("native_core_v3/") for r in replays)
     assert all(r.worst is not None and r.worst <= 1.0 for r in replays + migrations)
 
 
@@ -68,6 +70,9 @@ def test_broken_history_engine_is_caught_on_the_multi_batch_l1_cases():
         "native_core_v2/l1-weighted-three-batches",
         "native_core_v2/l1-float32-no-intercept-true-zeros",
         "native_core_v2/l1-sparse-truth-unpenalised-intercept",
+        "native_core_v3/l1-residuals-beyond-tau-plus-h",
+        "native_core_v3/l1-target-offset-1e6",
+        "native_core_v3/l1-fewer-rows-than-parameters",
     ):
         assert by_id[("replay", case)].outcome == "FAIL", case
     # Cases without a historical subgradient (unpenalised, one batch, lambda 0) still pass:

@@ -34,10 +34,10 @@ def _tampered(tmp_path: Path, source: Path, edit) -> Path:
 def test_reference_replays_every_corpus_case_and_migration():
     summary = run_conformance(ReferenceEngine())
     kinds = [(r.kind, r.outcome) for r in summary.results]
-    # 8 cases; migrations: one per cut point (batches - 1) and per source (corpus, engine):
-    # v1: 2+2+1+2 batches -> 3 cuts; v2: 3+3+2+3 batches -> 7 cuts.
-    assert kinds.count(("replay", "PASS")) == 8
-    assert kinds.count(("migration", "PASS")) == 2 * (3 + 7)
+    # 18 cases; migrations: one per cut point (batches - 1) and per source (corpus, engine):
+    # v1: 2+2+1+2 batches -> 3 cuts; v2: 3+3+2+3 batches -> 7 cuts; v3: ten of 2 -> 10 cuts.
+    assert kinds.count(("replay", "PASS")) == 18
+    assert kinds.count(("migration", "PASS")) == 2 * (3 + 7 + 10)
     assert summary.count("FAIL") == 0 and summary.passed
     # The reference is not an ABI library: the negative cases are one visible SKIP line.
     (negative,) = [r for r in summary.results if r.kind == "negative"]
@@ -172,7 +172,9 @@ def test_tolerance_takes_the_looser_of_case_and_profile():
 def test_prediction_allowance_follows_from_the_coefficients():
     # x = (2, -2, 1), beta = (1, 1, 0.5): the prediction 0.5 cancels terms of size 4.5, so
     # its allowance is atol ||x||_1 + rtol |x|.|beta| = 5 atol + 4.5 rtol, not atol + 0.5 rtol
-    magnitude, atol_scale = prediction_scales(np.array([[2.0, -2.0, 1.0]]), np.array([1.0, 1.0, 0.5]))
+    magnitude, atol_scale = prediction_scales(
+        np.array([[2.0, -2.0, 1.0]]), np.array([1.0, 1.0, 0.5])
+    )
     assert magnitude.tolist() == [4.5] and atol_scale.tolist() == [5.0]
     comparison = Comparison(Tolerance(rtol=1e-3, atol=1e-6))
     comparison.close("p", np.array([0.5 + 4e-3]), np.array([0.5]), (magnitude, atol_scale))

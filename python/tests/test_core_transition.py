@@ -1,5 +1,5 @@
 """renewable_update against independent NumPy math: OLS limits, estimating equations, KKT
-conditions, weights, ordering properties and dtype discipline (spec/ALGORITHM.md)."""
+conditions, weights, ordering properties and dtype discipline (docs/algorithm.md)."""
 
 import dataclasses
 import math
@@ -32,7 +32,8 @@ def make_config(p, *, penalty="none", fit_intercept=True, tau=1.345, ridge=1e-8,
 
 # LAMM's absolute majorisation slack (1e-12) accepts any step with phi ||step||^2 / 2 below
 # it, so its iterates settle into steps of ~1e-6 and tighter tolerances run to max_iter
-# (spec/GOLDEN.md). L1 tests therefore use this tolerance and compare to matching accuracy.
+# (conformance/README.md). L1 tests therefore use this tolerance and compare to matching
+# accuracy.
 L1_TOL = 1e-6
 TOL = {"none": 1e-12, "l1": L1_TOL}
 

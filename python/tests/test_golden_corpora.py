@@ -18,7 +18,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "golden"
 SCHEMA = json.loads((REPO / "conformance" / "schema" / "golden.schema.json").read_text())
-CORPORA = ("native_core_v1.json", "native_core_v2.json")
+CORPORA = ("native_core_v1.json", "native_core_v2.json", "native_core_v3.json")
 
 
 def _generator():
@@ -67,31 +67,40 @@ def test_rounding_model_accepts_rounding_and_refuses_real_changes(tmp_path, caps
         code = generator.main(["--check", "--out-dir", str(tmp_path)])
         return code, capsys.readouterr().out
 
-    case = 0
-    state = lambda d: d["cases"][case]["expected"]["states"][0]  # noqa: E731
+    def state(document: dict) -> dict:
+        return document["cases"][0]["expected"]["states"][0]
+
+    def scale_coefficient(factor: float):
+        return lambda d: state(d)["coefficients"].__setitem__(
+            0, state(d)["coefficients"][0] * factor
+        )
+
+    def add_iterations(count: int):
+        return lambda d: state(d)["diagnostics"].update(
+            iterations=state(d)["diagnostics"]["iterations"] + count
+        )
+
+    def nudge_first_y(d: dict) -> None:
+        d["cases"][0]["batches"][0]["y"][0] += 1e-12
+
     # float64 case tolerance 1e-9 relative: last-digit rounding passes, 1e-6 does not
-    assert verdict(lambda d: state(d)["coefficients"].__setitem__(0, state(d)["coefficients"][0] * (1 + 1e-13)))[0] == 0
-    code, out = verdict(
-        lambda d: state(d)["coefficients"].__setitem__(0, state(d)["coefficients"][0] * (1 + 1e-6))
-    )
+    assert verdict(scale_coefficient(1 + 1e-13))[0] == 0
+    code, out = verdict(scale_coefficient(1 + 1e-6))
     assert code == 1 and "$.cases[0].expected.states[0].coefficients[0]" in out
     # iterations within the window pass, beyond it fail
     window = generator.ITERATION_WINDOW
-    iterations = lambda d: state(d)["diagnostics"]  # noqa: E731
-    assert verdict(lambda d: iterations(d).update(iterations=iterations(d)["iterations"] + window))[0] == 0
-    code, out = verdict(
-        lambda d: iterations(d).update(iterations=iterations(d)["iterations"] + window + 1)
-    )
+    assert verdict(add_iterations(window))[0] == 0
+    code, out = verdict(add_iterations(window + 1))
     assert code == 1 and "diagnostics.iterations" in out
     # exact: counters, converged, inputs, config, tolerances, metadata, structure
     for edit, where in [
-        (lambda d: state(d).update(n_samples_seen=state(d)["n_samples_seen"] + 1), "n_samples_seen"),
-        (lambda d: iterations(d).update(converged=not iterations(d)["converged"]), "converged"),
-        (lambda d: d["cases"][case]["batches"][0]["y"].__setitem__(0, d["cases"][case]["batches"][0]["y"][0] + 1e-12), "batches[0].y[0]"),
-        (lambda d: d["cases"][case]["config"].update(tol=2e-6), "config.tol"),
-        (lambda d: d["cases"][case].update(rtol=2e-9), "rtol"),
+        (lambda d: state(d).update(n_samples_seen=state(d)["n_samples_seen"] + 1), "n_samples"),
+        (lambda d: state(d)["diagnostics"].update(converged=False), "converged"),
+        (nudge_first_y, "batches[0].y[0]"),
+        (lambda d: d["cases"][0]["config"].update(tol=2e-6), "config.tol"),
+        (lambda d: d["cases"][0].update(rtol=2e-9), "rtol"),
         (lambda d: d["oracle"].update(role="something else"), "oracle.role"),
-        (lambda d: d["cases"][case]["expected"]["states"].pop(), "states"),
+        (lambda d: d["cases"][0]["expected"]["states"].pop(), "states"),
     ]:
         code, out = verdict(edit)
         assert code == 1 and where in out, where
@@ -140,7 +149,8 @@ def test_generation_is_deterministic_and_keeps_the_frozen_corpus(tmp_path):
     for name in CORPORA:
         assert (first / name).read_bytes() == (second / name).read_bytes()
     # v1 is frozen: written from the committed numbers on every host, so byte-identical
-    assert (first / "native_core_v1.json").read_bytes() == (GOLDEN / "native_core_v1.json").read_bytes()
+    frozen = "native_core_v1.json"
+    assert (first / frozen).read_bytes() == (GOLDEN / frozen).read_bytes()
     # the others are this host's regeneration: the committed bytes where they were recorded,
     # within the rounding model everywhere
     for name in CORPORA[1:]:
@@ -244,6 +254,7 @@ def test_corpus_validates_against_the_schema(name):
         lambda d: d["cases"][0]["expected"]["states"][0].pop("weight_sum"),
         lambda d: d["cases"][0]["config"].update(backend="native_cpu"),
         lambda d: d.update(schema="something-else"),
+        lambda d: d.update(schema_version=4),
     ],
     ids=[
         "top",
@@ -257,6 +268,7 @@ def test_corpus_validates_against_the_schema(name):
         "missing-weight-sum",
         "wrong-backend",
         "wrong-schema-name",
+        "unknown-schema-version",
     ],
 )
 def test_schema_rejects_mutated_corpora(mutate):
@@ -333,6 +345,101 @@ def test_v2_lists_the_four_golden_md_cases_and_all_converge():
     assert all(s["diagnostics"]["lambda_value"] == 0.0 for s in zero_lambda["expected"]["states"])
 
 
+V3_STREAMS = (
+    "unscaled-first-batch-then-scaled",
+    "residuals-beyond-tau-plus-h",
+    "features-1e3-to-1e6",
+    "target-offset-1e6",
+    "fewer-rows-than-parameters",
+)
+# LAMM cannot cross feature scales of 1e0..1e6 in reasonable time: these end at max_iter
+V3_UNCONVERGED = ("l1-unscaled-first-batch-then-scaled", "l1-features-1e3-to-1e6")
+
+
+def _v3_case(case_id: str) -> dict:
+    (case,) = [c for c in _load("native_core_v3.json")["cases"] if c["id"] == case_id]
+    return case
+
+
+def test_v3_lists_every_stream_unpenalised_and_with_l1():
+    document = _load("native_core_v3.json")
+    assert document["schema_version"] == 3
+    ids = [case["id"] for case in document["cases"]]
+    assert ids == [f"{penalty}-{stream}" for penalty in ("none", "l1") for stream in V3_STREAMS]
+    for case in document["cases"]:
+        assert case["config"]["dtype"] == "float64" and case["config"]["fit_intercept"]
+        assert case["config"]["penalty"] == case["id"].split("-")[0]
+        # an L1 variant replays exactly the batches of its unpenalised stream
+        if case["config"]["penalty"] == "l1":
+            twin = _v3_case("none-" + case["id"][len("l1-"):])
+            assert case["batches"] == twin["batches"] and case["probe_X"] == twin["probe_X"]
+
+
+def test_v3_streams_are_what_their_names_say():
+    """Computed from the stored inputs only (never from the oracle's states)."""
+    unscaled = _v3_case("none-unscaled-first-batch-then-scaled")
+    first, second = (np.asarray(b["X"]) for b in unscaled["batches"])
+    spread = first.std(axis=0)
+    assert spread.max() / spread.min() > 1e4  # scales 1e0 .. 1e5
+    assert np.median(unscaled["batches"][0]["y"]) == pytest.approx(1e5, rel=1e-3)
+    assert second.std(axis=0).max() < 2.0  # the well-scaled second batch
+
+    beyond = _v3_case("none-residuals-beyond-tau-plus-h")
+    c, batch = beyond["config"], beyond["batches"][0]
+    n, p = len(batch["y"]), len(batch["X"][0])
+    h = min(c["bandwidth_scale"] / (math.sqrt(n) * math.log(max(p, 2))), c["tau"])
+    # beta0 = 0 on a first batch, so the starting residuals are y
+    assert np.min(np.abs(batch["y"])) > c["tau"] + h
+
+    large = np.asarray(_v3_case("none-features-1e3-to-1e6")["batches"][0]["X"])
+    magnitude = np.abs(large).mean(axis=0)
+    assert magnitude.min() > 1e3 and 1e6 < magnitude.max() < 1e7
+
+    offset = _v3_case("none-target-offset-1e6")["batches"][0]["y"]
+    assert np.median(offset) == pytest.approx(1e6, rel=1e-4)
+
+    few = _v3_case("none-fewer-rows-than-parameters")["batches"]
+    assert len(few[0]["y"]) < len(few[0]["X"][0]) + 1 < len(few[1]["y"])
+
+
+def test_v3_convergence_is_as_described():
+    for case in _load("native_core_v3.json")["cases"]:
+        states = case["expected"]["states"]
+        if case["id"] in V3_UNCONVERGED:
+            assert "NOT converged" in case["description"]
+            assert all(
+                not s["diagnostics"]["converged"]
+                and s["diagnostics"]["iterations"] == case["config"]["max_iter"]
+                for s in states
+            ), case["id"]
+        else:
+            assert all(s["diagnostics"]["converged"] for s in states), case["id"]
+
+
+def test_v3_l1_on_1e6_features_needs_the_curvature_bound_attempts():
+    # LAMM doubles phi from 1 forty times before the curvature-bound attempts; this batch's
+    # bound sum ||x_i||^2 / N (intercept column included, J = 0 on a first batch) is beyond
+    # 2^40, so the bound attempts are what make the first step acceptable
+    case = _v3_case("l1-features-1e3-to-1e6")
+    X = _design(case["batches"][0]["X"], True)
+    assert float(np.sum(X * X)) / len(X) > 2.0**40
+    assert case["expected"]["states"][0]["coefficients"] != [0.0] * X.shape[1]
+
+
+def test_v3_tolerances_are_at_least_the_base_and_derived_by_conditioning():
+    generator = _generator()
+    for case in _load("native_core_v3.json")["cases"]:
+        assert case["rtol"] >= 1e-9 and case["atol"] == pytest.approx(case["rtol"] / 100)
+        if case["config"]["penalty"] == "none":
+            kappa = max(
+                generator._equilibrated_condition(
+                    s["information"], s["weight_sum"], case["config"]["ridge"]
+                )
+                for s in case["expected"]["states"]
+            )
+            assert case["rtol"] >= 64 * np.finfo(float).eps * kappa, case["id"]
+
+
 def _all_cases(keep=lambda case: True):
     return [
         pytest.param(case, id=f"{name}:{case['id']}")
@@ -368,7 +475,7 @@ def test_float32_cases_store_exact_float32_values(case):
 
 @pytest.mark.parametrize("case", _all_cases())
 def test_counters_lambda_bandwidth_and_predictions_follow_the_algorithm(case):
-    """Independent arithmetic of spec/ALGORITHM.md on the stored inputs."""
+    """Independent arithmetic of docs/algorithm.md on the stored inputs."""
     c = case["config"]
     p = len(case["batches"][0]["X"][0])
     loose = 1e-5 if c["dtype"] == "float32" else 1e-12

@@ -1,10 +1,11 @@
 """native_cpu computes what the NumPy reference core computes, on randomised streams.
 
-Tolerances (GOLDEN.md): float64 coefficients, information, objective, lambda and bandwidth
-within rtol 2e-8 / atol 3e-9; float32 coefficients and predictions within rtol 4e-4 of the
-float64 computation on the same data, plus the float32 flat-optimum radius (a float32 engine
-decides on float32 values, docs/decisions.md "Float32 oracle"). Iteration counts may differ
-near the stopping tolerance; differences are printed, not hidden.
+Tolerances (the cpu profile of conformance/README.md): float64 coefficients, information,
+objective, lambda and bandwidth within rtol 2e-8 / atol 3e-9; float32 coefficients and
+predictions within rtol 4e-4 of the float64 computation on the same data, plus the float32
+flat-optimum radius (a float32 engine decides on float32 values, docs/decisions.md "Float32
+oracle"). Iteration counts may differ near the stopping tolerance; differences are printed,
+not hidden.
 """
 
 from __future__ import annotations

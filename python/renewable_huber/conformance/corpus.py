@@ -16,7 +16,7 @@ import numpy as np
 from ..exceptions import ValidationError
 
 SCHEMA_NAME = "renewable-huber-native-golden"
-DEFAULT_CORPUS_NAMES = ("native_core_v1.json", "native_core_v2.json")
+DEFAULT_CORPUS_NAMES = ("native_core_v1.json", "native_core_v2.json", "native_core_v3.json")
 
 _PACKAGE_DATA = Path(__file__).resolve().parent / "data"
 _REPO_ROOT = Path(__file__).resolve().parents[3]
