@@ -341,8 +341,8 @@ def _crafted(draw, originals):
         elif kind == "array_value":
             value = draw(st.sampled_from([np.nan, np.inf, -np.inf, -1.0, 1e308, -1e308, 0.0]))
             target = information if draw(st.booleans()) else coefficients
-            if not isinstance(target, np.ndarray):
-                continue  # replaced by a bare header above
+            if not isinstance(target, np.ndarray) or target.dtype.kind != "f":
+                continue  # replaced above by a bare header or a non-float array
             target = np.array(target, copy=True)
             flat = target.reshape(-1)
             if flat.size:
