@@ -162,7 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "compare with the oracle Huber fit and OLS (default)")
     demo.add_argument("--rows", type=_positive_int, default=200_000, help="default 200000")
     demo.add_argument("--features", type=_positive_int, default=10, help="default 10")
-    demo.add_argument("--batch-size", type=_positive_int, default=10_000, help="default 10000")
+    demo.add_argument("--batch-size", type=_positive_int, default=10_000, metavar="B",
+                      help="rows per batch (default 10000)")
     demo.add_argument("--seed", type=_non_negative_int, default=0, help="default 0")
     demo.add_argument("--backend", choices=BACKENDS, default="auto")
     demo.add_argument("--plot", metavar="FILE.png", help="write the coefficient trajectory")
@@ -177,7 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "the weight column)")
     fit.add_argument("--weight-column", type=_column_name, metavar="COL",
                      help="per-row sample weights (>= 0) from this column")
-    fit.add_argument("--batch-size", type=_positive_int, default=10_000, help="default 10000")
+    fit.add_argument("--batch-size", type=_positive_int, default=10_000, metavar="B",
+                     help="rows per batch (default 10000)")
     fit.add_argument("--penalty", choices=("none", "l1"), help="default none")
     fit.add_argument("--lambda-scale", type=_non_negative_float, metavar="X",
                      help="multiplier of the L1 strength (default 1)")
@@ -224,7 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--output", metavar="OUT.csv", help="default: standard output")
     predict.add_argument("--features", type=_column_list, metavar="A,B,C",
                          help="feature columns, when the checkpoint has no feature names")
-    predict.add_argument("--batch-size", type=_positive_int, default=10_000)
+    predict.add_argument("--batch-size", type=_positive_int, default=10_000, metavar="B",
+                         help="rows per chunk (default 10000)")
     predict.add_argument("--backend", choices=BACKENDS, help="default: the checkpoint's")
     predict.add_argument("--no-progress", action="store_true", help="no progress bar")
 
