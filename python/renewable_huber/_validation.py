@@ -49,6 +49,7 @@ from .exceptions import (
     DataConversionWarning,
     InputTypeError,
     ValidationError,
+    caller_stacklevel,
     sklearn_compatible,
 )
 
@@ -524,7 +525,7 @@ def _validate_vector(name: str, array, n_rows: int, dtype: np.dtype, on_device: 
                 "A column-vector y was passed when a 1d array was expected. Please change the "
                 "shape of y to (n_samples,), for example using ravel()."
             ),
-            stacklevel=5,
+            stacklevel=caller_stacklevel(),
         )
         array = array.reshape(-1)
         shape = (shape[0],)

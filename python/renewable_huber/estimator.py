@@ -39,6 +39,7 @@ from .exceptions import (
     ConvergenceWarning,
     TauScaleWarning,
     ValidationError,
+    caller_stacklevel,
     sklearn_compatible,
 )
 from .state import RenewableState
@@ -349,7 +350,6 @@ class RenewableHuberRegressor:
         if diagnostics["stop_reason"] is not None:
             number = int(self._state.batch_count)
             category = sklearn_compatible(ConvergenceWarning)
-            # stacklevel 4: this method, _learn, fit/partial_fit, then the caller's line.
             warnings.warn(
                 category(
                     f"batch {number} did not converge after {diagnostics['iterations']} "
@@ -361,7 +361,7 @@ class RenewableHuberRegressor:
                     iterations=diagnostics["iterations"],
                     reason=diagnostics["stop_reason"],
                 ),
-                stacklevel=4,
+                stacklevel=caller_stacklevel(),
             )
         if new_stream and params.tau != TAU_AUTO and not batch.on_device:
             self._check_tau_scale(batch, params, tau)
@@ -392,7 +392,7 @@ class RenewableHuberRegressor:
             TauScaleWarning(
                 tau_guidance.tau_scale_message(tau, scale, suggestion, at_fit=converged)
             ),
-            stacklevel=5,
+            stacklevel=caller_stacklevel(),
         )
 
     def _update_config(self, params: ValidatedParams, n_features: int, tau: float):

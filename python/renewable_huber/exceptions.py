@@ -2,6 +2,7 @@
 RenewableHuberError and every warning it issues from RenewableHuberWarning, so callers can
 catch or filter one root."""
 
+import os
 import sys
 import threading
 
@@ -105,3 +106,17 @@ def sklearn_compatible(cls: type) -> type:
                                                           "__doc__": cls.__doc__})
             _variants[key] = variant
     return variant
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def caller_stacklevel() -> int:
+    """The warnings.warn stacklevel that points at the first frame outside this package, so
+    a warning names the user's line however deep inside the package it was issued."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    return level

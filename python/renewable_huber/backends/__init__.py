@@ -7,7 +7,7 @@ import os
 import warnings
 
 from .._validation import UnknownBackendError, validate_backend_name
-from ..exceptions import BackendUnavailableError, ValidationError
+from ..exceptions import BackendUnavailableError, ValidationError, caller_stacklevel
 from .base import Backend
 
 BACKENDS = ("numpy", "cupy", "native_cpu", "native_cuda")
@@ -74,7 +74,7 @@ def choose_backend(backend: str, device: str) -> tuple[str, str]:
                         f"backend='auto' uses {name}: {reasons[0]} (fix the library, or choose "
                         f"backend={name!r} to silence this)",
                         RuntimeWarning,
-                        stacklevel=4,
+                        stacklevel=caller_stacklevel(),
                     )
                 return name, _DEVICE_OF[name]
             reasons.append(f"{candidates[0] if not reasons else name}: {reason}")
