@@ -132,23 +132,32 @@ def _run_trials(tmp_path: Path, backend: str, trials: int, seed: int) -> dict[st
         folder = tmp_path / f"trial{trial}"
         folder.mkdir()
         checkpoint = folder / "model.npz"
-        # Most kills land while batches are being fitted and saved: the delay then counts from
-        # the trial's own first save, so a slower or faster start-up does not move it out of
-        # the window. Some land during start-up (no checkpoint yet), some after the end.
+        # Most kills land while batches are being fitted and saved: after the j-th save seen
+        # (a changed modification time; a save the polling misses only makes k larger than j)
+        # and a random fraction of a batch's time, so a slower or faster machine does not move
+        # them out of the window. Some land during start-up (no checkpoint yet), some after
+        # the end.
         window = rng.random()
         process = subprocess.Popen(_command(data, backend, "--checkpoint", str(checkpoint)),
                                    env=env, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE)
         started = time.monotonic()
         if window < 0.15:
-            delay = rng.uniform(0.0, first_save)
+            time.sleep(rng.uniform(0.0, first_save))
         elif window < 0.9:
-            while not checkpoint.exists() and process.poll() is None:
-                time.sleep(0.001)
-            delay = time.monotonic() - started + rng.uniform(0.0, last_save - first_save)
+            target, saves, seen = rng.randint(1, N_BATCHES - 1), 0, None
+            while saves < target and process.poll() is None:
+                try:
+                    stamp = os.stat(checkpoint).st_mtime_ns
+                except FileNotFoundError:
+                    stamp = None
+                if stamp is not None and stamp != seen:
+                    seen, saves = stamp, saves + 1
+                time.sleep(0.0005)
+            time.sleep(rng.uniform(0.0, (last_save - first_save) / N_BATCHES))
         else:
-            delay = 1.1 * full_run
-        time.sleep(max(0.0, delay - (time.monotonic() - started)))
+            process.wait(timeout=120)
+        delay = time.monotonic() - started
         process.send_signal(signal.SIGKILL)
         _, stderr = process.communicate(timeout=120)
         context = f"{backend} trial {trial} (killed after {delay:.3f} s of about {full_run:.3f} s)"
