@@ -192,3 +192,39 @@ def test_ridge_zero_first_batch_in_raw_units_matches_the_oracle(engine):
     model = _fit_without_convergence_warning(data.X, data.y, ridge=0.0, tol=1e-8, **engine)
     assert model.diagnostics_["converged"] and model.n_iter_ > 1
     assert _relative_error(_parameters(model), huber_oracle(data.X, data.y, 1.345)) <= 1e-7
+
+
+@pytest.mark.parametrize("table", ["engel", "grunfeld", "diabetes"])
+def test_cli_fit_of_a_raw_table_converges_and_matches_the_oracle(table, tmp_path, cpu_library):
+    """renewable-huber fit on the table written as CSV (raw units, default tau, shuffled rows,
+    4 batches): exit 0, no convergence warning; one batch matches the oracle."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    X, y = TABLES[table]()
+    order = np.random.default_rng(1).permutation(len(y))
+    X, y = X[order], y[order]
+    path = tmp_path / "table.csv"
+    names = [f"x{j}" for j in range(X.shape[1])]
+    np.savetxt(path, np.column_stack([X, y]), delimiter=",", header=",".join([*names, "y"]),
+               comments="", fmt="%.17g")
+    env = dict(os.environ, RH_CPU_LIBRARY=str(cpu_library))
+
+    def fit(batch_size):
+        done = subprocess.run(
+            [sys.executable, "-m", "renewable_huber", "fit", str(path), "--target", "y",
+             "--batch-size", str(batch_size), "--backend", "native_cpu", "--json",
+             "--no-progress"],
+            capture_output=True, text=True, env=env, timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        assert "did not converge" not in done.stderr
+        return json.loads(done.stdout)
+
+    streamed = fit(-(-len(y) // 4))
+    assert streamed["run"]["batches"] == 4 and streamed["not_converged"] == 0
+    whole = fit(len(y))
+    beta = np.append([whole["coefficients"][name] for name in names], whole["intercept"])
+    assert _relative_error(beta, huber_oracle(X, y, DEFAULT_TAU)) <= 1e-7
