@@ -109,6 +109,8 @@ def _library_candidates(stem: str) -> list[Path]:
     except ImportError:
         return []
     kind = {"librh_cpu": "native_cpu", "librh_cuda": "native_cuda"}[stem]
+    if not hasattr(_loader, "library_file_names"):  # a release before the ABI-major names
+        return [_loader.PACKAGE_LIBRARY_DIR / f"{stem}.so"]
     return [_loader.PACKAGE_LIBRARY_DIR / name for name in _loader.library_file_names(kind)]
 
 
