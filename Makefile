@@ -10,7 +10,7 @@ MIN_CMAKE := 3.21
 # cmake, ctest and ninja are taken from the venv first when it provides them.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: demo test test-c test-asan test-golden test-python test-blas-kernels test-bench-smoke \
+.PHONY: demo test test-examples test-c test-asan test-golden test-python test-blas-kernels test-bench-smoke \
   install-demo install-test
 # The C builds and pip each use every core they are given; running them side by side would
 # only oversubscribe a small machine.
@@ -19,7 +19,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 demo: install-demo
 	$(VENV)/bin/renewable-huber demo
 
-test: test-c test-asan test-golden test-python test-blas-kernels test-bench-smoke
+test: test-c test-asan test-golden test-python test-blas-kernels test-examples test-bench-smoke
 
 # Debian and Ubuntu ship python3 without ensurepip, so venv fails on a fresh machine: as root
 # with apt-get the missing python3-venv is installed, anywhere else the error says what to do.
@@ -84,6 +84,11 @@ test-python: install-test test-c
 test-blas-kernels: install-test test-c
 	PYTHON=$(VENV_PY) RH_BUILD_DIR=build/ctest .ci/blas-kernels
 
+# The C and C++ examples built out of tree against an installed prefix, with CMake
+# (find_package) and with pkg-config, then run (examples/README.md).
+test-examples: $(VENV)/.build-tools
+	examples/check.sh build/examples-check
+
 # The benchmark harness end to end on the real engines (timings are never asserted): the smoke
 # profile for numpy and native_cpu, interleaved, then the record validator.
 test-bench-smoke: install-test
@@ -91,3 +96,6 @@ test-bench-smoke: install-test
 	$(VENV_PY) benchmarks/sweep.py --profile smoke --engines numpy,native_cpu --samples 3 \
 	  --min-sample-seconds 0.02 --no-progress --out build/bench-smoke.json
 	$(VENV_PY) benchmarks/validate.py build/bench-smoke.json
+
+# Reliability harnesses beyond make test (long fuzzing, ThreadSanitizer): fuzz/README.md.
+include fuzz/fuzz.mk
