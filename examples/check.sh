@@ -9,6 +9,7 @@ work="${1:-$root/build/examples-check}"
 prefix="$work/prefix"
 rm -rf "$work"
 mkdir -p "$work"
+work="$(cd "$work" && pwd)"
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 
