@@ -6,10 +6,10 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 work="${1:-$root/build/examples-check}"
-prefix="$work/prefix"
 rm -rf "$work"
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
+prefix="$work/prefix"
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
 
