@@ -26,6 +26,7 @@ from ._validation import (
     Batch,
     ValidatedParams,
     check_predictions,
+    explain_design_overflow,
     validate_batch,
     validate_params,
     validate_X,
@@ -34,9 +35,10 @@ from .backends import choose_backend, create_backend, unavailable_reason
 from .config import UpdateConfig
 from .diagnostics import BatchDiagnostics, Diagnostics
 from .exceptions import (
+    ConvergenceWarning,
+    EngineError,
     NotFittedError,
     RenewableHuberError,
-    ConvergenceWarning,
     TauScaleWarning,
     ValidationError,
     caller_stacklevel,
@@ -326,9 +328,14 @@ class RenewableHuberRegressor:
             backend = self._backend
         try:
             state, diagnostics = backend.update(batch.X, batch.y, batch.sample_weight, config)
-        except BaseException:
+        except BaseException as error:
             if spare is not None:  # the update is transactional: it still holds the empty state
                 self._spare_backend = (params.stream_layout(), spare)
+            if isinstance(error, EngineError):
+                try:
+                    explain_design_overflow(batch.X, batch.y, batch.sample_weight)
+                except ValidationError as explained:
+                    raise explained from error
             raise
         self._commit(backend, state, diagnostics, params, n_features, feature_names, tau)
         self._report(batch, params, tau, new_stream)
