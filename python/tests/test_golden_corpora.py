@@ -440,6 +440,35 @@ def test_v3_tolerances_are_at_least_the_base_and_derived_by_conditioning():
             assert case["rtol"] >= 64 * np.finfo(float).eps * kappa, case["id"]
 
 
+def test_generator_refuses_a_case_whose_stopping_threshold_decides_it():
+    # At tol 1e-2 Newton stops on a macroscopic step, so halving tol moves the result far
+    # beyond any rounding tolerance on every kernel; the recorded tol does not.
+    generator = _generator()
+    (spec,) = [c for c in generator._v3_cases() if c["id"] == "none-target-offset-1e6"]
+    coarse = dict(spec, config=dict(spec["config"], tol=1e-2))
+    case, _ = generator._run_case(coarse, spec["tolerance"])
+    assert "moves when tol is multiplied by 0.5" in generator._threshold_problem(coarse, case)
+    recorded, _ = generator._run_case(spec, spec["tolerance"])
+    assert generator._threshold_problem(spec, recorded) is None
+
+
+def test_reversed_rows_measure_rounding_sensitivity():
+    # LAMM's unscaled crawl decides acceptances below f's rounding, so reversing the rows
+    # moves it by ~2e3 times the base tolerance (hence its recorded 1e-5); a converging L1
+    # case moves by rounding only
+    generator = _generator()
+    specs = {c["id"]: c for c in generator._v3_cases()}
+    base = generator.CASE_TOLERANCES["float64"]
+    crawl = specs["l1-unscaled-first-batch-then-scaled"]
+    case, _ = generator._run_case(crawl, base)
+    deviation = generator._reversed_rows_deviation(crawl, case)
+    assert deviation > 100.0
+    assert crawl["tolerance"][0] >= base[0] * generator.SENSITIVITY_MARGIN * deviation
+    steady = specs["l1-fewer-rows-than-parameters"]
+    case, _ = generator._run_case(steady, base)
+    assert generator._reversed_rows_deviation(steady, case) < 0.01
+
+
 def _all_cases(keep=lambda case: True):
     return [
         pytest.param(case, id=f"{name}:{case['id']}")

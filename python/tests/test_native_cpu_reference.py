@@ -55,6 +55,29 @@ def run_reference(batches, config: UpdateConfig, dtype):
     return history
 
 
+def run_reference_from_states(batches, config: UpdateConfig, previous_states):
+    """The float64 core's transition of every batch k from previous_states[k - 1] (cast to
+    float64; the empty state for the first batch): per-transition answers for an engine whose
+    own states are previous_states."""
+    history = []
+    state = RenewableState.empty(config.n_parameters, np.float64)
+    for index, (X, y, w) in enumerate(batches):
+        if index:
+            previous = previous_states[index - 1]
+            state = RenewableState(
+                coefficients=np.asarray(previous.coefficients, dtype=np.float64),
+                information=np.asarray(previous.information, dtype=np.float64),
+                n_samples_seen=int(previous.n_samples_seen),
+                batch_count=int(previous.batch_count),
+                previous_lambda=float(previous.previous_lambda),
+                weight_sum=float(previous.weight_sum),
+            )
+        X_design = core.design_matrix(np, X, config.fit_intercept)
+        state, diagnostics = core.renewable_update(np, state, X_design, y, w, config)
+        history.append((state, diagnostics))
+    return history
+
+
 def run_native(batches, config: UpdateConfig, dtype):
     backend = NativeBackend("native_cpu", dtype=dtype, n_parameters=config.n_parameters)
     try:
@@ -293,8 +316,26 @@ def streams(draw):
 )
 @given(streams())
 def test_native_cpu_matches_reference_on_random_streams(stream):
+    """Float32 L1 streams are compared per transition: batch k's float64 answer starts from
+    the engine's own state after batch k - 1 (run_reference_from_states), not from the float64
+    core's. The renewable L1 objective carries the historical subgradient
+    (W0/N) lambda0 sign(beta0), discontinuous where a previous coefficient is zero: a float32
+    engine that ends a batch with a coefficient at 4.9e-4 where the float64 core has exactly 0
+    (within the float32 tolerance) solves a next batch whose objective differs by ~lambda0 in
+    that coordinate, and on a short next batch its minimiser moves by 0.15 to 0.45 (hypothesis
+    found it; the native engine, the float32 core and the float64 core all met their own KKT
+    conditions to 5e-4). A stream-level bound would have to cover that jump, which no rounding
+    argument gives; the transition from the same state is what the engine must get right."""
     dtype, config, batches = stream
-    reference = run_reference(batches, config, dtype)
+    try:
+        reference = run_reference(batches, config, dtype)
+    except np.linalg.LinAlgError:
+        # Only the minimum-norm SVD step raises this (LAPACK gesdd not converging, seen on a
+        # 266 x 266 singular Newton matrix: p=265, ridge 0, a first batch mostly beyond
+        # tau + h; hypothesis seeds 2676 and 2383). That path is excluded below anyway; the
+        # reference letting LinAlgError escape is a core bug, reported, not hidden: the
+        # minimum-norm solve needs a fallback (gesvd, or eigh of the symmetric H).
+        assume(False)
     # Once a rank-deficient Newton system takes the minimum-norm SVD step (typically a first
     # batch whose residuals at beta = 0 nearly all lie beyond tau + h, so H is ridge-sized),
     # which singular values fall under the cutoff decides the path, and the damped Newton may
@@ -303,12 +344,15 @@ def test_native_cpu_matches_reference_on_random_streams(stream):
     # deterministic: the C tests, the core tests and golden v1 case 4.
     assume(not any(d.used_regularized_fallback for _, d in reference))
     reference64 = None
+    native, predictions = run_native(batches, config, dtype)
     if dtype == np.float32:
         as64 = [(X.astype(np.float64), y.astype(np.float64), None if w is None else w.astype(np.float64))
                 for X, y, w in batches]
-        reference64 = run_reference(as64, config, np.float64)
+        if config.penalty == "l1":
+            reference64 = run_reference_from_states(as64, config, [s for s, _ in native])
+        else:
+            reference64 = run_reference(as64, config, np.float64)
         assume(not any(d.used_regularized_fallback for _, d in reference64))
-    native, predictions = run_native(batches, config, dtype)
     compare(batches, config, dtype, native, reference, predictions, reference64)
 
 
