@@ -603,6 +603,7 @@ def validate_batch(
     return Batch(X=X, y=y, sample_weight=sample_weight, feature_names=names, on_device=on_device)
 
 
+_BLAS_SINGLE_THREAD_LENGTH = 10_000
 _RANGE_LIMITS = {np.dtype(np.float32): float(np.finfo(np.float32).max) / RANGE_MARGIN,
                  np.dtype(np.float64): float(np.finfo(np.float64).max) / RANGE_MARGIN}
 
@@ -615,16 +616,19 @@ def range_limit(dtype) -> float:
 def _check_target_range(y: np.ndarray, sample_weight: np.ndarray | None) -> None:
     """The range rule's O(n) part, up front: the weights and sum w y^2 (module docstring)."""
     limit = range_limit(y.dtype)
-    # Summed by NumPy, not BLAS: a BLAS dot wakes its thread pool, whose spinning threads then
-    # compete with the engine's. An overflowing sum gives inf (NaN input NaN): both fail the
+    # OpenBLAS runs a dot product of up to 10,000 entries on the calling thread; a longer one
+    # would wake its thread pool, whose spinning threads then compete with the engine's, so it
+    # is summed by NumPy instead. An overflowing sum gives inf (NaN input NaN): both fail the
     # comparison, and the exact test decides.
     with np.errstate(over="ignore", invalid="ignore"):
-        squares = np.square(y)
-        if sample_weight is None:
-            fine = float(squares.sum()) <= limit
+        if y.shape[0] <= _BLAS_SINGLE_THREAD_LENGTH:
+            weighted = y if sample_weight is None else sample_weight * y
+            y_squares = float(np.dot(weighted, y))
         else:
-            fine = float(sample_weight.sum()) <= limit and float(
-                (sample_weight * squares).sum()) <= limit
+            squares = np.square(y)
+            y_squares = float((squares if sample_weight is None else sample_weight * squares).sum())
+        fine = y_squares <= limit and (
+            sample_weight is None or float(sample_weight.sum()) <= limit)
     if not fine:
         _check_range_exactly(None, y, sample_weight, limit)
 
