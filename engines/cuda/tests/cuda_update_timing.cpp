@@ -1,4 +1,4 @@
-// Per-batch update time of librh_cuda on the standard batch shapes (BENCHMARKS.md), host and
+// Per-batch update time of librh_cuda on the standard batch shapes (docs/benchmarks.md), host and
 // device input, both dtypes and penalties, beside a plain cudaMemcpy of the same bytes from
 // pageable memory. A measurement tool, not a test: it prints a table and asserts nothing.
 #include <cuda_runtime.h>
