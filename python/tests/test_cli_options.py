@@ -4,6 +4,7 @@ total. Expected models come from the estimator run in-process on the same batche
 
 import csv
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -248,11 +249,20 @@ def test_inspect_of_a_bad_file_is_one_line(tmp_path, data_csv, capsys):
 # -------------------------------------------------------------------------------- info
 
 
-def test_info_dirs_fail_in_one_line_outside_an_installed_package(capsys):
-    for flag in ("--include-dir", "--cmake-dir"):
+def test_info_dirs_print_the_installed_folders_or_fail_in_one_line(capsys):
+    """From an installed package (make test) the folders exist and hold the header and the
+    CMake package; from a source checkout the flags fail in one line."""
+    import renewable_huber
+
+    installed = (Path(renewable_huber.__file__).parent / "include" / "rh_cuda.h").is_file()
+    for flag, member in (("--include-dir", "rh_cuda.h"),
+                         ("--cmake-dir", "renewable_huber/renewable_huberConfig.cmake")):
         status, out, err = run(["info", flag], capsys)
-        assert status == 1 and out == ""
-        assert "was not installed from a wheel" in one_error_line(err)
+        if installed:
+            assert status == 0 and (Path(out.strip()) / member).is_file(), err
+        else:
+            assert status == 1 and out == ""
+            assert "was not installed from a wheel" in one_error_line(err)
     status, _, err = run(["info", "--include-dir", "--cmake-dir"], capsys)
     assert status == 2 and "not allowed with" in one_error_line(err)
 

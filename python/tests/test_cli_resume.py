@@ -76,6 +76,15 @@ def source_of(path):
     return checkpoint_module.load_checkpoint(path)["source"]
 
 
+@pytest.fixture(autouse=True)
+def interruptible():
+    """Python's own SIGINT handler for the test: a runner started with SIGINT ignored (as a
+    background job is) would otherwise turn the Ctrl-C tests into runs that never stop."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 class StopAtBatch:
     """partial_fit that raises KeyboardInterrupt (or sends SIGINT to this process, as Ctrl-C
     does) when the stream reaches batch `number`."""
