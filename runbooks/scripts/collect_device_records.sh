@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run HERE after the device call: unpacks the returned tarball (files_at of the device tool)
-# into benchmarks/records/ and validates every record in it. Commit the folder it prints.
+# Run in a checkout after the GPU stages: unpacks the results tarball copied back from the GPU
+# host (the folder holding gpu-*.tar.gz) into benchmarks/records/ and validates every record in
+# it. Commit the folder it prints.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 FILES_AT="${1:?usage: collect_device_records.sh FILES_AT}"
 tarball="$(ls "$FILES_AT"/gpu-*.tar.gz | head -n 1)" || fail "no gpu-*.tar.gz in $FILES_AT"

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Both GPU stages as ONE command for the device tool; everything that must come back is packed
-# into $OUT/gpu-DATE-HOST.tar.gz (the tool returns at most 8 files) plus the log.
-#   device run: command "bash runbooks/scripts/gpu_host.sh", carry [".whl"], timeout_s 600
+# Both GPU stages as ONE command on the GPU host; everything worth keeping is packed into
+# $OUT/gpu-DATE-HOST.tar.gz (one file to copy back) plus the log:
+#   OUT=/path/to/results bash runbooks/scripts/gpu_host.sh    (with .whl/ from
+#   prepare_device_wheels.sh in the checkout when the host cannot install packages)
 # Stage 2 runs only when stage 1 passed. STAGES="1 2" (default) or "2" alone (a second call when
 # one call cannot hold both: stage 2 then builds the engines itself); PROFILES, DTYPES, ROUNDS
 # pass through to stage 2; an exported RH_CUDA_LIBRARY skips stage 2's build. Exit status: 0 all
 # passed, 1 stage 1 failed, 2 stage 2 gates failed, 3 the engine build failed.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-: "${OUT:?OUT must name the folder that comes back (the device tool sets it)}"
+: "${OUT:?OUT must name the folder for the results (copy it back afterwards)}"
 RESULTS="$OUT/gpu-$DATE-$HOST_TAG"
 mkdir -p "$RESULTS"
 export RESULTS

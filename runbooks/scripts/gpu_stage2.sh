@@ -10,7 +10,7 @@ RESULTS="${RESULTS:-$REPO_ROOT/benchmarks/records/$DATE-gpu}"
 mkdir -p "$RESULTS"
 if ! python3 -c "import jsonschema" 2>/dev/null; then
   python3 -m pip install --quiet --no-index --no-deps --target /tmp/rh-site .whl/*.whl \
-    || fail "jsonschema missing: run prepare_device_wheels.sh here and carry .whl"
+    || fail "jsonschema missing: run prepare_device_wheels.sh and copy .whl/ to this host"
   export PYTHONPATH="/tmp/rh-site${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$REPO_ROOT/python${PYTHONPATH:+:$PYTHONPATH}"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Run HERE (a machine with network and scikit-build-core), before the GPU stages: the device has
-# neither. Builds this project's wheel and fetches the pure-Python wheels the device lacks
-# (jsonschema and its dependencies, for the record validator) into .whl/, which .gitignore
-# excludes and the device tool carries (carry: [".whl"]).
+# Run on a machine with network access and scikit-build-core, before the GPU stages, when the
+# GPU host has neither: builds this project's wheel and fetches the pure-Python wheels the host
+# lacks (jsonschema and its dependencies, for the record validator) into .whl/ (ignored by git);
+# copy .whl/ into the checkout on the GPU host.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 WHEELS="$REPO_ROOT/.whl"
 rm -rf "$WHEELS" && mkdir -p "$WHEELS"
