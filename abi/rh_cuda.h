@@ -90,7 +90,7 @@ typedef struct RhCudaEngineOptions {
   uint32_t struct_size;
   int32_t dtype;        /* RH_CUDA_DTYPE_* */
   int32_t device_id;    /* CPU engine: -1 (host). CUDA engine: 0 <= device_id < device count. */
-  int64_t n_parameters; /* P = n_features_in (+1 with an intercept) */
+  int64_t n_parameters; /* P = n_features_in (+1 with an intercept); the CUDA engine: <= 46340 */
   uint64_t reserved0;   /* RH_CUDA_ENGINE_FLAG_* bits */
 } RhCudaEngineOptions;
 
@@ -149,7 +149,9 @@ typedef struct RhCudaHostBatch {
 } RhCudaHostBatch;
 
 /* One batch in device memory on the engine's device. 56 bytes. Same layout and rules as
- * RhCudaHostBatch; the engine reads the caller's memory in place on its stream. */
+ * RhCudaHostBatch; the engine reads the caller's memory in place on its stream. Every pointer
+ * must be aligned to the engine dtype (4 or 8 bytes): a misaligned one is INVALID_ARGUMENT
+ * before anything reads it (also for device predictions). */
 typedef struct RhCudaDeviceBatch {
   uint32_t abi_version;
   uint32_t struct_size;

@@ -390,6 +390,26 @@ def _check_host_finite(name: str, raw: np.ndarray, converted: np.ndarray) -> Non
     raise ValidationError(f"{name} contains NaN or infinity (first at {where})")
 
 
+def _check_device_alignment(name: str, array) -> None:
+    """A device array whose address is not a multiple of its element size is refused before
+    any library touches it: a misaligned access by a CUDA kernel (CuPy's finiteness scan, the
+    engine) leaves the process's CUDA context unusable. Arrays without a CUDA array interface
+    (plain DLPack producers) are checked by the engine before its first kernel."""
+    try:
+        interface = array.__cuda_array_interface__
+    except Exception:  # no interface, or PyTorch's property refusing a grad tensor
+        return
+    if not isinstance(interface, Mapping):
+        return
+    address = int(interface["data"][0])
+    itemsize = np.dtype(interface["typestr"]).itemsize
+    if itemsize and address % itemsize:
+        raise BackendContractError(
+            f"{name} is a device array at address {address:#x}, not aligned to its "
+            f"{itemsize}-byte elements; pass an aligned array (e.g. a copy: {name}.copy())"
+        )
+
+
 def _check_device_array(name: str, array, dtype: np.dtype, *, check_finite: bool = True) -> None:
     # CuPy (like NumPy) hands out NumPy's dtype singletons: the very working dtype object needs
     # no name comparison (dtype.name is a Python-level property of NumPy's, costly per batch).
@@ -491,6 +511,7 @@ def validate_X(
     names = _check_feature_names(_table_feature_names(X), feature_names_expected)
     if on_device:
         _require_device_backend("X", X, accepts_device, backend_name)
+        _check_device_alignment("X", X)
         _check_X_shape(_shape(X), n_features_expected)
         _check_device_array("X", X, dtype, check_finite=not engine_checks_finite)
         return X, names, True
@@ -519,6 +540,7 @@ def _validate_vector(name: str, array, n_rows: int, dtype: np.dtype, on_device: 
         )
     if on_device:
         _require_device_backend(name, array, accepts_device, backend_name)
+        _check_device_alignment(name, array)
         shape = _shape(array)
     else:
         array = _host_array(name, array, dtype, engine_checks_finite=engine_checks_finite)

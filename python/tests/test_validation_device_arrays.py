@@ -109,3 +109,31 @@ def test_a_reused_identity_is_never_taken_for_the_remembered_object():
     del first
     second = TorchStyleDtype("float64")
     assert _validation._dtype_name(second) == "float64"
+
+
+class InterfaceArray(DeviceArray):
+    """A device array that exposes a CUDA array interface at a given address; any library
+    call on it fails the test (the alignment check must come first)."""
+
+    def __init__(self, shape, dtype, address):
+        super().__init__(shape, dtype)
+        self.__cuda_array_interface__ = {
+            "shape": self.shape, "typestr": np.dtype(dtype).str, "data": (address, False),
+            "version": 3,
+        }
+
+
+InterfaceArray.__cuda_array_interface__ = None  # found on the type, as CuPy's is
+
+
+@pytest.mark.parametrize("which", ["X", "y", "sample_weight"])
+def test_a_misaligned_device_array_is_refused_before_any_kernel_runs(which):
+    aligned = 0x7F0000000000
+    arrays = {"X": InterfaceArray((5, 2), np.dtype("float64"), aligned),
+              "y": InterfaceArray((5,), np.dtype("float64"), aligned + 64),
+              "sample_weight": InterfaceArray((5,), np.dtype("float64"), aligned + 128)}
+    arrays[which] = InterfaceArray(arrays[which].shape, np.dtype("float64"),
+                                   arrays[which].__cuda_array_interface__["data"][0] + 1)
+    with pytest.raises(BackendContractError, match=f"^{which} is a device array at address "
+                                                   r"0x[0-9a-f]+, not aligned to its 8-byte"):
+        validate(arrays["X"], arrays["y"], sample_weight=arrays["sample_weight"])

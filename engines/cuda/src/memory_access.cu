@@ -297,6 +297,12 @@ void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
 }
 
 void require_device_memory(const Engine& e, const void* ptr, const char* field) {
+  // Before anything touches the pointer: a kernel's misaligned access is a sticky error that
+  // leaves the whole process's CUDA context unusable.
+  if (reinterpret_cast<uintptr_t>(ptr) % e.elem_size != 0) {
+    fail(RH_CUDA_INVALID_ARGUMENT, "%s (%p) is not aligned to its %zu-byte elements", field, ptr,
+         e.elem_size);
+  }
   cudaPointerAttributes attributes{};
   const cudaError_t rc = cudaPointerGetAttributes(&attributes, ptr);
   if (rc != cudaSuccess) {

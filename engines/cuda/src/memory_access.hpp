@@ -45,7 +45,8 @@ void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
                           int64_t row_grain,
                           const std::function<void(int64_t, int64_t)>& landed);
 
-// INVALID_ARGUMENT naming `field` unless `ptr` is device (or managed) memory on e's device.
+// INVALID_ARGUMENT naming `field` unless `ptr` is aligned to the engine dtype and is device (or
+// managed) memory on e's device.
 void require_device_memory(const Engine& e, const void* ptr, const char* field);
 
 }  // namespace rh

@@ -814,6 +814,51 @@ void test_allocation_failure() {
 
 }  // namespace
 
+// A device pointer misaligned for the dtype (cudaMalloc + 1) is refused before any kernel reads
+// it: a misaligned access would leave the process's CUDA context unusable. Afterwards the same
+// engine, and a new one, still work.
+void test_misaligned_device_pointers_are_refused(RhCudaEngine* e) {
+  Batch<double> good = make_batch<double>(12, 64, kFeatures, true, true);
+  const RhCudaHostBatch gb = good.view();
+  const DeviceBatchCopy device(gb, sizeof(double), "misaligned test");
+  const RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE);
+  HostState<double> state(kP);
+  void* raw = nullptr;
+  RH_CHECK(cudaMalloc(&raw, 64 * kP * sizeof(double) + 8) == cudaSuccess);
+  const void* shifted = static_cast<const char*>(raw) + 1;
+  for (int field = 0; field < 3; ++field) {
+    RhCudaDeviceBatch b = *device.batch();
+    (field == 0 ? b.x_design : field == 1 ? b.y : b.sample_weight) = shifted;
+    if (field == 2) b.batch_weight = 64.0;
+    expect_refused(e, "misaligned device pointer", RH_CUDA_INVALID_ARGUMENT, "not aligned", [&] {
+      RhCudaDiagnostics d = diagnostics();
+      return rh_cuda_engine_update_device_with_state(e, &b, &c, &d, &state.view);
+    });
+  }
+  RhCudaPrediction p{};
+  p.abi_version = RH_CUDA_ABI_VERSION;
+  p.struct_size = sizeof p;
+  p.x_design = shifted;
+  p.prediction = static_cast<char*>(raw) + 1;
+  p.n_rows = 4;
+  p.n_columns = kP;
+  p.n_features_in = kFeatures;
+  p.input_location = RH_CUDA_MEMORY_DEVICE;
+  expect_refused(e, "misaligned device prediction", RH_CUDA_INVALID_ARGUMENT, "not aligned",
+                 [&] { return rh_cuda_engine_predict(e, &p); });
+  RhCudaDiagnostics d = diagnostics();
+  RH_CHECK_STATUS(rh_cuda_engine_update_device_with_state(e, device.batch(), &c, &d, &state.view),
+                  RH_CUDA_SUCCESS);
+  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
+  RhCudaEngine* fresh = nullptr;
+  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &fresh), RH_CUDA_SUCCESS);
+  RH_CHECK_STATUS(rh_cuda_engine_update_device_with_state(fresh, device.batch(), &c, &d,
+                                                          &state.view),
+                  RH_CUDA_SUCCESS);
+  rh_cuda_engine_destroy(fresh);
+  cudaFree(raw);
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--allocation-failure") == 0) {
     skip_without_gpu("test_cuda_allocation_failure");
@@ -848,6 +893,7 @@ int main(int argc, char** argv) {
     test_update_misuse(e);
     test_predict_misuse_and_services(e);
     test_restore_misuse(e);
+    test_misaligned_device_pointers_are_refused(e);
     RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
   }
   test_strict_engine_after_fast_math_engine();
