@@ -375,6 +375,9 @@ class RenewableHuberRegressor:
 
     def _check_tau_scale(self, batch: Batch, params: ValidatedParams, tau: float) -> None:
         converged = self.diagnostics_["converged"]
+        if (converged and batch.sample_weight is None
+                and self.diagnostics_["objective"] < tau_guidance.QUIET_OBJECTIVE * tau * tau):
+            return  # free: the first batch's mean loss rules the warning out (see tau.py)
         if converged:  # cheap: at most CHECK_ROWS rows at the fitted coefficients
             scale = tau_guidance.residual_scale_at(
                 self._state.coefficients, batch.X, batch.y, batch.sample_weight,

@@ -38,6 +38,12 @@ PILOT_ROWS = 5_000
 # sampling error) resolves, and its cost stays a few microseconds on every new stream (a
 # single-batch stream of 4,096 x 16 took 0.1 ms more with 2,000 rows, 20% of its update).
 CHECK_ROWS = 256
+# No TauScaleWarning is possible when the first batch's reported objective (its mean Huber loss,
+# J being zero; plus the L1 penalty) is below QUIET_OBJECTIVE tau^2 (unit weights): the warning
+# needs half the residuals beyond tau / (TAU_WARNING_RATIO * 1.4826) = 6.7 tau, each adding at
+# least 6.2 tau^2 to the loss, so a mean loss of 3.1 tau^2; below a third of that no sample of
+# the residuals plausibly has its median there, and the check is skipped for free.
+QUIET_OBJECTIVE = 1.0
 # TauScaleWarning fires when tau < TAU_WARNING_RATIO * the residuals' normalised MAD (at the
 # fitted coefficients; on the pilot fit when the first batch did not converge, because
 # unconverged coefficients say nothing about the noise).
