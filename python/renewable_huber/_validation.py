@@ -390,19 +390,34 @@ def _check_host_finite(name: str, raw: np.ndarray, converted: np.ndarray) -> Non
     raise ValidationError(f"{name} contains NaN or infinity (first at {where})")
 
 
-def _check_device_alignment(name: str, array) -> None:
-    """A device array whose address is not a multiple of its element size is refused before
-    any library touches it: a misaligned access by a CUDA kernel (CuPy's finiteness scan, the
-    engine) leaves the process's CUDA context unusable. Arrays without a CUDA array interface
-    (plain DLPack producers) are checked by the engine before its first kernel."""
+def _device_address(array) -> tuple[int, int] | None:
+    """(address, element size) of a device array, read without a synchronisation: CuPy's and
+    PyTorch's own attributes first (CuPy's __cuda_array_interface__ synchronises its stream by
+    default), the CUDA array interface otherwise; None when none is available."""
+    data = getattr(array, "data", None)
+    if hasattr(data, "ptr") and hasattr(array, "itemsize"):  # CuPy
+        return int(data.ptr), int(array.itemsize)
+    if callable(getattr(array, "data_ptr", None)) and callable(
+            getattr(array, "element_size", None)):  # PyTorch
+        return int(array.data_ptr()), int(array.element_size())
     try:
         interface = array.__cuda_array_interface__
     except Exception:  # no interface, or PyTorch's property refusing a grad tensor
-        return
+        return None
     if not isinstance(interface, Mapping):
+        return None
+    return int(interface["data"][0]), np.dtype(interface["typestr"]).itemsize
+
+
+def _check_device_alignment(name: str, array) -> None:
+    """A device array whose address is not a multiple of its element size is refused before
+    any library touches it: a misaligned access by a CUDA kernel (CuPy's finiteness scan, the
+    engine) leaves the process's CUDA context unusable. Plain DLPack producers are checked by
+    the engine before its first kernel."""
+    found = _device_address(array)
+    if found is None:
         return
-    address = int(interface["data"][0])
-    itemsize = np.dtype(interface["typestr"]).itemsize
+    address, itemsize = found
     if itemsize and address % itemsize:
         raise BackendContractError(
             f"{name} is a device array at address {address:#x}, not aligned to its "

@@ -137,3 +137,43 @@ def test_a_misaligned_device_array_is_refused_before_any_kernel_runs(which):
     with pytest.raises(BackendContractError, match=f"^{which} is a device array at address "
                                                    r"0x[0-9a-f]+, not aligned to its 8-byte"):
         validate(arrays["X"], arrays["y"], sample_weight=arrays["sample_weight"])
+
+
+class _Pointer:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+class CupyLike(DeviceArray):
+    """CuPy's layout: data.ptr and itemsize; its CUDA array interface would synchronise, so
+    reading it fails the test."""
+
+    def __init__(self, shape, dtype, address):
+        super().__init__(shape, dtype)
+        self.data = _Pointer(address)
+        self.itemsize = np.dtype(dtype).itemsize
+
+    @property
+    def __cuda_array_interface__(self):
+        raise AssertionError("the alignment check must not synchronise through the interface")
+
+
+class TorchLike(DeviceArray):
+    def __init__(self, shape, dtype, address):
+        super().__init__(shape, dtype)
+        self._address = address
+
+    def data_ptr(self):
+        return self._address
+
+    def element_size(self):
+        return np.dtype(self.dtype).itemsize
+
+
+@pytest.mark.parametrize("kind", [CupyLike, TorchLike])
+def test_alignment_is_read_from_the_library_attributes_without_a_sync(kind):
+    aligned = 0x7F0000000000
+    X = kind((5, 2), np.dtype("float32"), aligned + 2)
+    y = kind((5,), np.dtype("float32"), aligned)
+    with pytest.raises(BackendContractError, match="^X is a device array .* 4-byte elements"):
+        validate(X, y, "float32")
