@@ -25,6 +25,11 @@ def _batches(seed=3, n=120, p=4, count=3):
     return out
 
 
+def _host(array):
+    """A NumPy copy of a host or CuPy array."""
+    return array.get() if hasattr(array, "get") else np.asarray(array)
+
+
 def _joblib_round_trip(model):
     joblib = pytest.importorskip("joblib")
     buffer = io.BytesIO()
@@ -40,7 +45,9 @@ ROUND_TRIPS = {
 }
 
 
-@pytest.fixture(params=["numpy", "native_cpu", "native_cuda"])
+@pytest.fixture(params=["numpy", "native_cpu",
+                        pytest.param("native_cuda", marks=pytest.mark.cuda),
+                        pytest.param("cupy", marks=pytest.mark.cuda)])
 def backend_params(request):
     if request.param == "native_cpu":
         request.getfixturevalue("cpu_library")
@@ -49,7 +56,7 @@ def backend_params(request):
     reason = unavailable_reason(request.param)
     if reason is not None:
         pytest.skip(f"{request.param} unavailable here: {reason}")
-    device = "cuda" if request.param == "native_cuda" else "auto"
+    device = "cuda" if request.param in ("native_cuda", "cupy") else "auto"
     return {"backend": request.param, "device": device}
 
 
@@ -65,12 +72,16 @@ def test_a_fitted_estimator_round_trips_and_resumes_bit_for_bit(backend_params, 
     assert twin.backend_ == original.backend_ and twin.n_iter_ == original.n_iter_
     assert twin.diagnostics_ == original.diagnostics_
     for name in ("coefficients", "information"):
-        np.testing.assert_array_equal(getattr(twin.state_, name), getattr(original.state_, name))
-    np.testing.assert_array_equal(twin.predict(third[0]), original.predict(third[0]))
+        np.testing.assert_array_equal(_host(getattr(twin.state_, name)),
+                                      _host(getattr(original.state_, name)))
+    np.testing.assert_array_equal(_host(twin.predict(third[0])),
+                                  _host(original.predict(third[0])))
     original.partial_fit(*third)
     twin.partial_fit(*third)
-    np.testing.assert_array_equal(twin.state_.coefficients, original.state_.coefficients)
-    np.testing.assert_array_equal(twin.state_.information, original.state_.information)
+    np.testing.assert_array_equal(_host(twin.state_.coefficients),
+                                  _host(original.state_.coefficients))
+    np.testing.assert_array_equal(_host(twin.state_.information),
+                                  _host(original.state_.information))
     assert twin.state_.n_samples_seen == original.state_.n_samples_seen == 360
 
 
