@@ -1,6 +1,6 @@
 """Where an installed wheel keeps what C and C++ builds need, as pybind11 and NumPy tell it:
 
-    cmake -DCMAKE_PREFIX_PATH="$(python -c 'import renewable_huber; print(renewable_huber.get_cmake_dir())')"
+    cmake -DCMAKE_PREFIX_PATH="$(renewable-huber info --cmake-dir)"
     cc -I"$(python -c 'import renewable_huber; print(renewable_huber.get_include())')" ...
 
 A wheel holds the engines in renewable_huber/_lib (librh_cpu.so.2, and librh_cuda.so.2 in a CUDA

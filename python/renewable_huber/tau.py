@@ -56,7 +56,8 @@ _LAD_RELATIVE_CHANGE = 1e-3
 
 
 def robust_scale(residuals: np.ndarray) -> float:
-    """sigma estimated from residuals: 1.4826 x the (upper) median |r| (the normalised MAD about zero,
+    """sigma estimated from residuals: 1.4826 x the (upper) median |r| (the normalised MAD
+    about zero,
     which is where tau measures from), or 1.2533 x mean |r| when more than half of them are
     exactly zero; 0.0 only when all are."""
     magnitude = np.abs(np.asarray(residuals, dtype=np.float64))

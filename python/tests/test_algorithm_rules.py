@@ -21,7 +21,8 @@ HEADER = Path(__file__).resolve().parents[2] / "engines" / "common" / "rh_algori
 
 def _header_constants() -> dict[str, float]:
     text = HEADER.read_text()
-    return {name: float(value) for name, value in re.findall(r"#define RH_(\w+) ([0-9.e+-]+)", text)}
+    pairs = re.findall(r"#define RH_(\w+) ([0-9.e+-]+)", text)
+    return {name: float(value) for name, value in pairs}
 
 
 def test_the_c_header_and_the_reference_state_the_same_constants():
@@ -45,8 +46,9 @@ def test_majoriser_weight_gives_a_quadratic_above_rho_touching_it(tau, h):
     curvature = smoothed_curvature(np, anchors, tau, h)
     weights = rules.majoriser_weights(np, anchors, tau, curvature)
     s = np.linspace(-100 * tau, 100 * tau, 2001)
-    for r0, m in zip(anchors, weights):
-        quadratic = huber_loss(np, r0, tau) + huber_score(np, r0, tau) * (s - r0) + 0.5 * m * (s - r0) ** 2
+    for r0, m in zip(anchors, weights, strict=True):
+        touching = huber_loss(np, r0, tau) + huber_score(np, r0, tau) * (s - r0)
+        quadratic = touching + 0.5 * m * (s - r0) ** 2
         assert np.all(quadratic >= huber_loss(np, s, tau) - 1e-9 * (1 + np.abs(s) * tau))
     assert np.all(weights[np.abs(anchors) <= tau] == 1.0)
     outside = np.abs(anchors) > tau + h
@@ -114,8 +116,10 @@ def test_lamm_reaches_its_curvature_bound_attempts_on_1e7_features(monkeypatch):
     X = rng.normal(size=(200, 3)) * 1e7
     y = X @ [1e-7, 0.0, -2e-7] + rng.normal(size=200)
     state, diagnostics = _first_batch(X, y, penalty="l1", max_iter=50)
-    assert calls, "40 doublings of phi = 1 reach 1.1e12, below the curvature (~1e14) here: the bound must run"
+    # 40 doublings of phi = 1 reach 1.1e12, below the curvature (~1e14) here.
+    assert calls, "the curvature-bound attempts must run"
     # Never an early stop: converged, or still descending at max_iter.
     assert diagnostics.converged or diagnostics.iterations == 50
-    start = 0.5 * np.sum(np.minimum(np.abs(y), 1.345) * (2 * np.abs(y) - np.minimum(np.abs(y), 1.345))) / 200
+    clipped = np.minimum(np.abs(y), 1.345)
+    start = 0.5 * np.sum(clipped * (2 * np.abs(y) - clipped)) / 200  # f at beta = 0
     assert diagnostics.objective < start

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from renewable_huber.conformance import AbiEngine, main, run_conformance
 
 REPO = Path(__file__).resolve().parents[2]

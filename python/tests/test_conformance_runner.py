@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from renewable_huber.conformance import (
     Capabilities,
     ReferenceEngine,

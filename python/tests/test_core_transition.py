@@ -6,13 +6,12 @@ import math
 
 import numpy as np
 import pytest
+from float32_checks import flat_radius
 
 from renewable_huber import core
 from renewable_huber.config import UpdateConfig
 from renewable_huber.exceptions import EngineError, ValidationError
 from renewable_huber.state import RenewableState
-
-from float32_checks import flat_radius
 
 
 def make_config(p, *, penalty="none", fit_intercept=True, tau=1.345, ridge=1e-8, tol=1e-10,

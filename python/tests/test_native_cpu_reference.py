@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from float32_checks import assert_float32_close, flat_radius, scaled_atol
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -19,8 +20,6 @@ from renewable_huber import core
 from renewable_huber.backends.native import NativeBackend
 from renewable_huber.config import UpdateConfig
 from renewable_huber.state import RenewableState
-
-from float32_checks import assert_float32_close, flat_radius, scaled_atol
 
 pytestmark = pytest.mark.usefixtures("cpu_library")
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from float32_checks import assert_float32_close, flat_radius
 
 from renewable_huber import core
 from renewable_huber.backends.native import NativeBackend, unavailable_reason
 from renewable_huber.config import UpdateConfig
 from renewable_huber.exceptions import BackendContractError, ValidationError
 from renewable_huber.state import RenewableState
-
-from float32_checks import assert_float32_close, flat_radius
 
 pytestmark = pytest.mark.cuda
 

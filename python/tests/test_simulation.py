@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+
 from renewable_huber.simulation import simulate, true_coefficients
 
 N = 100_000

@@ -71,7 +71,8 @@ def test_wrong_device_dtype_is_a_contract_error_every_time(repeat):
 
 
 def test_complex_device_array_is_a_validation_error():
-    with pytest.raises(ValidationError, match=r"^Complex data not supported: y is complex \(complex128\); only real"):
+    message = r"^Complex data not supported: y is complex \(complex128\); only real"
+    with pytest.raises(ValidationError, match=message):
         validate(DeviceArray((5, 2), np.dtype("float64")),
                  DeviceArray((5,), np.dtype("complex128")))
 
