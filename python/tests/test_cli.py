@@ -2,7 +2,6 @@
 subprocess). Expected numbers come from the estimator fitted here on the same batches, from
 numpy.linalg.lstsq, or from the simulation design itself, never from the CLI's own output."""
 
-import csv
 import json
 import os
 import re
@@ -12,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_support import run
+from cli_support import write_csv as write_plain_csv
 
 import renewable_huber
 from renewable_huber import RenewableHuberRegressor
@@ -24,19 +25,12 @@ N_ROWS = 6_000
 BATCH = 1_000
 
 
-def run(argv, capsys):
-    status = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
 def write_csv(path, X, y, *, extra_text_column=True):
-    with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow([*FEATURES, "y"] + (["label"] if extra_text_column else []))
-        for i, (row, target) in enumerate(zip(X.tolist(), y.tolist(), strict=True)):
-            writer.writerow([repr(v) for v in row] + [repr(target)]
-                            + ([f"row{i}"] if extra_text_column else []))
+    """This module's files carry a text column by default, which fit must leave out."""
+    return write_plain_csv(path, X, y, extra_text_column=extra_text_column)
+
+
+
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@ the summary line, and --strict (exit status 3, the checkpoint never holding an u
 batch). Non-convergence is forced with --max-iter 1 and a tight --tol; expected states come from
 the estimator run in-process on the same batches."""
 
-import csv
 import os
 import subprocess
 import sys
@@ -11,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_support import run, write_csv
 
 import renewable_huber
 from renewable_huber import RenewableHuberRegressor, suggest_tau
 from renewable_huber import checkpoint as checkpoint_module
-from renewable_huber.cli import EXIT_NOT_CONVERGED, main
+from renewable_huber.cli import EXIT_NOT_CONVERGED
 from renewable_huber.simulation import simulate, simulate_raw_units
 
 FEATURES = ["a", "b", "c"]
@@ -24,18 +24,8 @@ BATCH = 1_000
 FORCE = ["--max-iter", "1", "--tol", "1e-12"]
 
 
-def run(argv, capsys):
-    status = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
-def write_csv(path, X, y):
-    with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow([*FEATURES, "y"])
-        for row, target in zip(X.tolist(), y.tolist(), strict=True):
-            writer.writerow([repr(v) for v in row] + [repr(target)])
 
 
 @pytest.fixture(scope="module")

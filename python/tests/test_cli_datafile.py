@@ -8,8 +8,8 @@ import hashlib
 
 import numpy as np
 import pytest
+from cli_support import one_error_line, run
 
-from renewable_huber.cli import main
 from renewable_huber.datafile import DataFileError, open_table, select_columns
 
 
@@ -19,18 +19,8 @@ def write(tmp_path, text, name="t.csv"):
     return str(path)
 
 
-def run(argv, capsys):
-    status = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
-def one_error_line(err):
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("renewable-huber: error: ")
-    assert "Traceback" not in err
-    return lines[0]
 
 
 def read_all(table, columns, skip=0):

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_support import one_error_line, run
 
 import renewable_huber.cli as cli
 from renewable_huber import RenewableHuberRegressor
 from renewable_huber import checkpoint as checkpoint_module
-from renewable_huber.cli import main
 from renewable_huber.exceptions import BackendUnavailableError
 from renewable_huber.simulation import simulate
 
@@ -22,17 +22,8 @@ BATCH = 1_000
 COMMON = ["--target", "y", "--batch-size", BATCH, "--no-progress"]
 
 
-def run(argv, capsys):
-    status = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
-def one_error_line(err):
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("renewable-huber: error: ") and "Traceback" not in err
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

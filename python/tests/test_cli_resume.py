@@ -3,7 +3,6 @@ covered by the digest, absent from estimator.save() files), the rules that refus
 in twice, the checkpoint cadence, and Ctrl-C printing the command that resumes. A resumed
 or interrupted stream is compared with one uninterrupted run of the same batches."""
 
-import csv
 import hashlib
 import json
 import os
@@ -12,11 +11,11 @@ import signal
 
 import numpy as np
 import pytest
+from cli_support import one_error_line, run, write_csv
 
 import renewable_huber.cli as cli
 from renewable_huber import RenewableHuberRegressor
 from renewable_huber import checkpoint as checkpoint_module
-from renewable_huber.cli import main
 from renewable_huber.exceptions import ValidationError
 from renewable_huber.simulation import simulate
 
@@ -26,26 +25,10 @@ BATCH = 1_000
 COMMON = ["--target", "y", "--batch-size", BATCH, "--backend", "numpy", "--no-progress"]
 
 
-def run(argv, capsys):
-    status = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
 
 
-def one_error_line(err):
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("renewable-huber: error: ") and "Traceback" not in err
-    return lines[0]
 
 
-def write_csv(path, X, y):
-    with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow([*FEATURES, "y"])
-        for row, target in zip(X.tolist(), y.tolist(), strict=True):
-            writer.writerow([repr(v) for v in row] + [repr(target)])
-    return path
 
 
 @pytest.fixture(scope="module")
