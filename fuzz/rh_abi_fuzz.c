@@ -48,6 +48,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "abi_structs.h"
 #include "rh_cuda.h"
 
 /* ------------------------------------------------------------------------------ generator */
@@ -452,13 +453,7 @@ static void resync(World* w, const Snapshot* previous) {
 }
 
 static RhCudaEngineOptions valid_options(int32_t dtype, int64_t P, uint64_t flags) {
-  RhCudaEngineOptions o;
-  memset(&o, 0, sizeof o);
-  o.abi_version = RH_CUDA_ABI_VERSION;
-  o.struct_size = sizeof o;
-  o.dtype = dtype;
-  o.device_id = -1;
-  o.n_parameters = P;
+  RhCudaEngineOptions o = rh_options(dtype, P);
   o.reserved0 = flags;
   return o;
 }
@@ -1412,12 +1407,7 @@ static RhCudaStatus crafted_update(int64_t P, const double* x, const double* y, 
   RhCudaEngine* e = create_or_die(RH_CUDA_DTYPE_FLOAT64, P, 0);
   RhCudaEngine* r = create_or_die(RH_CUDA_DTYPE_FLOAT64, P, 0);
   double coef[2] = {0.0, 0.0}, info[4] = {1.0, 0.0, 0.0, 1.0}; /* P = 1 uses the first values */
-  RhCudaHostStateView v;
-  memset(&v, 0, sizeof v);
-  v.abi_version = RH_CUDA_ABI_VERSION;
-  v.struct_size = sizeof v;
-  v.coefficients = coef;
-  v.information = info;
+  RhCudaHostStateView v = rh_state_view(coef, info);
   if (weight_sum0 > 0.0) {
     v.n_samples_seen = 10;
     v.batch_count = 1;
@@ -1427,38 +1417,13 @@ static RhCudaStatus crafted_update(int64_t P, const double* x, const double* y, 
       exit(2);
     }
   }
-  RhCudaHostBatch b;
-  memset(&b, 0, sizeof b);
-  b.abi_version = RH_CUDA_ABI_VERSION;
-  b.struct_size = sizeof b;
-  b.x_design = x;
-  b.y = y;
-  b.sample_weight = weights;
-  b.n_rows = n;
-  b.n_columns = 1;
-  b.batch_weight = batch_weight;
-  RhCudaUpdateConfig c;
-  memset(&c, 0, sizeof c);
-  c.abi_version = RH_CUDA_ABI_VERSION;
-  c.struct_size = sizeof c;
-  c.n_features_in = 1;
+  const RhCudaHostBatch b = rh_batch(x, y, weights, n, 1, batch_weight);
+  RhCudaUpdateConfig c = rh_config(1, RH_CUDA_PENALTY_NONE);
   c.max_iter = 50;
-  c.tau = 1.345;
-  c.bandwidth_scale = 1.0;
   c.tolerance = 1e-6;
-  c.penalty = RH_CUDA_PENALTY_NONE;
-  c.lambda_scale = 1.0;
-  RhCudaDiagnostics d;
-  memset(&d, 0, sizeof d);
-  d.abi_version = RH_CUDA_ABI_VERSION;
-  d.struct_size = sizeof d;
+  RhCudaDiagnostics d = rh_diagnostics();
   RhCudaStatus s = rh_cuda_engine_update_host(e, &b, &c, &d);
-  RhCudaHostState st;
-  memset(&st, 0, sizeof st);
-  st.abi_version = RH_CUDA_ABI_VERSION;
-  st.struct_size = sizeof st;
-  st.coefficients = coef;
-  st.information = info;
+  RhCudaHostState st = rh_state_out(coef, info);
   (void)rh_cuda_engine_copy_state(e, &st);
   v.n_samples_seen = st.n_samples_seen;
   v.batch_count = st.batch_count;

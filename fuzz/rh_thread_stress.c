@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi_structs.h"
 #include "rh_cuda.h"
 
 #define P_MAX 6
@@ -55,35 +56,20 @@ static void run_stream(Job* job) {
   const int32_t dtype = job->index % 2 ? RH_CUDA_DTYPE_FLOAT32 : RH_CUDA_DTYPE_FLOAT64;
   const size_t elem = dtype == RH_CUDA_DTYPE_FLOAT32 ? sizeof(float) : sizeof(double);
   const int64_t p = 2 + job->index % 4, P = p + 1;
-  RhCudaEngineOptions o;
-  memset(&o, 0, sizeof o);
-  o.abi_version = RH_CUDA_ABI_VERSION;
-  o.struct_size = sizeof o;
-  o.dtype = dtype;
-  o.device_id = -1;
-  o.n_parameters = P;
+  const RhCudaEngineOptions o = rh_options(dtype, P);
   RhCudaEngine* e = NULL;
   if (rh_cuda_engine_create(&o, &e) != RH_CUDA_SUCCESS) {
     fprintf(stderr, "thread %d: create failed: %s\n", job->index, rh_cuda_last_error());
     r->failures++;
     return;
   }
-  RhCudaUpdateConfig c;
-  memset(&c, 0, sizeof c);
-  c.abi_version = RH_CUDA_ABI_VERSION;
-  c.struct_size = sizeof c;
-  c.n_features_in = p;
+  RhCudaUpdateConfig c =
+      rh_config(p, job->index % 3 == 2 ? RH_CUDA_PENALTY_L1 : RH_CUDA_PENALTY_NONE);
   c.max_iter = 50;
-  c.tau = 1.345;
-  c.bandwidth_scale = 1.0;
   c.tolerance = 1e-8;
   c.ridge = 1e-8;
-  c.penalty = job->index % 3 == 2 ? RH_CUDA_PENALTY_L1 : RH_CUDA_PENALTY_NONE;
   c.lambda_scale = 0.5;
-  RhCudaDiagnostics d;
-  memset(&d, 0, sizeof d);
-  d.abi_version = RH_CUDA_ABI_VERSION;
-  d.struct_size = sizeof d;
+  RhCudaDiagnostics d = rh_diagnostics();
   unsigned char x[ROWS_MAX * P_MAX * sizeof(double)], y[ROWS_MAX * sizeof(double)];
   for (int b = 0; b < job->batches; ++b) {
     int64_t n = 5 + (int64_t)(mix(&seed) % (ROWS_MAX - 5));
@@ -99,15 +85,7 @@ static void run_stream(Job* job) {
       if (dtype == RH_CUDA_DTYPE_FLOAT32) ((float*)y)[i] = (float)target;
       else ((double*)y)[i] = target;
     }
-    RhCudaHostBatch batch;
-    memset(&batch, 0, sizeof batch);
-    batch.abi_version = RH_CUDA_ABI_VERSION;
-    batch.struct_size = sizeof batch;
-    batch.x_design = x;
-    batch.y = y;
-    batch.n_rows = n;
-    batch.n_columns = p;
-    batch.batch_weight = (double)n;
+    const RhCudaHostBatch batch = rh_batch(x, y, NULL, n, p, (double)n);
     if (rh_cuda_engine_update_host(e, &batch, &c, &d) != RH_CUDA_SUCCESS) {
       fprintf(stderr, "thread %d batch %d: %s\n", job->index, b, rh_cuda_engine_last_error(e));
       r->failures++;
@@ -155,12 +133,7 @@ static void run_stream(Job* job) {
                                                        : ((double*)out)[i];
   }
   unsigned char coef[P_MAX * sizeof(double)], info[P_MAX * P_MAX * sizeof(double)];
-  RhCudaHostState st;
-  memset(&st, 0, sizeof st);
-  st.abi_version = RH_CUDA_ABI_VERSION;
-  st.struct_size = sizeof st;
-  st.coefficients = coef;
-  st.information = info;
+  RhCudaHostState st = rh_state_out(coef, info);
   if (rh_cuda_engine_copy_state(e, &st) != RH_CUDA_SUCCESS) r->failures++;
   for (int64_t j = 0; j < P; ++j) {
     r->coefficients[j] = dtype == RH_CUDA_DTYPE_FLOAT32 ? (double)((float*)coef)[j]
