@@ -100,14 +100,8 @@ class BatchDiagnostics(dict):
         cls, diagnostics: Diagnostics, *, max_iter: int, penalty: str
     ) -> BatchDiagnostics:
         """Plain Python values of one batch's Diagnostics plus the derived stop_reason."""
-        iterations = int(diagnostics.iterations)
-        converged = bool(diagnostics.converged)
+        plain = Diagnostics.from_fields(diagnostics)
         return cls(
-            iterations=iterations,
-            converged=converged,
-            objective=float(diagnostics.objective),
-            lambda_value=float(diagnostics.lambda_value),
-            bandwidth=float(diagnostics.bandwidth),
-            used_regularized_fallback=bool(diagnostics.used_regularized_fallback),
-            stop_reason=stop_reason(converged, iterations, max_iter, penalty),
+            plain.__dict__,
+            stop_reason=stop_reason(plain.converged, plain.iterations, max_iter, penalty),
         )
