@@ -464,6 +464,10 @@ _V3_TOLERANCES = {
     # moves by 2e-6 with the row order
     "l1-unscaled-first-batch-then-scaled": (1e-5, 1e-7),
     "l1-features-1e3-to-1e6": (1e-8, 1e-10),
+    # batch 2's last Newton step (8e-8, a true correction below tol (1 + ||beta||) = 3e-7)
+    # changes f by one ulp, so whether a replay takes it whole or halved is rounding: librh_cpu
+    # resumed from the corpus's batch-1 state halves it and ends 3.8e-8 (relative) away
+    "none-features-1e3-to-1e6": (1e-7, 1e-9),
 }
 
 

@@ -91,6 +91,21 @@ RH_ALGORITHM_FN double rh_lamm_phi_bound(double sum_w_x2, double trace_informati
   return (sum_w_x2 + trace_information) / total_weight;
 }
 
+/* The linear-solve ladder's equilibration (docs/decisions.md, "Linear solve ladder"): the power
+ * of two d with d^2 a in [1/2, 2) for a column whose diagonal entry is a, 1 when a is not a positive
+ * finite number. LU and the SVD run on diag(d) A diag(d); multiplying by powers of two is
+ * exact, so that system is A in other units, not a rounded copy of it. */
+RH_ALGORITHM_FN double rh_equilibration_factor(double diagonal) {
+  if (!(diagonal > 0.0) || !isfinite(diagonal)) {
+    return 1.0;
+  }
+  int exponent = 0;
+  (void)frexp(diagonal, &exponent); /* diagonal = m 2^exponent, m in [1/2, 1) */
+  /* floor(exponent / 2), also for a negative exponent. */
+  const int halved = exponent >= 0 ? exponent / 2 : -((1 - exponent) / 2);
+  return ldexp(1.0, -halved);
+}
+
 #undef RH_ALGORITHM_FN
 
 #endif /* RH_ALGORITHM_H */

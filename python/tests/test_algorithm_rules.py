@@ -62,6 +62,41 @@ def test_rounding_floor_scales_with_the_objective_and_the_dtype():
     assert not rules.within_rounding(1e-300, 0.0, eps32) and rules.within_rounding(0.0, 0.0, eps32)
 
 
+def test_equilibration_factors_are_powers_of_two_bringing_the_diagonal_to_unit_order():
+    diagonal = np.array(
+        [1.0, 0.5, 2.0, 3.0, 1e10, 1e-10, 5e-324, 1.7e308, 0.0, -4.0, np.inf, np.nan]
+    )
+    d = rules.equilibration_factors(np, diagonal)
+    usable = np.isfinite(diagonal) & (diagonal > 0)
+    mantissa, _ = np.frexp(d)
+    assert np.all(mantissa == 0.5)  # powers of two: the scaling is exact
+    scaled = d[usable] * (d[usable] * diagonal[usable])
+    assert np.all((scaled >= 0.5) & (scaled < 2.0))
+    assert np.all(d[~usable] == 1.0)
+
+
+def test_the_ladder_solves_raw_unit_columns_instead_of_truncating_them():
+    """A = D S D, D from 3e-5 to 3e5, S the identity but for two columns of correlation
+    1 - 1e-5: Cholesky and LU refuse it at float32's pivot floor, its equilibrated singular
+    values are within the cutoff, so the step is A^-1 b (analytic), not a truncated one."""
+    from renewable_huber.core.linear_solve import solve_linear
+
+    P, rho = 7, 1.0 - 1e-5
+    scale = 3.0 * 10.0 ** np.linspace(-5, 5, P)
+    S = np.eye(P)
+    S[2, 5] = S[5, 2] = rho
+    b = np.random.default_rng(3).normal(size=P)
+    inverse = np.eye(P)
+    inverse[np.ix_([2, 5], [2, 5])] = np.array([[1.0, -rho], [-rho, 1.0]]) / (1.0 - rho**2)
+    expected = (inverse @ (b / scale)) / scale
+    A32 = (scale[:, None] * S * scale[None, :]).astype(np.float32)
+    solution = solve_linear(np, A32, b.astype(np.float32))
+    assert solution.method == "svd"
+    # In S's units, against the float32 matrix's rounding amplified by kappa ~ 2e5.
+    error = np.linalg.norm(scale * (solution.x - expected)) / np.linalg.norm(scale * expected)
+    assert error < 0.05
+
+
 def _first_batch(X, y, penalty="none", max_iter=100, tol=1e-6, lambda_scale=1.0):
     p = X.shape[1]
     config = UpdateConfig(

@@ -78,6 +78,8 @@ typedef struct RhWorkspace {
   double* hessian;
   double* factor;
   double* right_vectors;
+  double* equilibrated;  /* diag(d) H diag(d) for the ladder's LU and SVD rungs */
+  double* equilibration; /* d, d * rhs and an equilibrated solution (dense_solve.c) */
   /* commit staging in the engine dtype */
   void* staged_coefficients;
   void* staged_information;

@@ -17,6 +17,7 @@
 
 #include "cpu_engine.h"
 #include "dense_solve.h"
+#include "rh_algorithm.h"
 
 static int is_bitwise_symmetric(const double* a, int64_t P) {
   for (int64_t i = 0; i < P; ++i) {
@@ -142,7 +143,7 @@ static double dot(const double* a, const double* b, int64_t n) {
  * same rotations applied to Vt. On exit the rows of B are sigma_j u_j' and the rows of Vt are
  * v_j', so x = sum_j v_j (b_j . rhs) / sigma_j^2 over the kept singular values. */
 void rh_min_norm_jacobi_solve(const double* a, const double* rhs, int64_t P, double eps,
-                              RhWorkspace* ws, double* x) {
+                              RhWorkspace* ws, double* x, int64_t* rank) {
   double* bt = ws->factor;
   double* vt = ws->right_vectors;
   double* sigma = ws->singular_values;
@@ -193,10 +194,12 @@ void rh_min_norm_jacobi_solve(const double* a, const double* rhs, int64_t P, dou
   for (int64_t k = 0; k < P; ++k) {
     x[k] = 0.0;
   }
+  *rank = 0;
   for (int64_t j = 0; j < P; ++j) {
     if (!(sigma[j] > cutoff)) {
       continue;
     }
+    ++*rank;
     double coefficient = dot(bt + j * P, rhs, P) / (sigma[j] * sigma[j]);
     for (int64_t k = 0; k < P; ++k) {
       x[k] += coefficient * vt[j * P + k];
@@ -475,7 +478,7 @@ static int all_finite(const double* v, int64_t n) {
 }
 
 int rh_min_norm_symmetric_solve(const double* a, const double* rhs, int64_t P, double eps,
-                                RhWorkspace* ws, double* x) {
+                                RhWorkspace* ws, double* x, int64_t* rank) {
   double* t = ws->factor;
   double* zt = ws->right_vectors;
   double* d = ws->singular_values;
@@ -512,6 +515,7 @@ int rh_min_norm_symmetric_solve(const double* a, const double* rhs, int64_t P, d
   for (int64_t i = 0; i < P; ++i) {
     kept += fabs(d[i]) > cutoff;
   }
+  *rank = kept;
   if (kept == P) {
     double* u2 = P >= 3 ? zt + 2 * P : d;
     if (!tridiagonal_solve(saved_d, saved_e, P, u2, x)) {
@@ -553,6 +557,28 @@ int rh_min_norm_symmetric_solve(const double* a, const double* rhs, int64_t P, d
   return 1;
 }
 
+/* scaled = diag(d) a diag(d) with d from rh_equilibration_factor of a's diagonal; 0 when a
+ * product is not finite (a is then no Newton matrix: the ladder goes on with a unscaled). */
+static int equilibrate(const double* a, int64_t P, double* d, double* scaled) {
+  for (int64_t i = 0; i < P; ++i) {
+    d[i] = rh_equilibration_factor(a[i * P + i]);
+  }
+  for (int64_t i = 0; i < P; ++i) {
+    for (int64_t j = 0; j < P; ++j) {
+      scaled[i * P + j] = a[i * P + j] * d[i] * d[j];
+    }
+  }
+  return all_finite(scaled, P * P);
+}
+
+/* The minimum-norm rungs on a, with the number of singular values they kept in *rank. */
+static void min_norm_solve(const double* a, const double* rhs, int64_t P, double eps,
+                           int symmetric, RhWorkspace* ws, double* x, int64_t* rank) {
+  if (!symmetric || !rh_min_norm_symmetric_solve(a, rhs, P, eps, ws, x, rank)) {
+    rh_min_norm_jacobi_solve(a, rhs, P, eps, ws, x, rank);
+  }
+}
+
 void rh_dense_solve(const double* hessian, const double* rhs, int64_t P, double eps,
                     RhWorkspace* ws, double* solution, int* used_fallback) {
   const int symmetric = is_bitwise_symmetric(hessian, P);
@@ -560,11 +586,41 @@ void rh_dense_solve(const double* hessian, const double* rhs, int64_t P, double 
     cholesky_solve(ws->factor, P, rhs, solution);
     return;
   }
-  if (lu_solve(hessian, P, eps, ws->factor, rhs, solution)) {
-    return;
+  /* LU's pivot test and the SVD's rank cutoff compare columns with each other, so both run on
+   * the equilibrated system diag(d) H diag(d) y = d rhs, x = d y: raw units alone never make H
+   * look singular (docs/decisions.md, "Linear solve ladder"). Scaling by powers of two keeps H's
+   * symmetry bit for bit. */
+  double* d = ws->equilibration;
+  double* scaled_rhs = ws->equilibration + P;
+  const int scaled = equilibrate(hessian, P, d, ws->equilibrated);
+  if (!scaled) { /* no Newton matrix overflows so; whatever did goes on unscaled */
+    for (int64_t i = 0; i < P; ++i) {
+      d[i] = 1.0;
+    }
+    memcpy(ws->equilibrated, hessian, (size_t)(P * P) * sizeof(double));
   }
-  if (!symmetric || !rh_min_norm_symmetric_solve(hessian, rhs, P, eps, ws, solution)) {
-    rh_min_norm_jacobi_solve(hessian, rhs, P, eps, ws, solution);
+  for (int64_t i = 0; i < P; ++i) {
+    scaled_rhs[i] = d[i] * rhs[i];
   }
-  *used_fallback = 1;
+  if (!lu_solve(ws->equilibrated, P, eps, ws->factor, scaled_rhs, solution)) {
+    *used_fallback = 1;
+    int64_t rank = 0;
+    min_norm_solve(ws->equilibrated, scaled_rhs, P, eps, symmetric, ws, solution, &rank);
+    if (rank < P) {
+      /* Rank deficient after equilibration. Where the cutoff on H itself keeps the same rank
+       * (collinear columns of like scale), the step is H's minimum-norm solution, the norm of
+       * beta; where raw units make it cut more, the equilibrated one. */
+      double* equilibrated_solution = ws->equilibration + 2 * P;
+      memcpy(equilibrated_solution, solution, (size_t)P * sizeof(double));
+      int64_t raw_rank = 0;
+      min_norm_solve(hessian, rhs, P, eps, symmetric, ws, solution, &raw_rank);
+      if (raw_rank == rank) {
+        return;
+      }
+      memcpy(solution, equilibrated_solution, (size_t)P * sizeof(double));
+    }
+  }
+  for (int64_t i = 0; i < P; ++i) {
+    solution[i] *= d[i];
+  }
 }

@@ -59,6 +59,8 @@ static size_t buffer_specs(RhWorkspace* ws, int64_t n, int64_t P, size_t elem_si
   RH_SPEC(hessian, square, sizeof(double));
   RH_SPEC(factor, square, sizeof(double));
   RH_SPEC(right_vectors, square, sizeof(double));
+  RH_SPEC(equilibrated, square, sizeof(double));
+  RH_SPEC(equilibration, 3 * P, sizeof(double));
   RH_SPEC(staged_coefficients, P, elem_size);
   RH_SPEC(staged_information, square, elem_size);
 #undef RH_SPEC

@@ -19,6 +19,8 @@
 
 static double A[P_MAX * P_MAX], V[P_MAX * P_MAX], U[P_MAX * P_MAX];
 static double B[P_MAX], X[P_MAX], XJ[P_MAX], REF[P_MAX], LAMBDA[P_MAX];
+/* The minimum-norm solvers' report: the number of singular values kept. */
+static int64_t rank_kept;
 
 static RhWorkspace workspace(int64_t P) {
   RhWorkspace ws;
@@ -27,6 +29,8 @@ static RhWorkspace workspace(int64_t P) {
   ws.right_vectors = malloc(sizeof(double) * (size_t)(P * P));
   ws.singular_values = malloc(sizeof(double) * (size_t)P);
   ws.scratch = malloc(sizeof(double) * (size_t)P);
+  ws.equilibrated = malloc(sizeof(double) * (size_t)(P * P));
+  ws.equilibration = malloc(sizeof(double) * (size_t)(3 * P));
   return ws;
 }
 
@@ -35,6 +39,8 @@ static void release(RhWorkspace* ws) {
   free(ws->right_vectors);
   free(ws->singular_values);
   free(ws->scratch);
+  free(ws->equilibrated);
+  free(ws->equilibration);
 }
 
 /* A random orthogonal P x P matrix (row-major, orthonormal columns): modified Gram-Schmidt on
@@ -183,7 +189,8 @@ static void check_spectral_case(int P, int rank, int negative, int with_jacobi) 
   const double tol = min_norm_tolerance(P, 10.0);
   const double epsilons[2] = {DBL_EPSILON, FLT_EPSILON};
   for (int e = 0; e < 2; ++e) {
-    CHECK(rh_min_norm_symmetric_solve(A, B, P, epsilons[e], &ws, X) == 1);
+    CHECK(rh_min_norm_symmetric_solve(A, B, P, epsilons[e], &ws, X, &rank_kept) == 1);
+    CHECK(rank_kept == rank);
     double err = relative_error(X, REF, P);
     if (!(err <= tol)) {
       fprintf(stderr, "P %d rank %d negative %d eps %g: symmetric error %.3g > %.3g\n", P, rank,
@@ -202,9 +209,9 @@ static void check_spectral_case(int P, int rank, int negative, int with_jacobi) 
     CHECK(relative_error(X, REF, P) <= tol);
   }
   if (with_jacobi) {
-    rh_min_norm_jacobi_solve(A, B, P, DBL_EPSILON, &ws, XJ);
+    rh_min_norm_jacobi_solve(A, B, P, DBL_EPSILON, &ws, XJ, &rank_kept);
     CHECK(relative_error(XJ, REF, P) <= tol);
-    CHECK(rh_min_norm_symmetric_solve(A, B, P, DBL_EPSILON, &ws, X) == 1);
+    CHECK(rh_min_norm_symmetric_solve(A, B, P, DBL_EPSILON, &ws, X, &rank_kept) == 1);
     CHECK(relative_error(X, XJ, P) <= tol);
   }
   release(&ws);
@@ -232,7 +239,7 @@ static void test_symmetric_indefinite_matches_analytic(void) {
     /* Full rank: H x = b itself, checked also by its residual. */
     check_spectral_case(P, P, 1, P < 300);
     RhWorkspace ws = workspace(P);
-    CHECK(rh_min_norm_symmetric_solve(A, B, P, DBL_EPSILON, &ws, X) == 1);
+    CHECK(rh_min_norm_symmetric_solve(A, B, P, DBL_EPSILON, &ws, X, &rank_kept) == 1);
     double residual = 0.0, a_norm = 0.0; /* ||H x - b||_inf and ||H||_inf */
     for (int i = 0; i < P; ++i) {
       long double r = -(long double)B[i], row = 0.0L;
@@ -331,7 +338,7 @@ static void check_collinear_case(int P) {
   }
   CHECK(norm2(residual, P) <= tol * h_norm * x_norm);
   if (P <= 64) {
-    rh_min_norm_jacobi_solve(A, B, P, DBL_EPSILON, &ws, XJ);
+    rh_min_norm_jacobi_solve(A, B, P, DBL_EPSILON, &ws, XJ, &rank_kept);
     CHECK(relative_error(X, XJ, P) <= tol);
   }
   release(&ws);
@@ -350,14 +357,14 @@ static void test_one_and_two_parameters_by_hand(void) {
   int used_fallback = 0;
   /* 0 x = 3: the minimum-norm solution is 0; Cholesky and LU refuse a zero pivot. */
   a1[0] = 0.0;
-  CHECK(rh_min_norm_symmetric_solve(a1, b1, 1, DBL_EPSILON, &ws, x1) == 1);
+  CHECK(rh_min_norm_symmetric_solve(a1, b1, 1, DBL_EPSILON, &ws, x1, &rank_kept) == 1);
   CHECK(x1[0] == 0.0);
   x1[0] = 1.0;
   rh_dense_solve(a1, b1, 1, DBL_EPSILON, &ws, x1, &used_fallback);
   CHECK(x1[0] == 0.0);
   CHECK(used_fallback == 1);
   a1[0] = -2.0;
-  CHECK(rh_min_norm_symmetric_solve(a1, b1, 1, FLT_EPSILON, &ws, x1) == 1);
+  CHECK(rh_min_norm_symmetric_solve(a1, b1, 1, FLT_EPSILON, &ws, x1, &rank_kept) == 1);
   CHECK_CLOSE(x1[0], -1.5, 1e-15, 0.0);
 
   double b2[2] = {1.0, 5.0}, x2[2];
@@ -370,26 +377,26 @@ static void test_one_and_two_parameters_by_hand(void) {
   CHECK_CLOSE(x2[1], 1.5, 1e-14, 0.0);
   /* [[0, 1], [1, 0]]: x = (b2, b1). */
   double swap[4] = {0.0, 1.0, 1.0, 0.0};
-  CHECK(rh_min_norm_symmetric_solve(swap, b2, 2, DBL_EPSILON, &ws, x2) == 1);
+  CHECK(rh_min_norm_symmetric_solve(swap, b2, 2, DBL_EPSILON, &ws, x2, &rank_kept) == 1);
   CHECK_CLOSE(x2[0], 5.0, 1e-14, 0.0);
   CHECK_CLOSE(x2[1], 1.0, 1e-14, 0.0);
   /* [[4, 0], [0, 1e-9]] in the float32 working precision: 1e-9 < 2 eps 4, cut off. */
   double diag[4] = {4.0, 0.0, 0.0, 1e-9};
-  CHECK(rh_min_norm_symmetric_solve(diag, b2, 2, FLT_EPSILON, &ws, x2) == 1);
+  CHECK(rh_min_norm_symmetric_solve(diag, b2, 2, FLT_EPSILON, &ws, x2, &rank_kept) == 1);
   CHECK_CLOSE(x2[0], 0.25, 1e-15, 0.0);
   CHECK(x2[1] == 0.0);
   /* ... but kept in float64: 1e-9 > 2 eps 4. */
-  CHECK(rh_min_norm_symmetric_solve(diag, b2, 2, DBL_EPSILON, &ws, x2) == 1);
+  CHECK(rh_min_norm_symmetric_solve(diag, b2, 2, DBL_EPSILON, &ws, x2, &rank_kept) == 1);
   CHECK_CLOSE(x2[1], 5e9, 1e-12, 0.0);
   /* The zero matrix: x = 0. */
   double zeros[4] = {0.0, 0.0, 0.0, 0.0};
-  CHECK(rh_min_norm_symmetric_solve(zeros, b2, 2, DBL_EPSILON, &ws, x2) == 1);
+  CHECK(rh_min_norm_symmetric_solve(zeros, b2, 2, DBL_EPSILON, &ws, x2, &rank_kept) == 1);
   CHECK(x2[0] == 0.0 && x2[1] == 0.0);
   /* A non-finite matrix is refused (the caller then takes the Jacobi SVD). */
   double bad[4] = {1.0, NAN, NAN, 1.0};
-  CHECK(rh_min_norm_symmetric_solve(bad, b2, 2, DBL_EPSILON, &ws, x2) == 0);
+  CHECK(rh_min_norm_symmetric_solve(bad, b2, 2, DBL_EPSILON, &ws, x2, &rank_kept) == 0);
   double inf[4] = {INFINITY, 0.0, 0.0, 1.0};
-  CHECK(rh_min_norm_symmetric_solve(inf, b2, 2, DBL_EPSILON, &ws, x2) == 0);
+  CHECK(rh_min_norm_symmetric_solve(inf, b2, 2, DBL_EPSILON, &ws, x2, &rank_kept) == 0);
   release(&ws);
 }
 
@@ -409,6 +416,54 @@ static void test_asymmetric_matrix_keeps_the_general_svd(void) {
   rh_dense_solve(A, B, P, DBL_EPSILON, &ws, X, &used_fallback);
   CHECK(used_fallback == 1);
   CHECK(relative_error(X, REF, P) <= min_norm_tolerance(P, 10.0));
+  release(&ws);
+}
+
+/* Raw units: A = D S D with D spanning 3e-5 .. 3e5 and S the identity but for two columns of
+ * correlation rho = 1 - 1e-5 (their Cholesky pivot share 1 - rho^2 = 2e-5 is below the float32
+ * floor 64 P eps = 5.3e-5, so Cholesky and LU refuse S; its singular values 1 +- rho are within
+ * the SVD's cutoff eps P sigma_max = 1.7e-6). The ladder's SVD sees the equilibrated system,
+ * whose condition is S's, and solves it: x = D^-1 S^-1 D^-1 b. With the cutoff measured across
+ * raw columns it would drop every scale but the largest. */
+static void test_raw_unit_columns_are_solved_not_truncated(void) {
+  const int P = 7;
+  const double rho = 1.0 - 1e-5;
+  RhWorkspace ws = workspace(P);
+  double scale[7], inner[7], error[7], reference[7];
+  for (int k = 0; k < P; ++k) {
+    scale[k] = 3.0 * pow(10.0, -5.0 + 10.0 * k / (P - 1));
+  }
+  for (int i = 0; i < P; ++i) {
+    for (int j = 0; j < P; ++j) {
+      const double s = i == j ? 1.0 : ((i == 2 && j == 5) || (i == 5 && j == 2)) ? rho : 0.0;
+      A[i * P + j] = scale[i] * s * scale[j];
+    }
+  }
+  random_vector(B, P);
+  /* inner = S^-1 D^-1 b: S^-1 is the identity but for the 2 x 2 block's inverse. */
+  for (int i = 0; i < P; ++i) {
+    inner[i] = B[i] / scale[i];
+  }
+  const double det = 1.0 - rho * rho;
+  const double b2 = inner[2], b5 = inner[5];
+  inner[2] = (b2 - rho * b5) / det;
+  inner[5] = (b5 - rho * b2) / det;
+  for (int i = 0; i < P; ++i) {
+    REF[i] = inner[i] / scale[i];
+  }
+  int used_fallback = 0;
+  rh_dense_solve(A, B, P, FLT_EPSILON, &ws, X, &used_fallback);
+  CHECK(used_fallback == 1);
+  /* ||D (x - ref)|| / ||D ref||: the error in S's units (double arithmetic, kappa 2e5). */
+  for (int i = 0; i < P; ++i) {
+    error[i] = scale[i] * (X[i] - REF[i]);
+    reference[i] = scale[i] * REF[i];
+  }
+  const double err = norm2(error, P) / norm2(reference, P);
+  if (!(err <= 1e-9)) {
+    fprintf(stderr, "raw-unit columns: error %.3g in S's units\n", err);
+  }
+  CHECK(err <= 1e-9);
   release(&ws);
 }
 
@@ -529,6 +584,7 @@ int main(void) {
   RUN_TEST(test_symmetric_indefinite_matches_analytic);
   RUN_TEST(test_collinear_columns_give_finite_solution_orthogonal_to_null_space);
   RUN_TEST(test_asymmetric_matrix_keeps_the_general_svd);
+  RUN_TEST(test_raw_unit_columns_are_solved_not_truncated);
   RUN_TEST(test_duplicated_columns_report_fallback_through_engine);
   return TEST_MAIN_RESULT();
 }

@@ -305,6 +305,7 @@ void Engine::create(const RhCudaEngineOptions& options) {
   }
   reserve_elems(ws.gram, PP, elem_size, "Gram matrix");
   reserve_elems(ws.majoriser_gram, PP, elem_size, "majoriser Gram matrix");
+  reserve_elems(ws.equilibration, 3 * P, sizeof(double), "linear-solve equilibration");
   reserve_elems(ws.pivots, P, sizeof(int), "LU pivots");
   reserve_elems(ws.solver_info, 1, sizeof(int), "cuSOLVER info");
   for (GrowingBuffer* b : {&ws.candidates, &ws.candidate_deltas, &ws.candidate_jdeltas}) {

@@ -54,6 +54,9 @@ struct Workspace {
   // X' diag(w m) X for Newton's majoriser fallback, apart from the Gram at beta, which the
   // finish still needs when the fallback's step is rejected and the solve ends.
   GrowingBuffer majoriser_gram;
+  // 3 P doubles for the linear solve's LU and SVD rungs: the equilibration d, d * g, and an
+  // equilibrated solution kept while the SVD of H itself is tried (linear_solve.cu).
+  GrowingBuffer equilibration;
   // Row-sized, grown to the largest batch.
   GrowingBuffer x_stage, y_stage, w_stage, residual, score, scaled_rows, row_partials;
   GrowingBuffer xtu_partials;   // per row-pass block, kWideRowColumns each
@@ -76,7 +79,8 @@ struct Workspace {
          {&beta, &beta0, &dir, &grad, &jdelta, &jdir, &information64, &hessian, &gram, &xtu,
           &singular_values, &left_vectors, &right_vectors, &svd_scratch, &pivots, &solver_info,
           &solver_work, &blas_work, &candidates, &candidate_deltas, &candidate_jdeltas,
-          &trial_terms, &scalars, &trial_partials, &majoriser_gram, &x_stage, &y_stage,
+          &trial_terms, &scalars, &trial_partials, &majoriser_gram, &equilibration, &x_stage,
+          &y_stage,
           &w_stage, &residual, &score, &scaled_rows, &row_partials, &xtu_partials,
           &bad_partials, &commit_flags, &gram_partials, &prediction_stage, &host_scalars,
           &host_state, &host_chunks[0], &host_chunks[1]}) {
@@ -84,8 +88,8 @@ struct Workspace {
     }
   }
 };
-static_assert(sizeof(Workspace) == 41 * sizeof(GrowingBuffer),
-              "Workspace gained or lost a member: list it in Workspace::for_each and update 41");
+static_assert(sizeof(Workspace) == 42 * sizeof(GrowingBuffer),
+              "Workspace gained or lost a member: list it in Workspace::for_each and update 42");
 
 struct GraphCounters {
   uint64_t captures = 0;

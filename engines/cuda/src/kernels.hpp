@@ -108,8 +108,21 @@ void launch_newton_select(const double* partials, int blocks, const double* dir,
                           const double* jdelta, const double* jdir, const double* beta0,
                           const double* g, bool majoriser, const BatchConstants& k,
                           DeviceScalars* sc, double* beta, cudaStream_t s);
+// dir = V S^+ U' g from an SVD (columns of U and V, S descending), singular values at or below
+// eps P S[0] dropped; *rank = the number kept.
 void launch_svd_solve(const double* U, const double* S, const double* V, const double* g,
-                      int64_t P, double eps, double* scratch, double* dir, cudaStream_t s);
+                      int64_t P, double eps, double* scratch, double* dir, int* rank,
+                      cudaStream_t s);
+// The linear-solve ladder's equilibration (docs/decisions.md, "Linear solve ladder"):
+// d_i = rh_equilibration_factor(H_ii) (or 1 when unit) and dg = d * g, setting
+// DeviceScalars.equilibrated_finite; launch_equilibrate_matrix then scales H to diag(d) H diag(d)
+// in place (exact: powers of two) and clears the flag on any non-finite product.
+void launch_equilibration(const double* H, const double* g, int64_t P, bool unit, double* d,
+                          double* dg, DeviceScalars* sc, cudaStream_t s);
+void launch_equilibrate_matrix(double* H, const double* d, int64_t P, DeviceScalars* sc,
+                               cudaStream_t s);
+// v *= d elementwise.
+void launch_scale_vector(double* v, const double* d, int64_t P, cudaStream_t s);
 // One group of LAMM attempts (count a multiple of kLammChunk, at most kLammMaxGroup): the
 // candidates and their bound terms, J delta, then the pick of the first acceptable one; the
 // pick's `group` says what a group without one leads to (LammGroup).

@@ -1,5 +1,6 @@
-// The Newton step's solve ladder (docs/decisions.md): Cholesky when H is bitwise symmetric,
-// then LU with partial pivoting, then the minimum-norm SVD solution. All in double. Systems of
+// The Newton step's solve ladder (docs/decisions.md, "Linear solve ladder"): Cholesky when H is
+// bitwise symmetric, then, on the equilibrated system, LU with partial pivoting, then the SVD.
+// All in double. Systems of
 // up to kSmallDenseMax parameters are factored and solved by one single-block kernel; larger
 // ones by cuSOLVER. The same ladder solves with the majoriser M = [G_m + J] / N + ridge I of
 // the Newton fallback (docs/algorithm.md, "Unpenalised"): the matrix is assembled from
@@ -66,43 +67,92 @@ void enqueue_cholesky_solve(UpdateContext<T>& ctx) {
                  "cusolverDnDpotrs");
 }
 
+// LU's pivot test and the SVD's rank cutoff compare columns with each other, so both run on the
+// equilibrated system diag(d) H diag(d) y = d g, dir = d y (docs/decisions.md, "Linear solve
+// ladder"): raw units alone never make H look singular. H is assembled anew before each factorisation
+// (cuSOLVER overwrites it). Synchronisations: one for LU's verdict, and on the SVD rung one for
+// its rank and, when the equilibrated system is rank deficient, one for the rank of H itself.
 template <class T>
 void solve_without_cholesky(UpdateContext<T>& ctx, const T* gram) {
   refuse_if_injected(ctx);
   Engine& e = ctx.e;
-  const int n = static_cast<int>(ctx.k.P);
+  const int64_t P = ctx.k.P;
+  const int n = static_cast<int>(P);
+  const double eps = ctx.k.dtype_epsilon;
   double* H = e.ws.hessian.as<double>();
   double* dir = e.ws.dir.as<double>();
   int* info = e.ws.solver_info.as<int>();
+  double* d = e.ws.equilibration.as<double>();
+  double* dg = d + P;
+  double* equilibrated_dir = d + 2 * P;
+  DeviceScalars* sc = ctx.device_scalars();
 
+  bool unit = false;  // d = 1: the equilibrated matrix overflowed, H goes on unscaled
+  auto assemble_system = [&] {
+    assemble(ctx, gram);
+    if (!unit) launch_equilibrate_matrix(H, d, P, sc, e.stream);
+  };
+  auto lu_factor = [&] {
+    check_cusolver(cusolverDnDgetrf(e.solver, n, n, H, n, e.ws.solver_work.as<double>(),
+                                    e.ws.pivots.as<int>(), info),
+                   "cusolverDnDgetrf");
+    launch_check_factor(H, info, P, eps, sc, e.stream);
+    ctx.enqueue_readback();
+    ctx.wait_for_status();
+  };
   assemble(ctx, gram);
-  check_cusolver(cusolverDnDgetrf(e.solver, n, n, H, n, e.ws.solver_work.as<double>(),
-                                  e.ws.pivots.as<int>(), info),
-                 "cusolverDnDgetrf");
-  launch_check_factor(H, info, ctx.k.P, ctx.k.dtype_epsilon, ctx.device_scalars(), e.stream);
-  ctx.enqueue_readback();
-  ctx.wait_for_status();
+  launch_equilibration(H, ctx.grad(), P, false, d, dg, sc, e.stream);
+  launch_equilibrate_matrix(H, d, P, sc, e.stream);
+  lu_factor();
+  if (!ctx.status().equilibrated_finite) {
+    // No Newton matrix overflows so (|H_ij| <= sqrt(H_ii H_jj) when H is positive
+    // semi-definite); whatever did is solved unscaled.
+    unit = true;
+    launch_equilibration(H, ctx.grad(), P, true, d, dg, sc, e.stream);
+    assemble_system();
+    lu_factor();
+  }
   if (ctx.status().factor_ok) {
-    check_cuda(cudaMemcpyAsync(dir, ctx.grad(), ctx.k.P * sizeof(double),
-                               cudaMemcpyDeviceToDevice, e.stream),
+    check_cuda(cudaMemcpyAsync(dir, dg, P * sizeof(double), cudaMemcpyDeviceToDevice, e.stream),
                "cudaMemcpyAsync (rhs)");
     check_cusolver(cusolverDnDgetrs(e.solver, CUBLAS_OP_N, n, 1, H, n, e.ws.pivots.as<int>(),
                                     dir, n, info),
                    "cusolverDnDgetrs");
+    launch_scale_vector(dir, d, P, e.stream);
     return;
   }
-  assemble(ctx, gram);
-  check_cusolver(cusolverDnDgesvdj(e.solver, CUSOLVER_EIG_MODE_VECTOR, 0, n, n, H, n,
-                                   e.ws.singular_values.as<double>(),
-                                   e.ws.left_vectors.as<double>(), n,
-                                   e.ws.right_vectors.as<double>(), n,
-                                   e.ws.solver_work.as<double>(), e.solver_work_elems, info,
-                                   e.svd_params),
-                 "cusolverDnDgesvdj");
-  launch_svd_solve(e.ws.left_vectors.as<double>(), e.ws.singular_values.as<double>(),
-                   e.ws.right_vectors.as<double>(), ctx.grad(), ctx.k.P, ctx.k.dtype_epsilon,
-                   e.ws.svd_scratch.as<double>(), dir, e.stream);
   ctx.used_svd = true;
+  auto svd_solve = [&](const double* rhs) {
+    check_cusolver(cusolverDnDgesvdj(e.solver, CUSOLVER_EIG_MODE_VECTOR, 0, n, n, H, n,
+                                     e.ws.singular_values.as<double>(),
+                                     e.ws.left_vectors.as<double>(), n,
+                                     e.ws.right_vectors.as<double>(), n,
+                                     e.ws.solver_work.as<double>(), e.solver_work_elems, info,
+                                     e.svd_params),
+                   "cusolverDnDgesvdj");
+    launch_svd_solve(e.ws.left_vectors.as<double>(), e.ws.singular_values.as<double>(),
+                     e.ws.right_vectors.as<double>(), rhs, P, eps,
+                     e.ws.svd_scratch.as<double>(), dir, &sc->svd_rank, e.stream);
+    ctx.enqueue_readback();
+    ctx.wait_for_status();
+    return ctx.status().svd_rank;
+  };
+  assemble_system();
+  const int rank = svd_solve(dg);
+  if (rank < n && !unit) {
+    // Rank deficient after equilibration. Where the cutoff on H itself keeps the same rank
+    // (collinear columns of like scale), the step is H's minimum-norm solution, the norm of
+    // beta; where raw units make it cut more, the equilibrated one.
+    check_cuda(cudaMemcpyAsync(equilibrated_dir, dir, P * sizeof(double),
+                               cudaMemcpyDeviceToDevice, e.stream),
+               "cudaMemcpyAsync (equilibrated solution)");
+    assemble(ctx, gram);
+    if (svd_solve(ctx.grad()) == rank) return;
+    check_cuda(cudaMemcpyAsync(dir, equilibrated_dir, P * sizeof(double),
+                               cudaMemcpyDeviceToDevice, e.stream),
+               "cudaMemcpyAsync (equilibrated solution)");
+  }
+  launch_scale_vector(dir, d, P, e.stream);
 }
 
 #define RH_INSTANTIATE_LINEAR_SOLVE(T)                                    \

@@ -115,6 +115,8 @@ struct DeviceScalars {
   int zero_newton_step;  // the paused iteration's Newton step left beta as it was: its
                          // majoriser step must strictly decrease f, else the zero step stands
   int commit_nonfinite;  // the state built by the commit kernels has a non-finite value
+  int equilibrated_finite;  // the linear solve's diag(d) H diag(d) is finite (linear_solve.cu)
+  int svd_rank;             // singular values kept by the last SVD solve
   int max_iter;          // the update's iteration limit (set with the rest at the start)
 };
 

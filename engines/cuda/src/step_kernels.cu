@@ -524,7 +524,7 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
 // Minimum-norm solve through A = U S V^T: dir = V S^+ U^T g, small singular values dropped.
 __global__ void svd_solve_kernel(const double* U, const double* S, const double* V,
                                  const double* g, int64_t P, double eps, double* scratch,
-                                 double* dir) {
+                                 double* dir, int* rank) {
   const double cutoff = eps * static_cast<double>(P) * S[0];
   for (int64_t col = threadIdx.x; col < P; col += kThreads) {
     double acc = 0.0;
@@ -534,11 +534,47 @@ __global__ void svd_solve_kernel(const double* U, const double* S, const double*
     }
     scratch[col] = acc;
   }
+  if (threadIdx.x == 0) {
+    int kept = 0;
+    for (int64_t col = 0; col < P; ++col) kept += S[col] > cutoff;
+    *rank = kept;
+  }
   __syncthreads();
   for (int64_t r = threadIdx.x; r < P; r += kThreads) {
     double acc = 0.0;
     for (int64_t col = 0; col < P; ++col) acc += V[r + col * P] * scratch[col];
     dir[r] = acc;
+  }
+}
+
+// d_i = rh_equilibration_factor(H_ii) (1 for every i when unit), dg = d * g; marks the
+// equilibrated matrix finite until launch_equilibrate_matrix finds otherwise.
+__global__ void equilibration_kernel(const double* H, const double* g, int64_t P, int unit,
+                                     double* d, double* dg, DeviceScalars* sc) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < P;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double f = unit ? 1.0 : rh_equilibration_factor(H[i + i * P]);
+    d[i] = f;
+    dg[i] = f * g[i];
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) sc->equilibrated_finite = 1;
+}
+
+__global__ void equilibrate_matrix_kernel(double* H, const double* d, int64_t P,
+                                          DeviceScalars* sc) {
+  const int64_t count = P * P;
+  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < count;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double v = H[idx] * d[idx % P] * d[idx / P];
+    H[idx] = v;
+    if (!isfinite(v)) sc->equilibrated_finite = 0;
+  }
+}
+
+__global__ void scale_vector_kernel(double* v, const double* d, int64_t P) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < P;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    v[i] *= d[i];
   }
 }
 
@@ -876,9 +912,28 @@ void launch_newton_select(const double* partials, int blocks, const double* dir,
 }
 
 void launch_svd_solve(const double* U, const double* S, const double* V, const double* g,
-                      int64_t P, double eps, double* scratch, double* dir, cudaStream_t s) {
-  svd_solve_kernel<<<1, kThreads, 0, s>>>(U, S, V, g, P, eps, scratch, dir);
+                      int64_t P, double eps, double* scratch, double* dir, int* rank,
+                      cudaStream_t s) {
+  svd_solve_kernel<<<1, kThreads, 0, s>>>(U, S, V, g, P, eps, scratch, dir, rank);
   check_launch("svd_solve_kernel");
+}
+
+void launch_equilibration(const double* H, const double* g, int64_t P, bool unit, double* d,
+                          double* dg, DeviceScalars* sc, cudaStream_t s) {
+  equilibration_kernel<<<elementwise_blocks(P), kThreads, 0, s>>>(H, g, P, unit ? 1 : 0, d, dg,
+                                                                  sc);
+  check_launch("equilibration_kernel");
+}
+
+void launch_equilibrate_matrix(double* H, const double* d, int64_t P, DeviceScalars* sc,
+                               cudaStream_t s) {
+  equilibrate_matrix_kernel<<<elementwise_blocks(P * P), kThreads, 0, s>>>(H, d, P, sc);
+  check_launch("equilibrate_matrix_kernel");
+}
+
+void launch_scale_vector(double* v, const double* d, int64_t P, cudaStream_t s) {
+  scale_vector_kernel<<<elementwise_blocks(P), kThreads, 0, s>>>(v, d, P);
+  check_launch("scale_vector_kernel");
 }
 
 void launch_lamm_candidates(int first_attempt, int count, const double* beta,

@@ -1,4 +1,5 @@
-"""The Newton step's linear solve: Cholesky -> LU with partial pivoting -> minimum-norm SVD.
+"""The Newton step's linear solve: Cholesky -> LU with partial pivoting -> SVD, the last two on
+the equilibrated system (docs/decisions.md, "Linear solve ladder").
 
 The ladder and its pivot thresholds are fixed in docs/decisions.md. The thresholds exist so
 that exactly singular systems (collinear columns with ridge 0) reach the SVD
@@ -13,6 +14,7 @@ from typing import Any
 import numpy
 
 from .numerical_error import numerical_error
+from .rules import equilibration_factors
 
 # Relative pivot floor of docs/decisions.md: a factorisation is refused when its smallest
 # pivot is below PIVOT_FACTOR * P * eps times its largest.
@@ -104,17 +106,18 @@ def lu_solve(xp, A, b):
 
 
 def minimum_norm_solve(xp, A, b):
-    """The minimum-norm least-squares solution: singular values <= eps * P * sigma_max dropped."""
+    """The minimum-norm least-squares solution with singular values <= eps * P * sigma_max
+    dropped, and the number of singular values kept (the numerical rank)."""
     U, s, Vt = xp.linalg.svd(A)
-    cutoff = float(numpy.finfo(A.dtype).eps) * A.shape[0] * float(xp.max(s))
-    keep = s > cutoff
+    keep = s > float(numpy.finfo(A.dtype).eps) * A.shape[0] * float(s.max())
     inverse = xp.where(keep, 1.0 / xp.where(keep, s, 1.0), 0.0).astype(A.dtype, copy=False)
-    return Vt.T @ (inverse * (U.T @ b))
+    return Vt.T @ (inverse * (U.T @ b)), int(xp.count_nonzero(keep))
 
 
 def solve_linear(xp, A, b) -> LinearSolution:
-    """Solve A x = b along the ladder: Cholesky when A is bitwise symmetric, then pivoted LU,
-    then the minimum-norm SVD solution (always finite).
+    """Solve A x = b along the ladder of docs/decisions.md ("Linear solve ladder"): Cholesky
+    when A is bitwise symmetric; then, on the equilibrated system, pivoted LU, then the SVD
+    (always finite).
 
     Raises EngineError (NUMERICAL_ERROR) when A or b already holds Inf/NaN (overflow upstream),
     where no rung could produce a meaningful step.
@@ -125,7 +128,25 @@ def solve_linear(xp, A, b) -> LinearSolution:
         x = cholesky_solve(xp, A, b)
         if x is not None:
             return LinearSolution(x, "cholesky")
-    x = lu_solve(xp, A, b)
-    if x is not None:
-        return LinearSolution(x, "lu")
-    return LinearSolution(minimum_norm_solve(xp, A, b), "svd")
+    # LU's pivot test and the SVD's rank cutoff compare columns with each other, so they run
+    # on the equilibrated system diag(d) A diag(d) y = d b, x = d y: raw units alone never make
+    # a system look singular.
+    d = equilibration_factors(xp, xp.diagonal(A)).astype(A.dtype, copy=False)
+    scaled = A * d[:, None] * d[None, :]
+    if not bool(xp.all(xp.isfinite(scaled))):
+        # No Newton matrix overflows so (|A_ij| <= sqrt(A_ii A_jj) when A is positive
+        # semi-definite); whatever did goes on unscaled.
+        d = xp.ones_like(d)
+        scaled = A
+    y = lu_solve(xp, scaled, d * b)
+    if y is not None:
+        return LinearSolution(d * y, "lu")
+    y, rank = minimum_norm_solve(xp, scaled, d * b)
+    if rank < A.shape[0]:
+        # Rank deficient after equilibration. Where the cutoff on A itself keeps the same
+        # rank (collinear columns of like scale), the step is A's minimum-norm solution, the
+        # norm of beta; where raw units make it cut more, the equilibrated one.
+        x, raw_rank = minimum_norm_solve(xp, A, b)
+        if raw_rank == rank:
+            return LinearSolution(x, "svd")
+    return LinearSolution(d * y, "svd")

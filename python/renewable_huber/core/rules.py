@@ -37,3 +37,12 @@ def majoriser_weights(xp, r, tau: float, curvature):
 def lamm_phi_bound(sum_w_x2: float, trace_information: float, total_weight: float) -> float:
     """(sum_i w_i ||x_i||^2 + trace J) / N: at least the largest eigenvalue of f's Hessian."""
     return (sum_w_x2 + trace_information) / total_weight
+
+
+def equilibration_factors(xp, diagonal):
+    """The linear-solve ladder's equilibration: per diagonal entry a, the power of two d with
+    d^2 a in [1/2, 2), 1 where a is not a positive finite number (rh_equilibration_factor)."""
+    usable = (diagonal > 0) & xp.isfinite(diagonal)
+    _, exponent = xp.frexp(xp.where(usable, diagonal, 1.0))
+    # a = m 2^e, m in [1/2, 1): d = 2^-floor(e / 2) (floor division also for negative e).
+    return xp.ldexp(xp.ones_like(diagonal), -(exponent // 2))
