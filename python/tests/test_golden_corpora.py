@@ -441,10 +441,10 @@ def test_v3_tolerances_are_at_least_the_base_and_derived_by_conditioning():
 
 
 def test_generator_refuses_a_case_whose_stopping_threshold_decides_it():
-    # At tol 1e-2 Newton stops on a macroscopic step, so halving tol moves the result far
-    # beyond any rounding tolerance on every kernel; the recorded tol does not.
+    # At tol 1e-2 Newton stops on a macroscopic (whole) step, so halving tol moves the result
+    # far beyond any rounding tolerance on every kernel; the recorded tol does not.
     generator = _generator()
-    (spec,) = [c for c in generator._v3_cases() if c["id"] == "none-target-offset-1e6"]
+    (spec,) = [c for c in generator._v3_cases() if c["id"] == "none-residuals-beyond-tau-plus-h"]
     coarse = dict(spec, config=dict(spec["config"], tol=1e-2))
     case, _ = generator._run_case(coarse, spec["tolerance"])
     assert "moves when tol is multiplied by 0.5" in generator._threshold_problem(coarse, case)

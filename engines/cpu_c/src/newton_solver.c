@@ -49,7 +49,8 @@ static RhCudaStatus solve_step(RhProblem* problem, const char* which, int64_t it
 }
 
 /* The first of beta - t step, t = 1, 1/2, ..., with f <= F (f < F when strict) into
- * ws->candidate (and its f into *candidate_objective); 0 when every trial is rejected. Every trial also forms the gradient
+ * ws->candidate (and its f into *candidate_objective), returning its trial number (1 for the
+ * full step); 0 when every trial is rejected. Every trial also forms the gradient
  * and curvature the next iteration needs: they ride along in the same pass over X, where
  * computing them after a later acceptance would cost another pass. */
 static int line_search(const RhProblem* problem, double objective, int strict,
@@ -64,7 +65,7 @@ static int line_search(const RhProblem* problem, double objective, int strict,
     *candidate_objective =
         rh_objective(problem, ws->candidate, ws->gradient_next, ws->curvature_next);
     if (*candidate_objective < objective || (*candidate_objective == objective && !strict)) {
-      return 1;
+      return trial + 1;
     }
   }
   return 0;
@@ -127,12 +128,15 @@ RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorB
     rh_swap_buffers(&ws->beta, &ws->candidate);
     rh_swap_buffers(&ws->gradient, &ws->gradient_next);
     rh_swap_buffers(&ws->curvature, &ws->curvature_next);
+    /* Only a whole step, or one that left f unchanged, can end the solve: a damped step is
+     * short because the line search cut it, not because beta is near the optimum. */
+    const int whole_step = accepted == 1 || candidate_objective == objective;
     objective = candidate_objective;
     if (!rh_all_finite(ws->beta, P) || !isfinite(objective)) {
       return rh_fail(err, RH_CUDA_NUMERICAL_ERROR,
                      "Newton iterate is not finite at iteration %" PRId64, it);
     }
-    if (rh_norm2(delta, P) <= problem->tolerance * (1.0 + rh_norm2(ws->beta, P))) {
+    if (whole_step && rh_norm2(delta, P) <= problem->tolerance * (1.0 + rh_norm2(ws->beta, P))) {
       result->converged = 1;
       break;
     }

@@ -437,6 +437,9 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
   double nonzero = 0.0;
   for (int64_t j = threadIdx.x; j < k.P; j += kThreads) nonzero += dir[j] != 0.0 ? 1.0 : 0.0;
   nonzero = block_sum<kThreads>(nonzero, shared);
+  // Thread 0's: only a whole step, or one that left f unchanged, can end the solve (a damped
+  // step is short because the line search cut it, not because beta is near the optimum).
+  bool whole_step = false;
   if (threadIdx.x == 0) {
     const double N = sc->total_weight;
     const double F = (sc->rho_sum + 0.5 * a) / N;
@@ -465,6 +468,7 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
       chosen_step = 0.0;
       sc->objective = F;
     }
+    whole_step = chosen == 0 || sc->objective == F;
     if (chosen_step != 0.0 || majoriser) sc->iterations += 1;
   }
   __syncthreads();
@@ -515,7 +519,7 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
     sc->zero_newton_step = 0;
     if (!isfinite(norm2) || !isfinite(sc->objective)) {
       sc->state = kNonFinite;
-    } else if (sqrt(step2) <= k.tolerance * (1.0 + sqrt(norm2))) {
+    } else if (whole_step && sqrt(step2) <= k.tolerance * (1.0 + sqrt(norm2))) {
       sc->state = kConverged;
     }
   }

@@ -28,15 +28,15 @@ def majoriser_matrix(problem: RenewableProblem, r):
 
 def _line_search(problem: RenewableProblem, beta, F: float, direction, strict: bool = False):
     """The first of beta - t d, t = 1, 1/2, ..., 2^-26, with f <= F (plain non-increase, no
-    slope term: the contract fixes this acceptance rule; f < F when strict), as (beta, r, F);
-    None when all fail."""
+    slope term: the contract fixes this acceptance rule; f < F when strict), as
+    (beta, r, F, t); None when all fail."""
     t = 1.0
     for _ in range(LINE_SEARCH_TRIALS):
         candidate = beta - t * direction
         candidate_r = residual(problem, candidate)
         candidate_F = objective(problem, candidate, candidate_r)
         if candidate_F < F or (candidate_F == F and not strict):
-            return candidate, candidate_r, candidate_F
+            return candidate, candidate_r, candidate_F, t
         t *= 0.5
     return None
 
@@ -66,8 +66,12 @@ def solve_newton(problem: RenewableProblem, max_iter: int, tol: float) -> Solver
         if accepted is None:
             converged = within_rounding(0.5 * float(g @ solution.x), F, eps)
             return SolverResult(beta, r, iteration, converged, F, used_fallback)
-        step = accepted[0] - beta
-        beta, r, F = accepted
-        if step_converged(xp, step, beta, tol):
+        candidate, candidate_r, candidate_F, t = accepted
+        step = candidate - beta
+        # Only a whole step, or one that left f unchanged, can end the solve: a damped step is
+        # short because the line search cut it, not because beta is near the optimum.
+        whole_step = t == 1.0 or candidate_F == F
+        beta, r, F = candidate, candidate_r, candidate_F
+        if whole_step and step_converged(xp, step, beta, tol):
             return SolverResult(beta, r, iteration, True, F, used_fallback)
     return SolverResult(beta, r, max_iter, False, F, used_fallback)
