@@ -128,15 +128,18 @@ RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorB
     rh_swap_buffers(&ws->beta, &ws->candidate);
     rh_swap_buffers(&ws->gradient, &ws->gradient_next);
     rh_swap_buffers(&ws->curvature, &ws->curvature_next);
-    /* Only a whole step, or one that left f unchanged, can end the solve: a damped step is
-     * short because the line search cut it, not because beta is near the optimum. */
-    const int whole_step = accepted == 1 || candidate_objective == objective;
+    /* A step the line search cut short ends the solve only when it also changed f by at most
+     * tol |f|: short because of the cut, it says nothing of the distance to the optimum, which
+     * a first-order decrease of f reveals. */
+    const int settled =
+        accepted == 1 ||
+        objective - candidate_objective <= problem->tolerance * fabs(candidate_objective);
     objective = candidate_objective;
     if (!rh_all_finite(ws->beta, P) || !isfinite(objective)) {
       return rh_fail(err, RH_CUDA_NUMERICAL_ERROR,
                      "Newton iterate is not finite at iteration %" PRId64, it);
     }
-    if (whole_step && rh_norm2(delta, P) <= problem->tolerance * (1.0 + rh_norm2(ws->beta, P))) {
+    if (settled && rh_norm2(delta, P) <= problem->tolerance * (1.0 + rh_norm2(ws->beta, P))) {
       result->converged = 1;
       break;
     }

@@ -437,9 +437,10 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
   double nonzero = 0.0;
   for (int64_t j = threadIdx.x; j < k.P; j += kThreads) nonzero += dir[j] != 0.0 ? 1.0 : 0.0;
   nonzero = block_sum<kThreads>(nonzero, shared);
-  // Thread 0's: only a whole step, or one that left f unchanged, can end the solve (a damped
-  // step is short because the line search cut it, not because beta is near the optimum).
-  bool whole_step = false;
+  // Thread 0's: a step the line search cut short ends the solve only when it also changed f by
+  // at most tol |f| (short because of the cut, it says nothing of the distance to the optimum,
+  // which a first-order decrease of f reveals).
+  bool settled = false;
   if (threadIdx.x == 0) {
     const double N = sc->total_weight;
     const double F = (sc->rho_sum + 0.5 * a) / N;
@@ -468,7 +469,7 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
       chosen_step = 0.0;
       sc->objective = F;
     }
-    whole_step = chosen == 0 || sc->objective == F;
+    settled = chosen == 0 || F - sc->objective <= k.tolerance * fabs(sc->objective);
     if (chosen_step != 0.0 || majoriser) sc->iterations += 1;
   }
   __syncthreads();
@@ -519,7 +520,7 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
     sc->zero_newton_step = 0;
     if (!isfinite(norm2) || !isfinite(sc->objective)) {
       sc->state = kNonFinite;
-    } else if (whole_step && sqrt(step2) <= k.tolerance * (1.0 + sqrt(norm2))) {
+    } else if (settled && sqrt(step2) <= k.tolerance * (1.0 + sqrt(norm2))) {
       sc->state = kConverged;
     }
   }

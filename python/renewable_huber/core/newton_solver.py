@@ -68,10 +68,11 @@ def solve_newton(problem: RenewableProblem, max_iter: int, tol: float) -> Solver
             return SolverResult(beta, r, iteration, converged, F, used_fallback)
         candidate, candidate_r, candidate_F, t = accepted
         step = candidate - beta
-        # Only a whole step, or one that left f unchanged, can end the solve: a damped step is
-        # short because the line search cut it, not because beta is near the optimum.
-        whole_step = t == 1.0 or candidate_F == F
+        # A step the line search cut short ends the solve only when it also changed f by at
+        # most tol |f|: short because of the cut, it says nothing of the distance to the
+        # optimum, which a first-order decrease of f reveals.
+        settled = t == 1.0 or F - candidate_F <= tol * abs(candidate_F)
         beta, r, F = candidate, candidate_r, candidate_F
-        if whole_step and step_converged(xp, step, beta, tol):
+        if settled and step_converged(xp, step, beta, tol):
             return SolverResult(beta, r, iteration, True, F, used_fallback)
     return SolverResult(beta, r, max_iter, False, F, used_fallback)
