@@ -48,9 +48,14 @@ struct Outcome {
   Snapshot exported;
 };
 
+// More engines than the pool keeps idle sets for one device (engine.cu keeps 4): holding them
+// leaves the pool empty, so the next create builds its stream and handles afresh.
+constexpr int kPoolDrainers = 6;
+
 struct Fixture {
   int32_t dtype = RH_CUDA_DTYPE_FLOAT64;
   RhCudaEngine* engine = nullptr;
+  RhCudaEngine* drainers[kPoolDrainers] = {};
   Outcome out;
 };
 
@@ -134,6 +139,10 @@ RhCudaStatus host_update(Fixture& f, int64_t rows, int32_t penalty, RhCudaHostSt
 void fresh_f64(Fixture& f) { f.dtype = RH_CUDA_DTYPE_FLOAT64; f.engine = new_engine(f.dtype); }
 void fresh_f32(Fixture& f) { f.dtype = RH_CUDA_DTYPE_FLOAT32; f.engine = new_engine(f.dtype); }
 void no_engine_f64(Fixture& f) { f.dtype = RH_CUDA_DTYPE_FLOAT64; }
+void no_engine_pool_drained(Fixture& f) {
+  f.dtype = RH_CUDA_DTYPE_FLOAT32;
+  for (RhCudaEngine*& d : f.drainers) d = new_engine(RH_CUDA_DTYPE_FLOAT64);
+}
 void small_batch_f64(Fixture& f) {
   fresh_f64(f);
   RH_CHECK_STATUS(host_update(f, kSmallRows, RH_CUDA_PENALTY_NONE, nullptr), RH_CUDA_SUCCESS);
@@ -262,6 +271,10 @@ void finish_outcome(Fixture& f) {
 void teardown(Fixture& f) {
   RH_CHECK_STATUS(rh_cuda_engine_destroy(f.engine), RH_CUDA_SUCCESS);
   f.engine = nullptr;
+  for (RhCudaEngine*& d : f.drainers) {
+    RH_CHECK_STATUS(rh_cuda_engine_destroy(d), RH_CUDA_SUCCESS);
+    d = nullptr;
+  }
 }
 
 bool expected_status(RhCudaStatus status, const char* kind) {
@@ -357,6 +370,8 @@ int main(int argc, char** argv) {
   const double start = rhtest::now_us();
   for (const char* kind : {"allocation", "error"}) {
     RH_CHECK(sweep("create (float64)", kind, no_engine_f64, op_create) >= 1);
+    RH_CHECK(sweep("create, fresh resources (float32)", kind, no_engine_pool_drained,
+                   op_create) >= 1);
     sweep("restore (float64)", kind, fresh_f64, op_restore);
     sweep("restore (float32)", kind, fresh_f32, op_restore);
     RH_CHECK(sweep("first update_host, Newton (float64)", kind, fresh_f64, op_update_newton) >= 1);
