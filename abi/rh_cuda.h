@@ -126,7 +126,7 @@ typedef struct RhCudaUpdateConfig {
   int64_t n_features_in;  /* p > 0; P - p must be 0 (no intercept) or 1 (intercept) */
   int64_t max_iter;       /* 1 .. INT32_MAX */
   double tau;             /* Huber threshold, finite > 0 */
-  double bandwidth_scale; /* finite > 0 */
+  double bandwidth_scale; /* finite > 0; the batch's h must come out normal (see update) */
   double tolerance;       /* finite > 0 */
   double ridge;           /* finite >= 0, added after dividing by the cumulative weight */
   int32_t penalty;        /* RH_CUDA_PENALTY_* */
