@@ -12,7 +12,7 @@ namespace rh {
 
 template <class Body>
 RhCudaStatus guarded(RhErrorBuffer* err, Body&& body) noexcept {
-  fault_injection_call_begin();  // test builds only (test_switches.hpp)
+  fault_injection_call_begin();  // test builds only (fault_sites.hpp)
   try {
     body();
     return RH_CUDA_SUCCESS;

@@ -55,7 +55,7 @@ class GrowingBuffer {
     reset();
     void* fresh = nullptr;
     cudaError_t rc = cudaSuccess;
-    if (fault_injected_here()) {  // test builds only (test_switches.hpp)
+    if (fault_injected_here()) {  // test builds only (fault_sites.hpp)
       rc = cudaErrorMemoryAllocation;
     } else if (kind_ == MemoryKind::PinnedHost) {
       rc = cudaMallocHost(&fresh, bytes);
