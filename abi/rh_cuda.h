@@ -103,7 +103,7 @@ typedef struct RhCudaHostStateView {
   int64_t n_samples_seen;   /* rows seen, zero-weight rows included; >= 0 */
   int64_t batch_count;      /* >= 0; zero exactly when n_samples_seen is zero */
   double previous_lambda;   /* finite, >= 0 */
-  double weight_sum;        /* finite, >= 0; > 0 once a batch was seen */
+  double weight_sum;        /* finite, >= 0; > 0 exactly when batch_count > 0 */
 } RhCudaHostStateView;
 
 /* A state to export into (output). 56 bytes. The caller owns the arrays (P and P x P values);
@@ -126,7 +126,7 @@ typedef struct RhCudaUpdateConfig {
   int64_t n_features_in;  /* p > 0; P - p must be 0 (no intercept) or 1 (intercept) */
   int64_t max_iter;       /* 1 .. INT32_MAX */
   double tau;             /* Huber threshold, finite > 0 */
-  double bandwidth_scale; /* finite > 0 */
+  double bandwidth_scale; /* finite > 0; the batch's h must come out normal (see update) */
   double tolerance;       /* finite > 0 */
   double ridge;           /* finite >= 0, added after dividing by the cumulative weight */
   int32_t penalty;        /* RH_CUDA_PENALTY_* */
@@ -235,7 +235,9 @@ RH_CUDA_API RhCudaStatus rh_cuda_runtime_info(RhCudaRuntimeInfo* info);
 
 /* options: borrowed for the call. out_engine: out, a new engine with an empty state (zero
  * coefficients and information, zero counters), owned by the caller until
- * rh_cuda_engine_destroy. On failure *out_engine is set to NULL. Thread-safe. */
+ * rh_cuda_engine_destroy. On failure *out_engine is set to NULL. The CUDA engine refuses
+ * n_parameters above 46340 (its dense solver takes 32-bit sizes: 46340^2 < 2^31) with
+ * RH_CUDA_INVALID_ARGUMENT. Thread-safe. */
 RH_CUDA_API RhCudaStatus rh_cuda_engine_create(const RhCudaEngineOptions* options,
                                                RhCudaEngine** out_engine);
 
@@ -246,8 +248,9 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_destroy(RhCudaEngine* engine);
 /* ======================================================================== engine state */
 
 /* Replaces the committed state with a validated copy of *state (finite values, non-negative
- * counters, batch_count == 0 exactly when n_samples_seen == 0, weight_sum > 0 when
- * batch_count > 0). state and its arrays: borrowed for the call. */
+ * counters, batch_count == 0 exactly when n_samples_seen == 0, weight_sum > 0 exactly when
+ * batch_count > 0: a state without a batch has weight 0). state and its arrays: borrowed for the
+ * call. */
 RH_CUDA_API RhCudaStatus rh_cuda_engine_restore(RhCudaEngine* engine,
                                                 const RhCudaHostStateView* state);
 
@@ -260,7 +263,10 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_copy_state(RhCudaEngine* engine, RhCudaH
 /* One renewable batch transition (docs/algorithm.md) on host data. batch, config: borrowed for
  * the call. diagnostics: out, borrowed for the call. The new state is committed only when the
  * whole transition succeeded; NaN or Inf in the batch is refused and never committed (the
- * committed state is untouched; which bad value is reported first is unspecified). */
+ * committed state is untouched; which bad value is reported first is unspecified). The batch's
+ * bandwidth h = min(bandwidth_scale / (sqrt(N) ln(max(n_features_in, 2))), tau), N =
+ * weight_sum + batch_weight, must be a positive normal double (>= 2.2250738585072014e-308),
+ * else RH_CUDA_INVALID_ARGUMENT before any work. */
 RH_CUDA_API RhCudaStatus rh_cuda_engine_update_host(RhCudaEngine* engine,
                                                     const RhCudaHostBatch* batch,
                                                     const RhCudaUpdateConfig* config,
@@ -294,7 +300,9 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_update_device_with_state(RhCudaEngine* e
 /* prediction = X_design . coefficients for the committed state. prediction and its arrays:
  * borrowed for the call; the output is in the input's memory space. Device input is accepted by
  * the CUDA engine only (the CPU engine returns RH_CUDA_UNAVAILABLE); the call returns after the
- * output is written. */
+ * output is written. NaN or Inf anywhere in X_design is RH_CUDA_INVALID_ARGUMENT naming the
+ * first such value's row and column, in every engine and for device input too (checked on the
+ * device before anything is written); the output is then left untouched. */
 RH_CUDA_API RhCudaStatus rh_cuda_engine_predict(RhCudaEngine* engine,
                                                 const RhCudaPrediction* prediction);
 

@@ -1,5 +1,8 @@
 # Reliability harnesses (fuzz/README.md). Included from the top-level Makefile, or run alone:
-#   make -f fuzz/fuzz.mk fuzz-asan        ABI fuzzer + its self-tests under ASan + UBSan (~30 s)
+#   make -f fuzz/fuzz.mk fuzz-asan        ABI fuzzer + its self-tests + the allocation-failure
+#                                         sweep under ASan + UBSan + LSan (~30 s)
+#   make -f fuzz/fuzz.mk fuzz-cuda-faults the CUDA fault sweep and device fuzzer, plain and under
+#                                         compute-sanitizer, logs in build/fault-logs (GPU host)
 #   make -f fuzz/fuzz.mk fuzz-long        10^7 fuzzed calls under ASan + UBSan (long mode)
 #   make -f fuzz/fuzz.mk fuzz-tsan        librh_cpu under ThreadSanitizer, threaded driver
 #   make -f fuzz/fuzz.mk fuzz-python      checkpoint fuzzing, crash consistency, concurrency
@@ -14,13 +17,19 @@ FUZZ_LONG_CALLS ?= 10000000
 FUZZ_CMAKE = PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake
 FUZZ_CTEST = PATH="$(CURDIR)/$(VENV)/bin:$$PATH" ctest
 
-.PHONY: fuzz-asan fuzz-long fuzz-tsan fuzz-build-plain fuzz-python fuzz-python-long
+.PHONY: fuzz-asan fuzz-cuda-faults fuzz-long fuzz-tsan fuzz-build-plain fuzz-python fuzz-python-long
 
 fuzz-asan:
 	$(FUZZ_CMAKE) -S . -B build/fuzz-asan -G Ninja -DRH_BUILD_TESTS=ON -DRH_BUILD_CUDA=OFF \
 	  -DRH_SANITIZE=ON
-	$(FUZZ_CMAKE) --build build/fuzz-asan --parallel $(JOBS) --target rh_abi_fuzz rh_abi_fuzz_selftest
-	$(FUZZ_CTEST) --test-dir build/fuzz-asan --output-on-failure -R '^fuzz\.'
+	$(FUZZ_CMAKE) --build build/fuzz-asan --parallel $(JOBS) --target rh_abi_fuzz rh_abi_fuzz_selftest \
+	  test_fault_injection
+	$(FUZZ_CTEST) --test-dir build/fuzz-asan --output-on-failure \
+	  -R '^(fuzz\.|cpu_c\.test_fault_injection$$)'
+
+fuzz-cuda-faults:
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" engines/cuda/tests/run_fault_sweep.sh build/fault-logs \
+	  build/fault-cuda
 
 # The seed and the call count are arguments: FUZZ_SEED=7 make -f fuzz/fuzz.mk fuzz-long
 fuzz-long: fuzz-asan

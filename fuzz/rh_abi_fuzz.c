@@ -37,6 +37,13 @@
  *      or failed later with NUMERICAL_ERROR instead of INVALID_ARGUMENT. The same when the
  *      engine's own cumulative weight_sum + sum overflowed while the validated weight_sum +
  *      batch_weight did not. Fixed by the shared weight-sum rule (rh_weight_sum_matches).
+ *   K2 bandwidth-underflow (found on the CUDA engine by a GPU-host run): a bandwidth_scale like
+ *      1e-300 against a large cumulative weight gave h = 0 (or subnormal), and the update ran
+ *      with an infinite curvature slope and returned SUCCESS. Fixed by the shared rule that h
+ *      at the cumulative weight must be a positive normal number (rh_validate_batch).
+ *   K3 weight-without-batch: restore accepted weight_sum > 0 with batch_count 0, a state no
+ *      stream can reach (the Python checkpoint loader already refused it). Fixed in
+ *      rh_validate_state_view: weight_sum > 0 exactly when batch_count > 0.
  */
 #include <float.h>
 #include <inttypes.h>
@@ -638,6 +645,15 @@ static int shape_ok(int64_t n_rows, int64_t n_columns, int64_t P, int64_t p, siz
   return n_rows * n_columns <= INT64_MAX / (int64_t)elem;
 }
 
+/* documented: the bandwidth h = min(bandwidth_scale / (sqrt(N) ln(max(p, 2))), tau) at the
+ * declared cumulative weight N must be a positive normal double */
+static int bandwidth_usable(const RhCudaUpdateConfig* c, double N) {
+  const double log_p = log(c->n_features_in > 2 ? (double)c->n_features_in : 2.0);
+  double h = c->bandwidth_scale / (sqrt(N) * log_p);
+  h = h < c->tau ? h : c->tau;
+  return h >= DBL_MIN;
+}
+
 static void make_batch(BatchCall* b, const World* w, const ConfigCall* c, int mutate) {
   memset(b, 0, sizeof *b);
   RhCudaHostBatch* v = &b->value;
@@ -724,7 +740,9 @@ static void make_batch(BatchCall* b, const World* w, const ConfigCall* c, int mu
                         w->snap.n_samples_seen <= INT64_MAX - declared_rows &&
                         w->snap.batch_count != INT64_MAX &&
                         isfinite(w->snap.weight_sum + declared_weight) &&
-                        w->snap.weight_sum + declared_weight > 0.0;
+                        w->snap.weight_sum + declared_weight > 0.0 &&
+                        (!c->valid || bandwidth_usable(&c->value,
+                                                       w->snap.weight_sum + declared_weight));
   if (!b->structural_valid) {
     b->data_valid = 1; /* irrelevant: the call is refused on its structure */
     return;
@@ -1072,7 +1090,7 @@ static void op_restore(World* w) {
               all_finite(w, coef, P) && all_finite(w, info, P * P) && v.n_samples_seen >= 0 &&
               v.batch_count >= 0 && (v.batch_count == 0) == (v.n_samples_seen == 0) &&
               v.batch_count <= v.n_samples_seen && finite_nonnegative(v.previous_lambda) &&
-              finite_nonnegative(v.weight_sum) && (v.batch_count == 0 || v.weight_sum > 0.0);
+              finite_nonnegative(v.weight_sum) && (v.batch_count > 0) == (v.weight_sum > 0.0);
   context("rh_cuda_engine_restore(%s, declared %u, n_samples_seen %" PRId64
           ", batch_count %" PRId64 ", previous_lambda %.17g, weight_sum %.17g%s%s%s)",
           e ? "engine" : "NULL", buf.declared, v.n_samples_seen, v.batch_count,
@@ -1436,6 +1454,34 @@ static RhCudaStatus crafted_update(int64_t P, const double* x, const double* y, 
   return s;
 }
 
+/* K2: one crafted float64 batch (two rows, one feature, intercept) with the given
+ * bandwidth_scale, on an engine restored to weight_sum0 first when it is > 0. Returns the
+ * update's status and the engine's message in `message`. */
+static RhCudaStatus crafted_bandwidth_update(double bandwidth_scale, double weight_sum0,
+                                             char* message, size_t size) {
+  static const double x[2] = {0.5, -1.0}, y[2] = {1.0, -0.5};
+  RhCudaEngine* e = create_or_die(RH_CUDA_DTYPE_FLOAT64, 2, 0);
+  double coef[2] = {0.0, 0.0}, info[4] = {1.0, 0.0, 0.0, 1.0};
+  RhCudaHostStateView v = rh_state_view(coef, info);
+  if (weight_sum0 > 0.0) {
+    v.n_samples_seen = 10;
+    v.batch_count = 1;
+    v.weight_sum = weight_sum0;
+    if (rh_cuda_engine_restore(e, &v) != RH_CUDA_SUCCESS) {
+      fprintf(stderr, "regression set-up: %s\n", rh_cuda_engine_last_error(e));
+      exit(2);
+    }
+  }
+  const RhCudaHostBatch b = rh_batch(x, y, NULL, 2, 1, 2.0);
+  RhCudaUpdateConfig c = rh_config(1, RH_CUDA_PENALTY_NONE);
+  c.bandwidth_scale = bandwidth_scale;
+  RhCudaDiagnostics d = rh_diagnostics();
+  RhCudaStatus s = rh_cuda_engine_update_host(e, &b, &c, &d);
+  snprintf(message, size, "%s", rh_cuda_engine_last_error(e));
+  rh_cuda_engine_destroy(e);
+  return s;
+}
+
 /* Crafted inputs of the defects found so far. Prints one line per case and returns the number
  * of cases that regressed. */
 static int run_regressions(void) {
@@ -1480,6 +1526,45 @@ static int run_regressions(void) {
            cases[i].name, status_name(s), ws, restorable ? "accepted" : "REFUSED",
            bad ? "REGRESSED" : "ok");
     regressed += bad;
+  }
+  /* K2: h = min(bandwidth_scale / (sqrt(N) ln 2), tau) is zero or subnormal. Expected:
+   * INVALID_ARGUMENT naming the bandwidth. Observed before the rule: SUCCESS with h = 0
+   * reported and a solve on an infinite curvature slope. */
+  const struct {
+    const char* name;
+    double bandwidth_scale, weight_sum0;
+  } bandwidth_cases[] = {
+      {"bandwidth_scale 1e-300, weight_sum 1e30 restored (h subnormal)", 1e-300, 1e30},
+      {"bandwidth_scale 1e-300, weight_sum 1e300 restored (h = 0)", 1e-300, 1e300},
+      {"bandwidth_scale 4.9e-324 on a fresh engine (h subnormal)", 4.9e-324, 0.0},
+  };
+  for (size_t i = 0; i < sizeof bandwidth_cases / sizeof bandwidth_cases[0]; ++i) {
+    char message[512];
+    RhCudaStatus s = crafted_bandwidth_update(bandwidth_cases[i].bandwidth_scale,
+                                              bandwidth_cases[i].weight_sum0, message,
+                                              sizeof message);
+    int bad = s != RH_CUDA_INVALID_ARGUMENT || strstr(message, "bandwidth") == NULL;
+    printf("K2 bandwidth-underflow, %s: update_host -> %s (expected INVALID_ARGUMENT naming the "
+           "bandwidth): %s\n",
+           bandwidth_cases[i].name, status_name(s), bad ? "REGRESSED" : "ok");
+    regressed += bad;
+  }
+  /* K3: a restored state without a batch (batch_count 0, n_samples_seen 0) but weight_sum > 0.
+   * Expected: INVALID_ARGUMENT, as for a checkpoint. Observed before the rule: accepted, and
+   * the next batch was solved with N = weight_sum + its own weight. */
+  {
+    RhCudaEngine* e = create_or_die(RH_CUDA_DTYPE_FLOAT64, 2, 0);
+    double coef[2] = {0.0, 0.0}, info[4] = {0.0, 0.0, 0.0, 0.0};
+    RhCudaHostStateView v = rh_state_view(coef, info);
+    v.weight_sum = 5.0;
+    RhCudaStatus s = rh_cuda_engine_restore(e, &v);
+    int bad = s != RH_CUDA_INVALID_ARGUMENT ||
+              strstr(rh_cuda_engine_last_error(e), "weight_sum") == NULL;
+    printf("K3 weight-without-batch, weight_sum 5 with batch_count 0: restore -> %s (expected "
+           "INVALID_ARGUMENT naming weight_sum): %s\n",
+           status_name(s), bad ? "REGRESSED" : "ok");
+    regressed += bad;
+    rh_cuda_engine_destroy(e);
   }
   return regressed;
 }

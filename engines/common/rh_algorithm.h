@@ -38,6 +38,11 @@
  * difference (the caller sums in its own order). */
 #define RH_WEIGHT_SUM_RTOL 1e-6
 
+/* The least bandwidth an update accepts (DBL_MIN): h must be a positive normal double. A zero
+ * or subnormal h, from a bandwidth_scale tiny against sqrt(N), would make the curvature ramps'
+ * slope 1 / (2h) infinite and the solve meaningless, so such a batch is refused up front. */
+#define RH_MIN_BANDWIDTH 2.2250738585072014e-308
+
 /* ----------------------------------------------------------------------------- formulas */
 
 /* h = min(bandwidth_scale / (sqrt(N) ln(max(p, 2))), tau). */
@@ -47,6 +52,9 @@ RH_ALGORITHM_FN double rh_bandwidth(double bandwidth_scale, double total_weight,
   const double h = bandwidth_scale / (sqrt(total_weight) * log_p);
   return h < tau ? h : tau;
 }
+
+/* 1 when h is a bandwidth an update can use (positive, normal; NaN is not). */
+RH_ALGORITHM_FN int rh_bandwidth_is_usable(double h) { return h >= RH_MIN_BANDWIDTH; }
 
 /* lambda = lambda_scale tau sqrt(ln(max(p, 2)) / N) for L1, 0 otherwise. */
 RH_ALGORITHM_FN double rh_lambda(int l1, double lambda_scale, double tau, double total_weight,

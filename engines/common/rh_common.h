@@ -91,8 +91,9 @@ RhCudaStatus rh_validate_config(const RhCudaUpdateConfig* config, int64_t n_para
  * layout): header (checked against `name`), x_design and y non-NULL, n_rows >= 1, n_columns is
  * n_parameters or n_features_in (the engine then appends the intercept), n_rows * n_columns
  * and byte counts overflow-free, batch_weight finite > 0, counters after the update do not
- * overflow (n_samples_seen + n_rows, batch_count + 1) and the cumulative weight
- * weight_sum + batch_weight is finite > 0. On success *append_intercept is 1 when the engine
+ * overflow (n_samples_seen + n_rows, batch_count + 1), the cumulative weight
+ * weight_sum + batch_weight is finite > 0 and the bandwidth at it is a positive normal number
+ * (rh_bandwidth_is_usable). On success *append_intercept is 1 when the engine
  * must append the all-ones column. Data values (NaN/Inf, negative weights) are the engine's
  * to check, on its own memory. */
 RhCudaStatus rh_validate_batch(const RhCudaHostBatch* batch, const char* name,
@@ -109,7 +110,7 @@ RhCudaStatus rh_validate_prediction(const RhCudaPrediction* prediction, int64_t 
 
 /* Restored state scalars: header, coefficients and information non-NULL, n_samples_seen >= 0,
  * batch_count >= 0, batch_count == 0 exactly when n_samples_seen == 0, batch_count <=
- * n_samples_seen, previous_lambda finite >= 0, weight_sum finite >= 0 and > 0 when
+ * n_samples_seen, previous_lambda finite >= 0, weight_sum finite >= 0 and > 0 exactly when
  * batch_count > 0. Array finiteness is the engine's to check. */
 RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, RhErrorBuffer* err);
 

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "rh_algorithm.h"
 #include "rh_common.h"
 
 RhCudaStatus rh_check_header(const void* ptr, const char* name, uint32_t known_size,
@@ -180,6 +181,16 @@ RhCudaStatus rh_validate_batch(const RhCudaHostBatch* batch, const char* name,
                    "must be finite and > 0",
                    weight_sum, name, batch->batch_weight, cumulative);
   }
+  const double h =
+      rh_bandwidth(config->bandwidth_scale, cumulative, config->n_features_in, config->tau);
+  if (!rh_bandwidth_is_usable(h)) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "bandwidth h = min(bandwidth_scale / (sqrt(N) ln(max(p, 2))), tau) is %.17g "
+                   "for RhCudaUpdateConfig.bandwidth_scale %.17g, tau %.17g and cumulative "
+                   "weight N %.17g: must be a positive normal number (>= %.17g); raise "
+                   "bandwidth_scale",
+                   h, config->bandwidth_scale, config->tau, cumulative, RH_MIN_BANDWIDTH);
+  }
   return RH_CUDA_SUCCESS;
 }
 
@@ -243,10 +254,12 @@ RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, RhErrorBuf
                                                  "RhCudaHostStateView.previous_lambda", err));
   RH_TRY(
       require_nonnegative_finite(state->weight_sum, "RhCudaHostStateView.weight_sum", err));
-  if (state->batch_count > 0 && !(state->weight_sum > 0.0)) {
+  /* Every batch adds a weight > 0, so a state without one has weight 0 exactly: a positive
+   * weight there would silently shrink the first batch's share of every scale (h, lambda, 1/N). */
+  if ((state->batch_count > 0) != (state->weight_sum > 0.0)) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
                    "%s.weight_sum is %.17g with batch_count %" PRId64
-                   ": must be > 0 once a batch was seen",
+                   ": must be > 0 once a batch was seen and 0 before",
                    name, state->weight_sum, state->batch_count);
   }
   return RH_CUDA_SUCCESS;

@@ -174,6 +174,28 @@ def _consume_capsule(capsule: Any, name: str) -> DLManagedTensor:
     return DLManagedTensor.from_address(address)
 
 
+def _signed_element_stride(stride: int, itemsize: int) -> int:
+    """The stride a producer meant. Some producers (CuPy) divide a negative byte stride by the
+    element size in unsigned arithmetic and export (2**64 + bytes) // itemsize, e.g.
+    2305843009213693948 for -4 float64 elements; such a value is mapped back to its sign."""
+    wrapped = stride * itemsize - 2**64
+    if stride > 0 and -(2**63) <= wrapped < 0 and wrapped % itemsize == 0:
+        return wrapped // itemsize
+    return stride
+
+
+def _not_contiguous(name: str, shape: tuple, strides, itemsize: int) -> str:
+    signed = tuple(_signed_element_stride(int(s), itemsize) for s in strides)
+    note = ""
+    if signed != tuple(strides):
+        note = (f"; the producer exported {tuple(strides)}, a negative byte stride divided as "
+                "an unsigned number")
+    hint = " (a reversed view)" if any(s < 0 for s in signed) else ""
+    return (f"{name} is not C-contiguous (shape {shape}, strides {signed} in elements{note})"
+            f"{hint}; device input is never copied: make it contiguous first "
+            f"(e.g. {name}.copy())")
+
+
 def describe_tensor(
     tensor: DLTensor, name: str, *, device_id: int, bits: int, ndim: int
 ) -> BorrowedTensor:
@@ -201,10 +223,7 @@ def describe_tensor(
             # A stride along a length-1 axis is never used to address memory, so producers may
             # report anything there (PyTorch does).
             if shape[axis] != 1 and strides[axis] != expected:
-                raise BackendContractError(
-                    f"{name} is not C-contiguous (shape {shape}, strides {tuple(strides)} in "
-                    "elements); device input is never copied: make it contiguous first"
-                )
+                raise BackendContractError(_not_contiguous(name, shape, strides, bits // 8))
             expected *= shape[axis]
     address = (tensor.data or 0) + tensor.byte_offset
     if address % (bits // 8):

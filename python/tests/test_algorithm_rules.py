@@ -37,6 +37,7 @@ def test_the_c_header_and_the_reference_state_the_same_constants():
         "LAMM_SLACK": rules.LAMM_SLACK,
         "LAMM_PHI_FLOOR": rules.LAMM_PHI_FLOOR,
         "ROUNDING_FLOOR_FACTOR": rules.ROUNDING_FLOOR_FACTOR,
+        "MIN_BANDWIDTH": rules.MIN_BANDWIDTH,
     }
 
 

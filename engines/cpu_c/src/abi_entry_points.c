@@ -6,15 +6,21 @@
  */
 #include <inttypes.h>
 
+#include "allocation.h"
 #include "cpu_engine.h"
 
-#define RH_LIBRARY_ENTRY() rh_error_clear(rh_thread_error())
+#define RH_LIBRARY_ENTRY()             \
+  do {                                 \
+    rh_allocation_call_begin();        \
+    rh_error_clear(rh_thread_error()); \
+  } while (0)
 
 #define RH_ENGINE_ENTRY(engine)                                                         \
   do {                                                                                  \
     if ((engine) == NULL) {                                                             \
       return rh_fail(rh_thread_error(), RH_CUDA_INVALID_ARGUMENT, "engine is NULL");   \
     }                                                                                   \
+    rh_allocation_call_begin();                                                         \
     rh_error_clear(&(engine)->error);                                                   \
   } while (0)
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocation.h"
 #include "cpu_engine.h"
 
 RhCudaStatus rh_engine_new(const RhCudaEngineOptions* options, RhCudaEngine** out,
@@ -22,13 +23,13 @@ RhCudaStatus rh_engine_new(const RhCudaEngineOptions* options, RhCudaEngine** ou
   (void)rh_bytes(P, elem_size, &coefficient_bytes);
   (void)rh_bytes(P * P, elem_size, &information_bytes);
   (void)rh_bytes(P, sizeof(double), &widened_bytes);
-  RhCudaEngine* engine = (RhCudaEngine*)calloc(1, sizeof *engine);
+  RhCudaEngine* engine = (RhCudaEngine*)rh_allocate_zeroed(sizeof *engine);
   if (engine == NULL) {
     return rh_fail(err, RH_CUDA_ALLOCATION_FAILED, "allocating the engine failed");
   }
-  engine->coefficients = calloc(1, coefficient_bytes);
-  engine->information = calloc(1, information_bytes);
-  engine->coefficients_f64 = (double*)calloc(1, widened_bytes);
+  engine->coefficients = rh_allocate_zeroed(coefficient_bytes);
+  engine->information = rh_allocate_zeroed(information_bytes);
+  engine->coefficients_f64 = (double*)rh_allocate_zeroed(widened_bytes);
   if (engine->coefficients == NULL || engine->information == NULL ||
       engine->coefficients_f64 == NULL) {
     rh_engine_free(engine);
@@ -49,10 +50,10 @@ void rh_engine_free(RhCudaEngine* engine) {
     return;
   }
   rh_workspace_release(&engine->workspace);
-  free(engine->coefficients);
-  free(engine->information);
-  free(engine->coefficients_f64);
-  free(engine);
+  rh_release(engine->coefficients);
+  rh_release(engine->information);
+  rh_release(engine->coefficients_f64);
+  rh_release(engine);
 }
 
 static RhCudaStatus check_finite_array(const RhCudaEngine* engine, const void* data,

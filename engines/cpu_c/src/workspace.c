@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "allocation.h"
 #include "cpu_engine.h"
 #include "gram_kernel.h"
 
@@ -74,7 +75,7 @@ void rh_workspace_release(RhWorkspace* ws) {
   int overflow = 0;
   size_t count = buffer_specs(ws, 0, 0, 1, specs, &overflow);
   for (size_t i = 0; i < count; ++i) {
-    free(*specs[i].slot);
+    rh_release(*specs[i].slot);
     *specs[i].slot = NULL;
   }
   ws->rows_capacity = 0;
@@ -100,7 +101,7 @@ RhCudaStatus rh_workspace_reserve(RhWorkspace* ws, int64_t n_rows, int64_t n_par
       break;
     }
     /* malloc(0) may return NULL; one element keeps the NULL check meaningful. */
-    *specs[i].slot = malloc(bytes > 0 ? bytes : specs[i].elem_size);
+    *specs[i].slot = rh_allocate(bytes > 0 ? bytes : specs[i].elem_size);
     if (*specs[i].slot == NULL) {
       rh_workspace_release(ws);
       return rh_fail(err, RH_CUDA_ALLOCATION_FAILED,

@@ -427,6 +427,9 @@ static void test_restore_refusals_and_asymmetric_round_trip(void) {
   EXPECT_RESTORE_FAILS(v.previous_lambda = NAN, "previous_lambda");
   EXPECT_RESTORE_FAILS(v.weight_sum = 0.0, "weight_sum");
   EXPECT_RESTORE_FAILS(v.weight_sum = INFINITY, "weight_sum");
+  /* a state without a batch has weight 0: every batch adds a weight > 0 */
+  EXPECT_RESTORE_FAILS((v.n_samples_seen = 0, v.batch_count = 0, v.weight_sum = 5.0),
+                       "weight_sum is 5 with batch_count 0");
   info[6] = NAN;
   EXPECT_RESTORE_FAILS((void)0, "information[1, 2]");
   info[6] = 0.06;
@@ -463,6 +466,40 @@ static void test_restore_refusals_and_asymmetric_round_trip(void) {
   rh_cuda_engine_destroy(engine);
 }
 
+/* h = min(bandwidth_scale / (sqrt(N) ln(max(p, 2))), tau) must be a positive normal double at
+ * the batch's cumulative weight N; checked before any work, the state untouched. */
+static void test_bandwidth_below_the_normal_range_is_refused(void) {
+  RhCudaEngine* engine = engine_with_one_batch();
+  RhCudaUpdateConfig c = rh_config(P_FEATURES, RH_CUDA_PENALTY_NONE);
+  const RhCudaHostBatch b = rh_batch(X, Y, NULL, N_ROWS, P_FEATURES, N_ROWS);
+  /* N = 80, ln 3: h = 1e-300 / (8.94 * 1.0986) = 1.02e-301, normal: accepted */
+  c.bandwidth_scale = 1e-300;
+  RhCudaDiagnostics d = rh_diagnostics();
+  CHECK_STATUS(rh_cuda_engine_update_host(engine, &b, &c, &d), RH_CUDA_SUCCESS);
+  CHECK_CLOSE(d.bandwidth, 1e-300 / (sqrt(80.0) * log(3.0)), 1e-15, 0.0);
+  /* N = 120: h = 1e-310 / (10.95 * 1.0986) = 8.3e-312, subnormal */
+  c.bandwidth_scale = 1e-310;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT,
+                      ": must be a positive normal number (>= 2.2250738585072014e-308)");
+  /* the same through tau: h = min(..., tau) */
+  c.bandwidth_scale = 1.0;
+  c.tau = 4.9e-324;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "bandwidth h");
+  /* h = 0: a tiny scale against a huge restored weight */
+  double coef[P_PARAMS] = {0.0, 0.0, 0.0, 0.0}, info[P_PARAMS * P_PARAMS] = {0.0};
+  RhCudaHostStateView v = rh_state_view(coef, info);
+  v.n_samples_seen = 10;
+  v.batch_count = 1;
+  v.weight_sum = 1e300;
+  CHECK_STATUS(rh_cuda_engine_restore(engine, &v), RH_CUDA_SUCCESS);
+  c = rh_config(P_FEATURES, RH_CUDA_PENALTY_L1);
+  c.bandwidth_scale = 1e-300;
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT,
+                      "bandwidth h = min(bandwidth_scale / (sqrt(N) ln(max(p, 2))), tau) is 0 "
+                      "for RhCudaUpdateConfig.bandwidth_scale 1e-300");
+  rh_cuda_engine_destroy(engine);
+}
+
 int main(void) {
   for (int i = 0; i < N_ROWS * P_FEATURES; ++i) {
     X[i] = rh_normal();
@@ -479,5 +516,6 @@ int main(void) {
   RUN_TEST(test_nonfinite_design_values_are_named_for_both_solvers);
   RUN_TEST(test_update_with_state_exports_the_commit);
   RUN_TEST(test_restore_refusals_and_asymmetric_round_trip);
+  RUN_TEST(test_bandwidth_below_the_normal_range_is_refused);
   return TEST_MAIN_RESULT();
 }

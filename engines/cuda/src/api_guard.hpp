@@ -5,12 +5,14 @@
 #include <new>
 
 #include "engine_error.hpp"
+#include "fault_sites.hpp"
 #include "rh_common.h"
 
 namespace rh {
 
 template <class Body>
 RhCudaStatus guarded(RhErrorBuffer* err, Body&& body) noexcept {
+  fault_injection_call_begin();  // test builds only (fault_sites.hpp)
   try {
     body();
     return RH_CUDA_SUCCESS;

@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "engine_error.hpp"
+#include "fault_sites.hpp"
 
 namespace rh {
 
@@ -54,7 +55,9 @@ class GrowingBuffer {
     reset();
     void* fresh = nullptr;
     cudaError_t rc = cudaSuccess;
-    if (kind_ == MemoryKind::PinnedHost) {
+    if (fault_injected_here()) {  // test builds only (fault_sites.hpp)
+      rc = cudaErrorMemoryAllocation;
+    } else if (kind_ == MemoryKind::PinnedHost) {
       rc = cudaMallocHost(&fresh, bytes);
     } else if (pool_ != nullptr) {
       rc = cudaMallocFromPoolAsync(&fresh, bytes, pool_, stream_);

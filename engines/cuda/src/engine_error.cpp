@@ -3,6 +3,8 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "fault_sites.hpp"
+
 namespace rh {
 
 void fail(RhCudaStatus status, const char* fmt, ...) {
@@ -14,7 +16,25 @@ void fail(RhCudaStatus status, const char* fmt, ...) {
   throw EngineError(status, text);
 }
 
+// Test builds: the fault-injection sweep's failure in place of a successful result.
+static cudaError_t injected(cudaError_t rc) {
+  if (rc != cudaSuccess || !fault_injected_here()) return rc;
+  return fault_injection_kind() == FaultKind::Allocation ? cudaErrorMemoryAllocation
+                                                          : cudaErrorUnknown;
+}
+static cublasStatus_t injected(cublasStatus_t rc) {
+  if (rc != CUBLAS_STATUS_SUCCESS || !fault_injected_here()) return rc;
+  return fault_injection_kind() == FaultKind::Allocation ? CUBLAS_STATUS_ALLOC_FAILED
+                                                          : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+static cusolverStatus_t injected(cusolverStatus_t rc) {
+  if (rc != CUSOLVER_STATUS_SUCCESS || !fault_injected_here()) return rc;
+  return fault_injection_kind() == FaultKind::Allocation ? CUSOLVER_STATUS_ALLOC_FAILED
+                                                          : CUSOLVER_STATUS_EXECUTION_FAILED;
+}
+
 void check_cuda(cudaError_t rc, const char* what) {
+  rc = injected(rc);
   if (rc == cudaSuccess) return;
   if (rc == cudaErrorMemoryAllocation) {
     fail(RH_CUDA_ALLOCATION_FAILED, "%s: %s", what, cudaGetErrorString(rc));
@@ -23,6 +43,7 @@ void check_cuda(cudaError_t rc, const char* what) {
 }
 
 void check_cublas(cublasStatus_t rc, const char* what) {
+  rc = injected(rc);
   if (rc == CUBLAS_STATUS_SUCCESS) return;
   if (rc == CUBLAS_STATUS_ALLOC_FAILED) fail(RH_CUDA_ALLOCATION_FAILED, "%s: cuBLAS allocation failed", what);
   fail(RH_CUDA_CUBLAS_ERROR, "%s: cuBLAS status %d (%s)", what, static_cast<int>(rc),
@@ -30,6 +51,7 @@ void check_cublas(cublasStatus_t rc, const char* what) {
 }
 
 void check_cusolver(cusolverStatus_t rc, const char* what) {
+  rc = injected(rc);
   if (rc == CUSOLVER_STATUS_SUCCESS) return;
   if (rc == CUSOLVER_STATUS_ALLOC_FAILED) {
     fail(RH_CUDA_ALLOCATION_FAILED, "%s: cuSOLVER allocation failed", what);

@@ -48,7 +48,41 @@ int staging_threads_setting(int fallback, int max_setting) {
   return static_cast<int>(n);
 }
 
+#endif
+
+#if defined(RH_CUDA_TESTING) && defined(RH_FAULT_INJECTION)
+
+namespace {
+// Per thread, like the ABI calls they count (engines may run in distinct threads).
+thread_local long long fault_sites_left = 0;
+thread_local FaultKind fault_kind = FaultKind::Allocation;
+}  // namespace
+
+void fault_injection_call_begin() {
+  const char* setting = std::getenv("RH_CUDA_TEST_FAIL_CALL");
+  const long long k = setting != nullptr ? std::strtoll(setting, nullptr, 10) : 0;
+  fault_sites_left = k > 0 ? k : 0;
+  const char* kind = std::getenv("RH_CUDA_TEST_FAIL_KIND");
+  fault_kind = kind != nullptr && std::strcmp(kind, "error") == 0 ? FaultKind::Error
+                                                                  : FaultKind::Allocation;
+}
+
+bool fault_injected_here() {
+  if (fault_sites_left == 0) return false;
+  return --fault_sites_left == 0;
+}
+
+FaultKind fault_injection_kind() { return fault_kind; }
+
 #else
+
+void fault_injection_call_begin() {}
+bool fault_injected_here() { return false; }
+FaultKind fault_injection_kind() { return FaultKind::Allocation; }
+
+#endif
+
+#if !defined(RH_CUDA_TESTING)
 
 InjectedFailure injected_failure_setting() { return InjectedFailure::None; }
 int64_t forced_chunk_setting() { return 0; }

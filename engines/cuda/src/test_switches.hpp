@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "engine.hpp"
+#include "fault_sites.hpp"
 
 namespace rh {
 

@@ -817,6 +817,64 @@ void test_allocation_failure() {
 // A device pointer misaligned for the dtype (cudaMalloc + 1) is refused before any kernel reads
 // it: a misaligned access would leave the process's CUDA context unusable. Afterwards the same
 // engine, and a new one, still work.
+// The rules both engines share since the reliability audit: NaN/Inf in a prediction design is
+// refused naming its row and column (host and device input, the output untouched); a bandwidth
+// below the normal range is refused before any work; a restored state without a batch has
+// weight 0; P above 46340 is refused at creation.
+void test_rules_shared_with_the_cpu_engine(RhCudaEngine* e) {
+  Batch<double> data = make_batch<double>(21, 8, kFeatures, true, false);
+  data.x[2 * kFeatures + 1] = std::nan("");
+  std::vector<double> out(8, 7.25);
+  RhCudaPrediction q = prediction(data.x.data(), out.data(), 8, kFeatures);
+  expect_refused(e, "NaN in a host prediction", RH_CUDA_INVALID_ARGUMENT,
+                 "RhCudaPrediction.x_design[2, 1] is not finite",
+                 [&] { return rh_cuda_engine_predict(e, &q); });
+  RH_CHECK(out == std::vector<double>(8, 7.25));
+
+  data.x[2 * kFeatures + 1] = 0.5;
+  data.x[7 * kFeatures + 3] = -std::numeric_limits<double>::infinity();
+  const DeviceBatchCopy device(data.view(), sizeof(double), "NaN prediction");
+  void* device_out = nullptr;
+  RH_CHECK(cudaMalloc(&device_out, 8 * sizeof(double)) == cudaSuccess);
+  RH_CHECK(cudaMemcpy(device_out, out.data(), 8 * sizeof(double), cudaMemcpyHostToDevice) ==
+           cudaSuccess);
+  RhCudaPrediction dq = prediction(device.x(), device_out, 8, kFeatures, RH_CUDA_MEMORY_DEVICE);
+  expect_refused(e, "Inf in a device prediction", RH_CUDA_INVALID_ARGUMENT,
+                 "RhCudaPrediction.x_design[7, 3] is not finite",
+                 [&] { return rh_cuda_engine_predict(e, &dq); });
+  std::vector<double> back(8, 0.0);
+  RH_CHECK(cudaMemcpy(back.data(), device_out, 8 * sizeof(double), cudaMemcpyDeviceToHost) ==
+           cudaSuccess);
+  RH_CHECK(back == std::vector<double>(8, 7.25));
+  cudaFree(device_out);
+
+  Batch<double> batch = make_batch<double>(22, 40, kFeatures, true, false);
+  RhCudaHostBatch hb = batch.view();
+  RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE);
+  c.bandwidth_scale = 1e-310;  // h = 1e-310 / (sqrt(N) ln 4): subnormal
+  expect_refused(e, "subnormal bandwidth", RH_CUDA_INVALID_ARGUMENT,
+                 "must be a positive normal number", [&] {
+                   RhCudaDiagnostics d = diagnostics();
+                   return rh_cuda_engine_update_host(e, &hb, &c, &d);
+                 });
+
+  HostState<double> empty(kP);
+  RhCudaHostStateView v{};
+  v.abi_version = RH_CUDA_ABI_VERSION;
+  v.struct_size = sizeof v;
+  v.coefficients = empty.coef.data();
+  v.information = empty.info.data();
+  v.weight_sum = 5.0;
+  expect_refused(e, "weight without a batch", RH_CUDA_INVALID_ARGUMENT,
+                 "weight_sum is 5 with batch_count 0",
+                 [&] { return rh_cuda_engine_restore(e, &v); });
+
+  RhCudaEngineOptions big = options(RH_CUDA_DTYPE_FLOAT32, 46341);
+  RhCudaEngine* none = nullptr;
+  RH_CHECK_STATUS(rh_cuda_engine_create(&big, &none), RH_CUDA_INVALID_ARGUMENT);
+  RH_CHECK(none == nullptr && last_error_mentions(nullptr, "46340"));
+}
+
 void test_misaligned_device_pointers_are_refused(RhCudaEngine* e) {
   Batch<double> good = make_batch<double>(12, 64, kFeatures, true, true);
   const RhCudaHostBatch gb = good.view();
@@ -894,6 +952,7 @@ int main(int argc, char** argv) {
     test_predict_misuse_and_services(e);
     test_restore_misuse(e);
     test_misaligned_device_pointers_are_refused(e);
+    test_rules_shared_with_the_cpu_engine(e);
     RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
   }
   test_strict_engine_after_fast_math_engine();

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from ..exceptions import ValidationError
+from .rules import MIN_BANDWIDTH
 
 
 def huber_loss(xp, r, tau: float):
@@ -41,6 +42,22 @@ def _log_features(n_features_in: int) -> float:
 def bandwidth(bandwidth_scale: float, weight_sum: float, n_features_in: int, tau: float) -> float:
     """h = min(bandwidth_scale / (sqrt(N) * ln(max(p, 2))), tau), N the cumulative weight."""
     return min(bandwidth_scale / (math.sqrt(weight_sum) * _log_features(n_features_in)), tau)
+
+
+def checked_bandwidth(
+    bandwidth_scale: float, weight_sum: float, n_features_in: int, tau: float
+) -> float:
+    """bandwidth(), refused with ValidationError unless it is a positive normal number (an
+    update with a zero or subnormal h would divide by it)."""
+    h = bandwidth(bandwidth_scale, weight_sum, n_features_in, tau)
+    if not h >= MIN_BANDWIDTH:
+        raise ValidationError(
+            f"bandwidth h = min(bandwidth_scale / (sqrt(N) ln(max(p, 2))), tau) is {h!r} for "
+            f"bandwidth_scale {bandwidth_scale!r}, tau {tau!r} and cumulative weight N "
+            f"{weight_sum!r}: must be a positive normal number (>= {MIN_BANDWIDTH!r}); raise "
+            f"bandwidth_scale"
+        )
+    return h
 
 
 def lambda_value(

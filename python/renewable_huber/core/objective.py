@@ -16,7 +16,7 @@ from ..config import UpdateConfig
 from ..state import RenewableState
 from .design import penalty_mask
 from .gram import weighted_gram
-from .huber import bandwidth, huber_loss, huber_score, lambda_value, smoothed_curvature
+from .huber import checked_bandwidth, huber_loss, huber_score, lambda_value, smoothed_curvature
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +69,7 @@ class RenewableProblem:
             information=state.information,
             weight_sum=weight_sum,
             tau=tau,
-            bandwidth=bandwidth(
+            bandwidth=checked_bandwidth(
                 float(config.bandwidth_scale), weight_sum, config.n_features_in, tau
             ),
             ridge=float(config.ridge),

@@ -4,6 +4,8 @@ and a test keeps the two equal."""
 
 from __future__ import annotations
 
+import sys
+
 # Newton's line search: t = 1, 1/2, ..., 2^-26 (the next halving would fall below 1e-8).
 LINE_SEARCH_TRIALS = 27
 # LAMM: phi, 2 phi, ..., 2^39 phi, then LAMM_BOUND_ATTEMPTS more from max(phi, the curvature
@@ -13,6 +15,10 @@ LAMM_BOUND_ATTEMPTS = 8
 # Absolute slack on LAMM's majorisation test, so rounding in f cannot reject an exact majoriser.
 LAMM_SLACK = 1e-12
 LAMM_PHI_FLOOR = 1e-8
+# The least bandwidth an update accepts (the least positive normal double): a zero or
+# subnormal h, from a bandwidth_scale tiny against sqrt(N), would make the curvature ramps'
+# slope 1 / (2h) infinite, so such a batch is refused before any work.
+MIN_BANDWIDTH = sys.float_info.min
 # A solve whose every step was rejected is converged when the decrease its last step predicted
 # is at most ROUNDING_FLOOR_FACTOR * eps * |F|.
 ROUNDING_FLOOR_FACTOR = 64.0

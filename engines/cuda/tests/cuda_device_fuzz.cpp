@@ -1,0 +1,329 @@
+// The ABI fuzzer's device variant for librh_cuda: seeded random device batches
+// (update_device_with_state) and device predictions, every array allocated with cudaMalloc at
+// exactly its declared size (so compute-sanitizer memcheck sees any read or write past a declared
+// shape), with misaligned and NULL pointers, NaN/Inf values, negative or mismatched weights,
+// broken shapes and scalars, among valid calls. Checks after every call: only the status the
+// documented rules predict (a call breaking a rule is INVALID_ARGUMENT; a valid one SUCCESS, or
+// NUMERICAL_ERROR for extreme values), a message with every failure, the committed state
+// byte-identical after every failure, a refused prediction's output untouched, and a twin engine
+// fed only the successful batches byte-identical to the fuzzed one.
+//
+// Without a GPU it exits 77 (ctest: SKIPPED). Usage: cuda_device_fuzz [--calls N] [--seed S]
+// (default 3000 calls, seed 1); a finding prints the seed and the call index.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "rh_cuda.h"
+#include "test_support.hpp"
+
+namespace {
+
+struct Options {
+  long long calls = 3000;
+  unsigned long long seed = 1;
+};
+
+long long call_index = 0;
+unsigned long long seed_used = 1;
+long long findings = 0;
+
+void finding(const char* what, const char* detail) {
+  ++findings;
+  std::printf("FINDING (seed %llu, call %lld): %s: %s\n", seed_used, call_index, what, detail);
+}
+
+// A device array of exactly `count` elements (none for count 0), optionally misaligned by
+// `offset` bytes within a slightly larger allocation.
+class DeviceArray {
+ public:
+  DeviceArray(const std::vector<double>& values, size_t elem, size_t offset = 0) {
+    const size_t bytes = values.size() * elem;
+    if (bytes == 0 && offset == 0) return;
+    if (cudaMalloc(&base_, bytes + offset) != cudaSuccess) std::exit(3);
+    std::vector<unsigned char> host(bytes);
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (elem == 4) {
+        const float v = static_cast<float>(values[i]);
+        std::memcpy(&host[i * 4], &v, 4);
+      } else {
+        std::memcpy(&host[i * 8], &values[i], 8);
+      }
+    }
+    ptr_ = static_cast<unsigned char*>(base_) + offset;
+    if (bytes > 0 && cudaMemcpy(ptr_, host.data(), bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+      std::exit(3);
+    }
+    bytes_ = bytes;
+  }
+  ~DeviceArray() { cudaFree(base_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  void* get() const { return ptr_; }
+  std::vector<unsigned char> read() const {
+    std::vector<unsigned char> out(bytes_);
+    if (bytes_ > 0 && cudaMemcpy(out.data(), ptr_, bytes_, cudaMemcpyDeviceToHost) != cudaSuccess) {
+      std::exit(3);
+    }
+    return out;
+  }
+
+ private:
+  void* base_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+struct State {
+  std::vector<double> coef, info;  // raw bytes of either dtype, sized for float64
+  int64_t n_samples_seen = 0, batch_count = 0;
+  double previous_lambda = 0.0, weight_sum = 0.0;
+  bool operator==(const State& o) const {
+    return coef == o.coef && info == o.info && n_samples_seen == o.n_samples_seen &&
+           batch_count == o.batch_count &&
+           std::memcmp(&previous_lambda, &o.previous_lambda, 8) == 0 &&
+           std::memcmp(&weight_sum, &o.weight_sum, 8) == 0;
+  }
+};
+
+State copy_state(RhCudaEngine* e, int64_t P) {
+  State s;
+  s.coef.assign(static_cast<size_t>(P), 0.0);
+  s.info.assign(static_cast<size_t>(P * P), 0.0);
+  RhCudaHostState h{};
+  h.abi_version = RH_CUDA_ABI_VERSION;
+  h.struct_size = sizeof h;
+  h.coefficients = s.coef.data();
+  h.information = s.info.data();
+  if (rh_cuda_engine_copy_state(e, &h) != RH_CUDA_SUCCESS) {
+    finding("copy_state failed", rh_cuda_engine_last_error(e));
+  }
+  s.n_samples_seen = h.n_samples_seen;
+  s.batch_count = h.batch_count;
+  s.previous_lambda = h.previous_lambda;
+  s.weight_sum = h.weight_sum;
+  return s;
+}
+
+double special(rhtest::Rng& rng) {
+  const double values[] = {std::numeric_limits<double>::quiet_NaN(),
+                           std::numeric_limits<double>::infinity(),
+                           -std::numeric_limits<double>::infinity()};
+  return values[static_cast<int>(rng.uniform() * 3) % 3];
+}
+
+bool chance(rhtest::Rng& rng, double p) { return rng.uniform() < p; }
+int64_t range(rhtest::Rng& rng, int64_t lo, int64_t hi) {
+  return lo + static_cast<int64_t>(rng.uniform() * static_cast<double>(hi - lo + 1)) % (hi - lo + 1);
+}
+
+struct World {
+  int32_t dtype = RH_CUDA_DTYPE_FLOAT64;
+  size_t elem = 8;
+  int64_t P = 1, p = 1;
+  RhCudaEngine* engine = nullptr;
+  RhCudaEngine* twin = nullptr;
+};
+
+void new_world(World& w, rhtest::Rng& rng) {
+  if (w.engine != nullptr) rh_cuda_engine_destroy(w.engine);
+  if (w.twin != nullptr) rh_cuda_engine_destroy(w.twin);
+  w.dtype = chance(rng, 0.5) ? RH_CUDA_DTYPE_FLOAT32 : RH_CUDA_DTYPE_FLOAT64;
+  w.elem = w.dtype == RH_CUDA_DTYPE_FLOAT32 ? 4 : 8;
+  w.p = range(rng, 1, 5);
+  w.P = w.p + (chance(rng, 0.7) ? 1 : 0);
+  RhCudaEngineOptions o = rhtest::options(w.dtype, w.P);
+  if (rh_cuda_engine_create(&o, &w.engine) != RH_CUDA_SUCCESS ||
+      rh_cuda_engine_create(&o, &w.twin) != RH_CUDA_SUCCESS) {
+    std::printf("engine creation failed: %s\n", rh_cuda_last_error());
+    std::exit(1);
+  }
+}
+
+void check_failure(const World& w, RhCudaStatus status, const State& before, const char* fn) {
+  char detail[640];
+  if (rh_cuda_engine_last_error(w.engine)[0] == '\0') {
+    std::snprintf(detail, sizeof detail, "%s returned %d", fn, static_cast<int>(status));
+    finding("failure without a message", detail);
+  }
+  if (!(copy_state(w.engine, w.P) == before)) {
+    std::snprintf(detail, sizeof detail, "%s returned %d: %s", fn, static_cast<int>(status),
+                  rh_cuda_engine_last_error(w.engine));
+    finding("a refused call changed the committed state", detail);
+  }
+}
+
+void check_outcome(const World& w, RhCudaStatus status, bool valid, bool extreme, const char* fn) {
+  char detail[640];
+  const bool allowed = valid ? (status == RH_CUDA_SUCCESS ||
+                                (extreme && status == RH_CUDA_NUMERICAL_ERROR))
+                             : status == RH_CUDA_INVALID_ARGUMENT;
+  if (!allowed) {
+    std::snprintf(detail, sizeof detail, "%s returned %d for a %s call: %s", fn,
+                  static_cast<int>(status), valid ? "valid" : "rule-breaking",
+                  rh_cuda_engine_last_error(w.engine));
+    finding("undocumented outcome", detail);
+  }
+}
+
+void fuzz_update(World& w, rhtest::Rng& rng) {
+  const int64_t n = range(rng, 1, 40);
+  const int64_t cols = chance(rng, 0.5) ? w.P : w.p;
+  std::vector<double> x(static_cast<size_t>(n * cols)), y(static_cast<size_t>(n)), wt;
+  for (double& v : x) v = rng.normal();
+  for (double& v : y) v = rng.normal() * 2.0;
+  const bool weighted = chance(rng, 0.4);
+  double declared = static_cast<double>(n);
+  if (weighted) {
+    wt.resize(static_cast<size_t>(n));
+    declared = 0.0;
+    for (double& v : wt) {
+      v = w.dtype == RH_CUDA_DTYPE_FLOAT32 ? static_cast<double>(static_cast<float>(0.5 + rng.uniform()))
+                                           : 0.5 + rng.uniform();
+      declared += v;
+    }
+  }
+  RhCudaUpdateConfig c = rhtest::config(w.p, chance(rng, 0.5) ? RH_CUDA_PENALTY_NONE : RH_CUDA_PENALTY_L1);
+  c.max_iter = 50;
+  c.tolerance = 1e-8;
+  bool valid = true;
+  size_t offset_x = 0, offset_y = 0, offset_w = 0;
+  bool null_x = false, null_y = false;
+  int64_t declared_rows = n, declared_cols = cols;
+  if (chance(rng, 0.5)) {
+    valid = false;
+    switch (range(rng, 0, 11)) {
+      case 0: null_x = true; break;
+      case 1: null_y = true; break;
+      case 2: offset_x = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1)); break;
+      case 3: offset_y = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1)); break;
+      case 4:
+        if (weighted) {
+          offset_w = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
+        } else {
+          declared += 1.0;  // without weights batch_weight must be n_rows exactly
+        }
+        break;
+      case 5: x[static_cast<size_t>(range(rng, 0, n * cols - 1))] = special(rng); break;
+      case 6: y[static_cast<size_t>(range(rng, 0, n - 1))] = special(rng); break;
+      case 7:
+        if (weighted) {
+          wt[static_cast<size_t>(range(rng, 0, n - 1))] = chance(rng, 0.5) ? special(rng) : -1.0;
+        } else {
+          declared = 0.0;
+        }
+        break;
+      case 8: declared_rows = chance(rng, 0.5) ? 0 : -n; break;
+      case 9: declared_cols = w.P + 1; break;
+      case 10: c.bandwidth_scale = 1e-320; break;  // h subnormal at any N >= 1
+      default: declared *= weighted ? 1.01 : 2.0; break;
+    }
+  }
+  // arrays of exactly the declared size (when the declared shape is the real one)
+  DeviceArray dx(x, w.elem, offset_x), dy(y, w.elem, offset_y), dw(wt, w.elem, offset_w);
+  RhCudaDeviceBatch b{};
+  b.abi_version = RH_CUDA_ABI_VERSION;
+  b.struct_size = sizeof b;
+  b.x_design = null_x ? nullptr : dx.get();
+  b.y = null_y ? nullptr : dy.get();
+  b.sample_weight = weighted ? dw.get() : nullptr;
+  b.n_rows = declared_rows;
+  b.n_columns = declared_cols;
+  b.batch_weight = declared;
+  const State before = copy_state(w.engine, w.P);
+  RhCudaDiagnostics d = rhtest::diagnostics();
+  std::vector<double> coef(static_cast<size_t>(w.P)), info(static_cast<size_t>(w.P * w.P));
+  RhCudaHostState out{};
+  out.abi_version = RH_CUDA_ABI_VERSION;
+  out.struct_size = sizeof out;
+  out.coefficients = coef.data();
+  out.information = info.data();
+  const RhCudaStatus status = rh_cuda_engine_update_device_with_state(w.engine, &b, &c, &d, &out);
+  check_outcome(w, status, valid, false, "update_device_with_state");
+  if (status != RH_CUDA_SUCCESS) {
+    check_failure(w, status, before, "update_device_with_state");
+    return;
+  }
+  RhCudaDiagnostics dt = rhtest::diagnostics();
+  std::vector<double> tc(coef.size()), ti(info.size());
+  RhCudaHostState tout = out;
+  tout.coefficients = tc.data();
+  tout.information = ti.data();
+  if (rh_cuda_engine_update_device_with_state(w.twin, &b, &c, &dt, &tout) != RH_CUDA_SUCCESS ||
+      !(copy_state(w.twin, w.P) == copy_state(w.engine, w.P))) {
+    finding("the twin engine fed only the successful calls differs",
+            rh_cuda_engine_last_error(w.twin));
+  }
+}
+
+void fuzz_predict(World& w, rhtest::Rng& rng) {
+  const int64_t n = range(rng, 1, 40);
+  const int64_t cols = chance(rng, 0.5) ? w.P : w.p;
+  std::vector<double> x(static_cast<size_t>(n * cols)), canary(static_cast<size_t>(n), 7.25);
+  for (double& v : x) v = rng.normal();
+  bool valid = true, null_x = false, null_out = false;
+  size_t offset_x = 0, offset_out = 0;
+  if (chance(rng, 0.5)) {
+    valid = false;
+    switch (range(rng, 0, 4)) {
+      case 0: null_x = true; break;
+      case 1: null_out = true; break;
+      case 2: offset_x = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1)); break;
+      case 3: offset_out = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1)); break;
+      default: x[static_cast<size_t>(range(rng, 0, n * cols - 1))] = special(rng); break;
+    }
+  }
+  DeviceArray dx(x, w.elem, offset_x), dout(canary, w.elem, offset_out);
+  const std::vector<unsigned char> out_before = dout.read();
+  RhCudaPrediction q = rhtest::prediction(null_x ? nullptr : dx.get(),
+                                          null_out ? nullptr : dout.get(), n, w.p,
+                                          RH_CUDA_MEMORY_DEVICE);
+  q.n_columns = cols;
+  const State before = copy_state(w.engine, w.P);
+  const RhCudaStatus status = rh_cuda_engine_predict(w.engine, &q);
+  check_outcome(w, status, valid, false, "predict (device)");
+  if (status != RH_CUDA_SUCCESS) {
+    check_failure(w, status, before, "predict (device)");
+    if (dout.read() != out_before) finding("a refused prediction wrote its output", "device");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--calls") == 0 && i + 1 < argc) {
+      opt.calls = std::atoll(argv[++i]);
+    } else if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+      opt.seed = std::strtoull(argv[++i], nullptr, 10);
+    } else {
+      std::fprintf(stderr, "usage: %s [--calls N] [--seed S]\n", argv[0]);
+      return 2;
+    }
+  }
+  rhtest::skip_without_gpu("cuda_device_fuzz");
+  seed_used = opt.seed;
+  rhtest::Rng rng(opt.seed);
+  World w;
+  new_world(w, rng);
+  const double start = rhtest::now_us();
+  for (call_index = 0; call_index < opt.calls; ++call_index) {
+    if (chance(rng, 0.02)) new_world(w, rng);
+    if (chance(rng, 0.6)) {
+      fuzz_update(w, rng);
+    } else {
+      fuzz_predict(w, rng);
+    }
+  }
+  rh_cuda_engine_destroy(w.engine);
+  rh_cuda_engine_destroy(w.twin);
+  std::printf("cuda_device_fuzz: seed %llu, %lld calls in %.1f s, %lld finding(s)\n", opt.seed,
+              opt.calls, (rhtest::now_us() - start) / 1e6, findings);
+  return findings == 0 ? 0 : 1;
+}

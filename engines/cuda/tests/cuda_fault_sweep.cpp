@@ -1,0 +1,410 @@
+// Fault-injection sweep over librh_cuda_testing built with RH_FAULT_INJECTION (fault_sites.hpp):
+// for every operation below, each kind of failure ("allocation", "error") and every k from 1 up,
+// the operation runs with its k-th fault site (a checked CUDA / cuBLAS / cuSOLVER call or a
+// buffer allocation) failing. Until k passes the operation's number of fault sites, each run
+// must return the status of that kind (ALLOCATION_FAILED; or CUDA_ERROR, CUBLAS_ERROR,
+// CUSOLVER_ERROR) with a message, leave the committed state byte-identical (copy_state before
+// and after) and the caller's output untouched, and the same call repeated without injection
+// must succeed with exactly the result of a run that never saw a failure. An injected run that
+// succeeds (k past the operation's fault sites, or a failure the engine absorbs, as a CUDA
+// Graph capture does by launching eagerly) must give that result too; kTail such runs in a row
+// end the sweep. The counts (last failing site, absorbed sites) are printed for the record.
+//
+// Without a GPU it exits 77 (ctest: SKIPPED) with the reason. On the GPU host, under
+// compute-sanitizer (memcheck with --leak-check full) it also shows that no failure path leaks
+// device memory: engines/cuda/tests/run_fault_sweep.sh writes the log.
+//
+// Usage: cuda_fault_sweep [--max-k N] (default 5000 fault sites per operation)
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rh_cuda.h"
+#include "test_support.hpp"
+
+namespace {
+
+using rhtest::failures;
+
+constexpr int64_t kFeatures = 3;
+constexpr int64_t kParams = 4;  // with the intercept
+constexpr int64_t kSmallRows = 24;
+constexpr int64_t kRows = 96;
+
+// Committed state of an engine (either dtype, as raw bytes) and its counters.
+struct Snapshot {
+  double coefficients[kParams];
+  double information[kParams * kParams];
+  int64_t n_samples_seen, batch_count;
+  double previous_lambda, weight_sum;
+};
+
+struct Outcome {
+  Snapshot state;
+  RhCudaDiagnostics diagnostics;
+  double predictions[kRows];
+  Snapshot exported;
+};
+
+// More engines than the pool keeps idle sets for one device (engine.cu keeps 4): holding them
+// leaves the pool empty, so the next create builds its stream and handles afresh.
+constexpr int kPoolDrainers = 6;
+
+struct Fixture {
+  int32_t dtype = RH_CUDA_DTYPE_FLOAT64;
+  RhCudaEngine* engine = nullptr;
+  RhCudaEngine* drainers[kPoolDrainers] = {};
+  Outcome out;
+};
+
+Snapshot snapshot(RhCudaEngine* engine) {
+  Snapshot s;
+  std::memset(&s, 0, sizeof s);
+  RhCudaHostState h{};
+  h.abi_version = RH_CUDA_ABI_VERSION;
+  h.struct_size = sizeof h;
+  h.coefficients = s.coefficients;
+  h.information = s.information;
+  RH_CHECK_STATUS(rh_cuda_engine_copy_state(engine, &h), RH_CUDA_SUCCESS);
+  s.n_samples_seen = h.n_samples_seen;
+  s.batch_count = h.batch_count;
+  s.previous_lambda = h.previous_lambda;
+  s.weight_sum = h.weight_sum;
+  return s;
+}
+
+// The data, both dtypes, on the host and once on the device (exactly the declared sizes).
+struct Data {
+  rhtest::Batch<double> b64 = rhtest::make_batch<double>(11, kRows, kFeatures, true, false);
+  rhtest::Batch<float> b32 = rhtest::make_batch<float>(11, kRows, kFeatures, true, false);
+  void* device_x[2] = {nullptr, nullptr};
+  void* device_y[2] = {nullptr, nullptr};
+  void* device_out[2] = {nullptr, nullptr};
+  static int slot(int32_t dtype) { return dtype == RH_CUDA_DTYPE_FLOAT32 ? 0 : 1; }
+  const void* x(int32_t dtype) const {
+    return dtype == RH_CUDA_DTYPE_FLOAT32 ? static_cast<const void*>(b32.x.data())
+                                          : static_cast<const void*>(b64.x.data());
+  }
+  const void* y(int32_t dtype) const {
+    return dtype == RH_CUDA_DTYPE_FLOAT32 ? static_cast<const void*>(b32.y.data())
+                                          : static_cast<const void*>(b64.y.data());
+  }
+  void upload() {
+    for (int32_t dtype : {RH_CUDA_DTYPE_FLOAT32, RH_CUDA_DTYPE_FLOAT64}) {
+      const size_t elem = dtype == RH_CUDA_DTYPE_FLOAT32 ? 4 : 8;
+      const int s = slot(dtype);
+      const size_t xb = static_cast<size_t>(kRows * kFeatures) * elem;
+      const size_t yb = static_cast<size_t>(kRows) * elem;
+      if (cudaMalloc(&device_x[s], xb) != cudaSuccess || cudaMalloc(&device_y[s], yb) != cudaSuccess ||
+          cudaMalloc(&device_out[s], yb) != cudaSuccess ||
+          cudaMemcpy(device_x[s], x(dtype), xb, cudaMemcpyHostToDevice) != cudaSuccess ||
+          cudaMemcpy(device_y[s], y(dtype), yb, cudaMemcpyHostToDevice) != cudaSuccess) {
+        std::fprintf(stderr, "device copies of the sweep data failed\n");
+        std::exit(1);
+      }
+    }
+  }
+  ~Data() {
+    for (int s = 0; s < 2; ++s) {
+      cudaFree(device_x[s]);
+      cudaFree(device_y[s]);
+      cudaFree(device_out[s]);
+    }
+  }
+};
+
+Data* data = nullptr;
+
+RhCudaEngine* new_engine(int32_t dtype) {
+  RhCudaEngineOptions o = rhtest::options(dtype, kParams);
+  RhCudaEngine* engine = nullptr;
+  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &engine), RH_CUDA_SUCCESS);
+  return engine;
+}
+
+RhCudaStatus host_update(Fixture& f, int64_t rows, int32_t penalty, RhCudaHostState* state) {
+  RhCudaUpdateConfig c = rhtest::config(kFeatures, penalty);
+  RhCudaHostBatch b = rhtest::host_batch(data->x(f.dtype), data->y(f.dtype), nullptr, rows,
+                                         kFeatures, static_cast<double>(rows));
+  f.out.diagnostics = rhtest::diagnostics();
+  if (state != nullptr) {
+    return rh_cuda_engine_update_host_with_state(f.engine, &b, &c, &f.out.diagnostics, state);
+  }
+  return rh_cuda_engine_update_host(f.engine, &b, &c, &f.out.diagnostics);
+}
+
+// ----------------------------------------------------------------- set-ups (never injected)
+void fresh_f64(Fixture& f) { f.dtype = RH_CUDA_DTYPE_FLOAT64; f.engine = new_engine(f.dtype); }
+void fresh_f32(Fixture& f) { f.dtype = RH_CUDA_DTYPE_FLOAT32; f.engine = new_engine(f.dtype); }
+void no_engine_f64(Fixture& f) { f.dtype = RH_CUDA_DTYPE_FLOAT64; }
+void no_engine_pool_drained(Fixture& f) {
+  f.dtype = RH_CUDA_DTYPE_FLOAT32;
+  for (RhCudaEngine*& d : f.drainers) d = new_engine(RH_CUDA_DTYPE_FLOAT64);
+}
+void small_batch_f64(Fixture& f) {
+  fresh_f64(f);
+  RH_CHECK_STATUS(host_update(f, kSmallRows, RH_CUDA_PENALTY_NONE, nullptr), RH_CUDA_SUCCESS);
+}
+void full_batch_f64(Fixture& f) {
+  fresh_f64(f);
+  RH_CHECK_STATUS(host_update(f, kRows, RH_CUDA_PENALTY_NONE, nullptr), RH_CUDA_SUCCESS);
+}
+void fresh_graphs_f64(Fixture& f) {
+  f.dtype = RH_CUDA_DTYPE_FLOAT64;
+  RhCudaEngineOptions o = rhtest::options(f.dtype, kParams, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS);
+  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &f.engine), RH_CUDA_SUCCESS);
+}
+void full_batch_f32(Fixture& f) {
+  fresh_f32(f);
+  RH_CHECK_STATUS(host_update(f, kRows, RH_CUDA_PENALTY_NONE, nullptr), RH_CUDA_SUCCESS);
+}
+
+// ------------------------------------------------------------------- operations (injected)
+RhCudaStatus op_create(Fixture& f) {
+  RhCudaEngineOptions o = rhtest::options(f.dtype, kParams);
+  const RhCudaStatus status = rh_cuda_engine_create(&o, &f.engine);
+  if (status != RH_CUDA_SUCCESS) RH_CHECK(f.engine == nullptr);
+  return status;
+}
+RhCudaStatus op_restore(Fixture& f) {
+  double coefficients[kParams] = {0.5, -1.25, 2.0, 0.125};
+  double information[kParams * kParams];
+  for (int k = 0; k < kParams * kParams; ++k) information[k] = k % (kParams + 1) == 0 ? 3.0 : 0.25;
+  float coefficients32[kParams], information32[kParams * kParams];
+  for (int k = 0; k < kParams; ++k) coefficients32[k] = static_cast<float>(coefficients[k]);
+  for (int k = 0; k < kParams * kParams; ++k) information32[k] = static_cast<float>(information[k]);
+  const bool f32 = f.dtype == RH_CUDA_DTYPE_FLOAT32;
+  RhCudaHostStateView v{};
+  v.abi_version = RH_CUDA_ABI_VERSION;
+  v.struct_size = sizeof v;
+  v.coefficients = f32 ? static_cast<const void*>(coefficients32) : coefficients;
+  v.information = f32 ? static_cast<const void*>(information32) : information;
+  v.n_samples_seen = 120;
+  v.batch_count = 3;
+  v.weight_sum = 117.5;
+  return rh_cuda_engine_restore(f.engine, &v);
+}
+RhCudaStatus op_update_newton(Fixture& f) {
+  return host_update(f, kRows, RH_CUDA_PENALTY_NONE, nullptr);
+}
+RhCudaStatus op_update_l1(Fixture& f) { return host_update(f, kRows, RH_CUDA_PENALTY_L1, nullptr); }
+RhCudaStatus op_update_with_state(Fixture& f) {
+  Snapshot& e = f.out.exported;
+  RhCudaHostState h{};
+  h.abi_version = RH_CUDA_ABI_VERSION;
+  h.struct_size = sizeof h;
+  h.coefficients = e.coefficients;
+  h.information = e.information;
+  const RhCudaStatus status = host_update(f, kRows, RH_CUDA_PENALTY_L1, &h);
+  e.n_samples_seen = h.n_samples_seen;
+  e.batch_count = h.batch_count;
+  e.previous_lambda = h.previous_lambda;
+  e.weight_sum = h.weight_sum;
+  return status;
+}
+RhCudaStatus op_update_device(Fixture& f) {
+  RhCudaUpdateConfig c = rhtest::config(kFeatures, RH_CUDA_PENALTY_NONE);
+  const int s = Data::slot(f.dtype);
+  RhCudaDeviceBatch b{};
+  b.abi_version = RH_CUDA_ABI_VERSION;
+  b.struct_size = sizeof b;
+  b.x_design = data->device_x[s];
+  b.y = data->device_y[s];
+  b.n_rows = kRows;
+  b.n_columns = kFeatures;
+  b.batch_weight = static_cast<double>(kRows);
+  f.out.diagnostics = rhtest::diagnostics();
+  Snapshot& e = f.out.exported;
+  RhCudaHostState h{};
+  h.abi_version = RH_CUDA_ABI_VERSION;
+  h.struct_size = sizeof h;
+  h.coefficients = e.coefficients;
+  h.information = e.information;
+  const RhCudaStatus status =
+      rh_cuda_engine_update_device_with_state(f.engine, &b, &c, &f.out.diagnostics, &h);
+  e.n_samples_seen = h.n_samples_seen;
+  e.batch_count = h.batch_count;
+  e.previous_lambda = h.previous_lambda;
+  e.weight_sum = h.weight_sum;
+  return status;
+}
+RhCudaStatus op_predict_host(Fixture& f) {
+  RhCudaPrediction q = rhtest::prediction(data->x(f.dtype), f.out.predictions, kRows, kFeatures);
+  return rh_cuda_engine_predict(f.engine, &q);
+}
+RhCudaStatus op_predict_device(Fixture& f) {
+  const int s = Data::slot(f.dtype);
+  const size_t bytes = static_cast<size_t>(kRows) * (f.dtype == RH_CUDA_DTYPE_FLOAT32 ? 4 : 8);
+  // a canary in the output: a refused prediction must leave it as it was
+  std::memset(f.out.predictions, 0x5a, sizeof f.out.predictions);
+  if (cudaMemcpy(data->device_out[s], f.out.predictions, bytes, cudaMemcpyHostToDevice) !=
+      cudaSuccess) {
+    ++failures();
+  }
+  RhCudaPrediction q = rhtest::prediction(data->device_x[s], data->device_out[s], kRows,
+                                          kFeatures, RH_CUDA_MEMORY_DEVICE);
+  const RhCudaStatus status = rh_cuda_engine_predict(f.engine, &q);
+  if (cudaMemcpy(f.out.predictions, data->device_out[s], bytes, cudaMemcpyDeviceToHost) !=
+      cudaSuccess) {
+    ++failures();
+  }
+  if (status != RH_CUDA_SUCCESS) {
+    unsigned char canary[sizeof f.out.predictions];
+    std::memset(canary, 0x5a, sizeof canary);
+    RH_CHECK(std::memcmp(f.out.predictions, canary, bytes) == 0);
+  }
+  return status;
+}
+
+// ------------------------------------------------------------------------------- sweep
+void set_injection(long long k, const char* kind) {
+  if (k > 0) {
+    setenv("RH_CUDA_TEST_FAIL_CALL", std::to_string(k).c_str(), 1);
+    setenv("RH_CUDA_TEST_FAIL_KIND", kind, 1);
+  } else {
+    unsetenv("RH_CUDA_TEST_FAIL_CALL");
+    unsetenv("RH_CUDA_TEST_FAIL_KIND");
+  }
+}
+
+void finish_outcome(Fixture& f) {
+  if (f.engine != nullptr) f.out.state = snapshot(f.engine);
+}
+
+void teardown(Fixture& f) {
+  RH_CHECK_STATUS(rh_cuda_engine_destroy(f.engine), RH_CUDA_SUCCESS);
+  f.engine = nullptr;
+  for (RhCudaEngine*& d : f.drainers) {
+    RH_CHECK_STATUS(rh_cuda_engine_destroy(d), RH_CUDA_SUCCESS);
+    d = nullptr;
+  }
+}
+
+bool expected_status(RhCudaStatus status, const char* kind) {
+  if (std::strcmp(kind, "allocation") == 0) return status == RH_CUDA_ALLOCATION_FAILED;
+  return status == RH_CUDA_CUDA_ERROR || status == RH_CUDA_CUBLAS_ERROR ||
+         status == RH_CUDA_CUSOLVER_ERROR;
+}
+
+long long max_k = 5000;
+// Injected runs in a row that succeed before a sweep ends: sites past the operation's last
+// one, with room for failures the engine absorbs on the way.
+constexpr long long kTail = 32;
+long long total_failures = 0;
+
+long long sweep(const char* name, const char* kind, void (*setup)(Fixture&),
+                RhCudaStatus (*op)(Fixture&)) {
+  Fixture reference;
+  std::memset(&reference.out, 0, sizeof reference.out);
+  set_injection(0, kind);
+  setup(reference);
+  RH_CHECK_STATUS(op(reference), RH_CUDA_SUCCESS);
+  finish_outcome(reference);
+  teardown(reference);
+
+  long long k = 1, last_failure = 0, in_a_row = 0, absorbed = 0;
+  for (; k <= max_k && in_a_row < kTail; ++k) {
+    Fixture f;
+    std::memset(&f.out, 0, sizeof f.out);
+    setup(f);
+    Snapshot before;
+    std::memset(&before, 0, sizeof before);
+    if (f.engine != nullptr) before = snapshot(f.engine);
+    set_injection(k, kind);
+    const RhCudaStatus status = op(f);
+    set_injection(0, kind);
+    if (status == RH_CUDA_SUCCESS) {
+      // k is past the operation's fault sites, or the engine absorbed the failure (a CUDA
+      // Graph capture falls back to eager launches): either way the result is the reference.
+      finish_outcome(f);
+      RH_CHECK(std::memcmp(&f.out, &reference.out, sizeof f.out) == 0);
+      teardown(f);
+      ++in_a_row;
+      continue;
+    }
+    absorbed += in_a_row;
+    in_a_row = 0;
+    last_failure = k;
+    ++total_failures;
+    const char* message =
+        f.engine != nullptr ? rh_cuda_engine_last_error(f.engine) : rh_cuda_last_error();
+    if (!expected_status(status, kind) || message[0] == '\0') {
+      std::fprintf(stderr, "%s, %s failure at fault site %lld: status %d, message \"%s\"\n", name,
+                   kind, k, static_cast<int>(status), message);
+      ++failures();
+    }
+    if (f.engine != nullptr) {
+      const Snapshot after = snapshot(f.engine);
+      RH_CHECK(std::memcmp(&after, &before, sizeof after) == 0);
+    }
+    std::memset(&f.out, 0, sizeof f.out);
+    RH_CHECK_STATUS(op(f), RH_CUDA_SUCCESS);  // the next call, without injection, succeeds
+    finish_outcome(f);
+    RH_CHECK(std::memcmp(&f.out, &reference.out, sizeof f.out) == 0);
+    teardown(f);
+  }
+  RH_CHECK(in_a_row == kTail);
+  std::printf("  %-38s %-10s %4lld fault site(s), %lld absorbed\n", name, kind, last_failure,
+              absorbed);
+  std::fflush(stdout);
+  return last_failure;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--max-k") == 0 && i + 1 < argc) {
+      max_k = std::atoll(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--max-k N]\n", argv[0]);
+      return 2;
+    }
+  }
+  set_injection(0, "allocation");
+  rhtest::skip_without_gpu("cuda_fault_sweep");
+  {
+    // The injection must be live, or every sweep below would pass vacuously.
+    Fixture f;
+    no_engine_f64(f);
+    set_injection(1, "allocation");
+    const RhCudaStatus status = op_create(f);
+    set_injection(0, "allocation");
+    if (status == RH_CUDA_SUCCESS) {
+      std::printf("FAIL cuda_fault_sweep: RH_CUDA_TEST_FAIL_CALL=1 did not fail create: this "
+                  "library was built without RH_FAULT_INJECTION\n");
+      rh_cuda_engine_destroy(f.engine);
+      return 1;
+    }
+  }
+  Data shared;
+  shared.upload();
+  data = &shared;
+  const double start = rhtest::now_us();
+  for (const char* kind : {"allocation", "error"}) {
+    RH_CHECK(sweep("create (float64)", kind, no_engine_f64, op_create) >= 1);
+    RH_CHECK(sweep("create, fresh resources (float32)", kind, no_engine_pool_drained,
+                   op_create) >= 1);
+    sweep("restore (float64)", kind, fresh_f64, op_restore);
+    sweep("restore (float32)", kind, fresh_f32, op_restore);
+    RH_CHECK(sweep("first update_host, Newton (float64)", kind, fresh_f64, op_update_newton) >= 1);
+    RH_CHECK(sweep("first update_host, Newton (float32)", kind, fresh_f32, op_update_newton) >= 1);
+    RH_CHECK(sweep("first update_host, L1 (float64)", kind, fresh_f64, op_update_l1) >= 1);
+    sweep("first update_host, Newton, CUDA graphs", kind, fresh_graphs_f64, op_update_newton);
+    sweep("first update_host, L1, CUDA graphs", kind, fresh_graphs_f64, op_update_l1);
+    sweep("growing update_host_with_state, L1", kind, small_batch_f64, op_update_with_state);
+    sweep("second update_host, L1", kind, full_batch_f64, op_update_l1);
+    sweep("update_device_with_state (float64)", kind, small_batch_f64, op_update_device);
+    sweep("update_device_with_state (float32)", kind, fresh_f32, op_update_device);
+    sweep("predict host (float64)", kind, full_batch_f64, op_predict_host);
+    sweep("predict device (float64)", kind, full_batch_f64, op_predict_device);
+    sweep("predict device (float32)", kind, full_batch_f32, op_predict_device);
+  }
+  std::printf("%lld injected failures in %.1f s\n", total_failures,
+              (rhtest::now_us() - start) / 1e6);
+  return rhtest::finish("cuda_fault_sweep");
+}
