@@ -76,11 +76,13 @@ void predict_typed(Engine& e, const RhCudaPrediction& req) {
     e.synchronize();
     return;
   }
-  require_finite_host_design<T>(req);
   const size_t x_bytes = static_cast<size_t>(req.n_rows * req.n_columns) * sizeof(T);
   const size_t out_bytes = static_cast<size_t>(req.n_rows) * sizeof(T);
   e.ws.x_stage.reserve(x_bytes, "staged prediction design");
   e.ws.prediction_stage.reserve(out_bytes, "prediction output");
+  // After the staging buffers exist: a request too large to stage is refused without its
+  // host rows being read.
+  require_finite_host_design<T>(req);
   const HostRows from{req.x_design, nullptr, nullptr,
                       static_cast<size_t>(req.n_columns) * sizeof(T), sizeof(T), req.n_rows};
   stage_rows_to_device(e, from, DeviceRows{e.ws.x_stage.data(), nullptr, nullptr}, 1,
