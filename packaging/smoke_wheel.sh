@@ -97,6 +97,8 @@ if [ -n "$cuda_major" ]; then
   trace="$(LD_DEBUG=libs python -c "$load" 2>&1)" || { echo "$trace" | tail -n 20; echo "librh_cuda did not load" >&2; exit 1; }
   for lib in libcublas.so libcusolver.so; do
     found="$(printf '%s\n' "$trace" | sed -n "s/.*calling init: \(.*\/$lib\.[0-9]*\)$/\1/p" | head -n1)"
+    # The loader reports the RUNPATH entry as it was expanded (.../_lib/../../nvidia/...).
+    [ -z "$found" ] || found="$(realpath -s -m "$found")"
     echo "  $lib -> ${found:-not loaded}"
     case "$found" in
       "$venv"/*/site-packages/nvidia/*) ;;
