@@ -32,7 +32,10 @@ if [ "${RH_SMOKE_OFFLINE:-}" = 1 ] || ! timeout 30 python3 -m pip index versions
   mode=(--offline)
   if [ -z "${RH_SMOKE_CUDA_LIBDIR:-}" ]; then
     cublas="$(ldconfig -p 2>/dev/null | sed -n "s/.*libcublas\.so\.$CUDA_MAJOR .*=> \(.*\)/\1/p" | head -n1)"
-    for candidate in "$(dirname "${cublas:-/nonexistent/x}")" "${CUDA_HOME:-/nonexistent}/lib64" \
+    # NVIDIA's wheels already in the host's python3 (CuPy's CUDA libraries, for one) first.
+    host_wheels="$(python3 -c 'import os, nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null || true)"
+    for candidate in "${host_wheels:-/nonexistent}/cu$CUDA_MAJOR/lib" \
+        "$(dirname "${cublas:-/nonexistent/x}")" "${CUDA_HOME:-/nonexistent}/lib64" \
         /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
       if ls "$candidate"/libcublas.so."$CUDA_MAJOR" >/dev/null 2>&1; then
         RH_SMOKE_CUDA_LIBDIR="$candidate"; break
