@@ -128,7 +128,7 @@ test-wheel: wheel
 # gets (librh_cuda whenever a CUDA toolkit with cuBLAS/cuSOLVER is found): the CMake summary
 # line says what was built, and the wheel must hold librh_cpu.
 test-sdist: sdist
-	packaging/check_sdist.sh dist/renewable_huber-*.tar.gz
+	PYTHON=$(VENV_PY) packaging/check_sdist.sh dist/renewable_huber-*.tar.gz
 
 # Reliability harnesses beyond make test (long fuzzing, ThreadSanitizer): fuzz/README.md.
 include fuzz/fuzz.mk
