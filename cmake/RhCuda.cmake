@@ -2,6 +2,7 @@
 # AUTO builds librh_cuda only when a CUDA compiler and a toolkit with cuBLAS and cuSOLVER are
 # found, so machines without CUDA still build and test everything else.
 set(RH_ENABLE_CUDA OFF)
+set(RH_CUDA_SKIP_REASON "switched off")
 # RH_CUDA_LIBRARY_ROOT: an extra prefix with include/ and lib/ holding cuBLAS and cuSOLVER when
 # the toolkit lacks them (e.g. the nvidia-cublas / nvidia-cusolver wheels' nvidia/cu13 folder),
 # so the engine can be compile-checked on a machine with nvcc alone.
@@ -22,6 +23,7 @@ if(NOT _rh_cuda_mode STREQUAL "OFF")
     message(FATAL_ERROR "RH_BUILD_CUDA=ON but no CUDA compiler with cuBLAS and cuSOLVER was found "
                         "(compiler: '${CMAKE_CUDA_COMPILER}', toolkit found: '${CUDAToolkit_FOUND}')")
   else()
+    set(RH_CUDA_SKIP_REASON "no CUDA compiler with cuBLAS and cuSOLVER found")
     message(STATUS "renewable-huber: CUDA engine skipped (no CUDA compiler with cuBLAS/cuSOLVER found)")
   endif()
 endif()

@@ -41,17 +41,21 @@ function(rh_install_engine target description)
   target_include_directories(${target} INTERFACE
     "$<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/abi>"
     "$<INSTALL_INTERFACE:${RH_INSTALL_INCLUDEDIR}>")
+  # Each engine is its own install component (named like the target), so a package can carry
+  # one engine alone: the CUDA wheel installs only the rh_cuda component on top of the base
+  # wheel (packaging/cuda). Everything shared (header, CMake package, corpora) is component
+  # "rh_common".
   if(SKBUILD)
     # A wheel cannot hold symbolic links: only the SONAME file, which the loader and the
     # package's imported target both name.
     install(TARGETS ${target} EXPORT ${target}_targets
-      LIBRARY DESTINATION ${RH_INSTALL_LIBDIR} NAMELINK_SKIP
-      RUNTIME DESTINATION ${RH_INSTALL_LIBDIR})
+      LIBRARY DESTINATION ${RH_INSTALL_LIBDIR} NAMELINK_SKIP COMPONENT ${target}
+      RUNTIME DESTINATION ${RH_INSTALL_LIBDIR} COMPONENT ${target})
   else()
     install(TARGETS ${target} EXPORT ${target}_targets
-      LIBRARY DESTINATION ${RH_INSTALL_LIBDIR}
-      ARCHIVE DESTINATION ${RH_INSTALL_LIBDIR}
-      RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+      LIBRARY DESTINATION ${RH_INSTALL_LIBDIR} COMPONENT ${target}
+      ARCHIVE DESTINATION ${RH_INSTALL_LIBDIR} COMPONENT ${target}
+      RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT ${target})
     set(RH_PC_NAME ${target})
     set(RH_PC_DESCRIPTION "${description}")
     # Relocatable: the prefix is found from where the .pc file lies, so `cmake --install
@@ -61,14 +65,16 @@ function(rh_install_engine target description)
     configure_file("${PROJECT_SOURCE_DIR}/cmake/rh_engine.pc.in"
                    "${PROJECT_BINARY_DIR}/pkgconfig/${target}.pc" @ONLY)
     install(FILES "${PROJECT_BINARY_DIR}/pkgconfig/${target}.pc"
-            DESTINATION "${RH_INSTALL_LIBDIR}/pkgconfig")
+            DESTINATION "${RH_INSTALL_LIBDIR}/pkgconfig" COMPONENT ${target})
   endif()
   install(EXPORT ${target}_targets NAMESPACE renewable_huber::
-          FILE renewable_huber_${target}_targets.cmake DESTINATION "${RH_INSTALL_CMAKEDIR}")
+          FILE renewable_huber_${target}_targets.cmake DESTINATION "${RH_INSTALL_CMAKEDIR}"
+          COMPONENT ${target})
 endfunction()
 
 function(rh_install_package)
-  install(FILES "${PROJECT_SOURCE_DIR}/abi/rh_cuda.h" DESTINATION "${RH_INSTALL_INCLUDEDIR}")
+  install(FILES "${PROJECT_SOURCE_DIR}/abi/rh_cuda.h" DESTINATION "${RH_INSTALL_INCLUDEDIR}"
+          COMPONENT rh_common)
   configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/renewable_huberConfig.cmake.in"
     "${PROJECT_BINARY_DIR}/renewable_huberConfig.cmake"
     INSTALL_DESTINATION "${RH_INSTALL_CMAKEDIR}")
@@ -76,10 +82,10 @@ function(rh_install_package)
     VERSION ${RH_PACKAGE_VERSION} COMPATIBILITY SameMajorVersion)
   install(FILES "${PROJECT_BINARY_DIR}/renewable_huberConfig.cmake"
                 "${PROJECT_BINARY_DIR}/renewable_huberConfigVersion.cmake"
-          DESTINATION "${RH_INSTALL_CMAKEDIR}")
+          DESTINATION "${RH_INSTALL_CMAKEDIR}" COMPONENT rh_common)
   # The golden corpora and negative cases, so an installed engine can be checked with the
   # conformance kit.
   file(GLOB _rh_corpora "${PROJECT_SOURCE_DIR}/golden/native_core_v*.json")
   install(FILES ${_rh_corpora} "${PROJECT_SOURCE_DIR}/conformance/negative_cases.json"
-          DESTINATION "${RH_INSTALL_DATADIR}")
+          DESTINATION "${RH_INSTALL_DATADIR}" COMPONENT rh_common)
 endfunction()

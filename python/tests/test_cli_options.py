@@ -121,6 +121,10 @@ def test_a_negative_weight_is_refused_naming_the_batch_lines(tmp_path, capsys):
 
 def test_n_jobs_sets_the_engine_threads_and_may_change_on_resume(tmp_path, data_csv, dataset,
                                                                   capsys, cpu_library):
+    from renewable_huber._loader import load_engine_library
+
+    if not hasattr(load_engine_library("native_cpu"), "omp_set_num_threads"):
+        pytest.skip("librh_cpu was built without OpenMP (RH_OPENMP=OFF): one thread only")
     X, y, _ = dataset
     first, checkpoint = tmp_path / "first.csv", tmp_path / "m.npz"
     lines = data_csv.read_bytes().splitlines(keepends=True)
