@@ -10,8 +10,8 @@ What it checks (every failure is listed, exit status 1; 0 when all hold):
   has librh_cuda (and its CMake targets file) and nothing of the base wheel's, so installing it
   on top never overwrites a file another distribution owns, and no bundled cuBLAS, cuSOLVER or
   CUDA runtime (those come from NVIDIA's wheels);
-- the metadata: licence file, project URLs https when present, the `renewable-huber` entry point (base), the
-  NVIDIA dependencies of the CUDA major and the exact base version (CUDA);
+- the metadata: licence file, project URLs https when present, the `renewable-huber` entry
+  point (base), the NVIDIA dependencies of the CUDA major and the exact base version (CUDA);
 - every ELF file (with readelf): each NEEDED library is bundled in the wheel, a system library
   every manylinux platform has, or (CUDA wheel) one of NVIDIA's wheels; no GLIBC_ symbol version
   newer than --max-glibc; librh_cuda's RUNPATH reaches NVIDIA's wheels from renewable_huber/_lib;
