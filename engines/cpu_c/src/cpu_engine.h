@@ -57,8 +57,9 @@ typedef struct RhWorkspace {
   /* per row block */
   double* block_gradient; /* n_blocks x P partial sums */
   double* block_loss;     /* n_blocks */
-  double* gram_pack;      /* super-blocks x 2 packed chunk panels (gram.c) */
+  double* gram_pack;      /* super-blocks x 3 packed chunk panels (gram.c) */
   double* gram_partial;   /* super-blocks x padded P x padded P */
+  double* meat_partial;   /* the same for the meat Gram of rh_gram_and_meat */
   /* per parameter */
   double* beta0;
   double* history; /* (W0/N) lambda0 sign(beta0) m, or zeros */
@@ -78,9 +79,11 @@ typedef struct RhWorkspace {
   double* hessian;
   double* factor;
   double* right_vectors;
-  /* commit staging in the engine dtype */
+  double* batch_meat; /* X' diag(w psi(r)^2) X of the batch at its solution */
+  /* commit staging in the engine dtype (the meat matrix K always in double) */
   void* staged_coefficients;
   void* staged_information;
+  double* staged_meat;
   int gram_weighted_ready;
 } RhWorkspace;
 
@@ -97,6 +100,8 @@ struct RhCudaEngine {
   int64_t batch_count;
   double previous_lambda;
   double weight_sum;
+  double* meat;       /* P x P doubles: K of the sandwich covariance, meaningful when available */
+  int meat_available; /* K covers every batch of the stream (docs/abi.md, "The meat matrix") */
   double* coefficients_f64; /* P doubles: the committed coefficients widened for predict */
   RhWorkspace workspace;
 };
@@ -171,6 +176,9 @@ void rh_gram_at_curvature(RhProblem* problem, int reuse_weighted, double* gram);
 /* G = X' diag(w v) X summed directly over the rows (v: per-row weights, e.g. the majoriser's),
  * never as a correction of X' diag(w) X, which would cancel where most v are small. */
 void rh_gram_at_row_weights(RhProblem* problem, const double* row_weights, double* gram);
+/* At commit: gram as rh_gram_at_curvature computes it and, in the same sweep over the rows,
+ * meat = X' diag(w psi(r)^2) X with r = y - X ws->beta (the batch's solution). */
+void rh_gram_and_meat(RhProblem* problem, int reuse_weighted, double* gram, double* meat);
 
 /* ---- dense_solve.c: x = H^{-1} g through Cholesky -> LU -> minimum-norm SVD. Sets
  * *used_fallback when the SVD ran. Clobbers ws->factor, ws->right_vectors, ws->singular_values
@@ -203,7 +211,9 @@ RhCudaStatus rh_engine_new(const RhCudaEngineOptions* options, RhCudaEngine** ou
 void rh_engine_free(RhCudaEngine* engine);
 RhCudaStatus rh_engine_restore_state(RhCudaEngine* engine, const RhCudaHostStateView* view);
 RhCudaStatus rh_engine_export_state(RhCudaEngine* engine, RhCudaHostState* state);
-/* Swaps the staged arrays in as the committed state and sets the counters. Cannot fail. */
-void rh_engine_commit(RhCudaEngine* engine, int64_t n_rows, double lambda, double weight_sum);
+/* Swaps the staged arrays in as the committed state and sets the counters; with_meat: the
+ * staged K is swapped in too, else the engine holds no K from now on. Cannot fail. */
+void rh_engine_commit(RhCudaEngine* engine, int64_t n_rows, double lambda, double weight_sum,
+                      int with_meat);
 
 #endif /* RH_CPU_ENGINE_H */

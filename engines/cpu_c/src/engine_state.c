@@ -17,10 +17,11 @@ RhCudaStatus rh_engine_new(const RhCudaEngineOptions* options, RhCudaEngine** ou
   }
   const int64_t P = options->n_parameters;
   const size_t elem_size = rh_dtype_size(options->dtype);
-  size_t coefficient_bytes = 0, information_bytes = 0, widened_bytes = 0;
+  size_t coefficient_bytes = 0, information_bytes = 0, widened_bytes = 0, meat_bytes = 0;
   /* P * P * 8 was overflow-checked by rh_validate_options. */
   (void)rh_bytes(P, elem_size, &coefficient_bytes);
   (void)rh_bytes(P * P, elem_size, &information_bytes);
+  (void)rh_bytes(P * P, sizeof(double), &meat_bytes);
   (void)rh_bytes(P, sizeof(double), &widened_bytes);
   RhCudaEngine* engine = (RhCudaEngine*)calloc(1, sizeof *engine);
   if (engine == NULL) {
@@ -29,8 +30,9 @@ RhCudaStatus rh_engine_new(const RhCudaEngineOptions* options, RhCudaEngine** ou
   engine->coefficients = calloc(1, coefficient_bytes);
   engine->information = calloc(1, information_bytes);
   engine->coefficients_f64 = (double*)calloc(1, widened_bytes);
+  engine->meat = (double*)calloc(1, meat_bytes);
   if (engine->coefficients == NULL || engine->information == NULL ||
-      engine->coefficients_f64 == NULL) {
+      engine->coefficients_f64 == NULL || engine->meat == NULL) {
     rh_engine_free(engine);
     return rh_fail(err, RH_CUDA_ALLOCATION_FAILED,
                    "allocating the state for n_parameters %" PRId64 " (%zu bytes) failed", P,
@@ -40,6 +42,7 @@ RhCudaStatus rh_engine_new(const RhCudaEngineOptions* options, RhCudaEngine** ou
   engine->elem_size = elem_size;
   engine->n_parameters = P;
   engine->requested_flags = options->reserved0;
+  engine->meat_available = 1; /* the empty stream's K is zero */
   *out = engine;
   return RH_CUDA_SUCCESS;
 }
@@ -52,6 +55,7 @@ void rh_engine_free(RhCudaEngine* engine) {
   free(engine->coefficients);
   free(engine->information);
   free(engine->coefficients_f64);
+  free(engine->meat);
   free(engine);
 }
 
@@ -75,12 +79,38 @@ static RhCudaStatus check_finite_array(const RhCudaEngine* engine, const void* d
                  "RhCudaHostStateView.%s[%" PRId64 "] is %g: must be finite", field, bad, value);
 }
 
+/* K, when the view gives one: finite, with a diagonal >= 0 (a sum of X' diag(w psi^2) X). */
+static RhCudaStatus check_meat(const RhCudaHostStateView* view, int64_t P, RhErrorBuffer* err) {
+  const double* meat = (const double*)view->meat;
+  int64_t bad = rh_first_nonfinite_f64(meat, P * P);
+  if (bad >= 0) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "RhCudaHostStateView.meat[%" PRId64 ", %" PRId64 "] is %g: must be finite",
+                   bad / P, bad % P, meat[bad]);
+  }
+  for (int64_t j = 0; j < P; ++j) {
+    if (meat[j * P + j] < 0.0) {
+      return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                     "RhCudaHostStateView.meat[%" PRId64 ", %" PRId64
+                     "] is %g: the meat matrix K has no negative diagonal entry",
+                     j, j, meat[j * P + j]);
+    }
+  }
+  return RH_CUDA_SUCCESS;
+}
+
 RhCudaStatus rh_engine_restore_state(RhCudaEngine* engine, const RhCudaHostStateView* view) {
   RhErrorBuffer* err = &engine->error;
   const int64_t P = engine->n_parameters;
   RH_TRY(rh_validate_state_view(view, err));
   RH_TRY(check_finite_array(engine, view->coefficients, P, "coefficients", 0, err));
   RH_TRY(check_finite_array(engine, view->information, P * P, "information", 1, err));
+  const int with_meat = rh_state_view_has_meat(view) && view->meat != NULL;
+  if (with_meat) {
+    RH_TRY(check_meat(view, P, err));
+    memcpy(engine->meat, view->meat, (size_t)(P * P) * sizeof(double));
+  }
+  engine->meat_available = with_meat;
   memcpy(engine->coefficients, view->coefficients, (size_t)P * engine->elem_size);
   memcpy(engine->information, view->information, (size_t)(P * P) * engine->elem_size);
   engine->n_samples_seen = view->n_samples_seen;
@@ -99,11 +129,25 @@ RhCudaStatus rh_engine_export_state(RhCudaEngine* engine, RhCudaHostState* state
   state->batch_count = engine->batch_count;
   state->previous_lambda = engine->previous_lambda;
   state->weight_sum = engine->weight_sum;
+  if (rh_state_out_has_meat(state)) {
+    state->meat_available = engine->meat_available;
+    state->reserved1 = 0;
+    if (state->meat != NULL && engine->meat_available) {
+      memcpy(state->meat, engine->meat, (size_t)(P * P) * sizeof(double));
+    }
+  }
   return RH_CUDA_SUCCESS;
 }
 
-void rh_engine_commit(RhCudaEngine* engine, int64_t n_rows, double lambda, double weight_sum) {
+void rh_engine_commit(RhCudaEngine* engine, int64_t n_rows, double lambda, double weight_sum,
+                      int with_meat) {
   RhWorkspace* ws = &engine->workspace;
+  if (with_meat) {
+    double* old_meat = engine->meat;
+    engine->meat = ws->staged_meat;
+    ws->staged_meat = old_meat;
+  }
+  engine->meat_available = with_meat;
   void* old_coefficients = engine->coefficients;
   void* old_information = engine->information;
   engine->coefficients = ws->staged_coefficients;
