@@ -122,6 +122,11 @@ int rh_state_out_has_meat(const RhCudaHostState* state);
  * batch_count > 0. Array finiteness is the engine's to check. */
 RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, RhErrorBuffer* err);
 
+/* The restored meat matrix K: *with_meat = 1 when the view has the K fields and a non-NULL
+ * meat, which must then be P x P finite doubles with a non-negative diagonal. */
+RhCudaStatus rh_validate_state_meat(const RhCudaHostStateView* state, int64_t n_parameters,
+                                    int* with_meat, RhErrorBuffer* err);
+
 /* Export target: header (as for the view), coefficients and information non-NULL. */
 RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, RhErrorBuffer* err);
 

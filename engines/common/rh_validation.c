@@ -274,6 +274,31 @@ RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, RhErrorBuf
   return RH_CUDA_SUCCESS;
 }
 
+RhCudaStatus rh_validate_state_meat(const RhCudaHostStateView* state, int64_t n_parameters,
+                                    int* with_meat, RhErrorBuffer* err) {
+  *with_meat = rh_state_view_has_meat(state) && state->meat != NULL;
+  if (!*with_meat) {
+    return RH_CUDA_SUCCESS;
+  }
+  const int64_t P = n_parameters;
+  const double* meat = (const double*)state->meat;
+  int64_t bad = rh_first_nonfinite_f64(meat, P * P);
+  if (bad >= 0) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "RhCudaHostStateView.meat[%" PRId64 ", %" PRId64 "] is %g: must be finite",
+                   bad / P, bad % P, meat[bad]);
+  }
+  for (int64_t j = 0; j < P; ++j) {
+    if (meat[j * P + j] < 0.0) {
+      return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                     "RhCudaHostStateView.meat[%" PRId64 ", %" PRId64
+                     "] is %g: the meat matrix K has no negative diagonal entry",
+                     j, j, meat[j * P + j]);
+    }
+  }
+  return RH_CUDA_SUCCESS;
+}
+
 RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, RhErrorBuffer* err) {
   const char* name = "RhCudaHostState";
   RH_TRY(check_state_header(state, name, (uint32_t)sizeof(RhCudaHostState), err));

@@ -8,43 +8,14 @@ import ctypes
 
 import numpy as np
 import pytest
+from inference_support import P_FEATURES, batches, config, reference_stream, state_fields
 
 from renewable_huber import RenewableHuberRegressor, _abi
 from renewable_huber.backends.native import NativeBackend
-from renewable_huber.config import UpdateConfig
-from renewable_huber.core import design_matrix, renewable_update
 from renewable_huber.exceptions import ValidationError
 from renewable_huber.state import RenewableState
 
 pytestmark = pytest.mark.usefixtures("cpu_library")
-
-P_FEATURES = 4
-
-
-def config(penalty="none"):
-    return UpdateConfig(n_features_in=P_FEATURES, fit_intercept=True, tau=1.345,
-                        bandwidth_scale=1.0, tol=1e-10, ridge=1e-8, max_iter=100,
-                        penalty=penalty, lambda_scale=1.0)
-
-
-def batches(count=3, n=700, seed=0):
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(count):
-        X = rng.normal(size=(n, P_FEATURES))
-        y = X @ np.linspace(-1, 1, P_FEATURES) + 0.3 + rng.standard_t(3, size=n)
-        y[: n // 20] += 15.0  # one-sided outliers
-        out.append((X, y, rng.uniform(0.0, 2.0, size=n)))
-    return out
-
-
-def reference_stream(data, dtype):
-    state = RenewableState.empty(P_FEATURES + 1, dtype)
-    for X, y, w in data:
-        design = design_matrix(np, X.astype(dtype), True)
-        state, _ = renewable_update(np, state, design, y.astype(dtype), w.astype(dtype), config())
-    return state
-
 
 @pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-7), (np.float32, 2e-3)])
 def test_engine_meat_equals_the_numpy_reference(dtype, rtol):
@@ -74,14 +45,8 @@ def test_meat_survives_restore_and_an_l1_batch_ends_it():
     assert after_l1.meat is None
     again, _ = engine.update(*data[0], config())
     assert again.meat is None  # K does not come back within the stream
-    twin.restore(RenewableState(**{**_fields(state), "meat": None}))
+    twin.restore(RenewableState(**{**state_fields(state), "meat": None}))
     assert twin.state().meat is None
-
-
-def _fields(state):
-    return {name: getattr(state, name) for name in (
-        "coefficients", "information", "n_samples_seen", "batch_count", "previous_lambda",
-        "weight_sum", "meat")}
 
 
 def test_a_meat_with_a_negative_diagonal_is_refused_and_the_state_kept():
@@ -90,10 +55,10 @@ def test_a_meat_with_a_negative_diagonal_is_refused_and_the_state_kept():
     bad = state.meat.copy()
     bad[2, 2] = -1.0
     with pytest.raises(ValidationError, match=r"meat\[2, 2\] is -1: .*no negative diagonal"):
-        engine.restore(RenewableState(**{**_fields(state), "meat": bad}))
+        engine.restore(RenewableState(**{**state_fields(state), "meat": bad}))
     bad[2, 2] = np.nan
     with pytest.raises(ValidationError, match=r"meat\[2, 2\] is nan: must be finite"):
-        engine.restore(RenewableState(**{**_fields(state), "meat": bad}))
+        engine.restore(RenewableState(**{**state_fields(state), "meat": bad}))
     np.testing.assert_array_equal(engine.state().meat, state.meat)
 
 
@@ -175,7 +140,9 @@ def test_an_old_caller_streams_restores_and_exports_with_56_byte_structs():
                             batch_count=old_out.batch_count,
                             previous_lambda=old_out.previous_lambda,
                             weight_sum=old_out.weight_sum)
-        assert lib.rh_cuda_engine_restore(new_engine, as_pointer(view, _abi.RhCudaHostStateView)) == 0
+        view_pointer = as_pointer(view, _abi.RhCudaHostStateView)
+        restored = lib.rh_cuda_engine_restore(new_engine, view_pointer)
+        assert restored == _abi.RH_CUDA_SUCCESS
         meat[:] = 7.0
         new_out.meat_available = 5
         assert lib.rh_cuda_engine_copy_state(new_engine, ctypes.byref(new_out)) == 0

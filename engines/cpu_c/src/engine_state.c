@@ -79,35 +79,15 @@ static RhCudaStatus check_finite_array(const RhCudaEngine* engine, const void* d
                  "RhCudaHostStateView.%s[%" PRId64 "] is %g: must be finite", field, bad, value);
 }
 
-/* K, when the view gives one: finite, with a diagonal >= 0 (a sum of X' diag(w psi^2) X). */
-static RhCudaStatus check_meat(const RhCudaHostStateView* view, int64_t P, RhErrorBuffer* err) {
-  const double* meat = (const double*)view->meat;
-  int64_t bad = rh_first_nonfinite_f64(meat, P * P);
-  if (bad >= 0) {
-    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                   "RhCudaHostStateView.meat[%" PRId64 ", %" PRId64 "] is %g: must be finite",
-                   bad / P, bad % P, meat[bad]);
-  }
-  for (int64_t j = 0; j < P; ++j) {
-    if (meat[j * P + j] < 0.0) {
-      return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                     "RhCudaHostStateView.meat[%" PRId64 ", %" PRId64
-                     "] is %g: the meat matrix K has no negative diagonal entry",
-                     j, j, meat[j * P + j]);
-    }
-  }
-  return RH_CUDA_SUCCESS;
-}
-
 RhCudaStatus rh_engine_restore_state(RhCudaEngine* engine, const RhCudaHostStateView* view) {
   RhErrorBuffer* err = &engine->error;
   const int64_t P = engine->n_parameters;
   RH_TRY(rh_validate_state_view(view, err));
   RH_TRY(check_finite_array(engine, view->coefficients, P, "coefficients", 0, err));
   RH_TRY(check_finite_array(engine, view->information, P * P, "information", 1, err));
-  const int with_meat = rh_state_view_has_meat(view) && view->meat != NULL;
+  int with_meat = 0;
+  RH_TRY(rh_validate_state_meat(view, P, &with_meat, err));
   if (with_meat) {
-    RH_TRY(check_meat(view, P, err));
     memcpy(engine->meat, view->meat, (size_t)(P * P) * sizeof(double));
   }
   engine->meat_available = with_meat;
