@@ -60,6 +60,17 @@ def sandwich_covariance(state: RenewableState) -> np.ndarray:
     return covariance
 
 
+def standard_errors_of(state: RenewableState, penalty: str) -> tuple[np.ndarray | None, str | None]:
+    """(standard errors, None), or (None, the reason) when the stream has none: the command
+    line reports the reason instead of failing."""
+    if penalty != "none":
+        return None, "offered for penalty='none' only (not valid after L1 selection)"
+    try:
+        return np.sqrt(np.diagonal(sandwich_covariance(state))), None
+    except InferenceUnavailableError as error:
+        return None, str(error)
+
+
 def normal_tail(z: float) -> float:
     """P(|Z| > |z|) for a standard normal Z."""
     return math.erfc(abs(z) / math.sqrt(2.0))

@@ -275,3 +275,46 @@ def test_tampered_meat_is_refused(tmp_path):
     np.savez(tmp_path / "t.npz", metadata=np.array(metadata), **arrays)
     with pytest.raises(ValidationError, match="expected members"):
         RenewableHuberRegressor.load(tmp_path / "t.npz")
+
+
+def test_cli_inspect_reports_the_standard_errors_of_the_checkpoint(tmp_path, capsys):
+    from cli_support import run
+
+    X, y = stream_data(n=1000, seed=18)
+    model, _ = fit_stream(X, y, 2)
+    model.save(tmp_path / "m.npz")
+    status, out, err = run(["inspect", str(tmp_path / "m.npz"), "--json"], capsys)
+    assert status == 0, err
+    document = json.loads(out)
+    assert document["inference_unavailable"] is None
+    assert list(document["standard_errors"]) == ["x0", "x1", "x2", "(intercept)"]
+    np.testing.assert_allclose(list(document["standard_errors"].values()), model.bse_,
+                               rtol=1e-12)
+    status, out, err = run(["inspect", str(tmp_path / "m.npz")], capsys)
+    assert status == 0, err
+    row = next(line for line in out.splitlines()[::-1] if line.startswith("x1 "))
+    assert float(row.split()[1]) == pytest.approx(model.bse_[1], rel=1e-5)
+    l1 = RenewableHuberRegressor(backend="numpy", penalty="l1").fit(X, y)
+    l1.save(tmp_path / "l1.npz")
+    status, out, err = run(["inspect", str(tmp_path / "l1.npz"), "--json"], capsys)
+    document = json.loads(out)
+    assert document["standard_errors"] is None
+    assert "penalty='none' only" in document["inference_unavailable"]
+    status, out, err = run(["inspect", str(tmp_path / "l1.npz")], capsys)
+    assert "standard errors: unavailable: offered for penalty='none' only" in out
+
+
+def test_cli_fit_json_includes_standard_errors(tmp_path, capsys):
+    from cli_support import run, write_csv
+
+    X, y = stream_data(n=600, seed=19)
+    path = tmp_path / "data.csv"
+    write_csv(path, X, y)
+    status, out, err = run(["fit", str(path), "--target", "y", "--batch-size", "200",
+                            "--backend", "numpy", "--json", "--no-progress"], capsys)
+    assert status == 0, err
+    document = json.loads(out)
+    expected, _ = fit_stream(X, y, 3)
+    assert list(document["standard_errors"]) == ["a", "b", "c", "(intercept)"]
+    np.testing.assert_allclose(list(document["standard_errors"].values()), expected.bse_,
+                               rtol=1e-4)
