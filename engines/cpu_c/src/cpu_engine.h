@@ -57,7 +57,7 @@ typedef struct RhWorkspace {
   /* per row block */
   double* block_gradient; /* n_blocks x P partial sums */
   double* block_loss;     /* n_blocks */
-  double* gram_pack;      /* super-blocks x 3 packed chunk panels (gram.c) */
+  double* gram_pack;      /* super-blocks x 4 packed chunk panels (gram.c) */
   double* gram_partial;   /* super-blocks x padded P x padded P */
   double* meat_partial;   /* the same for the meat Gram of rh_gram_and_meat */
   /* per parameter */

@@ -21,6 +21,15 @@
 #include "cpu_engine.h"
 #include "gram_kernel.h"
 
+/* The four panels of one chunk in rh_gram_and_meat (layout of gram_kernel.h, stride
+ * RH_GRAM_DEPTH): every row plain and times w psi^2, the Gram's rows plain and scaled. */
+typedef struct RhMeatPanels {
+  double* plain;
+  double* meat_scaled;
+  double* gram_plain;
+  double* gram_scaled;
+} RhMeatPanels;
+
 #define RH_T float
 #define RH_NAME(x) x##_f32
 #include "gram_typed.h"
@@ -81,7 +90,7 @@ static void accumulate_listed_rows(const RhProblem* problem, int64_t m, double* 
   const int64_t P = problem->P;
   const int64_t groups = (P + RH_PANEL_WIDTH - 1) / RH_PANEL_WIDTH;
   const int64_t width = groups * RH_PANEL_WIDTH;
-  const int64_t pack_size = 3 * (int64_t)RH_GRAM_DEPTH * width;
+  const int64_t pack_size = 4 * (int64_t)RH_GRAM_DEPTH * width;
   const int64_t partial_size = width * width;
   const int64_t n_super = m > 0 ? (m + RH_GRAM_SUPERBLOCK - 1) / RH_GRAM_SUPERBLOCK : 0;
   double* packs = align_to_cache_line(problem->ws->gram_pack);
@@ -169,23 +178,23 @@ static void super_block_gram_and_meat(const RhProblem* problem, int64_t first, i
   const double* scale = problem->ws->row_scale;
   const double* beta = problem->ws->beta;
   const int64_t width = groups * RH_PANEL_WIDTH;
-  double* scaled = pack;
-  double* plain = pack + (int64_t)RH_GRAM_DEPTH * width;
-  double* meat_scaled = pack + 2 * (int64_t)RH_GRAM_DEPTH * width;
+  const int64_t panel = (int64_t)RH_GRAM_DEPTH * width;
+  const RhMeatPanels panels = {pack, pack + panel, pack + 2 * panel, pack + 3 * panel};
   memset(partial, 0, (size_t)(width * width) * sizeof(double));
   memset(meat_partial, 0, (size_t)(width * width) * sizeof(double));
   for (int64_t k = first; k < last; k += RH_GRAM_DEPTH) {
     int64_t count = last - k < RH_GRAM_DEPTH ? last - k : RH_GRAM_DEPTH;
-    int any_scale = d->dtype == RH_CUDA_DTYPE_FLOAT32
-                        ? pack_chunk_with_meat_f32(d, rows + k, scale + k, beta, problem->tau,
-                                                   count, groups, scaled, meat_scaled, plain)
-                        : pack_chunk_with_meat_f64(d, rows + k, scale + k, beta, problem->tau,
-                                                   count, groups, scaled, meat_scaled, plain);
-    /* Most chunks of the correction form have no curved row: their product would add zeros. */
-    if (any_scale) {
-      rh_panel_gram_upper(scaled, plain, count, RH_GRAM_DEPTH, groups, partial, width);
+    int64_t kept = d->dtype == RH_CUDA_DTYPE_FLOAT32
+                       ? pack_chunk_with_meat_f32(d, rows + k, scale + k, beta, problem->tau,
+                                                  count, groups, panels)
+                       : pack_chunk_with_meat_f64(d, rows + k, scale + k, beta, problem->tau,
+                                                  count, groups, panels);
+    if (kept > 0) {
+      rh_panel_gram_upper(panels.gram_scaled, panels.gram_plain, kept, RH_GRAM_DEPTH, groups,
+                          partial, width);
     }
-    rh_panel_gram_upper(meat_scaled, plain, count, RH_GRAM_DEPTH, groups, meat_partial, width);
+    rh_panel_gram_upper(panels.meat_scaled, panels.plain, count, RH_GRAM_DEPTH, groups,
+                        meat_partial, width);
   }
 }
 
@@ -224,7 +233,7 @@ void rh_gram_and_meat(RhProblem* problem, int reuse_weighted, double* gram, doub
 
   const int64_t groups = (P + RH_PANEL_WIDTH - 1) / RH_PANEL_WIDTH;
   const int64_t width = groups * RH_PANEL_WIDTH;
-  const int64_t pack_size = 3 * (int64_t)RH_GRAM_DEPTH * width;
+  const int64_t pack_size = 4 * (int64_t)RH_GRAM_DEPTH * width;
   const int64_t partial_size = width * width;
   const int64_t n_super = m > 0 ? (m + RH_GRAM_SUPERBLOCK - 1) / RH_GRAM_SUPERBLOCK : 0;
   double* packs = align_to_cache_line(ws->gram_pack);
