@@ -18,7 +18,9 @@ import numpy as np
 from .exceptions import InferenceUnavailableError, ValidationError
 from .state import RenewableState
 
-# Beyond this condition number of J the sandwich is rounding noise, not a covariance.
+# Beyond this condition number of J scaled to a unit diagonal the sandwich is rounding noise,
+# not a covariance. Scaling first keeps features in raw units (scales 1e0..1e6) from counting
+# as ill-conditioned: only near-collinear columns do.
 _MAX_CONDITION = 1e12
 
 
@@ -47,7 +49,9 @@ def sandwich_covariance(state: RenewableState) -> np.ndarray:
     factor = small_sample_factor(int(state.n_samples_seen), P)
     information = np.asarray(state.information, dtype=np.float64)
     meat = np.asarray(state.meat, dtype=np.float64)
-    condition = np.linalg.cond(information)
+    diagonal = np.diagonal(information)
+    scale = np.sqrt(np.where(diagonal > 0, diagonal, np.nan))
+    condition = np.linalg.cond(information / np.outer(scale, scale))
     if not condition <= _MAX_CONDITION:
         raise InferenceUnavailableError(
             f"the information matrix J is singular or nearly so (condition number "

@@ -318,3 +318,21 @@ def test_cli_fit_json_includes_standard_errors(tmp_path, capsys):
     assert list(document["standard_errors"]) == ["a", "b", "c", "(intercept)"]
     np.testing.assert_allclose(list(document["standard_errors"].values()), expected.bse_,
                                rtol=1e-4)
+
+
+def test_raw_unit_features_are_not_called_singular():
+    X, y = stream_data(n=2000, seed=20)
+    scales = np.array([1.0, 1e3, 1e6])
+    model = RenewableHuberRegressor(backend="numpy", tol=1e-10).fit(X * scales, y)
+    reference = RenewableHuberRegressor(backend="numpy", tol=1e-10).fit(X, y)
+    # the same fit in other units: the standard errors scale with 1 / the column's unit
+    np.testing.assert_allclose(model.bse_[:3] * scales, reference.bse_[:3], rtol=1e-5)
+
+
+def test_pickle_keeps_the_standard_errors():
+    import pickle
+
+    X, y = stream_data(n=800, seed=21)
+    model, _ = fit_stream(X, y, 2)
+    twin = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(twin.cov_params(), model.cov_params())
