@@ -67,3 +67,16 @@ def test_cuda_estimator_standard_errors_match_numpy():
             model.partial_fit(X, y, sample_weight=w)
         fitted[backend] = model
     np.testing.assert_allclose(fitted["native_cuda"].bse_, fitted["numpy"].bse_, rtol=1e-7)
+
+
+def test_cupy_backend_standard_errors_match_numpy():
+    pytest.importorskip("cupy", reason="CuPy is not installed")
+    data = batches(3, n=2000, seed=6)
+    fitted = {}
+    for backend in ("numpy", "cupy"):
+        model = RenewableHuberRegressor(backend=backend, tol=1e-10)
+        for X, y, w in data:
+            model.partial_fit(X, y, sample_weight=w)
+        fitted[backend] = model
+    assert fitted["cupy"].state_.meat.dtype == np.float64
+    np.testing.assert_allclose(fitted["cupy"].bse_, fitted["numpy"].bse_, rtol=1e-7)
