@@ -24,6 +24,9 @@
  * chunks of RH_GRAM_DEPTH rows (see gram.c). */
 #define RH_GRAM_SUPERBLOCK 1024
 #define RH_GRAM_DEPTH 128
+/* rh_gram_and_meat packs four panels per chunk instead of two, in chunks half as deep, so the
+ * packing buffer keeps its size. */
+#define RH_MEAT_DEPTH (RH_GRAM_DEPTH / 2)
 /* Spare doubles in the Gram buffers so gram.c can align them to a cache line. */
 #define RH_GRAM_ALIGN_SLACK 8
 /* Below these amounts of multiply-adds a parallel region costs more than it saves (and on a
@@ -57,7 +60,7 @@ typedef struct RhWorkspace {
   /* per row block */
   double* block_gradient; /* n_blocks x P partial sums */
   double* block_loss;     /* n_blocks */
-  double* gram_pack;      /* super-blocks x 4 packed chunk panels (gram.c) */
+  double* gram_pack;      /* super-blocks x 2 packed chunk panels (gram.c) */
   double* gram_partial;   /* super-blocks x padded P x padded P */
   double* meat_partial;   /* the same for the meat Gram of rh_gram_and_meat */
   /* per parameter */

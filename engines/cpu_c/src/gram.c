@@ -22,7 +22,7 @@
 #include "gram_kernel.h"
 
 /* The four panels of one chunk in rh_gram_and_meat (layout of gram_kernel.h, stride
- * RH_GRAM_DEPTH): every row plain and times w psi^2, the Gram's rows plain and scaled. */
+ * RH_MEAT_DEPTH): every row plain and times w psi^2, the Gram's rows plain and scaled. */
 typedef struct RhMeatPanels {
   double* plain;
   double* meat_scaled;
@@ -90,7 +90,7 @@ static void accumulate_listed_rows(const RhProblem* problem, int64_t m, double* 
   const int64_t P = problem->P;
   const int64_t groups = (P + RH_PANEL_WIDTH - 1) / RH_PANEL_WIDTH;
   const int64_t width = groups * RH_PANEL_WIDTH;
-  const int64_t pack_size = 4 * (int64_t)RH_GRAM_DEPTH * width;
+  const int64_t pack_size = 2 * (int64_t)RH_GRAM_DEPTH * width;
   const int64_t partial_size = width * width;
   const int64_t n_super = m > 0 ? (m + RH_GRAM_SUPERBLOCK - 1) / RH_GRAM_SUPERBLOCK : 0;
   double* packs = align_to_cache_line(problem->ws->gram_pack);
@@ -178,22 +178,22 @@ static void super_block_gram_and_meat(const RhProblem* problem, int64_t first, i
   const double* scale = problem->ws->row_scale;
   const double* beta = problem->ws->beta;
   const int64_t width = groups * RH_PANEL_WIDTH;
-  const int64_t panel = (int64_t)RH_GRAM_DEPTH * width;
+  const int64_t panel = (int64_t)RH_MEAT_DEPTH * width;
   const RhMeatPanels panels = {pack, pack + panel, pack + 2 * panel, pack + 3 * panel};
   memset(partial, 0, (size_t)(width * width) * sizeof(double));
   memset(meat_partial, 0, (size_t)(width * width) * sizeof(double));
-  for (int64_t k = first; k < last; k += RH_GRAM_DEPTH) {
-    int64_t count = last - k < RH_GRAM_DEPTH ? last - k : RH_GRAM_DEPTH;
+  for (int64_t k = first; k < last; k += RH_MEAT_DEPTH) {
+    int64_t count = last - k < RH_MEAT_DEPTH ? last - k : RH_MEAT_DEPTH;
     int64_t kept = d->dtype == RH_CUDA_DTYPE_FLOAT32
                        ? pack_chunk_with_meat_f32(d, rows + k, scale + k, beta, problem->tau,
                                                   count, groups, panels)
                        : pack_chunk_with_meat_f64(d, rows + k, scale + k, beta, problem->tau,
                                                   count, groups, panels);
     if (kept > 0) {
-      rh_panel_gram_upper(panels.gram_scaled, panels.gram_plain, kept, RH_GRAM_DEPTH, groups,
+      rh_panel_gram_upper(panels.gram_scaled, panels.gram_plain, kept, RH_MEAT_DEPTH, groups,
                           partial, width);
     }
-    rh_panel_gram_upper(panels.meat_scaled, panels.plain, count, RH_GRAM_DEPTH, groups,
+    rh_panel_gram_upper(panels.meat_scaled, panels.plain, count, RH_MEAT_DEPTH, groups,
                         meat_partial, width);
   }
 }
@@ -233,7 +233,7 @@ void rh_gram_and_meat(RhProblem* problem, int reuse_weighted, double* gram, doub
 
   const int64_t groups = (P + RH_PANEL_WIDTH - 1) / RH_PANEL_WIDTH;
   const int64_t width = groups * RH_PANEL_WIDTH;
-  const int64_t pack_size = 4 * (int64_t)RH_GRAM_DEPTH * width;
+  const int64_t pack_size = 4 * (int64_t)RH_MEAT_DEPTH * width; /* the workspace's 2 x 128 */
   const int64_t partial_size = width * width;
   const int64_t n_super = m > 0 ? (m + RH_GRAM_SUPERBLOCK - 1) / RH_GRAM_SUPERBLOCK : 0;
   double* packs = align_to_cache_line(ws->gram_pack);

@@ -33,10 +33,11 @@ RH_MULTIVERSION static void RH_NAME(pack_chunk)(const RhBatchData* d, const int6
   }
 }
 
-/* The chunk packed for rh_gram_and_meat in one read of its rows: `plain` and `meat_scaled`
- * hold every listed row (the latter times w psi(r)^2, r = y - x' beta computed here from the
- * widened row), `gram_plain` and `gram_scaled` only the rows whose scale[k] is not zero,
- * compacted, so the Gram's product runs over those rows alone. Returns their count. */
+/* A chunk of at most RH_MEAT_DEPTH rows packed for rh_gram_and_meat in one read of its rows:
+ * `plain` and `meat_scaled` hold every listed row (the latter times w psi(r)^2, r = y - x' beta
+ * computed here from the widened row), `gram_plain` and `gram_scaled` only the rows whose
+ * scale[k] is not zero, compacted, so the Gram's product runs over those rows alone. Returns
+ * their count. */
 RH_MULTIVERSION static int64_t RH_NAME(pack_chunk_with_meat)(const RhBatchData* d,
                                                              const int64_t* rows,
                                                              const double* scale,
@@ -48,7 +49,7 @@ RH_MULTIVERSION static int64_t RH_NAME(pack_chunk_with_meat)(const RhBatchData* 
   const RH_T* weights = (const RH_T*)d->weights;
   const int64_t m = d->n_columns;
   const int64_t P = d->n_parameters;
-  const int64_t group_size = (int64_t)RH_GRAM_DEPTH * RH_PANEL_WIDTH;
+  const int64_t group_size = (int64_t)RH_MEAT_DEPTH * RH_PANEL_WIDTH;
   int64_t kept = 0;
   for (int64_t k = 0; k < count; ++k) {
     const int64_t i = rows[k];

@@ -19,12 +19,12 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static size_t buffer_specs(RhWorkspace* ws, int64_t n, int64_t P, size_t elem_size,
                            RhBufferSpec* specs, int* overflow) {
   int64_t square = 0, row_blocks = ceil_div(n, RH_ROW_BLOCK), block_grad = 0;
-  /* Gram: per super-block four packed chunks of RH_GRAM_DEPTH rows and one partial, both with
+  /* Gram: per super-block two packed chunks of RH_GRAM_DEPTH rows and one partial, both with
    * the parameters padded to whole panel groups (gram.c). */
   int64_t width = ceil_div(P, RH_PANEL_WIDTH) * RH_PANEL_WIDTH;
   int64_t superblocks = ceil_div(n, RH_GRAM_SUPERBLOCK), pack = 0, partial = 0;
   *overflow = rh_mul_i64(P, P, &square) || rh_mul_i64(row_blocks, P, &block_grad) ||
-              rh_mul_i64(superblocks, 4 * (int64_t)RH_GRAM_DEPTH, &pack) ||
+              rh_mul_i64(superblocks, 2 * (int64_t)RH_GRAM_DEPTH, &pack) ||
               rh_mul_i64(pack, width, &pack) || rh_mul_i64(width, width, &partial) ||
               rh_mul_i64(partial, superblocks, &partial) ||
               pack > INT64_MAX - RH_GRAM_ALIGN_SLACK || partial > INT64_MAX - RH_GRAM_ALIGN_SLACK;
