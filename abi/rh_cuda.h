@@ -94,7 +94,15 @@ typedef struct RhCudaEngineOptions {
   uint64_t reserved0;   /* RH_CUDA_ENGINE_FLAG_* bits */
 } RhCudaEngineOptions;
 
-/* A state to restore (input). 56 bytes. Pointers borrowed for the duration of the call. */
+/* The two state structs end with the meat matrix K of the sandwich covariance (docs/algorithm.md,
+ * "Inference"): K = sum over the stream's batches of X' diag(w psi(r)^2) X at each batch's
+ * committed coefficients, always P x P row-major DOUBLES whatever the engine dtype. The fields
+ * from `meat` on were appended to ABI 2: a caller built before them passes struct_size 56 (the
+ * offset of `meat`), which stays valid and means "no K" (restore: the engine then holds no K;
+ * export: nothing of K is written). Any struct_size between 56 and the full size is refused. */
+
+/* A state to restore (input). 64 bytes (56 without K). Pointers borrowed for the duration of
+ * the call. */
 typedef struct RhCudaHostStateView {
   uint32_t abi_version;
   uint32_t struct_size;
@@ -104,10 +112,13 @@ typedef struct RhCudaHostStateView {
   int64_t batch_count;      /* >= 0; zero exactly when n_samples_seen is zero */
   double previous_lambda;   /* finite, >= 0 */
   double weight_sum;        /* finite, >= 0; > 0 exactly when batch_count > 0 */
+  const void* meat;         /* P x P doubles, finite with a diagonal >= 0; NULL: the state has no
+                               K, and the engine gives none (meat_available 0) until a state with
+                               K is restored or a new engine starts a stream */
 } RhCudaHostStateView;
 
-/* A state to export into (output). 56 bytes. The caller owns the arrays (P and P x P values);
- * they are borrowed for the duration of the call. */
+/* A state to export into (output). 72 bytes (56 without K). The caller owns the arrays (P and
+ * P x P values, P x P doubles for meat); they are borrowed for the duration of the call. */
 typedef struct RhCudaHostState {
   uint32_t abi_version;
   uint32_t struct_size;
@@ -117,6 +128,12 @@ typedef struct RhCudaHostState {
   int64_t batch_count;
   double previous_lambda;
   double weight_sum;
+  void* meat;             /* P x P doubles, written when non-NULL and meat_available is 1;
+                             NULL: not exported */
+  int32_t meat_available; /* out: 1 when the engine holds K for every batch of its stream (a new
+                             engine does, with K = 0); 0 after a restore without K or an L1
+                             batch (no valid intervals after selection) */
+  int32_t reserved1;      /* out: set to 0 */
 } RhCudaHostState;
 
 /* Solver configuration of one update. 72 bytes. */
@@ -249,19 +266,21 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_destroy(RhCudaEngine* engine);
 
 /* Replaces the committed state with a validated copy of *state (finite values, non-negative
  * counters, batch_count == 0 exactly when n_samples_seen == 0, weight_sum > 0 exactly when
- * batch_count > 0: a state without a batch has weight 0). state and its arrays: borrowed for the
- * call. */
+ * batch_count > 0: a state without a batch has weight 0; meat, when given, finite with a
+ * non-negative diagonal). state and its arrays: borrowed for the call. */
 RH_CUDA_API RhCudaStatus rh_cuda_engine_restore(RhCudaEngine* engine,
                                                 const RhCudaHostStateView* state);
 
-/* Copies the committed state into the caller's arrays and counters. state and its arrays:
- * borrowed for the call. */
+/* Copies the committed state into the caller's arrays and counters (and K, see RhCudaHostState).
+ * state and its arrays: borrowed for the call. */
 RH_CUDA_API RhCudaStatus rh_cuda_engine_copy_state(RhCudaEngine* engine, RhCudaHostState* state);
 
 /* ============================================================================= updates */
 
 /* One renewable batch transition (docs/algorithm.md) on host data. batch, config: borrowed for
- * the call. diagnostics: out, borrowed for the call. The new state is committed only when the
+ * the call. diagnostics: out, borrowed for the call. With RH_CUDA_PENALTY_NONE and K held, the
+ * batch's X' diag(w psi(r)^2) X is added to K in the sweep that forms its information; an L1
+ * batch ends K (meat_available 0). The new state is committed only when the
  * whole transition succeeded; NaN or Inf in the batch is refused and never committed (the
  * committed state is untouched; which bad value is reported first is unspecified). The batch's
  * bandwidth h = min(bandwidth_scale / (sqrt(N) ln(max(n_features_in, 2))), tau), N =

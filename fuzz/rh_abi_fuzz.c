@@ -273,6 +273,23 @@ static void* make_struct(StructBuf* buf, const void* value, size_t known, int mu
   return buf->block;
 }
 
+/* The state structs also take the size ABI 2 callers had before the meat matrix K was
+ * appended (the offset of `meat`); the engine then reads and writes only that prefix. */
+static void accept_state_size_without_meat(StructBuf* buf) {
+  uint32_t version;
+  memcpy(&version, buf->block, 4);
+  if (version == RH_CUDA_ABI_VERSION &&
+      buf->declared == (uint32_t)offsetof(RhCudaHostState, meat)) {
+    buf->header_ok = 1;
+  }
+}
+
+/* Copies what a caller's struct holds into a full one, zero past its declared size. */
+static void read_struct(void* full, size_t known, const StructBuf* buf) {
+  memset(full, 0, known);
+  memcpy(full, buf->block, buf->alloc < known ? buf->alloc : known);
+}
+
 /* The bytes beyond this header's struct must be untouched (the engine writes known fields). */
 static void check_canary(const StructBuf* buf, const char* name) {
   for (size_t i = buf->known; i < buf->alloc; ++i) {
@@ -998,6 +1015,7 @@ static void op_copy_state(World* w) {
   }
   StructBuf buf;
   make_struct(&buf, &v, sizeof v, header_mutation);
+  accept_state_size_without_meat(&buf);
   int valid = e && !null_struct && buf.header_ok && v.coefficients && v.information;
   context("rh_cuda_engine_copy_state(%s, declared %u%s%s%s)", e ? "engine" : "NULL", buf.declared,
           null_struct ? ", struct NULL" : "", v.coefficients ? "" : ", coefficients NULL",
@@ -1007,7 +1025,7 @@ static void op_copy_state(World* w) {
   if (check_status(s, valid ? EXPECT_VALID : EXPECT_INVALID, 0, engine_error_for(e),
                    "rh_cuda_engine_copy_state")) {
     RhCudaHostState got;
-    memcpy(&got, buf.block, sizeof got);
+    read_struct(&got, sizeof got, &buf);
     if (memcmp(coef, w->snap.coefficients, (size_t)P * w->elem) != 0 ||
         memcmp(info, w->snap.information, (size_t)(P * P) * w->elem) != 0 ||
         got.n_samples_seen != w->snap.n_samples_seen || got.batch_count != w->snap.batch_count ||
@@ -1086,6 +1104,7 @@ static void op_restore(World* w) {
   v.information = info_null ? NULL : info;
   StructBuf buf;
   make_struct(&buf, &v, sizeof v, header_mutation);
+  accept_state_size_without_meat(&buf);
   int valid = e && !null_struct && buf.header_ok && !coef_null && !info_null &&
               all_finite(w, coef, P) && all_finite(w, info, P * P) && v.n_samples_seen >= 0 &&
               v.batch_count >= 0 && (v.batch_count == 0) == (v.n_samples_seen == 0) &&
@@ -1196,6 +1215,7 @@ static void op_update(World* w, int with_state) {
   }
   StructBuf sbuf;
   make_struct(&sbuf, &sv, sizeof sv, state_header);
+  accept_state_size_without_meat(&sbuf);
 
   int valid = e && c.valid && b.structural_valid && b.data_valid && !diag_null &&
               dbuf.header_ok &&
@@ -1284,7 +1304,7 @@ static void op_update(World* w, int with_state) {
     if (with_state && t == RH_CUDA_SUCCESS && w->snap.batch_count == previous.batch_count + 1) {
       /* the state exported by the call is the committed state */
       RhCudaHostState got;
-      memcpy(&got, sbuf.block, sizeof got);
+      read_struct(&got, sizeof got, &sbuf);
       if (memcmp(coef, w->snap.coefficients, (size_t)P * w->elem) != 0 ||
           memcmp(info, w->snap.information, (size_t)(P * P) * w->elem) != 0 ||
           got.n_samples_seen != w->snap.n_samples_seen ||

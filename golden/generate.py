@@ -284,6 +284,63 @@ def _v2_cases() -> list[dict]:
     ]
 
 
+def _v4_cases() -> list[dict]:
+    """The meat matrix K of the sandwich covariance (docs/algorithm.md, "Inference"): every
+    state also records `meat`, K after the batch, or null where the stream has none."""
+    one_sided = _Stream(401, [1.2, -0.7, 0.3], intercept=0.4)
+    f32 = _Stream(402, [0.9, -1.5], intercept=0.0)
+    l1 = _Stream(403, [1.5, 0.0, -1.0], intercept=0.5)
+    limit = _Stream(404, [0.5, 2.0], intercept=-1.0)
+
+    def shifted(batch: dict, every: int) -> dict:
+        # one-sided contamination: every `every`-th row 6 above the line (beyond tau)
+        batch["y"] = batch["y"].copy()
+        batch["y"][::every] += 6.0
+        return batch
+
+    return [
+        {
+            "id": "meat-weighted-one-sided-three-batches",
+            "description": "Unpenalised weighted stream with an intercept, one-sided response "
+            "outliers (residuals beyond tau, so psi is clipped), zero and non-unit weights, "
+            "three batches, tol 1e-12 (each batch ends at the rounding floor, so no kernel's "
+            "rounding of the last stopping test can move it): K accumulates w psi(r)^2 x x' at "
+            "each batch's estimate.",
+            "config": _estimator_config(tol=1e-12),
+            "batches": [
+                shifted(one_sided.batch(40, weights=[0.0, 0.5, 1.0, 2.0, 3.0]), 7)
+                for _ in range(3)
+            ],
+            "probe_X": one_sided.features(PROBE_ROWS),
+        },
+        {
+            "id": "meat-float32-no-intercept-two-batches",
+            "description": "Float32 unpenalised stream without an intercept, response "
+            "outliers, two batches: K is held in float64 whatever the dtype.",
+            "config": _estimator_config(dtype="float32", fit_intercept=False, tol=1e-5),
+            "batches": [f32.batch(40, outliers=3) for _ in range(2)],
+            "probe_X": f32.features(PROBE_ROWS),
+        },
+        {
+            "id": "meat-least-squares-limit",
+            "description": "tau 1e6 beyond every residual, ridge 0, two batches: c = 1 and "
+            "psi(r) = r, so K is the sum of each batch's r^2 x x' (the HC0 meat of least "
+            "squares at each batch's estimate).",
+            "config": _estimator_config(tau=1e6, ridge=0.0, tol=1e-12),
+            "batches": [limit.batch(30) for _ in range(2)],
+            "probe_X": limit.features(PROBE_ROWS),
+        },
+        {
+            "id": "meat-l1-stream-has-none",
+            "description": "L1 stream, two batches: an L1 batch ends K (post-selection "
+            "intervals are not valid), so every state records meat null.",
+            "config": _estimator_config(penalty="l1", tol=1e-6, max_iter=1000),
+            "batches": [l1.batch(40, outliers=2) for _ in range(2)],
+            "probe_X": l1.features(PROBE_ROWS),
+        },
+    ]
+
+
 def _first_batch_design(case: dict) -> np.ndarray:
     X = np.asarray(case["batches"][0]["X"], dtype=np.float64)
     return np.column_stack([X, np.ones(len(X))]) if case["config"]["fit_intercept"] else X
@@ -606,7 +663,9 @@ class _RunFacts:
     derived_tolerance: tuple[float, float]
 
 
-def _run_case(spec: dict, tolerance: tuple[float, float]) -> tuple[dict, _RunFacts]:
+def _run_case(
+    spec: dict, tolerance: tuple[float, float], with_meat: bool = False
+) -> tuple[dict, _RunFacts]:
     """Stream the case through the reference; tolerance becomes the case's (rtol, atol). The
     facts carry the tolerance the conditioning alone justifies (build_document adds the
     reversed-row sensitivity for v3)."""
@@ -640,6 +699,8 @@ def _run_case(spec: dict, tolerance: tuple[float, float]) -> tuple[dict, _RunFac
                 },
             }
         )
+        if with_meat:
+            states[-1]["meat"] = None if state.meat is None else _matrix(state.meat)
     probe = np.asarray(spec["probe_X"], dtype=dtype)
     predictions = design_matrix(np, probe, config["fit_intercept"]) @ state.coefficients
     derived = _derived_tolerance(config, states)
@@ -770,7 +831,8 @@ def _threshold_problem(spec: dict, case: dict) -> str | None:
     tol (one that puts the last step far from the threshold)."""
     for factor in (1.0 / THRESHOLD_FACTOR, THRESHOLD_FACTOR):
         config = dict(spec["config"], tol=spec["config"]["tol"] * factor)
-        rerun, _ = _run_case(dict(spec, config=config), (case["rtol"], case["atol"]))
+        with_meat = "meat" in case["expected"]["states"][0]
+        rerun, _ = _run_case(dict(spec, config=config), (case["rtol"], case["atol"]), with_meat)
         problem = _within_half_tolerance(case, rerun)
         if problem:
             return f"the result moves when tol is multiplied by {factor:g}: {problem}"
@@ -807,7 +869,7 @@ def _check_expectations(
         check = spec.get("check")
         problem = check(case) if check is not None else None
         newton = case["config"]["penalty"] == "none"
-        if problem is None and name == "native_core_v3.json" and newton:
+        if problem is None and name in ("native_core_v3.json", "native_core_v4.json") and newton:
             problem = _threshold_problem(spec, case)
         if problem:
             problems.append(f"{case['id']}: {problem}")
@@ -824,12 +886,15 @@ class _Corpus:
     # their base tolerance is checked against the conditioning alone)
     measures_sensitivity: bool = False
     frozen: bool = False
+    # v4: every state records the meat matrix K (or null)
+    with_meat: bool = False
 
 
 CORPORA = (
     _Corpus("native_core_v1.json", 1, _v1_cases, frozen=True),
     _Corpus("native_core_v2.json", 2, _v2_cases),
     _Corpus("native_core_v3.json", 3, _v3_cases, measures_sensitivity=True),
+    _Corpus("native_core_v4.json", 4, _v4_cases, measures_sensitivity=True, with_meat=True),
 )
 CORPUS_NAMES = tuple(corpus.name for corpus in CORPORA)
 _BY_NAME = {corpus.name: corpus for corpus in CORPORA}
@@ -846,7 +911,7 @@ def build_document(name: str) -> dict:
     results = []
     for spec in specs:
         base = CASE_TOLERANCES[spec["config"]["dtype"]]
-        case, facts = _run_case(spec, base)
+        case, facts = _run_case(spec, base, corpus.with_meat)
         if corpus.measures_sensitivity:
             derived = _derived_tolerance(
                 case["config"], case["expected"]["states"], _reversed_rows_deviation(spec, case)
@@ -886,7 +951,9 @@ def _content_digest(document: dict) -> str:
 
 # --------------------------------------------------------------------- the rounding model
 
-_CLOSE_STATE_KEYS = frozenset({"coefficients", "information", "previous_lambda", "weight_sum"})
+_CLOSE_STATE_KEYS = frozenset(
+    {"coefficients", "information", "previous_lambda", "weight_sum", "meat"}
+)
 _CLOSE_DIAGNOSTIC_KEYS = frozenset({"objective", "lambda_value", "bandwidth"})
 
 

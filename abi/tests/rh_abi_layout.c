@@ -115,10 +115,14 @@ static void print_structs(void) {
 
   STRUCT(RhCudaHostStateView);
   STATE_FIELDS(RhCudaHostStateView);
+  FIELD(RhCudaHostStateView, meat);
   END_STRUCT();
 
   STRUCT(RhCudaHostState);
   STATE_FIELDS(RhCudaHostState);
+  FIELD(RhCudaHostState, meat);
+  FIELD(RhCudaHostState, meat_available);
+  FIELD(RhCudaHostState, reserved1);
   END_STRUCT();
 
   STRUCT(RhCudaUpdateConfig);

@@ -108,13 +108,27 @@ RhCudaStatus rh_validate_batch(const RhCudaHostBatch* batch, const char* name,
 RhCudaStatus rh_validate_prediction(const RhCudaPrediction* prediction, int64_t n_parameters,
                                     size_t elem_size, int* append_intercept, RhErrorBuffer* err);
 
-/* Restored state scalars: header, coefficients and information non-NULL, n_samples_seen >= 0,
+/* Both state structs as ABI 2 callers built before the meat matrix K lay them out: they end where
+ * `meat` begins (56 bytes). Such a struct is valid and carries no K. */
+#define RH_STATE_SIZE_WITHOUT_MEAT ((uint32_t)offsetof(RhCudaHostState, meat))
+
+/* 1 when the (validated) state struct has the K fields, 0 for an older caller's struct. */
+int rh_state_view_has_meat(const RhCudaHostStateView* state);
+int rh_state_out_has_meat(const RhCudaHostState* state);
+
+/* Restored state scalars: header (struct_size RH_STATE_SIZE_WITHOUT_MEAT or at least the full
+ * size), coefficients and information non-NULL, n_samples_seen >= 0,
  * batch_count >= 0, batch_count == 0 exactly when n_samples_seen == 0, batch_count <=
  * n_samples_seen, previous_lambda finite >= 0, weight_sum finite >= 0 and > 0 exactly when
  * batch_count > 0. Array finiteness is the engine's to check. */
 RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, RhErrorBuffer* err);
 
-/* Export target: header, coefficients and information non-NULL. */
+/* The restored meat matrix K: *with_meat = 1 when the view has the K fields and a non-NULL
+ * meat, which must then be P x P finite doubles with a non-negative diagonal. */
+RhCudaStatus rh_validate_state_meat(const RhCudaHostStateView* state, int64_t n_parameters,
+                                    int* with_meat, RhErrorBuffer* err);
+
+/* Export target: header (as for the view), coefficients and information non-NULL. */
 RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, RhErrorBuffer* err);
 
 /* Returns the index of the first non-finite value in data[0..count), or -1 when all are

@@ -225,9 +225,31 @@ RhCudaStatus rh_validate_prediction(const RhCudaPrediction* prediction, int64_t 
                        elem_size, append_intercept, err);
 }
 
+/* struct_size is the size before K (an older ABI 2 caller) or at least the full size. */
+static RhCudaStatus check_state_header(const void* state, const char* name, uint32_t full_size,
+                                       RhErrorBuffer* err) {
+  RH_TRY(rh_check_header(state, name, RH_STATE_SIZE_WITHOUT_MEAT, err));
+  const uint32_t size = ((const uint32_t*)state)[1];
+  if (size != RH_STATE_SIZE_WITHOUT_MEAT && size < full_size) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "%s.struct_size is %" PRIu32 ": must be %" PRIu32
+                   " (without the meat matrix K) or at least %" PRIu32,
+                   name, size, RH_STATE_SIZE_WITHOUT_MEAT, full_size);
+  }
+  return RH_CUDA_SUCCESS;
+}
+
+int rh_state_view_has_meat(const RhCudaHostStateView* state) {
+  return state->struct_size >= (uint32_t)sizeof(RhCudaHostStateView);
+}
+
+int rh_state_out_has_meat(const RhCudaHostState* state) {
+  return state->struct_size >= (uint32_t)sizeof(RhCudaHostState);
+}
+
 RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, RhErrorBuffer* err) {
   const char* name = "RhCudaHostStateView";
-  RH_TRY(rh_check_header(state, name, (uint32_t)sizeof(RhCudaHostStateView), err));
+  RH_TRY(check_state_header(state, name, (uint32_t)sizeof(RhCudaHostStateView), err));
   if (state->coefficients == NULL) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.coefficients is NULL", name);
   }
@@ -265,9 +287,34 @@ RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, RhErrorBuf
   return RH_CUDA_SUCCESS;
 }
 
+RhCudaStatus rh_validate_state_meat(const RhCudaHostStateView* state, int64_t n_parameters,
+                                    int* with_meat, RhErrorBuffer* err) {
+  *with_meat = rh_state_view_has_meat(state) && state->meat != NULL;
+  if (!*with_meat) {
+    return RH_CUDA_SUCCESS;
+  }
+  const int64_t P = n_parameters;
+  const double* meat = (const double*)state->meat;
+  int64_t bad = rh_first_nonfinite_f64(meat, P * P);
+  if (bad >= 0) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "RhCudaHostStateView.meat[%" PRId64 ", %" PRId64 "] is %g: must be finite",
+                   bad / P, bad % P, meat[bad]);
+  }
+  for (int64_t j = 0; j < P; ++j) {
+    if (meat[j * P + j] < 0.0) {
+      return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                     "RhCudaHostStateView.meat[%" PRId64 ", %" PRId64
+                     "] is %g: the meat matrix K has no negative diagonal entry",
+                     j, j, meat[j * P + j]);
+    }
+  }
+  return RH_CUDA_SUCCESS;
+}
+
 RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, RhErrorBuffer* err) {
   const char* name = "RhCudaHostState";
-  RH_TRY(rh_check_header(state, name, (uint32_t)sizeof(RhCudaHostState), err));
+  RH_TRY(check_state_header(state, name, (uint32_t)sizeof(RhCudaHostState), err));
   if (state->coefficients == NULL) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.coefficients is NULL", name);
   }

@@ -95,13 +95,15 @@ int main(void) {
            (int)diagnostics.converged);
   }
 
+  /* meat: K of the sandwich covariance J^-1 K J^-1 (always doubles); NULL would skip it. */
   double coefficients[PARAMETERS], information[PARAMETERS * PARAMETERS];
+  double meat[PARAMETERS * PARAMETERS];
   RhCudaHostState state = {RH_CUDA_ABI_VERSION, sizeof state, coefficients, information, 0, 0,
-                           0.0, 0.0};
+                           0.0, 0.0, meat, 0, 0};
   if (check(rh_cuda_engine_copy_state(engine, &state), engine, "rh_cuda_engine_copy_state")) {
     return 1;
   }
-  int failures = 0;
+  int failures = state.meat_available != 1;
   for (int j = 0; j < PARAMETERS; ++j) {
     printf("coefficient %d: %+.4f (truth %+.4f)\n", j, coefficients[j], truth[j]);
     failures += fabs(coefficients[j] - truth[j]) > 0.1;
@@ -126,7 +128,7 @@ int main(void) {
   RhCudaEngine* twin = NULL;
   RhCudaHostStateView view = {RH_CUDA_ABI_VERSION, sizeof view, coefficients, information,
                               state.n_samples_seen, state.batch_count, state.previous_lambda,
-                              state.weight_sum};
+                              state.weight_sum, meat};
   if (check(rh_cuda_engine_create(&options, &twin), NULL, "rh_cuda_engine_create") ||
       check(rh_cuda_engine_restore(twin, &view), twin, "rh_cuda_engine_restore")) {
     return 1;

@@ -90,6 +90,7 @@ class RhCudaHostStateView(ctypes.Structure):
         ("batch_count", ctypes.c_int64),
         ("previous_lambda", ctypes.c_double),
         ("weight_sum", ctypes.c_double),
+        ("meat", ctypes.c_void_p),
     ]
 
 
@@ -103,7 +104,15 @@ class RhCudaHostState(ctypes.Structure):
         ("batch_count", ctypes.c_int64),
         ("previous_lambda", ctypes.c_double),
         ("weight_sum", ctypes.c_double),
+        ("meat", ctypes.c_void_p),
+        ("meat_available", ctypes.c_int32),
+        ("reserved1", ctypes.c_int32),
     ]
+
+
+# Both state structs as ABI 2 callers built before K lay them out: struct_size 56, the offset
+# of `meat`. Engines still accept it and then neither take nor give K.
+STATE_SIZE_WITHOUT_MEAT = RhCudaHostState.meat.offset
 
 
 class RhCudaUpdateConfig(ctypes.Structure):

@@ -1,8 +1,12 @@
 """Pickle-free checkpoints: one .npz (a zip of .npy members) with `coefficients`,
 `information` (row-major) and `metadata` (a JSON string).
 
-Formats: 3 (written) adds `payload_sha256`, a digest over the arrays and the metadata, so a
-payload edited after it was written is refused, and may carry an optional `source` record (the
+Formats: 4 (written) adds the stream's meat matrix K (the sandwich covariance's middle,
+docs/algorithm.md "Inference") as a float64 member `meat`, present exactly when the metadata's
+`has_meat` is true (a stream that has no K, e.g. one resumed from an older checkpoint, writes
+`has_meat` false and no member); the digest covers it. Formats 1 to 3 are read with K absent,
+so a stream resumed from them has no standard errors. 3 adds `payload_sha256`, a digest over
+the arrays and the metadata, so a payload edited after it was written is refused, and may carry an optional `source` record (the
 data file the stream last read and how many of its rows are in the model: see
 validate_source; the command line writes it, estimator.save() never does); 2 adds
 `weight_sum`; 1 (renewable-huber 0.7.x's first format, also without feature names) is read with
@@ -36,8 +40,8 @@ import numpy as np
 from ._validation import DEFAULT_PARAMS, PARAM_NAMES, validate_params
 from .exceptions import RenewableHuberError, ValidationError
 
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 INT64_MAX = 2**63 - 1
 # The metadata is a few hundred bytes; feature names of a very wide table stay far below this.
 MAX_METADATA_CHARACTERS = 1 << 22
@@ -45,8 +49,10 @@ MAX_METADATA_CHARACTERS = 1 << 22
 _READ_PIECE = 1 << 20
 
 _ARRAY_NAMES = ("coefficients", "information")
+_MEAT = "meat"
 _MEMBERS = frozenset((*_ARRAY_NAMES, "metadata"))
 _DIGEST_KEY = "payload_sha256"
+_HAS_MEAT_KEY = "has_meat"
 _METADATA_KEYS = (
     "format_version",
     "config",
@@ -60,10 +66,15 @@ _METADATA_KEYS = (
 )
 _SOURCE_KEY = "source"
 # Keys a format may lack, and keys only a format may have.
-_ABSENT_IN = {1: {"weight_sum", _DIGEST_KEY}, 2: {_DIGEST_KEY}, 3: set()}
+_ABSENT_IN = {
+    1: {"weight_sum", _DIGEST_KEY, _HAS_MEAT_KEY},
+    2: {_DIGEST_KEY, _HAS_MEAT_KEY},
+    3: {_HAS_MEAT_KEY},
+    4: set(),
+}
 # renewable-huber 0.7.x wrote format 1 with or without feature names; format 3 has a source
 # record only when the writer passed one (the command line does, estimator.save() does not).
-_OPTIONAL_IN = {1: {"feature_names_in"}, 2: set(), 3: {_SOURCE_KEY}}
+_OPTIONAL_IN = {1: {"feature_names_in"}, 2: set(), 3: {_SOURCE_KEY}, 4: {_SOURCE_KEY}}
 # The source record: the data file (path, size) and a SHA-256 of its first prefix_bytes bytes,
 # plus the number of its data rows the model holds. See validate_source.
 SOURCE_KEYS = ("path", "size", "prefix_bytes", "prefix_sha256", "rows")
@@ -71,11 +82,14 @@ _MAX_SOURCE_PATH = 4096
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
-def payload_digest(coefficients: np.ndarray, information: np.ndarray, metadata: dict) -> str:
+def payload_digest(coefficients: np.ndarray, information: np.ndarray, metadata: dict,
+                   meat: np.ndarray | None = None) -> str:
     """SHA-256 over the arrays' dtype, shape and bytes and the metadata without the digest
-    (canonical JSON), so any change to what a checkpoint says changes the digest."""
+    (canonical JSON), so any change to what a checkpoint says changes the digest. The meat
+    array, when there is one, is hashed after the other two (format 3 has none)."""
     digest = hashlib.sha256(b"renewable-huber checkpoint\0")
-    for array in (coefficients, information):
+    arrays = (coefficients, information) if meat is None else (coefficients, information, meat)
+    for array in arrays:
         array = np.ascontiguousarray(array)
         digest.update(f"{array.dtype.str}{array.shape}".encode())
         digest.update(array.tobytes())
@@ -109,11 +123,16 @@ def save_checkpoint(path, payload: dict[str, Any], *, source: dict | None = None
     """
     path = os.path.realpath(os.fspath(path))
     arrays = {name: np.ascontiguousarray(payload[name]) for name in _ARRAY_NAMES}
+    meat = payload.get(_MEAT)
+    if meat is not None:
+        arrays[_MEAT] = np.ascontiguousarray(meat, dtype=np.float64)
     metadata = {key: payload[key] for key in _METADATA_KEYS if key != "format_version"}
-    metadata = {"format_version": FORMAT_VERSION, **metadata}
+    metadata = {"format_version": FORMAT_VERSION, **metadata, _HAS_MEAT_KEY: meat is not None}
     if source is not None:
         metadata[_SOURCE_KEY] = validate_source(source)
-    metadata[_DIGEST_KEY] = payload_digest(arrays["coefficients"], arrays["information"], metadata)
+    metadata[_DIGEST_KEY] = payload_digest(
+        arrays["coefficients"], arrays["information"], metadata, arrays.get(_MEAT)
+    )
     text = json.dumps(metadata, allow_nan=False, sort_keys=True)
 
     folder, name = os.path.split(path)
@@ -192,23 +211,34 @@ def _read(handle) -> dict[str, Any]:
         raise _Corrupt(f"not an .npz archive ({error})") from None
     with archive:
         names = [info.filename for info in archive.infolist()]
-        expected = sorted(f"{member}.npy" for member in _MEMBERS)
-        if sorted(names) != expected:
-            raise _Corrupt(f"expected members {expected}, found {sorted(names)}")
+        allowed = sorted(f"{member}.npy" for member in (*_MEMBERS, _MEAT))
+        if not set(names) <= set(allowed) or len(set(names)) != len(names):
+            raise _Corrupt(f"expected members {allowed[:2] + allowed[3:]} (and {_MEAT}.npy in "
+                           f"format 4 with {_HAS_MEAT_KEY}), found {sorted(names)}")
         metadata = _read_metadata(archive)
         payload = _validated_metadata(metadata)
+        members = set(_MEMBERS) | ({_MEAT} if metadata.get(_HAS_MEAT_KEY) is True else set())
+        expected = sorted(f"{member}.npy" for member in members)
+        if sorted(names) != expected:
+            raise _Corrupt(f"expected members {expected}, found {sorted(names)}")
         n_parameters = payload["n_features_in"] + int(payload["fit_intercept"])
         dtype = np.dtype(payload["config"]["dtype"])
+        square = (n_parameters, n_parameters)
         coefficients = _read_array(archive, "coefficients", (n_parameters,), dtype)
-        information = _read_array(archive, "information", (n_parameters, n_parameters), dtype)
+        information = _read_array(archive, "information", square, dtype)
+        meat = (_read_array(archive, _MEAT, square, np.dtype(np.float64))
+                if _MEAT in members else None)
     _check_information(information)
+    if meat is not None:
+        _check_information(meat, _MEAT, "a meat matrix K (a sum of X' diag(w psi^2) X)")
     if payload["format_version"] >= 3:
-        if metadata[_DIGEST_KEY] != payload_digest(coefficients, information, metadata):
+        if metadata[_DIGEST_KEY] != payload_digest(coefficients, information, metadata, meat):
             raise _Corrupt(
                 "the payload digest does not match: the file was changed after it was written"
             )
     payload["coefficients"] = coefficients
     payload["information"] = information
+    payload[_MEAT] = meat
     return payload
 
 
@@ -287,14 +317,15 @@ def _read_array(archive: zipfile.ZipFile, name: str, shape: tuple[int, ...],
     return array
 
 
-def _check_information(information: np.ndarray) -> None:
-    # J is a sum of X' diag(w c) X with w, c >= 0: its diagonal is never negative.
+def _check_information(information: np.ndarray, name: str = "information",
+                       what: str = "an information matrix") -> None:
+    # J is a sum of X' diag(w c) X with w, c >= 0 (K one of X' diag(w psi^2) X): its diagonal
+    # is never negative.
     diagonal = np.diagonal(information)
     if (diagonal < 0).any():
         j = int(np.argmax(diagonal < 0))
         raise _Corrupt(
-            f"information[{j}, {j}] is {diagonal[j]!r}: an information matrix has no negative "
-            "diagonal entry"
+            f"{name}[{j}, {j}] is {diagonal[j]!r}: {what} has no negative diagonal entry"
         )
 
 
@@ -321,7 +352,7 @@ def _nonnegative_real(metadata: dict, key: str) -> float:
 
 
 def _check_keys(metadata: dict, version: int) -> None:
-    expected = set(_METADATA_KEYS) | {_DIGEST_KEY}
+    expected = set(_METADATA_KEYS) | {_DIGEST_KEY, _HAS_MEAT_KEY}
     optional = _OPTIONAL_IN[version]
     required = expected - _ABSENT_IN[version] - optional
     missing = sorted(required - set(metadata))
@@ -357,6 +388,8 @@ def _validated_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     _check_keys(metadata, version)
     if version >= 3 and not isinstance(metadata[_DIGEST_KEY], str):
         raise _Corrupt(f"{_DIGEST_KEY} must be a hexadecimal string")
+    if version >= 4 and not isinstance(metadata[_HAS_MEAT_KEY], bool):
+        raise _Corrupt(f"{_HAS_MEAT_KEY} must be true or false, got {metadata[_HAS_MEAT_KEY]!r}")
     config = _config(metadata, version)
 
     n_features_in = _integer(metadata, "n_features_in", 1)

@@ -774,6 +774,7 @@ def _fit_summary(args, model, features, rows_before, run: _FitRun) -> str:
     if fit_intercept:
         values.append(float(model.intercept_))
     lines += _coefficient_table(names, values)
+    lines += _inference_table(names, model.state_, model.get_params()["penalty"])
     if args.checkpoint:
         lines.append("")
         lines.append(f"checkpoint: {args.checkpoint} (written {run.saves} time"
@@ -788,6 +789,39 @@ def _coefficient_table(names: list[str], values: list[float]) -> list[str]:
     lines.extend(f"{name:<{width}}  {value:>14.6g}"
                  for name, value in zip(names, values, strict=True))
     return lines
+
+
+def _inference_table(names: list[str], state, penalty: str) -> list[str]:
+    """Standard errors, z, P>|z| and 95% intervals under the coefficient table, or the reason
+    the stream has none."""
+    from . import inference
+
+    standard_errors, reason = inference.standard_errors_of(state, penalty)
+    if standard_errors is None:
+        return ["", f"standard errors: unavailable: {reason}"]
+    rows = inference.summary_rows(names, state.coefficients, standard_errors, 0.05)
+    width = max(len("feature"), *(len(n) for n in names))
+    lines = ["", "inference (sandwich covariance n/(n-P) J^-1 K J^-1, 95% Wald intervals):",
+             f"{'feature':<{width}}  {'std err':>12} {'z':>9} {'P>|z|':>9} "
+             f"{'[0.025':>13} {'0.975]':>13}"]
+    lines.extend(
+        f"{row['name']:<{width}}  {row['std_err']:>12.6g} {row['z']:>9.3f} "
+        f"{row['p_value']:>9.3g} {row['lower']:>13.6g} {row['upper']:>13.6g}"
+        for row in rows
+    )
+    return lines
+
+
+def _inference_document(names: list[str], state, penalty: str) -> dict:
+    """The JSON members: standard_errors by name (the intercept as "(intercept)"), or null
+    with inference_unavailable giving the reason."""
+    from . import inference
+
+    standard_errors, reason = inference.standard_errors_of(state, penalty)
+    if standard_errors is None:
+        return {"standard_errors": None, "inference_unavailable": reason}
+    return {"standard_errors": dict(zip(names, standard_errors.tolist(), strict=True)),
+            "inference_unavailable": None}
 
 
 def _plain(value):
@@ -830,6 +864,8 @@ def _fit_document(args, model, features, rows_before, run: _FitRun) -> dict:
         "not_converged": len(run.unconverged),
         "unconverged_batches": run.unconverged,
         "last_batch": dict(model.diagnostics_),
+        **_inference_document([*features] + (["(intercept)"] if state["fit_intercept"] else []),
+                              model.state_, state["config"]["penalty"]),
     }
 
 
@@ -921,6 +957,7 @@ def command_inspect(args) -> int:
     coefficients = np.asarray(payload["coefficients"], dtype=np.float64).tolist()
     intercept = coefficients[n_features] if payload["fit_intercept"] else None
     source = payload.get("source")
+    table_names = names + (["(intercept)"] if intercept is not None else [])
     if args.json:
         document = {
             "checkpoint": args.checkpoint,
@@ -938,6 +975,7 @@ def command_inspect(args) -> int:
             "weight_sum": payload["weight_sum"],
             "previous_lambda": payload["previous_lambda"],
             "source": source,
+            **_inference_document(table_names, _payload_state(payload), config["penalty"]),
         }
         print(json.dumps(document, indent=2, default=_plain))
         return 0
@@ -959,10 +997,22 @@ def command_inspect(args) -> int:
     else:
         lines.append("source: not recorded (saved by the Python API, or by an older `fit`)")
     lines.append("")
-    table_names = names + (["(intercept)"] if intercept is not None else [])
     lines += _coefficient_table(table_names, coefficients)
+    lines += _inference_table(table_names, _payload_state(payload), config["penalty"])
     print("\n".join(lines))
     return 0
+
+
+def _payload_state(payload):
+    """The checkpoint's state in float64 (no engine is created to inspect a checkpoint)."""
+    from .state import RenewableState
+
+    return RenewableState(
+        coefficients=np.asarray(payload["coefficients"], dtype=np.float64),
+        information=np.asarray(payload["information"], dtype=np.float64),
+        n_samples_seen=payload["n_samples_seen"], batch_count=payload["batch_count"],
+        previous_lambda=payload["previous_lambda"], weight_sum=payload["weight_sum"],
+        meat=payload.get("meat"))
 
 
 # ---------------------------------------------------------------------------------- info

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from . import checkpoint
+from . import checkpoint, inference
 from . import tau as tau_guidance
 from ._validation import (
     DEFAULT_PARAMS,
@@ -37,6 +37,7 @@ from .diagnostics import BatchDiagnostics, Diagnostics
 from .exceptions import (
     ConvergenceWarning,
     EngineError,
+    InferenceUnavailableError,
     NotFittedError,
     RenewableHuberError,
     TauScaleWarning,
@@ -528,6 +529,67 @@ class RenewableHuberRegressor:
             return 1.0 if residual == 0.0 else 0.0
         return float(1.0 - residual / total)
 
+    # -- inference ----------------------------------------------------------------------
+
+    def _covariance(self) -> np.ndarray:
+        self._require_fitted()
+        if self._validated_params().penalty != "none":
+            raise InferenceUnavailableError(
+                "standard errors and intervals are offered for penalty='none' only: after L1 "
+                "selection the usual intervals are not valid (they ignore the selection step); "
+                "refit the selected features with penalty='none' on fresh data for inference"
+            )
+        return inference.sandwich_covariance(self._state)
+
+    @_serialised
+    def cov_params(self) -> np.ndarray:
+        """(P, P) float64 covariance of the coefficients, rows and columns in the order of
+        coef_ then the intercept last: n/(n - P) J^-1 K J^-1 (docs/algorithm.md,
+        "Inference"). InferenceUnavailableError for L1, a stream without K (e.g. loaded
+        from a checkpoint of format 3 or older), a singular J, or n <= P."""
+        return self._covariance()
+
+    @property
+    @_serialised
+    def bse_(self) -> np.ndarray:
+        """(P,) float64 standard errors, in the order of coef_ then the intercept last."""
+        return np.sqrt(np.diagonal(self._covariance())).copy()
+
+    @_serialised
+    def conf_int(self, alpha=0.05) -> np.ndarray:
+        """(P, 2) float64 Wald intervals [lower, upper] at level 1 - alpha, rows in the order
+        of coef_ then the intercept last."""
+        alpha = inference.check_alpha(alpha)
+        standard_errors = np.sqrt(np.diagonal(self._covariance()))
+        return inference.confidence_intervals(self._state.coefficients, standard_errors, alpha)
+
+    @_serialised
+    def summary(self, alpha=0.05, *, as_dict: bool = False):
+        """A table of coef, std err, z, P>|z| and the 1 - alpha interval per coefficient
+        (feature names, or x0, x1, ..., then "intercept"); as_dict=True gives the rows as a
+        list of dicts with keys name, coef, std_err, z, p_value, lower, upper."""
+        alpha = inference.check_alpha(alpha)
+        standard_errors = np.sqrt(np.diagonal(self._covariance()))
+        rows = inference.summary_rows(
+            self._coefficient_names(), self._state.coefficients, standard_errors, alpha
+        )
+        if as_dict:
+            return rows
+        header = (
+            f"RenewableHuberRegressor: {self.n_samples_seen_} rows in "
+            f"{self._state.batch_count} batches, tau={self.tau_:g}"
+        )
+        return inference.format_summary(rows, alpha, header)
+
+    def _coefficient_names(self) -> list[str]:
+        if self._feature_names is not None:
+            names = [str(name) for name in self._feature_names]
+        else:
+            names = [f"x{j}" for j in range(self.n_features_in_)]
+        if self._state.n_parameters > self.n_features_in_:
+            names.append("intercept")
+        return names
+
     # -- state and checkpoints ----------------------------------------------------------
 
     @property
@@ -558,6 +620,7 @@ class RenewableHuberRegressor:
             "fit_intercept": bool(params.fit_intercept),
             "weight_sum": float(state.weight_sum),
             "feature_names_in": None if self._feature_names is None else list(self._feature_names),
+            "meat": None if state.meat is None else np.array(state.meat, copy=True),
         }
 
     # -- pickle, copy.deepcopy, joblib ---------------------------------------------------
@@ -678,6 +741,9 @@ def _state_from_payload(payload: dict[str, Any], dtype: np.dtype) -> RenewableSt
         batch_count=payload["batch_count"],
         previous_lambda=payload["previous_lambda"],
         weight_sum=payload["weight_sum"],
+        meat=None if payload.get("meat") is None else np.array(
+            payload["meat"], dtype=np.float64, copy=True
+        ),
     )
 
 

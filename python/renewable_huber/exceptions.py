@@ -39,6 +39,12 @@ class EngineError(RenewableHuberError, RuntimeError):
     its last-error text. The committed state is unchanged."""
 
 
+class InferenceUnavailableError(RenewableHuberError, RuntimeError):
+    """Standard errors or intervals were asked for where the stream cannot give valid ones:
+    an L1-penalised stream, a state restored without its meat matrix K (an older checkpoint
+    or caller), a singular information matrix, or no more rows than parameters."""
+
+
 # ---------------------------------------------------------------------------------- warnings
 
 

@@ -18,6 +18,10 @@ class RenewableState:
     n_samples_seen: rows seen, zero-weight rows included. batch_count: batches seen.
     previous_lambda: lambda of the last batch (0 for penalty "none").
     weight_sum: cumulative sum of sample weights N.
+    meat: (P, P) float64 running sum K = sum_b X_b' diag(w psi(r_b)^2) X_b of the sandwich
+    covariance (docs/algorithm.md, "Inference"), or None when the stream cannot give standard
+    errors: restored from a state that carried no K (an older checkpoint or caller), or an
+    L1-penalised batch was folded in.
     """
 
     coefficients: np.ndarray
@@ -26,6 +30,7 @@ class RenewableState:
     batch_count: int = 0
     previous_lambda: float = 0.0
     weight_sum: float = 0.0
+    meat: np.ndarray | None = None
 
     def __init__(
         self,
@@ -35,6 +40,7 @@ class RenewableState:
         batch_count: int = 0,
         previous_lambda: float = 0.0,
         weight_sum: float = 0.0,
+        meat: np.ndarray | None = None,
     ):
         # Frozen: the fields are written once, here, straight into the instance dictionary.
         self.__dict__.update(
@@ -44,6 +50,7 @@ class RenewableState:
             batch_count=batch_count,
             previous_lambda=previous_lambda,
             weight_sum=weight_sum,
+            meat=meat,
         )
 
     @classmethod
@@ -52,12 +59,18 @@ class RenewableState:
         return cls(
             coefficients=np.zeros(n_parameters, dtype=dtype),
             information=np.zeros((n_parameters, n_parameters), dtype=dtype),
+            meat=np.zeros((n_parameters, n_parameters), dtype=np.float64),
         )
 
     @property
     def effective_weight(self) -> float:
         """The cumulative sample weight under renewable-huber 0.7.x's name (= weight_sum)."""
         return float(self.weight_sum)
+
+    @property
+    def inference_available(self) -> bool:
+        """True when the state carries K for every batch of its stream."""
+        return self.meat is not None
 
     @property
     def n_parameters(self) -> int:
@@ -68,4 +81,5 @@ class RenewableState:
             self,
             coefficients=np.array(self.coefficients, copy=True),
             information=np.array(self.information, copy=True),
+            meat=None if self.meat is None else np.array(self.meat, copy=True),
         )

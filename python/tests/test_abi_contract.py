@@ -212,7 +212,7 @@ def test_ctypes_field_types_follow_the_manifest_types():
         for field in struct["fields"]:
             assert fields[field["name"]] is by_c_type[field["type"]], f"{name}.{field['name']}"
             checked += 1
-    assert checked == 79
+    assert checked == 83
 
 
 def test_constants_equal_manifest_header_and_binding(layout):
@@ -338,3 +338,17 @@ def test_bound_library_carries_the_binding_signatures(library):
         assert list(function.argtypes) == [
             _expected_ctype(_param_type(p)) for p in declared["params"]
         ], declared["name"]
+
+
+def test_earlier_accepted_sizes_end_where_an_appended_field_begins(layout):
+    # ABI 2 callers built before the meat matrix K pass 56-byte state structs: each earlier
+    # size the manifest lists must be the offset of a field, i.e. a prefix of whole fields.
+    checked = 0
+    for name, struct in MANIFEST["structs"].items():
+        for size in struct.get("accepted_sizes_before", []):
+            offsets = [f["offset"] for f in layout["structs"][name]["fields"]]
+            assert size in offsets and size < struct["size"], name
+            assert ctypes.sizeof(getattr(_abi, name)) == struct["size"]
+            checked += 1
+    assert checked == 2
+    assert _abi.STATE_SIZE_WITHOUT_MEAT == 56

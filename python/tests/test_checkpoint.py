@@ -62,11 +62,20 @@ def write_members(path, metadata, **arrays):
 # -- format and round trip --------------------------------------------------------------
 
 
-def test_file_layout_is_format_3(saved):
+def downgrade_to_format_3(arrays, metadata):
+    """The same checkpoint as format 3 wrote it: no meat member, no has_meat key."""
+    arrays.pop("meat", None)
+    metadata.pop("has_meat")
+    metadata["format_version"] = 3
+
+
+def test_file_layout_is_format_4(saved):
     estimator, path = saved
     arrays, metadata = read_members(path)
+    # an L1 stream has no meat matrix K: the member is absent and has_meat says so
     assert set(arrays) == {"coefficients", "information"}
-    assert metadata["format_version"] == 3
+    assert metadata["format_version"] == 4
+    assert metadata.pop("has_meat") is False
     assert len(metadata.pop("payload_sha256")) == 64
     assert metadata["config"] == {
         "tau": 1.1, "penalty": "l1", "lambda_scale": 1.0, "bandwidth_scale": 1.0,
@@ -215,6 +224,7 @@ def test_format_1_without_weight_sum_is_read_as_unit_weights(tmp_path):
     half = stream(RenewableHuberRegressor(backend="numpy"), batches[:2])
     half.save(tmp_path / "v2.npz")
     arrays, metadata = read_members(tmp_path / "v2.npz")
+    downgrade_to_format_3(arrays, metadata)
     metadata["format_version"] = 1
     del metadata["weight_sum"]
     del metadata["payload_sha256"]
@@ -234,6 +244,7 @@ def test_format_1_of_0_7_without_weight_sum_or_feature_names_loads(tmp_path):
     half = stream(RenewableHuberRegressor(backend="numpy"), batches[:2])
     half.save(tmp_path / "v3.npz")
     arrays, metadata = read_members(tmp_path / "v3.npz")
+    downgrade_to_format_3(arrays, metadata)
     for key in ("weight_sum", "feature_names_in", "payload_sha256"):
         del metadata[key]
     metadata["format_version"] = 1
@@ -247,6 +258,7 @@ def test_format_1_of_0_7_without_weight_sum_or_feature_names_loads(tmp_path):
 def test_format_2_without_digest_still_loads(tmp_path, saved):
     estimator, path = saved
     arrays, metadata = read_members(path)
+    downgrade_to_format_3(arrays, metadata)
     del metadata["payload_sha256"]
     metadata["format_version"] = 2
     write_members(tmp_path / "v2.npz", metadata, **arrays)
@@ -256,6 +268,7 @@ def test_format_2_without_digest_still_loads(tmp_path, saved):
 def test_format_2_requires_weight_sum(tmp_path, saved):
     _, path = saved
     arrays, metadata = read_members(path)
+    downgrade_to_format_3(arrays, metadata)
     del metadata["weight_sum"]
     del metadata["payload_sha256"]
     metadata["format_version"] = 2
@@ -336,7 +349,7 @@ TAMPERING = {
     "bad config value": (lambda m, a: m["config"].update(tau=-1), "config: tau must be"),
     "unknown config key": (lambda m, a: m["config"].update(alpha=1), "config must hold exactly"),
     "unknown metadata key": (lambda m, a: m.update(extra=1), r"unexpected keys \['extra'\]"),
-    "future version": (lambda m, a: m.update(format_version=4), "format_version must be one of"),
+    "future version": (lambda m, a: m.update(format_version=5), "format_version must be one of"),
     "counter beyond int64": (lambda m, a: m.update(n_samples_seen=2**64 + 200),
                              "beyond the engines' 64-bit counters"),
     "counter at 2**63": (lambda m, a: m.update(n_samples_seen=2**63),

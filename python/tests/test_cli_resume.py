@@ -155,8 +155,8 @@ def test_a_bad_source_record_is_refused_on_save_and_on_load(tmp_path, dataset, c
         checkpoint_module.load_checkpoint(path)
 
 
-def test_the_source_record_is_covered_by_the_digest_and_only_format_3_has_one(tmp_path,
-                                                                             dataset):
+def test_the_source_record_is_covered_by_the_digest_and_only_format_3_on_has_one(tmp_path,
+                                                                                dataset):
     model = expected_model(dataset.X, dataset.y, [0])
     path = tmp_path / "m.npz"
     checkpoint_module.save_checkpoint(path, model.state_dict(), source=valid_record())
@@ -166,11 +166,13 @@ def test_the_source_record_is_covered_by_the_digest_and_only_format_3_has_one(tm
     metadata = json.loads(str(arrays["metadata"][()]))
     metadata["source"]["rows"] = 0  # edited without a new digest
     np.savez(path, metadata=np.array(json.dumps(metadata)),
-             coefficients=arrays["coefficients"], information=arrays["information"])
+             coefficients=arrays["coefficients"], information=arrays["information"],
+             meat=arrays["meat"])
     with pytest.raises(ValidationError, match="digest does not match"):
         checkpoint_module.load_checkpoint(path)
     metadata["format_version"] = 2
     del metadata["payload_sha256"]
+    del metadata["has_meat"]
     np.savez(path, metadata=np.array(json.dumps(metadata)),
              coefficients=arrays["coefficients"], information=arrays["information"])
     with pytest.raises(ValidationError, match=r"unexpected keys \['source'\]"):

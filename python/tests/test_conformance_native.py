@@ -46,9 +46,11 @@ def test_cpu_engine_passes_every_replay_and_migration_case(cpu_summary):
     assert failures == []
     replays = [r for r in cpu_summary.results if r.kind == "replay"]
     migrations = [r for r in cpu_summary.results if r.kind == "migration"]
-    # v1 4 + v2 4 + v3 10 cases; migrations: two sources per cut point (v1 3, v2 7, v3 10)
-    assert len(replays) == 18 and all(r.outcome == "PASS" for r in replays)
-    assert len(migrations) == 40 and all(r.outcome == "PASS" for r in migrations)
+    # v1 4 + v2 4 + v3 10 + v4 4 cases; migrations: two sources per cut point (v1 3, v2 7,
+    # v3 10, v4 5)
+    assert len(replays) == 22 and all(r.outcome == "PASS" for r in replays)
+    assert len(migrations) == 50 and all(r.outcome == "PASS" for r in migrations)
+    assert any(r.id.startswith("native_core_v4/meat-") for r in replays)
     assert any(r.id.startswith("native_core_v3/") for r in replays)
     assert all(r.worst is not None and r.worst <= 1.0 for r in replays + migrations)
 

@@ -22,6 +22,7 @@ from renewable_huber.exceptions import ValidationError
 REPO = Path(__file__).resolve().parents[2]
 V1 = REPO / "golden" / "native_core_v1.json"
 V2 = REPO / "golden" / "native_core_v2.json"
+V4 = REPO / "golden" / "native_core_v4.json"
 
 
 def _tampered(tmp_path: Path, source: Path, edit) -> Path:
@@ -35,10 +36,11 @@ def _tampered(tmp_path: Path, source: Path, edit) -> Path:
 def test_reference_replays_every_corpus_case_and_migration():
     summary = run_conformance(ReferenceEngine())
     kinds = [(r.kind, r.outcome) for r in summary.results]
-    # 18 cases; migrations: one per cut point (batches - 1) and per source (corpus, engine):
-    # v1: 2+2+1+2 batches -> 3 cuts; v2: 3+3+2+3 batches -> 7 cuts; v3: ten of 2 -> 10 cuts.
-    assert kinds.count(("replay", "PASS")) == 18
-    assert kinds.count(("migration", "PASS")) == 2 * (3 + 7 + 10)
+    # 22 cases; migrations: one per cut point (batches - 1) and per source (corpus, engine):
+    # v1: 2+2+1+2 batches -> 3 cuts; v2: 3+3+2+3 batches -> 7 cuts; v3: ten of 2 -> 10 cuts;
+    # v4: 3+2+2+2 batches -> 5 cuts.
+    assert kinds.count(("replay", "PASS")) == 22
+    assert kinds.count(("migration", "PASS")) == 2 * (3 + 7 + 10 + 5)
     assert summary.count("FAIL") == 0 and summary.passed
     # The reference is not an ABI library: the negative cases are one visible SKIP line.
     (negative,) = [r for r in summary.results if r.kind == "negative"]
@@ -66,6 +68,29 @@ def test_a_tampered_coefficient_fails_with_the_case_named(tmp_path, capsys):
     assert failing and all("weighted-none-intercept-two-batches" in line for line in failing)
     assert "batch 2 coefficients[2]" in failing[0]
     assert out.splitlines()[-1].startswith("DOES NOT CONFORM")
+
+
+def test_a_tampered_meat_entry_fails_as_a_fraction_of_the_largest_entry(tmp_path):
+    def edit(document):
+        meat = document["cases"][0]["expected"]["states"][2]["meat"]
+        largest = max(abs(v) for row in meat for v in row)
+        meat[0][1] += 1e-6 * largest
+        meat[1][0] += 1e-6 * largest
+
+    summary = run_conformance(ReferenceEngine(), corpus_paths=[_tampered(tmp_path, V4, edit)])
+    replay = next(r for r in summary.results if r.kind == "replay")
+    assert replay.outcome == "FAIL" and "batch 3 meat[0, 1]" in replay.detail
+
+
+def test_meat_recorded_null_must_be_reported_unavailable(tmp_path):
+    def edit(document):
+        case = document["cases"][0]
+        case["expected"]["states"][0]["meat"] = None
+
+    summary = run_conformance(ReferenceEngine(), corpus_paths=[_tampered(tmp_path, V4, edit)])
+    replay = next(r for r in summary.results if r.kind == "replay")
+    assert replay.outcome == "FAIL" and "batch 1 meat available: got True, expected False" in (
+        replay.detail)
 
 
 def test_a_converged_flag_mismatch_fails(tmp_path):

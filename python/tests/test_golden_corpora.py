@@ -18,7 +18,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "golden"
 SCHEMA = json.loads((REPO / "conformance" / "schema" / "golden.schema.json").read_text())
-CORPORA = ("native_core_v1.json", "native_core_v2.json", "native_core_v3.json")
+CORPORA = (
+    "native_core_v1.json",
+    "native_core_v2.json",
+    "native_core_v3.json",
+    "native_core_v4.json",
+)
 
 
 def _generator():
@@ -254,7 +259,8 @@ def test_corpus_validates_against_the_schema(name):
         lambda d: d["cases"][0]["expected"]["states"][0].pop("weight_sum"),
         lambda d: d["cases"][0]["config"].update(backend="native_cpu"),
         lambda d: d.update(schema="something-else"),
-        lambda d: d.update(schema_version=4),
+        lambda d: d.update(schema_version=5),
+        lambda d: d["cases"][0]["expected"]["states"][0].update(meat=[[1.0, "x"]]),
     ],
     ids=[
         "top",
@@ -269,6 +275,7 @@ def test_corpus_validates_against_the_schema(name):
         "wrong-backend",
         "wrong-schema-name",
         "unknown-schema-version",
+        "meat-not-numbers",
     ],
 )
 def test_schema_rejects_mutated_corpora(mutate):
@@ -400,6 +407,68 @@ def test_v3_streams_are_what_their_names_say():
 
     few = _v3_case("none-fewer-rows-than-parameters")["batches"]
     assert len(few[0]["y"]) < len(few[0]["X"][0]) + 1 < len(few[1]["y"])
+
+
+def _independent_meat(case: dict) -> list[np.ndarray]:
+    """K after each batch from the corpus's own inputs and expected coefficients:
+    sum_b X_b' diag(w psi(y_b - X_b beta_b)^2) X_b, written out here from docs/algorithm.md."""
+    tau = case["config"]["tau"]
+    meat, out = None, []
+    for batch, state in zip(case["batches"], case["expected"]["states"], strict=True):
+        X = _design(batch["X"], case["config"]["fit_intercept"])
+        y = np.asarray(batch["y"], dtype=np.float64)
+        weights = batch["sample_weight"]
+        w = np.ones(len(y)) if weights is None else np.asarray(weights, dtype=np.float64)
+        beta = np.asarray(state["coefficients"], dtype=np.float64)
+        psi = np.clip(y - X @ beta, -tau, tau)
+        term = sum(w[i] * psi[i] ** 2 * np.outer(X[i], X[i]) for i in range(len(y)))
+        meat = term if meat is None else meat + term
+        out.append(meat)
+    return out
+
+
+def test_v4_meat_is_the_sum_of_each_batch_squared_score_gram():
+    document = _load("native_core_v4.json")
+    assert document["schema_version"] == 4
+    cases = {case["id"]: case for case in document["cases"]}
+    assert list(cases) == ["meat-weighted-one-sided-three-batches",
+                           "meat-float32-no-intercept-two-batches", "meat-least-squares-limit",
+                           "meat-l1-stream-has-none"]
+    for case in document["cases"]:
+        states = case["expected"]["states"]
+        assert all(s["diagnostics"]["converged"] for s in states), case["id"]
+        if case["config"]["penalty"] == "l1":
+            assert all(s["meat"] is None for s in states)
+            continue
+        # float32 data and coefficients, K in float64: the coefficients' rounding bounds it
+        rtol = 1e-4 if case["config"]["dtype"] == "float32" else 1e-9
+        for got, want in zip(states, _independent_meat(case), strict=True):
+            np.testing.assert_allclose(got["meat"], want, rtol=rtol,
+                                       atol=rtol * np.abs(want).max())
+    weighted = cases["meat-weighted-one-sided-three-batches"]
+    tau = weighted["config"]["tau"]
+    first = weighted["batches"][0]
+    r = np.asarray(first["y"]) - _design(first["X"], True) @ np.asarray(
+        weighted["expected"]["states"][0]["coefficients"])
+    assert (r > tau).sum() >= 5 and 0.0 in first["sample_weight"]  # psi clips; zero weights
+
+
+def test_v4_least_squares_limit_is_the_hc0_meat_of_each_batch():
+    (case,) = [c for c in _load("native_core_v4.json")["cases"]
+               if c["id"] == "meat-least-squares-limit"]
+    meat = np.zeros((3, 3))
+    for batch, state in zip(case["batches"], case["expected"]["states"], strict=True):
+        X = _design(batch["X"], True)
+        r = np.asarray(batch["y"]) - X @ np.asarray(state["coefficients"])
+        assert np.abs(r).max() < case["config"]["tau"]
+        meat += X.T @ (X * (r**2)[:, None])
+        np.testing.assert_allclose(state["meat"], meat, rtol=1e-9)
+
+
+def test_corpora_before_v4_record_no_meat():
+    for name in CORPORA[:3]:
+        for case in _load(name)["cases"]:
+            assert all("meat" not in s for s in case["expected"]["states"]), (name, case["id"])
 
 
 def test_v3_convergence_is_as_described():

@@ -24,6 +24,9 @@
  * chunks of RH_GRAM_DEPTH rows (see gram.c). */
 #define RH_GRAM_SUPERBLOCK 1024
 #define RH_GRAM_DEPTH 128
+/* rh_gram_and_meat packs four panels per chunk instead of two, in chunks half as deep, so the
+ * packing buffer keeps its size. */
+#define RH_MEAT_DEPTH (RH_GRAM_DEPTH / 2)
 /* Spare doubles in the Gram buffers so gram.c can align them to a cache line. */
 #define RH_GRAM_ALIGN_SLACK 8
 /* Below these amounts of multiply-adds a parallel region costs more than it saves (and on a
@@ -59,6 +62,7 @@ typedef struct RhWorkspace {
   double* block_loss;     /* n_blocks */
   double* gram_pack;      /* super-blocks x 2 packed chunk panels (gram.c) */
   double* gram_partial;   /* super-blocks x padded P x padded P */
+  double* meat_partial;   /* the same for the meat Gram of rh_gram_and_meat */
   /* per parameter */
   double* beta0;
   double* history; /* (W0/N) lambda0 sign(beta0) m, or zeros */
@@ -80,9 +84,11 @@ typedef struct RhWorkspace {
   double* right_vectors;
   double* equilibrated;  /* diag(d) H diag(d) for the ladder's LU and SVD rungs */
   double* equilibration; /* d, d * rhs and an equilibrated solution (dense_solve.c) */
-  /* commit staging in the engine dtype */
+  double* batch_meat;    /* X' diag(w psi(r)^2) X of the batch at its solution */
+  /* commit staging in the engine dtype (the meat matrix K always in double) */
   void* staged_coefficients;
   void* staged_information;
+  double* staged_meat;
   int gram_weighted_ready;
 } RhWorkspace;
 
@@ -99,6 +105,8 @@ struct RhCudaEngine {
   int64_t batch_count;
   double previous_lambda;
   double weight_sum;
+  double* meat;       /* P x P doubles: K of the sandwich covariance, meaningful when available */
+  int meat_available; /* K covers every batch of the stream (docs/abi.md, "The meat matrix") */
   double* coefficients_f64; /* P doubles: the committed coefficients widened for predict */
   RhWorkspace workspace;
 };
@@ -173,6 +181,9 @@ void rh_gram_at_curvature(RhProblem* problem, int reuse_weighted, double* gram);
 /* G = X' diag(w v) X summed directly over the rows (v: per-row weights, e.g. the majoriser's),
  * never as a correction of X' diag(w) X, which would cancel where most v are small. */
 void rh_gram_at_row_weights(RhProblem* problem, const double* row_weights, double* gram);
+/* At commit: gram as rh_gram_at_curvature computes it and, in the same sweep over the rows,
+ * meat = X' diag(w psi(r)^2) X with r = y - X ws->beta (the batch's solution). */
+void rh_gram_and_meat(RhProblem* problem, int reuse_weighted, double* gram, double* meat);
 
 /* ---- dense_solve.c: x = H^{-1} g through Cholesky -> LU -> minimum-norm SVD. Sets
  * *used_fallback when the SVD ran. Clobbers ws->factor, ws->right_vectors, ws->singular_values
@@ -205,7 +216,9 @@ RhCudaStatus rh_engine_new(const RhCudaEngineOptions* options, RhCudaEngine** ou
 void rh_engine_free(RhCudaEngine* engine);
 RhCudaStatus rh_engine_restore_state(RhCudaEngine* engine, const RhCudaHostStateView* view);
 RhCudaStatus rh_engine_export_state(RhCudaEngine* engine, RhCudaHostState* state);
-/* Swaps the staged arrays in as the committed state and sets the counters. Cannot fail. */
-void rh_engine_commit(RhCudaEngine* engine, int64_t n_rows, double lambda, double weight_sum);
+/* Swaps the staged arrays in as the committed state and sets the counters; with_meat: the
+ * staged K is swapped in too, else the engine holds no K from now on. Cannot fail. */
+void rh_engine_commit(RhCudaEngine* engine, int64_t n_rows, double lambda, double weight_sum,
+                      int with_meat);
 
 #endif /* RH_CPU_ENGINE_H */

@@ -21,6 +21,15 @@
 #include "cpu_engine.h"
 #include "gram_kernel.h"
 
+/* The four panels of one chunk in rh_gram_and_meat (layout of gram_kernel.h, stride
+ * RH_MEAT_DEPTH): every row plain and times w psi^2, the Gram's rows plain and scaled. */
+typedef struct RhMeatPanels {
+  double* plain;
+  double* meat_scaled;
+  double* gram_plain;
+  double* gram_scaled;
+} RhMeatPanels;
+
 #define RH_T float
 #define RH_NAME(x) x##_f32
 #include "gram_typed.h"
@@ -59,6 +68,23 @@ static void super_block_gram(const RhProblem* problem, int64_t first, int64_t la
   }
 }
 
+/* gram (P x P, full and symmetric) = the super-blocks' partials added in super-block order. */
+static void reduce_partials(const double* partials, int64_t n_super, int64_t P, int64_t width,
+                            double* gram) {
+  const int64_t partial_size = width * width;
+  for (int64_t j = 0; j < P; ++j) {
+    for (int64_t k = j; k < P; ++k) {
+      /* Only j <= k is taken from the partials; the lower triangle is its mirror. */
+      double sum = n_super > 0 ? partials[j * width + k] : 0.0;
+      for (int64_t s = 1; s < n_super; ++s) {
+        sum += partials[s * partial_size + j * width + k];
+      }
+      gram[j * P + k] = sum;
+      gram[k * P + j] = sum;
+    }
+  }
+}
+
 /* gram (P x P, full and symmetric) = sum over the m listed rows of scale[k] x_k x_k'. */
 static void accumulate_listed_rows(const RhProblem* problem, int64_t m, double* gram) {
   const int64_t P = problem->P;
@@ -79,17 +105,7 @@ static void accumulate_listed_rows(const RhProblem* problem, int64_t m, double* 
                      partials + s * partial_size);
   }
 
-  for (int64_t j = 0; j < P; ++j) {
-    for (int64_t k = j; k < P; ++k) {
-      /* Only j <= k is taken from the partials; the lower triangle is its mirror. */
-      double sum = n_super > 0 ? partials[j * width + k] : 0.0;
-      for (int64_t s = 1; s < n_super; ++s) {
-        sum += partials[s * partial_size + j * width + k];
-      }
-      gram[j * P + k] = sum;
-      gram[k * P + j] = sum;
-    }
-  }
+  reduce_partials(partials, n_super, P, width, gram);
 }
 
 static double weight_of(const RhBatchData* d, int64_t i) {
@@ -151,4 +167,92 @@ void rh_gram_at_curvature(RhProblem* problem, int reuse_weighted, double* gram) 
 
 void rh_gram_at_row_weights(RhProblem* problem, const double* row_weights, double* gram) {
   accumulate_listed_rows(problem, select_rows(problem, row_weights, RH_ROWS_CURVED), gram);
+}
+
+/* One super-block of rh_gram_and_meat: both partials from one packing of each chunk. */
+static void super_block_gram_and_meat(const RhProblem* problem, int64_t first, int64_t last,
+                                      int64_t groups, double* pack, double* partial,
+                                      double* meat_partial) {
+  const RhBatchData* d = &problem->data;
+  const int64_t* rows = problem->ws->row_list;
+  const double* scale = problem->ws->row_scale;
+  const double* beta = problem->ws->beta;
+  const int64_t width = groups * RH_PANEL_WIDTH;
+  const int64_t panel = (int64_t)RH_MEAT_DEPTH * width;
+  const RhMeatPanels panels = {pack, pack + panel, pack + 2 * panel, pack + 3 * panel};
+  memset(partial, 0, (size_t)(width * width) * sizeof(double));
+  memset(meat_partial, 0, (size_t)(width * width) * sizeof(double));
+  for (int64_t k = first; k < last; k += RH_MEAT_DEPTH) {
+    int64_t count = last - k < RH_MEAT_DEPTH ? last - k : RH_MEAT_DEPTH;
+    int64_t kept = d->dtype == RH_CUDA_DTYPE_FLOAT32
+                       ? pack_chunk_with_meat_f32(d, rows + k, scale + k, beta, problem->tau,
+                                                  count, groups, panels)
+                       : pack_chunk_with_meat_f64(d, rows + k, scale + k, beta, problem->tau,
+                                                  count, groups, panels);
+    if (kept > 0) {
+      rh_panel_gram_upper(panels.gram_scaled, panels.gram_plain, kept, RH_MEAT_DEPTH, groups,
+                          partial, width);
+    }
+    rh_panel_gram_upper(panels.meat_scaled, panels.plain, count, RH_MEAT_DEPTH, groups,
+                        meat_partial, width);
+  }
+}
+
+/* Lists every row of non-zero weight with the Gram's scale: w c (direct) or w (1 - c)
+ * (correction of G_w). The meat needs every such row, so rows whose Gram scale is zero stay. */
+static int64_t select_weighted_rows(const RhProblem* problem, int correction) {
+  const RhBatchData* d = &problem->data;
+  const double* c = problem->ws->curvature;
+  int64_t* rows = problem->ws->row_list;
+  double* scale = problem->ws->row_scale;
+  int64_t m = 0;
+  for (int64_t i = 0; i < d->n_rows; ++i) {
+    double w = weight_of(d, i);
+    if (w != 0.0) {
+      rows[m] = i;
+      scale[m] = correction ? w * (1.0 - c[i]) : w * c[i];
+      ++m;
+    }
+  }
+  return m;
+}
+
+void rh_gram_and_meat(RhProblem* problem, int reuse_weighted, double* gram, double* meat) {
+  RhWorkspace* ws = problem->ws;
+  const int64_t n = problem->data.n_rows;
+  const int64_t P = problem->P;
+  int64_t curved = 0, not_flat = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    curved += ws->curvature[i] > 0.0;
+    not_flat += ws->curvature[i] < 1.0;
+  }
+  /* The correction form of rh_gram_at_curvature only where G_w is at hand already: computing
+   * it here would cost a third product. */
+  const int correction = curved > not_flat && reuse_weighted && ws->gram_weighted_ready;
+  const int64_t m = select_weighted_rows(problem, correction);
+
+  const int64_t groups = (P + RH_PANEL_WIDTH - 1) / RH_PANEL_WIDTH;
+  const int64_t width = groups * RH_PANEL_WIDTH;
+  const int64_t pack_size = 4 * (int64_t)RH_MEAT_DEPTH * width; /* the workspace's 2 x 128 */
+  const int64_t partial_size = width * width;
+  const int64_t n_super = m > 0 ? (m + RH_GRAM_SUPERBLOCK - 1) / RH_GRAM_SUPERBLOCK : 0;
+  double* packs = align_to_cache_line(ws->gram_pack);
+  double* partials = align_to_cache_line(ws->gram_partial);
+  double* meat_partials = align_to_cache_line(ws->meat_partial);
+
+  const int parallel = n_super > 1 && m * P * P >= RH_PARALLEL_MIN_GRAM_WORK;
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (int64_t s = 0; s < n_super; ++s) {
+    int64_t first = s * RH_GRAM_SUPERBLOCK;
+    int64_t last = first + RH_GRAM_SUPERBLOCK < m ? first + RH_GRAM_SUPERBLOCK : m;
+    super_block_gram_and_meat(problem, first, last, groups, packs + s * pack_size,
+                              partials + s * partial_size, meat_partials + s * partial_size);
+  }
+  reduce_partials(partials, n_super, P, width, gram);
+  reduce_partials(meat_partials, n_super, P, width, meat);
+  if (correction) {
+    for (int64_t k = 0; k < P * P; ++k) {
+      gram[k] = ws->gram_weighted[k] - gram[k];
+    }
+  }
 }

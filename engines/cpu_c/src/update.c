@@ -96,6 +96,21 @@ static RhCudaStatus stage_state(RhCudaEngine* engine, const RhProblem* problem,
   return RH_CUDA_SUCCESS;
 }
 
+/* Stages K + the batch's meat Gram; NUMERICAL_ERROR when a value is not finite. */
+static RhCudaStatus stage_meat(RhCudaEngine* engine, RhErrorBuffer* err) {
+  RhWorkspace* ws = &engine->workspace;
+  const int64_t P = engine->n_parameters;
+  for (int64_t k = 0; k < P * P; ++k) {
+    double v = engine->meat[k] + ws->batch_meat[k];
+    ws->staged_meat[k] = v;
+    if (!isfinite(v)) {
+      return rh_fail(err, RH_CUDA_NUMERICAL_ERROR, "new meat[%" PRId64 ", %" PRId64 "] is %g",
+                     k / P, k % P, v);
+    }
+  }
+  return RH_CUDA_SUCCESS;
+}
+
 RhCudaStatus rh_engine_update(RhCudaEngine* engine, const RhCudaHostBatch* batch,
                               const RhCudaUpdateConfig* config, RhCudaDiagnostics* diagnostics,
                               RhCudaHostState* state_out) {
@@ -126,8 +141,19 @@ RhCudaStatus rh_engine_update(RhCudaEngine* engine, const RhCudaHostBatch* batch
   } else {
     RH_TRY(rh_solve_newton(&problem, &result, err));
   }
-  rh_gram_at_curvature(&problem, engine->workspace.gram_weighted_ready, engine->workspace.gram);
+  /* K only follows unpenalised streams: after L1 selection the intervals are not valid. */
+  const int with_meat = engine->meat_available && config->penalty == RH_CUDA_PENALTY_NONE;
+  if (with_meat) {
+    rh_gram_and_meat(&problem, engine->workspace.gram_weighted_ready, engine->workspace.gram,
+                     engine->workspace.batch_meat);
+  } else {
+    rh_gram_at_curvature(&problem, engine->workspace.gram_weighted_ready,
+                         engine->workspace.gram);
+  }
   RH_TRY(stage_state(engine, &problem, err));
+  if (with_meat) {
+    RH_TRY(stage_meat(engine, err));
+  }
 
   double objective = result.objective;
   if (config->penalty == RH_CUDA_PENALTY_L1) {
@@ -141,7 +167,7 @@ RhCudaStatus rh_engine_update(RhCudaEngine* engine, const RhCudaHostBatch* batch
     return rh_fail(err, RH_CUDA_NUMERICAL_ERROR, "objective is %g", objective);
   }
 
-  rh_engine_commit(engine, batch->n_rows, problem.lambda, problem.total_weight);
+  rh_engine_commit(engine, batch->n_rows, problem.lambda, problem.total_weight, with_meat);
   diagnostics->iterations = result.iterations;
   diagnostics->converged = result.converged;
   diagnostics->used_regularized_fallback = problem.used_fallback;

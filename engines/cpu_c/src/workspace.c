@@ -43,6 +43,7 @@ static size_t buffer_specs(RhWorkspace* ws, int64_t n, int64_t P, size_t elem_si
   RH_SPEC(block_loss, row_blocks, sizeof(double));
   RH_SPEC(gram_pack, pack, sizeof(double));
   RH_SPEC(gram_partial, partial, sizeof(double));
+  RH_SPEC(meat_partial, partial, sizeof(double));
   RH_SPEC(beta0, P, sizeof(double));
   RH_SPEC(history, P, sizeof(double));
   RH_SPEC(mask, P, sizeof(double));
@@ -62,13 +63,15 @@ static size_t buffer_specs(RhWorkspace* ws, int64_t n, int64_t P, size_t elem_si
   RH_SPEC(right_vectors, square, sizeof(double));
   RH_SPEC(equilibrated, square, sizeof(double));
   RH_SPEC(equilibration, 3 * P, sizeof(double));
+  RH_SPEC(batch_meat, square, sizeof(double));
   RH_SPEC(staged_coefficients, P, elem_size);
   RH_SPEC(staged_information, square, elem_size);
+  RH_SPEC(staged_meat, square, sizeof(double));
 #undef RH_SPEC
   return k;
 }
 
-#define RH_MAX_BUFFERS 32
+#define RH_MAX_BUFFERS 40
 
 void rh_workspace_release(RhWorkspace* ws) {
   RhBufferSpec specs[RH_MAX_BUFFERS];

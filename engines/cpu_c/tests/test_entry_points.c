@@ -1,5 +1,7 @@
 /* Every entry point's success path and every refusal: status, message naming the field, and
  * a committed state left byte-identical. */
+#include <stddef.h>
+
 #include "test_support.h"
 
 #define P_FEATURES 3
@@ -500,6 +502,122 @@ static void test_bandwidth_below_the_normal_range_is_refused(void) {
   rh_cuda_engine_destroy(engine);
 }
 
+/* K = sum_i psi(r_i)^2 x_i x_i' at the exported coefficients, written out independently. */
+static void expected_meat(const double* y, const double* coef, double tau, double* meat) {
+  memset(meat, 0, sizeof(double) * P_PARAMS * P_PARAMS);
+  for (int i = 0; i < N_ROWS; ++i) {
+    double x[P_PARAMS], r = y[i];
+    for (int j = 0; j < P_PARAMS; ++j) {
+      x[j] = j < P_FEATURES ? X[i * P_FEATURES + j] : 1.0;
+      r -= x[j] * coef[j];
+    }
+    double psi = r > tau ? tau : (r < -tau ? -tau : r);
+    for (int j = 0; j < P_PARAMS; ++j) {
+      for (int k = 0; k < P_PARAMS; ++k) {
+        meat[j * P_PARAMS + k] += psi * psi * x[j] * x[k];
+      }
+    }
+  }
+}
+
+/* Callers built before K pass 56-byte state structs: allocated at exactly that size here, so a
+ * sanitizer build catches any read or write past them. */
+static void test_meat_and_old_size_state_structs(void) {
+  double y[N_ROWS];
+  for (int i = 0; i < N_ROWS; ++i) {
+    y[i] = Y[i] + (i % 7 == 0 ? 8.0 : 0.0); /* outliers beyond tau */
+  }
+  RhCudaEngineOptions o = rh_options(RH_CUDA_DTYPE_FLOAT64, P_PARAMS);
+  RhCudaEngine* engine = NULL;
+  CHECK_STATUS(rh_cuda_engine_create(&o, &engine), RH_CUDA_SUCCESS);
+  RhCudaUpdateConfig c = rh_config(P_FEATURES, RH_CUDA_PENALTY_NONE);
+  RhCudaHostBatch b = rh_batch(X, y, NULL, N_ROWS, P_FEATURES, N_ROWS);
+  RhCudaDiagnostics d = rh_diagnostics();
+  double coef[P_PARAMS], info[P_PARAMS * P_PARAMS], meat[P_PARAMS * P_PARAMS];
+  double expected[P_PARAMS * P_PARAMS];
+  RhCudaHostState s = rh_state_out(coef, info);
+  s.meat = meat;
+  CHECK_STATUS(rh_cuda_engine_update_host_with_state(engine, &b, &c, &d, &s), RH_CUDA_SUCCESS);
+  CHECK(s.meat_available == 1 && s.reserved1 == 0);
+  expected_meat(y, coef, c.tau, expected);
+  for (int k = 0; k < P_PARAMS * P_PARAMS; ++k) {
+    CHECK_CLOSE(meat[k], expected[k], 1e-12, 1e-12);
+  }
+
+  const uint32_t old_size = (uint32_t)offsetof(RhCudaHostState, meat);
+  CHECK(old_size == 56 && offsetof(RhCudaHostStateView, meat) == 56);
+  RhCudaHostState* old_out = (RhCudaHostState*)malloc(old_size);
+  RhCudaHostStateView* old_view = (RhCudaHostStateView*)malloc(old_size);
+  CHECK(old_out != NULL && old_view != NULL);
+  if (old_out == NULL || old_view == NULL) {
+    free(old_out);
+    free(old_view);
+    rh_cuda_engine_destroy(engine);
+    return;
+  }
+  memcpy(old_out, &s, old_size);
+  old_out->struct_size = old_size;
+  CHECK_STATUS(rh_cuda_engine_update_host_with_state(engine, &b, &c, &d, old_out),
+               RH_CUDA_SUCCESS);
+  CHECK(old_out->batch_count == 2);
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, old_out), RH_CUDA_SUCCESS);
+
+  /* an old caller's restore: the engine holds no K from then on */
+  RhCudaHostStateView v = rh_state_view(coef, info);
+  v.n_samples_seen = old_out->n_samples_seen;
+  v.batch_count = old_out->batch_count;
+  v.previous_lambda = old_out->previous_lambda;
+  v.weight_sum = old_out->weight_sum;
+  memcpy(old_view, &v, old_size);
+  old_view->struct_size = old_size;
+  CHECK_STATUS(rh_cuda_engine_restore(engine, old_view), RH_CUDA_SUCCESS);
+  for (int k = 0; k < P_PARAMS * P_PARAMS; ++k) {
+    meat[k] = -3.0;
+  }
+  s = rh_state_out(coef, info);
+  s.meat = meat;
+  s.meat_available = 9;
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, &s), RH_CUDA_SUCCESS);
+  CHECK(s.meat_available == 0 && meat[0] == -3.0 && meat[P_PARAMS * P_PARAMS - 1] == -3.0);
+  CHECK_STATUS(rh_cuda_engine_update_host_with_state(engine, &b, &c, &d, &s), RH_CUDA_SUCCESS);
+  CHECK(s.meat_available == 0 && meat[0] == -3.0);
+
+  /* a new caller restores K; sizes between the two layouts and a bad K are refused */
+  v.meat = expected;
+  CHECK_STATUS(rh_cuda_engine_restore(engine, &v), RH_CUDA_SUCCESS);
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, &s), RH_CUDA_SUCCESS);
+  CHECK(s.meat_available == 1 && memcmp(meat, expected, sizeof meat) == 0);
+  Snapshot before = snapshot(engine);
+  v.struct_size = 60;
+  CHECK_STATUS(rh_cuda_engine_restore(engine, &v), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine),
+                 "RhCudaHostStateView.struct_size is 60: must be 56");
+  v.struct_size = sizeof v;
+  expected[P_PARAMS + 1] = -1.0;
+  CHECK_STATUS(rh_cuda_engine_restore(engine, &v), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "meat[1, 1] is -1");
+  expected[P_PARAMS + 1] = NAN;
+  CHECK_STATUS(rh_cuda_engine_restore(engine, &v), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "meat[1, 1] is nan");
+  s.struct_size = 64;
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, &s), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "or at least 72");
+  Snapshot after = snapshot(engine);
+  CHECK(same_state(&before, &after));
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, &s), RH_CUDA_INVALID_ARGUMENT);
+  s.struct_size = sizeof s;
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, &s), RH_CUDA_SUCCESS);
+  CHECK(s.meat_available == 1 && meat[P_PARAMS + 1] != -1.0 && isfinite(meat[P_PARAMS + 1]));
+
+  /* an L1 batch ends K */
+  c.penalty = RH_CUDA_PENALTY_L1;
+  CHECK_STATUS(rh_cuda_engine_update_host_with_state(engine, &b, &c, &d, &s), RH_CUDA_SUCCESS);
+  CHECK(s.meat_available == 0);
+  free(old_out);
+  free(old_view);
+  rh_cuda_engine_destroy(engine);
+}
+
 int main(void) {
   for (int i = 0; i < N_ROWS * P_FEATURES; ++i) {
     X[i] = rh_normal();
@@ -517,5 +635,6 @@ int main(void) {
   RUN_TEST(test_update_with_state_exports_the_commit);
   RUN_TEST(test_restore_refusals_and_asymmetric_round_trip);
   RUN_TEST(test_bandwidth_below_the_normal_range_is_refused);
+  RUN_TEST(test_meat_and_old_size_state_structs);
   return TEST_MAIN_RESULT();
 }

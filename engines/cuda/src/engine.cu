@@ -278,6 +278,7 @@ void Engine::create(const RhCudaEngineOptions& options) {
   for (CommittedState* state : {&committed, &scratch}) {
     state->coefficients.bind(stream, resources->memory);
     state->information.bind(stream, resources->memory);
+    state->meat.bind(stream, resources->memory);
   }
 
   // Everything a previous engine may have changed on the handles goes back to this engine's
@@ -355,11 +356,15 @@ void Engine::create(const RhCudaEngineOptions& options) {
   for (CommittedState* state : {&committed, &scratch}) {
     reserve_elems(state->coefficients, P, elem_size, "coefficients");
     reserve_elems(state->information, PP, elem_size, "information");
+    reserve_elems(state->meat, PP, sizeof(double), "meat matrix K");
   }
   check_cuda(cudaMemsetAsync(committed.coefficients.data(), 0, P * elem_size, stream),
              "cudaMemsetAsync");
   check_cuda(cudaMemsetAsync(committed.information.data(), 0, PP * elem_size, stream),
              "cudaMemsetAsync");
+  check_cuda(cudaMemsetAsync(committed.meat.data(), 0, PP * sizeof(double), stream),
+             "cudaMemsetAsync");
+  committed.meat_available = true;
   synchronize();
 }
 
@@ -376,6 +381,7 @@ void Engine::release() noexcept {
   for (CommittedState* state : {&committed, &scratch}) {
     state->coefficients.reset();
     state->information.reset();
+    state->meat.reset();
   }
   // Once the stream has drained, the frees above are complete: any stream may reuse the memory.
   const cudaError_t drained = cudaStreamSynchronize(stream);

@@ -43,6 +43,8 @@ struct CommittedState {
   double previous_lambda = 0.0;
   double weight_sum = 0.0;
   bool information_symmetric = true;
+  GrowingBuffer meat;          // P x P doubles: K of the sandwich covariance (meat.cu)
+  bool meat_available = true;  // K covers every batch of the stream
 };
 
 struct Workspace {

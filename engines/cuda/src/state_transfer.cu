@@ -44,6 +44,8 @@ void restore_state(Engine& e, const RhCudaHostStateView* view) {
          "RhCudaHostStateView.information has a non-finite value at row %lld, column %lld",
          static_cast<long long>(bad_info / P), static_cast<long long>(bad_info % P));
   }
+  int with_meat = 0;
+  require(rh_validate_state_meat(view, P, &with_meat, &scratch), scratch);
   const bool symmetric =
       e.dtype == RH_CUDA_DTYPE_FLOAT32
           ? bitwise_symmetric(static_cast<const float*>(view->information), P)
@@ -54,7 +56,14 @@ void restore_state(Engine& e, const RhCudaHostStateView* view) {
   check_cuda(cudaMemcpyAsync(e.scratch.information.data(), view->information,
                              P * P * e.elem_size, cudaMemcpyHostToDevice, e.stream),
              "cudaMemcpyAsync (restore information)");
+  if (with_meat) {
+    check_cuda(cudaMemcpyAsync(e.scratch.meat.data(), view->meat, P * P * sizeof(double),
+                               cudaMemcpyHostToDevice, e.stream),
+               "cudaMemcpyAsync (restore meat)");
+  }
   e.synchronize();
+  if (with_meat) e.committed.meat.swap(e.scratch.meat);
+  e.committed.meat_available = with_meat != 0;
   e.committed.coefficients.swap(e.scratch.coefficients);
   e.committed.information.swap(e.scratch.information);
   e.committed.n_samples_seen = view->n_samples_seen;
@@ -75,7 +84,18 @@ void copy_state(Engine& e, RhCudaHostState* out) {
   check_cuda(cudaMemcpyAsync(pinned + P * e.elem_size, e.committed.information.data(),
                              P * P * e.elem_size, cudaMemcpyDeviceToHost, e.stream),
              "cudaMemcpyAsync (information)");
+  const bool export_meat =
+      rh_state_out_has_meat(out) && out->meat != nullptr && e.committed.meat_available;
+  if (export_meat) {
+    check_cuda(cudaMemcpyAsync(out->meat, e.committed.meat.data(), P * P * sizeof(double),
+                               cudaMemcpyDeviceToHost, e.stream),
+               "cudaMemcpyAsync (meat)");
+  }
   e.synchronize();
+  if (rh_state_out_has_meat(out)) {
+    out->meat_available = e.committed.meat_available ? 1 : 0;
+    out->reserved1 = 0;
+  }
   std::memcpy(out->coefficients, pinned, P * e.elem_size);
   std::memcpy(out->information, pinned + P * e.elem_size, P * P * e.elem_size);
   out->n_samples_seen = e.committed.n_samples_seen;

@@ -5,6 +5,7 @@
 #include "engine_error.hpp"
 #include "rh_algorithm.h"
 #include "kernels.hpp"
+#include "meat.hpp"
 
 namespace rh {
 
@@ -67,6 +68,14 @@ void gram_upper(Engine& e, int64_t P, int64_t n, const T* scaled, T* out) {
 }
 
 }  // namespace
+
+template <class T>
+void gram_of_scaled_rows(Engine& e, int64_t P, int64_t n, const T* scaled, T* out) {
+  gram_upper<T>(e, P, n, scaled, out);
+}
+
+template void gram_of_scaled_rows<float>(Engine&, int64_t, int64_t, const float*, float*);
+template void gram_of_scaled_rows<double>(Engine&, int64_t, int64_t, const double*, double*);
 
 template <class T>
 void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu) {

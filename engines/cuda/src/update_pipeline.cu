@@ -8,6 +8,7 @@
 #include "engine_error.hpp"
 #include "engine_operations.hpp"
 #include "kernels.hpp"
+#include "meat.hpp"
 #include "memory_access.hpp"
 #include "solvers.hpp"
 #include "update_context.hpp"
@@ -163,7 +164,19 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
          "state unchanged");
   }
   e.chunk_hint = s.iterations;
+  // K only follows unpenalised streams: after L1 selection the intervals are not valid.
+  const bool with_meat = e.committed.meat_available && !ctx.k.l1;
+  if (with_meat) accumulate_meat<T>(e, ctx.rows, ctx.beta(), c.tau);
+  const bool export_meat = out != nullptr && rh_state_out_has_meat(out) && out->meat != nullptr;
+  if (with_meat && export_meat) {
+    check_cuda(cudaMemcpyAsync(out->meat, e.scratch.meat.data(), P * P * sizeof(double),
+                               cudaMemcpyDeviceToHost, e.stream),
+               "cudaMemcpyAsync (meat)");
+    e.synchronize();
+  }
 
+  if (with_meat) e.committed.meat.swap(e.scratch.meat);
+  e.committed.meat_available = with_meat;
   e.committed.coefficients.swap(e.scratch.coefficients);
   e.committed.information.swap(e.scratch.information);
   e.committed.n_samples_seen += b.n_rows;
@@ -185,6 +198,10 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
     out->batch_count = e.committed.batch_count;
     out->previous_lambda = e.committed.previous_lambda;
     out->weight_sum = e.committed.weight_sum;
+    if (rh_state_out_has_meat(out)) {
+      out->meat_available = with_meat ? 1 : 0;
+      out->reserved1 = 0;
+    }
   }
 }
 

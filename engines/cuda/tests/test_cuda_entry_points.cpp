@@ -11,6 +11,8 @@
 //                                                failed allocations themselves as errors)
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -812,6 +814,106 @@ void test_allocation_failure() {
   RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
 }
 
+// K (the meat matrix) against the formula written out here, the 56-byte state structs of callers
+// built before K (allocated at exactly that size, so a sanitizer sees any access past them),
+// sizes in between refused, a bad K refused, and an L1 batch ending K.
+void test_meat_and_old_size_state_structs() {
+  constexpr int64_t n = 60;
+  std::vector<double> x(n * kFeatures), y(n);
+  uint64_t seed = 12345;
+  auto uniform = [&seed] {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(seed >> 11) / 9007199254740992.0 - 0.5;
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    double fit = 0.5;
+    for (int64_t j = 0; j < kFeatures; ++j) {
+      x[i * kFeatures + j] = 4.0 * uniform();
+      fit += (j % 2 ? -0.7 : 1.1) * x[i * kFeatures + j];
+    }
+    y[i] = fit + uniform() + (i % 7 == 0 ? 8.0 : 0.0);  // one-sided outliers beyond tau
+  }
+  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
+  RhCudaEngine* e = nullptr;
+  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+  if (e == nullptr) return;
+  RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE);
+  RhCudaHostBatch b = host_batch(x.data(), y.data(), nullptr, n, kFeatures, n);
+  RhCudaDiagnostics d = diagnostics();
+  HostState<double> s(kP);
+  std::vector<double> meat(kP * kP, 0.0), expected(kP * kP, 0.0);
+  s.view.meat = meat.data();
+  RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view), RH_CUDA_SUCCESS);
+  RH_CHECK(s.view.meat_available == 1 && s.view.reserved1 == 0);
+  for (int64_t i = 0; i < n; ++i) {
+    double row[kP], r = y[i];
+    for (int64_t j = 0; j < kP; ++j) {
+      row[j] = j < kFeatures ? x[i * kFeatures + j] : 1.0;
+      r -= row[j] * s.coef[j];
+    }
+    const double psi = r > c.tau ? c.tau : (r < -c.tau ? -c.tau : r);
+    for (int64_t j = 0; j < kP; ++j) {
+      for (int64_t k = 0; k < kP; ++k) expected[j * kP + k] += psi * psi * row[j] * row[k];
+    }
+  }
+  double largest = 0.0;
+  for (double v : expected) largest = std::fmax(largest, std::fabs(v));
+  RH_CHECK(max_abs_diff(meat.data(), expected.data(), meat.size()) <= 1e-10 * largest);
+
+  const uint32_t old_size = static_cast<uint32_t>(offsetof(RhCudaHostState, meat));
+  RH_CHECK(old_size == 56 && offsetof(RhCudaHostStateView, meat) == 56);
+  auto* old_out = static_cast<RhCudaHostState*>(std::malloc(old_size));
+  auto* old_view = static_cast<RhCudaHostStateView*>(std::malloc(old_size));
+  RH_CHECK(old_out != nullptr && old_view != nullptr);
+  if (old_out != nullptr && old_view != nullptr) {
+    std::memcpy(old_out, &s.view, old_size);
+    old_out->struct_size = old_size;
+    RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, old_out),
+                    RH_CUDA_SUCCESS);
+    RH_CHECK(old_out->batch_count == 2);
+    RhCudaHostStateView v{};
+    v.abi_version = RH_CUDA_ABI_VERSION;
+    v.struct_size = sizeof v;
+    v.coefficients = s.coef.data();
+    v.information = s.info.data();
+    v.n_samples_seen = old_out->n_samples_seen;
+    v.batch_count = old_out->batch_count;
+    v.previous_lambda = old_out->previous_lambda;
+    v.weight_sum = old_out->weight_sum;
+    std::memcpy(old_view, &v, old_size);
+    old_view->struct_size = old_size;
+    RH_CHECK_STATUS(rh_cuda_engine_restore(e, old_view), RH_CUDA_SUCCESS);
+    std::fill(meat.begin(), meat.end(), -3.0);
+    s.view.meat_available = 9;
+    RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &s.view), RH_CUDA_SUCCESS);
+    RH_CHECK(s.view.meat_available == 0 && meat[0] == -3.0);
+
+    v.meat = expected.data();
+    RH_CHECK_STATUS(rh_cuda_engine_restore(e, &v), RH_CUDA_SUCCESS);
+    RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &s.view), RH_CUDA_SUCCESS);
+    RH_CHECK(s.view.meat_available == 1 && meat == expected);
+    v.struct_size = 60;
+    expect_refused(e, "state view struct_size between the two layouts", RH_CUDA_INVALID_ARGUMENT,
+                   "must be 56", [&] { return rh_cuda_engine_restore(e, &v); });
+    v.struct_size = sizeof v;
+    expected[kP + 1] = -1.0;
+    expect_refused(e, "negative K diagonal", RH_CUDA_INVALID_ARGUMENT, "meat[1, 1]",
+                   [&] { return rh_cuda_engine_restore(e, &v); });
+    s.view.struct_size = 64;
+    expect_refused(e, "export struct_size between the two layouts", RH_CUDA_INVALID_ARGUMENT,
+                   "or at least 72", [&] { return rh_cuda_engine_copy_state(e, &s.view); });
+    s.view.struct_size = sizeof s.view;
+    c.penalty = RH_CUDA_PENALTY_L1;
+    c.lambda_scale = 0.5;
+    RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view),
+                    RH_CUDA_SUCCESS);
+    RH_CHECK(s.view.meat_available == 0);
+  }
+  std::free(old_out);
+  std::free(old_view);
+  RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
+}
+
 }  // namespace
 
 // A device pointer misaligned for the dtype (cudaMalloc + 1) is refused before any kernel reads
@@ -956,5 +1058,6 @@ int main(int argc, char** argv) {
     RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
   }
   test_strict_engine_after_fast_math_engine();
+  test_meat_and_old_size_state_structs();
   return finish("test_cuda_entry_points");
 }

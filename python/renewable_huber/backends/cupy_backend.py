@@ -58,6 +58,7 @@ class CupyBackend:
             host,
             coefficients=self._cp.asarray(host.coefficients),
             information=self._cp.asarray(host.information),
+            meat=None if host.meat is None else self._cp.asarray(host.meat),
         )
 
     def _on_device(self, array):
@@ -86,6 +87,7 @@ class CupyBackend:
                 new_state,
                 coefficients=cp.asnumpy(new_state.coefficients),
                 information=cp.asnumpy(new_state.information),
+                meat=None if new_state.meat is None else cp.asnumpy(new_state.meat),
             ),
             self.n_parameters,
             self.dtype,
@@ -95,6 +97,7 @@ class CupyBackend:
             host,
             coefficients=cp.ascontiguousarray(new_state.coefficients, dtype=self.dtype),
             information=cp.ascontiguousarray(new_state.information, dtype=self.dtype),
+            meat=new_state.meat,
         )
         return host, Diagnostics.from_fields(diagnostics)
 

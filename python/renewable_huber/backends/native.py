@@ -291,19 +291,23 @@ class NativeBackend:
 
     def _new_state_buffers(self):
         # Fresh arrays per batch: a state returned earlier must never be overwritten by a later
-        # batch (the estimator may keep it, e.g. as state_). One allocation holds both.
+        # batch (the estimator may keep it, e.g. as state_). The meat matrix K is float64
+        # whatever the dtype.
         P = self.n_parameters
         flat = np.empty(P + P * P, dtype=self.dtype)
+        meat = np.empty((P, P), dtype=np.float64)
         address = _address_of(flat)
         out = _abi.RhCudaHostState(
             **_HOST_STATE_HEADER,
             coefficients=address,
             information=address + P * flat.itemsize,
+            meat=_address_of(meat),
         )
-        return flat[:P], flat[P:].reshape(P, P), out
+        return flat[:P], flat[P:].reshape(P, P), (meat, out)
 
     @staticmethod
-    def _committed_state(coefficients, information, out) -> RenewableState:
+    def _committed_state(coefficients, information, meat_and_out) -> RenewableState:
+        meat, out = meat_and_out
         return RenewableState(
             coefficients=coefficients,
             information=information,
@@ -311,6 +315,7 @@ class NativeBackend:
             batch_count=int(out.batch_count),
             previous_lambda=float(out.previous_lambda),
             weight_sum=float(out.weight_sum),
+            meat=meat if out.meat_available == 1 else None,
         )
 
     def _is_device_input(self, X) -> bool:
@@ -343,13 +348,17 @@ class NativeBackend:
         P = self.n_parameters
         coefficients = np.ascontiguousarray(state.coefficients, dtype=self.dtype)
         information = np.ascontiguousarray(state.information, dtype=self.dtype)
-        if coefficients.shape != (P,) or information.shape != (P, P):
+        meat = None if state.meat is None else np.ascontiguousarray(state.meat, dtype=np.float64)
+        if (coefficients.shape != (P,) or information.shape != (P, P)
+                or (meat is not None and meat.shape != (P, P))):
             raise ValidationError(
-                f"state has coefficients {coefficients.shape} and information "
-                f"{information.shape}; this engine needs ({P},) and ({P}, {P})"
+                f"state has coefficients {coefficients.shape}, information "
+                f"{information.shape} and meat {None if meat is None else meat.shape}; this "
+                f"engine needs ({P},), ({P}, {P}) and ({P}, {P}) or None"
             )
         view = _abi.make(
             _abi.RhCudaHostStateView,
+            meat=None if meat is None else meat.ctypes.data,
             coefficients=coefficients.ctypes.data,
             information=information.ctypes.data,
             n_samples_seen=int(state.n_samples_seen),
@@ -362,7 +371,7 @@ class NativeBackend:
     def state(self) -> RenewableState:
         """A host copy of the engine's committed state."""
         coefficients, information, out = self._new_state_buffers()
-        self._call("rh_cuda_engine_copy_state", ctypes.byref(out))
+        self._call("rh_cuda_engine_copy_state", ctypes.byref(out[1]))
         return self._committed_state(coefficients, information, out)
 
     def update(self, X, y, sample_weight, config: UpdateConfig):
@@ -412,7 +421,7 @@ class NativeBackend:
             ctypes.byref(batch),
             ctypes.byref(cfg),
             ctypes.byref(diagnostics),
-            ctypes.byref(out),
+            ctypes.byref(out[1]),
         )
         state = self._committed_state(coefficients, information, out)
         return state, Diagnostics.from_fields(diagnostics)
@@ -464,7 +473,7 @@ class NativeBackend:
             ctypes.byref(batch),
             ctypes.byref(cfg),
             ctypes.byref(diag),
-            ctypes.byref(out),
+            ctypes.byref(out[1]),
         )
 
     def _prediction_columns(self, p: int) -> None:

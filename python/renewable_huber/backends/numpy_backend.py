@@ -77,4 +77,17 @@ def host_state_in_dtype(
         batch_count=int(state.batch_count),
         previous_lambda=float(state.previous_lambda),
         weight_sum=float(state.weight_sum),
+        meat=host_meat(state.meat, n_parameters),
     )
+
+
+def host_meat(meat, n_parameters: int):
+    """K as a contiguous host float64 (P, P) array, or None when the state has none."""
+    if meat is None:
+        return None
+    meat = np.ascontiguousarray(meat, dtype=np.float64)
+    if meat.shape != (n_parameters, n_parameters):
+        raise ValidationError(
+            f"state has meat {meat.shape}; this backend was created for {n_parameters} parameters"
+        )
+    return meat

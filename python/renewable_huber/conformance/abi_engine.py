@@ -71,10 +71,12 @@ class StateBuffers:
     def __init__(self, n_parameters: int, dtype: np.dtype):
         self.coefficients = np.zeros(n_parameters, dtype=dtype)
         self.information = np.zeros((n_parameters, n_parameters), dtype=dtype)
+        self.meat = np.zeros((n_parameters, n_parameters), dtype=np.float64)
         self.struct = _abi.make(
             _abi.RhCudaHostState,
             coefficients=pointer(self.coefficients),
             information=pointer(self.information),
+            meat=pointer(self.meat),
         )
 
     def snapshot(self) -> RenewableState:
@@ -85,6 +87,7 @@ class StateBuffers:
             batch_count=int(self.struct.batch_count),
             previous_lambda=float(self.struct.previous_lambda),
             weight_sum=float(self.struct.weight_sum),
+            meat=self.meat.copy() if self.struct.meat_available == 1 else None,
         )
 
 
@@ -120,8 +123,10 @@ class AbiSession:
     def restore(self, state: RenewableState) -> None:
         coefficients = host_array(state.coefficients, self.dtype)
         information = host_array(state.information, self.dtype)
+        meat = None if state.meat is None else host_array(state.meat, np.float64)
         view = _abi.make(
             _abi.RhCudaHostStateView,
+            meat=pointer(meat),
             coefficients=pointer(coefficients),
             information=pointer(information),
             n_samples_seen=int(state.n_samples_seen),

@@ -16,7 +16,15 @@ import numpy as np
 from ..exceptions import ValidationError
 
 SCHEMA_NAME = "renewable-huber-native-golden"
-DEFAULT_CORPUS_NAMES = ("native_core_v1.json", "native_core_v2.json", "native_core_v3.json")
+DEFAULT_CORPUS_NAMES = (
+    "native_core_v1.json",
+    "native_core_v2.json",
+    "native_core_v3.json",
+    "native_core_v4.json",
+)
+# An ExpectedState's meat when its corpus records none (schema versions 1 to 3): nothing to
+# compare. A recorded null is None: the engine must report that it holds no K.
+NOT_RECORDED = "not recorded"
 
 _PACKAGE_DATA = Path(__file__).resolve().parent / "data"
 _REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -58,6 +66,8 @@ class ExpectedState:
     objective: float
     lambda_value: float
     bandwidth: float
+    # K after the batch (float64), None for "the stream has none", or NOT_RECORDED
+    meat: np.ndarray | None | str = NOT_RECORDED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +138,7 @@ def _case_from_json(corpus: str, raw: dict) -> GoldenCase:
             objective=float(s["diagnostics"]["objective"]),
             lambda_value=float(s["diagnostics"]["lambda_value"]),
             bandwidth=float(s["diagnostics"]["bandwidth"]),
+            meat=_meat(s, f"{where} state {i} meat"),
         )
         for i, s in enumerate(raw["expected"]["states"])
     )
@@ -147,6 +158,14 @@ def _case_from_json(corpus: str, raw: dict) -> GoldenCase:
         states=states,
         predictions=_array(raw["expected"]["predictions"], dtype, f"{where} predictions", 1),
     )
+
+
+def _meat(state: dict, what: str):
+    if "meat" not in state:
+        return NOT_RECORDED
+    if state["meat"] is None:
+        return None
+    return _array(state["meat"], np.float64, what, 2)
 
 
 def load_corpus(path: str | Path) -> list[GoldenCase]:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..state import RenewableState
 from .case_config import update_config
-from .corpus import ExpectedState, GoldenCase
+from .corpus import NOT_RECORDED, ExpectedState, GoldenCase
 from .replay import result_from, stream
 from .report import CheckResult
 from .session import EngineCallFailed, EngineSession, EngineUnderTest
@@ -29,6 +29,9 @@ def _as_state(expected: ExpectedState) -> RenewableState:
         batch_count=expected.batch_count,
         previous_lambda=expected.previous_lambda,
         weight_sum=expected.weight_sum,
+        # a corpus without K (v1 to v3) restores without it, as an older checkpoint would
+        meat=None if isinstance(expected.meat, str) and expected.meat == NOT_RECORDED
+        else expected.meat,
     )
 
 
@@ -66,6 +69,14 @@ def _check_round_trip(
             restored.previous_lambda,
             restored.weight_sum,
         ),
+    )
+
+
+    comparison.exact(
+        "restore/copy_state round trip meat (bitwise; None: no K)",
+        None if copied.meat is None else copied.meat.tobytes().hex(),
+        None if restored.meat is None
+        else np.asarray(restored.meat, dtype=np.float64).tobytes().hex(),
     )
 
 

@@ -23,6 +23,7 @@ class ReferenceSession:
             batch_count=int(state.batch_count),
             previous_lambda=float(state.previous_lambda),
             weight_sum=float(state.weight_sum),
+            meat=None if state.meat is None else np.array(state.meat, dtype=np.float64),
         )
 
     def copy_state(self) -> RenewableState:

@@ -12,7 +12,7 @@ import numpy as np
 from ..diagnostics import Diagnostics
 from ..state import RenewableState
 from .case_config import update_config
-from .corpus import ExpectedState, GoldenCase
+from .corpus import NOT_RECORDED, ExpectedState, GoldenCase
 from .report import CheckResult
 from .session import EngineCallFailed, EngineSession, EngineUnderTest
 from .tolerances import Comparison, Tolerance, prediction_scales
@@ -37,7 +37,22 @@ def compare_state(
     comparison.exact(f"{where} n_samples_seen", state.n_samples_seen, expected.n_samples_seen)
     comparison.exact(f"{where} batch_count", state.batch_count, expected.batch_count)
     comparison.exact(f"{where} converged", diagnostics.converged, expected.converged)
+    compare_meat(comparison, where, state.meat, expected.meat)
     return diagnostics.iterations - expected.iterations
+
+
+def compare_meat(comparison: Comparison, where: str, meat, expected) -> None:
+    """K is compared as a matrix: every entry within atol + rtol * max|K| (its entries span
+    the squares of the residuals' range, so an off-diagonal entry near zero is held to the
+    accuracy the matrix can have, not to a relative tolerance of its own)."""
+    if isinstance(expected, str) and expected == NOT_RECORDED:
+        return
+    if expected is None or meat is None:
+        comparison.exact(f"{where} meat available", meat is not None, expected is not None)
+        return
+    expected = np.asarray(expected, dtype=np.float64)
+    scale = np.full(expected.shape, float(np.abs(expected).max()))
+    comparison.close(f"{where} meat", meat, expected, (scale, 1.0))
 
 
 def check_empty(comparison: Comparison, session: EngineSession, n_parameters: int) -> None:

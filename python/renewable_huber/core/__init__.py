@@ -13,6 +13,7 @@ from .huber import (
 )
 from .lamm_solver import solve_lamm
 from .linear_solve import LinearSolution, minimum_norm_solve, solve_linear
+from .meat import batch_meat
 from .newton_solver import solve_newton
 from .objective import (
     RenewableProblem,
@@ -30,6 +31,7 @@ __all__ = [
     "RenewableProblem",
     "SolverResult",
     "bandwidth",
+    "batch_meat",
     "curvature_weights",
     "design_matrix",
     "gradient",

@@ -8,6 +8,7 @@ from ..exceptions import ValidationError
 from ..state import RenewableState
 from .gram import weighted_gram
 from .lamm_solver import solve_lamm
+from .meat import batch_meat
 from .newton_solver import solve_newton
 from .numerical_error import numerical_error
 from .objective import RenewableProblem, curvature_weights
@@ -23,6 +24,8 @@ def _check_consistent(state: RenewableState, X_design, y, sample_weight, config:
             f"state has coefficients {state.coefficients.shape} and information "
             f"{state.information.shape}; the config needs ({P},) and ({P}, {P})"
         )
+    if state.meat is not None and state.meat.shape != (P, P):
+        raise ValidationError(f"state meat has shape {state.meat.shape}; expected ({P}, {P})")
     if state.information.dtype != dtype:
         raise ValidationError(
             f"state information is {state.information.dtype} but coefficients are {dtype}"
@@ -64,6 +67,7 @@ def renewable_update(xp, state: RenewableState, X_design, y, sample_weight, conf
     information = state.information + batch_information
     if not (bool(xp.all(xp.isfinite(result.beta))) and bool(xp.all(xp.isfinite(information)))):
         raise numerical_error("the batch produced non-finite coefficients or information")
+    meat = _next_meat(xp, state, X_design, result.residual, sample_weight, config)
     lam = problem.lambda_value
     reported_objective = result.objective
     if config.penalty == "l1":
@@ -77,6 +81,7 @@ def renewable_update(xp, state: RenewableState, X_design, y, sample_weight, conf
         batch_count=int(state.batch_count) + 1,
         previous_lambda=lam,
         weight_sum=problem.weight_sum,
+        meat=meat,
     )
     diagnostics = Diagnostics(
         iterations=result.iterations,
@@ -87,3 +92,14 @@ def renewable_update(xp, state: RenewableState, X_design, y, sample_weight, conf
         used_regularized_fallback=result.used_regularized_fallback,
     )
     return new_state, diagnostics
+
+
+def _next_meat(xp, state: RenewableState, X_design, residual, sample_weight, config):
+    """K after this batch, or None (inference unavailable) when the state had no K or the
+    batch is L1-penalised: post-selection intervals are not valid, so an L1 batch ends K."""
+    if state.meat is None or config.penalty != "none":
+        return None
+    meat = state.meat + batch_meat(xp, X_design, residual, sample_weight, config.tau)
+    if not bool(xp.all(xp.isfinite(meat))):
+        raise numerical_error("the batch produced a non-finite meat matrix K")
+    return meat
