@@ -523,8 +523,9 @@ _V3_TOLERANCES = {
     "l1-features-1e3-to-1e6": (1e-8, 1e-10),
     # batch 2's last Newton step (8e-8, a true correction below tol (1 + ||beta||) = 3e-7)
     # changes f by one ulp, so whether a replay takes it whole or halved is rounding: librh_cpu
-    # resumed from the corpus's batch-1 state halves it and ends 3.8e-8 (relative) away
-    "none-features-1e3-to-1e6": (1e-7, 1e-9),
+    # resumed from the corpus's batch-1 state halves it and ends 3.8e-8 (relative) away, and
+    # the reversed-row sensitivity on OpenBLAS's Nehalem kernels derives 1e-6
+    "none-features-1e3-to-1e6": (1e-6, 1e-8),
 }
 
 
