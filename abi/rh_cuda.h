@@ -186,7 +186,7 @@ typedef struct RhCudaPrediction {
   uint32_t abi_version;
   uint32_t struct_size;
   const void* x_design; /* n_rows x n_columns row-major (n_columns = P or n_features_in) */
-  void* prediction;     /* n_rows values, written */
+  void* prediction;     /* n_rows values, written (on failure: rh_cuda_engine_predict) */
   int64_t n_rows;       /* >= 1 */
   int64_t n_columns;
   int64_t n_features_in;
@@ -321,7 +321,16 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_update_device_with_state(RhCudaEngine* e
  * the CUDA engine only (the CPU engine returns RH_CUDA_UNAVAILABLE); the call returns after the
  * output is written. NaN or Inf anywhere in X_design is RH_CUDA_INVALID_ARGUMENT naming the
  * first such value's row and column, in every engine and for device input too (checked on the
- * device before anything is written); the output is then left untouched. */
+ * device before anything is written); the output is then left untouched.
+ * The output on failure (any status but SUCCESS; the committed state never changes):
+ *   - host output (both engines): untouched, whatever the failure.
+ *   - device output (CUDA engine): untouched by every refusal and by every failure before the
+ *     prediction kernel is launched; a failure the CUDA runtime reports at that launch or at
+ *     the final wait for it (RH_CUDA_CUDA_ERROR, or RH_CUDA_ALLOCATION_FAILED when the runtime
+ *     reports it as out of memory) leaves the output's contents unspecified: any of its rows
+ *     may have been written.
+ * A failed call never returns while work it queued may still read or write the caller's
+ * arrays. */
 RH_CUDA_API RhCudaStatus rh_cuda_engine_predict(RhCudaEngine* engine,
                                                 const RhCudaPrediction* prediction);
 

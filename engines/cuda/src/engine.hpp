@@ -69,6 +69,9 @@ struct Workspace {
   GrowingBuffer prediction_stage;
   // Pinned host memory: the status block, the exported state and the host-input chunks.
   GrowingBuffer host_scalars{MemoryKind::PinnedHost};
+  // Host predictions land here first and reach the caller's array only once the device work
+  // has succeeded (prediction.cu); engine-owned, not pooled.
+  GrowingBuffer host_predictions{MemoryKind::PinnedHost};
   GrowingBuffer host_state{MemoryKind::PinnedHost};
   GrowingBuffer host_chunks[2] = {GrowingBuffer{MemoryKind::PinnedHost},
                                   GrowingBuffer{MemoryKind::PinnedHost}};
@@ -85,13 +88,13 @@ struct Workspace {
           &y_stage,
           &w_stage, &residual, &score, &scaled_rows, &row_partials, &xtu_partials,
           &bad_partials, &commit_flags, &gram_partials, &prediction_stage, &host_scalars,
-          &host_state, &host_chunks[0], &host_chunks[1]}) {
+          &host_predictions, &host_state, &host_chunks[0], &host_chunks[1]}) {
       f(*b);
     }
   }
 };
-static_assert(sizeof(Workspace) == 42 * sizeof(GrowingBuffer),
-              "Workspace gained or lost a member: list it in Workspace::for_each and update 42");
+static_assert(sizeof(Workspace) == 43 * sizeof(GrowingBuffer),
+              "Workspace gained or lost a member: list it in Workspace::for_each and update 43");
 
 struct GraphCounters {
   uint64_t captures = 0;

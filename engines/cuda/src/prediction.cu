@@ -1,10 +1,13 @@
-// X . beta for the committed state; device requests are answered in place in caller memory.
+// X . beta for the committed state; device requests are answered in place in caller memory,
+// host requests through a pinned buffer copied out once the device work has succeeded.
 #include "api_guard.hpp"
 #include "engine_error.hpp"
 #include "engine_operations.hpp"
 #include "kernels.hpp"
 #include "memory_access.hpp"
 #include "rh_common.h"
+
+#include <cstring>
 
 namespace rh {
 
@@ -65,6 +68,26 @@ void require_finite_host_design(const RhCudaPrediction& req) {
   if (bad >= 0) refuse_nonfinite(req, bad);
 }
 
+// Pinned room for n bytes of host predictions, grown by at least half its size at a time so a
+// growing series of requests pins memory a logarithmic number of times.
+size_t host_prediction_capacity(const GrowingBuffer& b, size_t bytes) {
+  constexpr size_t kMinPinned = size_t{64} << 10;
+  if (bytes <= b.capacity()) return bytes;
+  size_t wanted = bytes > kMinPinned ? bytes : kMinPinned;
+  const size_t grown = b.capacity() + b.capacity() / 2;
+  return wanted > grown ? wanted : grown;
+}
+
+// The output contract (rh_cuda.h, docs/abi.md):
+//  - host output: untouched by every failure. The predictions travel device -> pinned buffer,
+//    the stream is waited for, and only then are they copied into the caller's array, a step
+//    that cannot fail.
+//  - device output: written in place by the prediction kernel, which is launched last. Every
+//    failure before that launch leaves it untouched; a failure reported by the launch itself or
+//    by the final wait may leave it partly written (its contents are then unspecified).
+//    Staging it would not close that window (the copy into the caller's memory would be the
+//    last step, with the same wait after it), so the engine does not pay for a second buffer.
+//    Either way no work of a failed call is still running when it returns.
 template <class T>
 void predict_typed(Engine& e, const RhCudaPrediction& req) {
   RowView<T> rows{static_cast<const T*>(req.x_design), nullptr, nullptr, req.n_rows,
@@ -80,6 +103,8 @@ void predict_typed(Engine& e, const RhCudaPrediction& req) {
   const size_t out_bytes = static_cast<size_t>(req.n_rows) * sizeof(T);
   e.ws.x_stage.reserve(x_bytes, "staged prediction design");
   e.ws.prediction_stage.reserve(out_bytes, "prediction output");
+  e.ws.host_predictions.reserve(host_prediction_capacity(e.ws.host_predictions, out_bytes),
+                                "pinned prediction output");
   // After the staging buffers exist: a request too large to stage is refused without its
   // host rows being read.
   require_finite_host_design<T>(req);
@@ -90,10 +115,12 @@ void predict_typed(Engine& e, const RhCudaPrediction& req) {
   rows.x = e.ws.x_stage.as<T>();
   launch_predict<T>(rows, e.committed.coefficients.as<T>(), e.ws.prediction_stage.as<T>(),
                     e.stream);
-  check_cuda(cudaMemcpyAsync(req.prediction, e.ws.prediction_stage.data(), out_bytes,
-                             cudaMemcpyDeviceToHost, e.stream),
+  check_cuda(cudaMemcpyAsync(e.ws.host_predictions.data(), e.ws.prediction_stage.data(),
+                             out_bytes, cudaMemcpyDeviceToHost, e.stream),
              "cudaMemcpyAsync (prediction)");
   e.synchronize();
+  // Nothing can fail from here: the caller's array is written only by a call that succeeds.
+  std::memcpy(req.prediction, e.ws.host_predictions.data(), out_bytes);
 }
 
 }  // namespace
@@ -107,10 +134,19 @@ void predict(Engine& e, const RhCudaPrediction* request) {
     require_device_memory(e, request->x_design, "RhCudaPrediction.x_design");
     require_device_memory(e, request->prediction, "RhCudaPrediction.prediction");
   }
-  if (e.dtype == RH_CUDA_DTYPE_FLOAT32) {
-    predict_typed<float>(e, *request);
-  } else {
-    predict_typed<double>(e, *request);
+  try {
+    if (e.dtype == RH_CUDA_DTYPE_FLOAT32) {
+      predict_typed<float>(e, *request);
+    } else {
+      predict_typed<double>(e, *request);
+    }
+  } catch (...) {
+    // A failed call does not return while its work may still run: kernels reading the caller's
+    // device design or writing its device output, a copy into the pinned output. The caller
+    // may free or reuse its arrays as soon as the call returns.
+    (void)cudaStreamSynchronize(e.stream);
+    (void)cudaGetLastError();
+    throw;
   }
 }
 
