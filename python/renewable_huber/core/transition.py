@@ -6,11 +6,10 @@ from ..config import UpdateConfig
 from ..diagnostics import Diagnostics
 from ..exceptions import ValidationError
 from ..state import RenewableState
-from .gram import weighted_gram
 from .lamm_solver import solve_lamm
 from .newton_solver import solve_newton
 from .numerical_error import numerical_error
-from .objective import RenewableProblem, curvature_weights
+from .objective import RenewableProblem, curvature_gram
 
 
 def _check_consistent(state: RenewableState, X_design, y, sample_weight, config: UpdateConfig):
@@ -57,10 +56,18 @@ def renewable_update(xp, state: RenewableState, X_design, y, sample_weight, conf
     """
     _check_consistent(state, X_design, y, sample_weight, config)
     problem = RenewableProblem.from_batch(xp, state, X_design, y, sample_weight, config)
+    return solve_problem(problem, state, config, int(X_design.shape[0]))
+
+
+def solve_problem(problem: RenewableProblem, state: RenewableState, config: UpdateConfig,
+                  n_rows: int):
+    """The transition once the batch is a problem: solve, then fold the batch's information
+    into the state. n_rows: the batch's row count (zero-weight rows included)."""
+    xp = problem.xp
     solve = solve_lamm if config.penalty == "l1" else solve_newton
     result = solve(problem, int(config.max_iter), float(config.tol))
 
-    batch_information = weighted_gram(xp, X_design, curvature_weights(problem, result.residual))
+    batch_information = curvature_gram(problem, result.residual)
     information = state.information + batch_information
     if not (bool(xp.all(xp.isfinite(result.beta))) and bool(xp.all(xp.isfinite(information)))):
         raise numerical_error("the batch produced non-finite coefficients or information")
@@ -73,7 +80,7 @@ def renewable_update(xp, state: RenewableState, X_design, y, sample_weight, conf
         # state must never alias the caller's arrays
         coefficients=xp.array(result.beta, copy=True),
         information=information,
-        n_samples_seen=int(state.n_samples_seen) + int(X_design.shape[0]),
+        n_samples_seen=int(state.n_samples_seen) + n_rows,
         batch_count=int(state.batch_count) + 1,
         previous_lambda=lam,
         weight_sum=problem.weight_sum,
