@@ -67,7 +67,7 @@ def _assert_same_state(cluster, local, rtol):
     assert a.weight_sum == pytest.approx(b.weight_sum, rel=1e-14)
 
 
-@pytest.mark.parametrize("case", _golden_cases())
+@pytest.mark.parametrize("case", list(_golden_cases()))
 def test_golden_streams_transition_as_in_process(client, case):
     config = dict(case["config"])
     if config["max_iter"] == 500:
