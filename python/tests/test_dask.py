@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from dask_support import local_cluster
+
 from renewable_huber import RenewableHuberRegressor
 from renewable_huber.exceptions import BackendUnavailableError, EngineError, ValidationError
 
@@ -138,6 +138,21 @@ def test_a_dataframe_with_the_target_as_a_column_name(client):
     _assert_same_state(cluster, local, 1e-10)
     np.testing.assert_allclose(cluster.predict(frame[features]), local.predict(frame[features]),
                                rtol=1e-10)
+
+
+def test_a_dataframe_with_target_and_weights_as_column_names(client):
+    rng = np.random.default_rng(8)
+    frame = _table(rng)
+    features = ["x0", "x1", "x2", "x3"]
+    local = RenewableHuberRegressor(backend="numpy").fit(
+        frame[features], frame["target"], sample_weight=frame["weight"]
+    )
+    cluster = RenewableHuberRegressor(backend="numpy").fit(
+        dd.from_pandas(frame, npartitions=3), "target", sample_weight="weight"
+    )
+    assert list(cluster.feature_names_in_) == features
+    assert cluster.n_iter_ == local.n_iter_
+    _assert_same_state(cluster, local, 1e-10)
 
 
 def test_a_dataframe_with_series_target_and_weights_continues_a_stream(client):

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from dask_support import KillDuringPass, local_cluster
+
 from renewable_huber import RenewableHuberRegressor
 from renewable_huber.exceptions import EngineError
 

@@ -83,23 +83,25 @@ def _kind(value) -> str:
     return type(value).__name__
 
 
-def _vector_parts(name: str, value, X, x_kind: str):
-    """One delayed piece of `value` per partition of X (None for an absent vector)."""
+def _vector_parts(name: str, value, X, optimize: bool = True):
+    """One delayed piece of `value` per partition of the dask array X, or of the DataFrame X
+    read with to_delayed(optimize_graph=optimize) (None pieces for an absent vector)."""
+    x_kind = _kind(X)
     if value is None:
-        return [None] * X.npartitions if x_kind == "frame" else [None] * X.numblocks[0]
+        return [None] * (X.npartitions if x_kind == "frame" else X.numblocks[0])
     kind = _kind(value)
     if x_kind == "frame":
         if kind != "series":
             raise ValidationError(
-                f"X is a dask DataFrame, so {name} must be a dask Series partitioned like X "
-                f"(or, for y, the name of a column of X), got {type(value).__name__}"
+                f"X is a dask DataFrame, so {name} must be the name of a column of X or a "
+                f"dask Series partitioned like X, got {type(value).__name__}"
             )
         if value.npartitions != X.npartitions:
             raise ValidationError(
                 f"{name} has {value.npartitions} partitions but X has {X.npartitions}; "
                 "partition them alike (e.g. take both from one DataFrame)"
             )
-        return list(value.to_delayed())
+        return list(value.to_delayed(optimize_graph=optimize))
     if kind == "series":
         value = value.to_dask_array(lengths=True)
     elif kind != "array":
@@ -133,22 +135,31 @@ def _partitions(X, y, sample_weight, spec: PartitionSpec):
     x_kind = _kind(X)
     if x_kind == "frame":
         columns = tuple(X.columns)
-        if isinstance(y, str) or _is_column(y, columns):
-            if y not in columns:
-                raise ValidationError(f"y={y!r} is not a column of X (columns: {list(columns)})")
-            spec = PartitionSpec(spec.dtype, spec.fit_intercept, spec.n_features,
-                                 spec.feature_names, target=y)
-            y_parts = [None] * X.npartitions
-            columns = tuple(c for c in columns if c != y)
-        else:
-            y_parts = _vector_parts("y", y, X, x_kind)
-        names = columns if all(isinstance(c, str) for c in columns) else None
-        if spec.feature_names is None and spec.n_features is None and names is not None:
+        named = {}
+        for name, value in (("y", y), ("sample_weight", sample_weight)):
+            if isinstance(value, str) or _is_column(value, columns):
+                if value not in columns:
+                    raise ValidationError(
+                        f"{name}={value!r} is not a column of X (columns: {list(columns)})"
+                    )
+                named[name] = value
+        features = tuple(c for c in columns if c not in named.values())
+        names = features if all(isinstance(c, str) for c in features) else None
+        spec = PartitionSpec(
+            spec.dtype, spec.fit_intercept, spec.n_features,
             # the first batch: every partition is checked against the table's own columns
-            spec = PartitionSpec(spec.dtype, spec.fit_intercept, spec.n_features, names,
-                                 spec.target)
-        x_parts = list(X.to_delayed())
-        w_parts = _vector_parts("sample_weight", sample_weight, X, x_kind)
+            spec.feature_names if spec.feature_names or spec.n_features else names,
+            target=named.get("y"), weight=named.get("sample_weight"),
+        )
+        # Vectors given as their own Series must meet X's partitions one to one, which only
+        # the unoptimised graphs guarantee (optimisation may fuse small partitions); columns
+        # of X travel inside X's own partitions.
+        separate = len(named) < sum(v is not None for v in (y, sample_weight))
+        x_parts = list(X.to_delayed(optimize_graph=not separate))
+        y_parts = [None] * len(x_parts) if "y" in named else _vector_parts(
+            "y", y, X, optimize=False)
+        w_parts = [None] * len(x_parts) if "sample_weight" in named else _vector_parts(
+            "sample_weight", sample_weight, X, optimize=False)
         return x_parts, y_parts, w_parts, spec, names
     if x_kind != "array":
         raise ValidationError(
@@ -163,8 +174,8 @@ def _partitions(X, y, sample_weight, spec: PartitionSpec):
     if X.numblocks[1] != 1:
         X = X.rechunk({1: -1})  # partitions must hold whole rows
     x_parts = list(X.to_delayed()[:, 0])
-    y_parts = _vector_parts("y", y, X, "array")
-    w_parts = _vector_parts("sample_weight", sample_weight, X, "array")
+    y_parts = _vector_parts("y", y, X)
+    w_parts = _vector_parts("sample_weight", sample_weight, X)
     return x_parts, y_parts, w_parts, spec, None
 
 

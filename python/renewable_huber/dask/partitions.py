@@ -35,13 +35,15 @@ KINDS = ("loss", "score", "curvature", "majoriser", "norm")
 @dataclasses.dataclass(frozen=True)
 class PartitionSpec:
     """How every partition of one batch is read: the working dtype, the intercept, the
-    expected features, and the target column when y is a column of the table X."""
+    expected features, and the target and weight columns when y and sample_weight are
+    columns of the table X."""
 
     dtype: np.dtype
     fit_intercept: bool
     n_features: int | None
     feature_names: tuple[str, ...] | None
     target: Any = None
+    weight: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +85,10 @@ def prepare_partition(index: int, X, y, w, spec: PartitionSpec) -> Partition:
     try:
         if spec.target is not None:
             y = X[spec.target]
-            X = X.drop(columns=[spec.target])
+        if spec.weight is not None:
+            w = X[spec.weight]
+        if spec.target is not None or spec.weight is not None:
+            X = X.drop(columns=[c for c in (spec.target, spec.weight) if c is not None])
         if int(X.shape[0]) == 0:
             return _empty_partition(index, X, spec)
         X, _, _ = validate_X(
@@ -101,7 +106,9 @@ def prepare_partition(index: int, X, y, w, spec: PartitionSpec) -> Partition:
                                  False)
             if bool((w < 0).any()):
                 first = int(np.argmax(w < 0))
-                raise ValidationError(f"sample_weight must be >= 0, got {w[first]!r} at row {first}")
+                raise ValidationError(
+                    f"sample_weight must be >= 0, got {w[first]!r} at row {first}"
+                )
     except ValidationError as error:
         raise _in_partition(index, error) from None
     design = np.ascontiguousarray(design_matrix(np, X, spec.fit_intercept))
