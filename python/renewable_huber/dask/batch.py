@@ -210,9 +210,10 @@ class DaskBatch:
         self.release()
 
     def release(self) -> None:
-        futures, self._futures = self._futures, []
-        if futures:
-            self._client.cancel(futures)
+        """Let the workers drop the prepared partitions (other holders of the same keys, e.g.
+        another estimator fitting the same collection, keep theirs)."""
+        futures, self._futures, self.futures = self._futures, [], []
+        _release(futures)
 
     def _run(self, function, *iterables, **kwargs):
         return _map_in_order(self._client, function, self._futures, *iterables, **kwargs)
@@ -261,6 +262,11 @@ class DaskBatch:
             fused=fused,
         )
         return solve_problem(problem, state, config, self.n_rows)
+
+
+def _release(futures) -> None:
+    for future in futures:
+        future.release()
 
 
 def _map_in_order(client, function, futures, *iterables, **kwargs):
@@ -349,6 +355,6 @@ def prepare_batch(
         )
         _check_batch(summaries, spec, sample_weight is not None)
     except BaseException:
-        client.cancel(futures)
+        _release(futures)
         raise
     return DaskBatch(client, futures, summaries, spec, names)
