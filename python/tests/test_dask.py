@@ -295,3 +295,29 @@ def test_without_a_client_the_error_says_how_to_connect(monkeypatch):
     X = _partitioned(np.ones((4, 1)), 2)
     with pytest.raises(BackendUnavailableError, match="no Client is connected.*Client\\("):
         RenewableHuberRegressor().fit(X, X[:, 0])
+
+
+def test_many_partitions_are_reduced_on_the_workers_in_a_fixed_order(client, monkeypatch):
+    # 40 partitions: groups of 16, 16 and 8 are added on workers, their 3 sums on the client.
+    from renewable_huber.dask import batch as dask_batch
+
+    received = []
+    original = dask_batch.add_in_order
+
+    def recording(*parts):
+        received.append(len(parts))
+        return original(*parts)
+
+    monkeypatch.setattr(dask_batch, "add_in_order", recording)
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(4000, 5))
+    y = X @ np.arange(5.0) + rng.standard_t(2, size=4000)
+    local = RenewableHuberRegressor(backend="numpy").fit(X, y)
+    first = RenewableHuberRegressor(backend="numpy").fit(_partitioned(X, 40), _partitioned(y, 40))
+    assert received and set(received) == {3}  # the client only ever adds three partial sums
+    second = RenewableHuberRegressor(backend="numpy").fit(_partitioned(X, 40),
+                                                          _partitioned(y, 40))
+    assert first.n_iter_ == local.n_iter_
+    _assert_same_state(first, local, 1e-10)
+    np.testing.assert_array_equal(first.state_.coefficients, second.state_.coefficients)
+    np.testing.assert_array_equal(first.state_.information, second.state_.information)

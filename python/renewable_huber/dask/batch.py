@@ -29,12 +29,17 @@ from ..state import RenewableState
 from ..tau import PILOT_ROWS, _step
 from .partitions import (
     PartitionSpec,
+    add_in_order,
     partition_statistics,
     pilot_rows,
     prepare_partition,
     summarise_partition,
 )
 from .problem import DistributedProblem
+
+# The most partial sums one reduction step adds (on the client for the last step, on a
+# worker for the steps before): a pass brings at most this many P x P matrices anywhere.
+REDUCTION_GROUP = 16
 
 
 def _modules():
@@ -219,18 +224,25 @@ class DaskBatch:
         return _map_in_order(self._client, function, self._futures, *iterables, **kwargs)
 
     def sums(self, beta, kinds: tuple[str, ...], tau: float, bandwidth: float) -> dict:
-        """The batch's sums over rows at beta, reduced in partition order."""
-        results = self._run(
-            partition_statistics, beta=beta, kinds=kinds, tau=tau, bandwidth=bandwidth,
-            pure=False,
-        )
-        totals = {}
-        for kind in kinds:
-            total = results[0][kind]
-            for result in results[1:]:
-                total = total + result[kind]
-            totals[kind] = total
-        return totals
+        """The batch's sums over rows at beta. Up to REDUCTION_GROUP partitions, their sums
+        are added here in partition order; beyond, the workers add consecutive groups of
+        REDUCTION_GROUP (each in partition order), level by level, until that few remain,
+        so the client receives at most REDUCTION_GROUP partial sums and the association is
+        fixed by the number of partitions alone."""
+        client = self._client
+
+        def reduce():
+            futures = client.map(partition_statistics, self._futures, beta=beta, kinds=kinds,
+                                 tau=tau, bandwidth=bandwidth, pure=False)
+            while len(futures) > REDUCTION_GROUP:
+                futures = [
+                    client.submit(add_in_order, *futures[start:start + REDUCTION_GROUP],
+                                  pure=False)
+                    for start in range(0, len(futures), REDUCTION_GROUP)
+                ]
+            return add_in_order(*client.gather(futures))
+
+        return _on_cluster(reduce)
 
     def pilot_rows(self):
         """The rows (X without intercept, y, w) a host batch would use for tau="auto"."""
@@ -272,8 +284,15 @@ def _release(futures) -> None:
 def _map_in_order(client, function, futures, *iterables, **kwargs):
     """Map `function` over the partitions' futures (plus per-partition iterables) and gather
     the results in partition order; any failure of the cluster is an EngineError."""
+    return _on_cluster(
+        lambda: client.gather(client.map(function, futures, *iterables, **kwargs))
+    )
+
+
+def _on_cluster(work):
+    """work(), with any failure of the cluster (not a refusal of the input) as EngineError."""
     try:
-        return client.gather(client.map(function, futures, *iterables, **kwargs))
+        return work()
     except RenewableHuberError:
         raise
     except Exception as error:

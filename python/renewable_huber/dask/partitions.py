@@ -184,3 +184,12 @@ def partition_statistics(
         "norm": lambda: weighted_squared_norm(problem),
     }
     return {kind: compute[kind]() for kind in kinds}
+
+
+def add_in_order(*parts: dict[str, Any]) -> dict[str, Any]:
+    """The elementwise sum of statistics dictionaries, added left to right (partition order)."""
+    totals = dict(parts[0])
+    for part in parts[1:]:
+        for kind, value in part.items():
+            totals[kind] = totals[kind] + value
+    return totals
