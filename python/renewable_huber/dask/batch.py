@@ -2,15 +2,16 @@
 batch, and the map-reduce every solver pass runs over them.
 
 The client holds futures only. A pass ships beta (P numbers) to every partition and brings
-back its sums over rows (at most P^2 + P + 1 numbers), reduced here in partition order, so
-the result does not depend on which worker finished first. Worker loss is the scheduler's
-business: it recomputes a lost partition from the collection's graph and reruns the pass on
-it (up to distributed's allowed-failures); when it gives up, or a task fails, the error
-surfaces here before anything is committed.
+back its sums over rows (at most P^2 + P + 1 numbers), added in partition order (see
+DaskBatch.sums), so the result does not depend on which worker finished first. Worker loss
+is the scheduler's business: it recomputes a lost partition from the collection's graph and
+reruns the pass on it (up to distributed's allowed-failures); when it gives up, or a task
+fails, the error surfaces here before anything is committed.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Hashable
 
 import numpy as np
@@ -58,8 +59,6 @@ def _modules():
 
 def is_dask_collection(value) -> bool:
     """True for a dask collection; never imports dask (none exists unless it is imported)."""
-    import sys
-
     dask = sys.modules.get("dask")
     return dask is not None and bool(dask.is_dask_collection(value))
 
