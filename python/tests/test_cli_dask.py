@@ -110,3 +110,20 @@ def test_a_missing_column_is_one_error_line(dataset, capsys):
                           "--no-progress"], capsys)
     assert status != 0
     assert "no column 'nope'" in one_error_line(err)
+
+
+def test_fit_connects_to_a_running_scheduler_by_address(dataset, capsys):
+    from dask_support import local_cluster
+
+    frames, paths = dataset
+    with local_cluster(1) as client:
+        address = client.scheduler.address
+        status, out, err = run(["fit", "--dask", address, *paths, "--target", "y",
+                                "--features", "a,b,c", "--backend", "numpy", "--json",
+                                "--no-progress"], capsys)
+    assert status == 0, err
+    document = json.loads(out)
+    assert document["dask"] == address and document["partitions_per_batch"] == 1
+    expected = _in_process(frames, [(0,), (1,), (2,)], weights=False)
+    np.testing.assert_allclose(list(document["coefficients"].values()), expected.coef_,
+                               rtol=1e-10)
