@@ -36,6 +36,8 @@ from .exceptions import (
 )
 
 PROG = "renewable-huber"
+# fit's rows per batch when --batch-size is not given
+DEFAULT_BATCH_ROWS = 10_000
 BACKENDS = ("auto", "numpy", "cupy", "native_cpu", "native_cuda")
 ENGINES = ("numpy", "cupy", "native_cpu", "native_cuda")
 EXIT_ERROR = 1
@@ -170,7 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     fit = commands.add_parser("fit", help="stream a CSV or Parquet file through the estimator")
-    fit.add_argument("data", metavar="DATA", help="a .csv (with header) or .parquet file")
+    fit.add_argument("data", metavar="DATA", nargs="+",
+                     help="a .csv (with header) or .parquet file; with --dask, Parquet files, "
+                     "globs or directories read by the workers")
     fit.add_argument("--target", required=True, type=_column_name, metavar="COL",
                      help="the response column")
     fit.add_argument("--features", type=_column_list, metavar="A,B,C",
@@ -178,8 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
                      "the weight column)")
     fit.add_argument("--weight-column", type=_column_name, metavar="COL",
                      help="per-row sample weights (>= 0) from this column")
-    fit.add_argument("--batch-size", type=_positive_int, default=10_000, metavar="B",
-                     help="rows per batch (default 10000)")
+    fit.add_argument("--batch-size", type=_positive_int, metavar="B",
+                     help=f"rows per batch (default {DEFAULT_BATCH_ROWS})")
+    fit.add_argument("--dask", metavar="ADDRESS|local:N",
+                     help="fit on a Dask cluster: a scheduler address, or local:N for a local "
+                     "cluster of N worker processes (the [dask] extra; docs/dask.md)")
+    fit.add_argument("--partitions-per-batch", type=_positive_int, metavar="K",
+                     help="with --dask: dataset partitions per batch (default: one per worker)")
     fit.add_argument("--penalty", choices=("none", "l1"), help="default none")
     fit.add_argument("--lambda-scale", type=_non_negative_float, metavar="X",
                      help="multiplier of the L1 strength (default 1)")
@@ -427,6 +436,18 @@ class ResumeRefused(RenewableHuberError):
 def command_fit(args) -> int:
     from .datafile import open_table, select_columns
 
+    if args.dask is not None:
+        from .dask.command import command_fit_on_cluster
+
+        return command_fit_on_cluster(args)
+    if len(args.data) > 1:
+        raise UsageError(f"fit reads one DATA file, got {len(args.data)}; several files, globs "
+                         "or directories need --dask")
+    if args.partitions_per_batch is not None:
+        raise UsageError("--partitions-per-batch needs --dask")
+    args.data = args.data[0]
+    if args.batch_size is None:
+        args.batch_size = DEFAULT_BATCH_ROWS
     _check_fit_options(args)
     table = open_table(args.data, args.batch_size)
     try:

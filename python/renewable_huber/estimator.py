@@ -33,6 +33,7 @@ from ._validation import (
 )
 from .backends import choose_backend, create_backend, unavailable_reason
 from .config import UpdateConfig
+from .dask.batch import is_dask_collection
 from .diagnostics import BatchDiagnostics, Diagnostics
 from .exceptions import (
     ConvergenceWarning,
@@ -295,6 +296,9 @@ class RenewableHuberRegressor:
 
     def _learn(self, X, y, sample_weight, *, new_stream: bool) -> None:
         params = self._validated_params()
+        if is_dask_collection(X):
+            self._learn_on_cluster(X, y, sample_weight, params, new_stream)
+            return
         if new_stream:
             backend_name, _ = choose_backend(params.backend, params.device)
             n_features, feature_names = None, None
@@ -339,6 +343,50 @@ class RenewableHuberRegressor:
                     raise explained from error
             raise
         self._commit(backend, state, diagnostics, params, n_features, feature_names, tau)
+        self._report(batch, params, tau, new_stream)
+
+    def _learn_on_cluster(self, X, y, sample_weight, params: ValidatedParams, new_stream: bool):
+        """One batch whose rows stay on a Dask cluster (renewable_huber.dask): the reference
+        solvers run here on the partitions' sums; the backend then takes the new state, so
+        predict and later in-memory batches continue the stream."""
+        from .dask import prepare_batch
+
+        if new_stream:
+            backend_name, _ = choose_backend(params.backend, params.device)
+            n_features, feature_names = None, None
+        else:
+            self._check_same_stream(params)
+            backend_name = self._backend.name
+            n_features, feature_names = self.n_features_in_, self._feature_names
+        with prepare_batch(
+            X, y, sample_weight, dtype=params.dtype, fit_intercept=params.fit_intercept,
+            n_features_expected=n_features, feature_names_expected=feature_names,
+        ) as batch:
+            if params.tau != TAU_AUTO:
+                tau = params.tau
+            elif not new_stream:
+                tau = self.tau_
+            else:
+                tau = tau_guidance.tau_from_batch(
+                    *batch.pilot_rows(), fit_intercept=params.fit_intercept
+                )
+            config = self._update_config(params, batch.n_features, tau)
+            previous = (
+                RenewableState.empty(config.n_parameters, params.dtype)
+                if new_stream else self._state
+            )
+            state, diagnostics = batch.update(previous, config)
+        if new_stream:
+            backend = self._take_spare_backend(params, backend_name, config.n_parameters)
+            if backend is None:
+                backend = _new_backend(params, backend_name, state)
+            else:
+                backend.restore(state)
+            feature_names = batch.feature_names
+        else:
+            backend = self._backend
+            backend.restore(state)
+        self._commit(backend, state, diagnostics, params, batch.n_features, feature_names, tau)
         self._report(batch, params, tau, new_stream)
 
     def _stream_tau(self, params: ValidatedParams, batch: Batch, new_stream: bool) -> float:

@@ -9,26 +9,15 @@ import numpy
 
 from .convergence import step_converged
 from .huber import soft_threshold
-from .objective import RenewableProblem, gradient, objective, residual
+from .objective import RenewableProblem, curvature_bound, gradient, objective, residual
 from .rules import (
     LAMM_ATTEMPTS,
     LAMM_BOUND_ATTEMPTS,
     LAMM_PHI_FLOOR,
     LAMM_SLACK,
-    lamm_phi_bound,
     within_rounding,
 )
 from .solver_result import SolverResult
-
-
-def curvature_bound(problem: RenewableProblem) -> float:
-    """(sum_i w_i ||x_i||^2 + trace J) / N, summed in double."""
-    xp = problem.xp
-    X = problem.X.astype(xp.float64, copy=False)
-    w = problem.w.astype(xp.float64, copy=False)
-    sum_w_x2 = float(w @ xp.sum(X * X, axis=1))
-    trace = float(xp.trace(problem.information.astype(xp.float64, copy=False)))
-    return lamm_phi_bound(sum_w_x2, trace, problem.weight_sum)
 
 
 def solve_lamm(problem: RenewableProblem, max_iter: int, tol: float) -> SolverResult:

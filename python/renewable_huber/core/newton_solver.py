@@ -7,23 +7,17 @@ from __future__ import annotations
 import numpy
 
 from .convergence import step_converged
-from .gram import weighted_gram
-from .huber import smoothed_curvature
 from .linear_solve import solve_linear
-from .objective import RenewableProblem, gradient, hessian, objective, residual
-from .rules import LINE_SEARCH_TRIALS, majoriser_weights, within_rounding
+from .objective import (
+    RenewableProblem,
+    gradient,
+    hessian,
+    majoriser_matrix,
+    objective,
+    residual,
+)
+from .rules import LINE_SEARCH_TRIALS, within_rounding
 from .solver_result import SolverResult
-
-
-def majoriser_matrix(problem: RenewableProblem, r):
-    """M = [X' diag(w m(r)) X + J] / N + ridge I, m = max(c(r), min(1, tau / |r|))."""
-    xp = problem.xp
-    curvature = smoothed_curvature(xp, r, problem.tau, problem.bandwidth)
-    weights = problem.w * majoriser_weights(xp, r, problem.tau, curvature)
-    m = (weighted_gram(xp, problem.X, weights) + problem.information) / problem.weight_sum
-    if problem.ridge != 0.0:
-        m = m + problem.ridge * xp.eye(problem.n_parameters, dtype=problem.dtype)
-    return m
 
 
 def _line_search(problem: RenewableProblem, beta, F: float, direction, strict: bool = False):

@@ -5,11 +5,18 @@ state, N, tau, h, the historical L1 subgradient), so solvers and tests evaluate 
 same function. Every evaluation accepts the residual r = y - X beta when the caller already
 has it, because the row pass dominates the cost and a line search needs r for f and then,
 on acceptance, for g and H at the same beta.
+
+The solvers reach the batch's rows only through the row functions below (residual and the
+five sums over rows); f, g, H, the majoriser and LAMM's curvature bound combine their results
+with the state. Each row function dispatches on the problem's type, so a problem whose rows
+live elsewhere (renewable_huber.dask: partitions on a cluster, r an opaque handle) registers
+its own and runs the same solvers unchanged.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from ..config import UpdateConfig
@@ -17,6 +24,8 @@ from ..state import RenewableState
 from .design import penalty_mask
 from .gram import weighted_gram
 from .huber import checked_bandwidth, huber_loss, huber_score, lambda_value, smoothed_curvature
+from .meat import batch_meat
+from .rules import lamm_phi_bound, majoriser_weights
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +61,14 @@ class RenewableProblem:
         # Summed in double like the native engines do: N enters every scale (h, lambda, 1/N),
         # and a float32 running sum over many rows would drift.
         batch_weight = float(n) if sample_weight is None else float(xp.sum(w, dtype=xp.float64))
+        return cls.for_state(xp, state, config, batch_weight, X=X_design, y=y, w=w)
+
+    @classmethod
+    def for_state(cls, xp, state: RenewableState, config: UpdateConfig, batch_weight: float,
+                  **rows) -> RenewableProblem:
+        """The problem of a batch of total weight batch_weight after `state`; `rows` are the
+        fields that hold the batch (X, y, w here; a subclass may add its own)."""
+        dtype = state.coefficients.dtype
         previous_weight = float(state.weight_sum)
         weight_sum = previous_weight + batch_weight
         tau = float(config.tau)
@@ -62,9 +79,7 @@ class RenewableProblem:
             historical = scale * xp.sign(state.coefficients) * mask
         return cls(
             xp=xp,
-            X=X_design,
-            y=y,
-            w=w,
+            **rows,
             beta0=state.coefficients,
             information=state.information,
             weight_sum=weight_sum,
@@ -89,19 +104,73 @@ class RenewableProblem:
         return int(self.beta0.shape[0])
 
 
+# -- row functions: the only code that reads the batch's rows ---------------------------------
+
+
+@functools.singledispatch
 def residual(problem: RenewableProblem, beta):
     """r = y - X beta."""
     return problem.y - problem.X @ beta
 
 
+@functools.singledispatch
+def loss_sum(problem: RenewableProblem, r):
+    """sum_i w_i rho(r_i)."""
+    xp = problem.xp
+    return xp.sum(problem.w * huber_loss(xp, r, problem.tau))
+
+
+@functools.singledispatch
+def score_product(problem: RenewableProblem, r):
+    """X' (w psi(r)), a (P,) array."""
+    return problem.X.T @ (problem.w * huber_score(problem.xp, r, problem.tau))
+
+
+@functools.singledispatch
+def curvature_gram(problem: RenewableProblem, r):
+    """X' diag(w c(r)) X: the data part of H and the batch's information."""
+    return weighted_gram(problem.xp, problem.X, curvature_weights(problem, r))
+
+
+@functools.singledispatch
+def majoriser_gram(problem: RenewableProblem, r):
+    """X' diag(w m(r)) X, m = max(c(r), min(1, tau / |r|)): the data part of the majoriser."""
+    xp = problem.xp
+    curvature = smoothed_curvature(xp, r, problem.tau, problem.bandwidth)
+    weights = problem.w * majoriser_weights(xp, r, problem.tau, curvature)
+    return weighted_gram(xp, problem.X, weights)
+
+
+@functools.singledispatch
+def weighted_squared_norm(problem: RenewableProblem) -> float:
+    """sum_i w_i ||x_i||^2, summed in double (the intercept column counted)."""
+    xp = problem.xp
+    X = problem.X.astype(xp.float64, copy=False)
+    w = problem.w.astype(xp.float64, copy=False)
+    return float(w @ xp.sum(X * X, axis=1))
+
+
+@functools.singledispatch
+def meat_gram(problem: RenewableProblem, r):
+    """X' diag(w psi(r)^2) X in float64 at the batch's solution: its part of K (core/meat.py)."""
+    return batch_meat(problem.xp, problem.X, r, problem.w, problem.tau)
+
+
+def curvature_weights(problem: RenewableProblem, r):
+    """w * c(r) with this batch's bandwidth: the row weights of the Hessian and of J_new."""
+    return problem.w * smoothed_curvature(problem.xp, r, problem.tau, problem.bandwidth)
+
+
+# -- the renewable objective, assembled from the row functions and the state -----------------
+
+
 def objective(problem: RenewableProblem, beta, r=None) -> float:
     """f(beta) = [sum w rho(r) + delta' J delta / 2] / N - <historical, delta> (smooth part only;
     the L1 penalty of the current batch is added by the caller that needs it)."""
-    xp = problem.xp
     if r is None:
         r = residual(problem, beta)
     delta = beta - problem.beta0
-    loss = xp.sum(problem.w * huber_loss(xp, r, problem.tau))
+    loss = loss_sum(problem, r)
     quadratic = delta @ (problem.information @ delta)
     value = (loss + 0.5 * quadratic) / problem.weight_sum
     if problem.historical is not None:
@@ -111,29 +180,37 @@ def objective(problem: RenewableProblem, beta, r=None) -> float:
 
 def gradient(problem: RenewableProblem, beta, r=None):
     """g(beta) = [-X' (w psi(r)) + J delta] / N - historical, a (P,) array."""
-    xp = problem.xp
     if r is None:
         r = residual(problem, beta)
-    score = problem.w * huber_score(xp, r, problem.tau)
     delta = beta - problem.beta0
-    g = (problem.information @ delta - problem.X.T @ score) / problem.weight_sum
+    g = (problem.information @ delta - score_product(problem, r)) / problem.weight_sum
     if problem.historical is not None:
         g = g - problem.historical
     return g
 
 
-def curvature_weights(problem: RenewableProblem, r):
-    """w * c(r) with this batch's bandwidth: the row weights of the Hessian and of J_new."""
-    return problem.w * smoothed_curvature(problem.xp, r, problem.tau, problem.bandwidth)
+def _plus_ridge(problem: RenewableProblem, matrix):
+    if problem.ridge != 0.0:
+        matrix = matrix + problem.ridge * problem.xp.eye(problem.n_parameters, dtype=problem.dtype)
+    return matrix
 
 
 def hessian(problem: RenewableProblem, beta, r=None):
     """H(beta) = [X' diag(w c(r)) X + J] / N + ridge I, ridge added after dividing by N."""
-    xp = problem.xp
     if r is None:
         r = residual(problem, beta)
-    gram = weighted_gram(xp, problem.X, curvature_weights(problem, r))
-    h = (gram + problem.information) / problem.weight_sum
-    if problem.ridge != 0.0:
-        h = h + problem.ridge * xp.eye(problem.n_parameters, dtype=problem.dtype)
-    return h
+    return _plus_ridge(problem, (curvature_gram(problem, r) + problem.information)
+                       / problem.weight_sum)
+
+
+def majoriser_matrix(problem: RenewableProblem, r):
+    """M = [X' diag(w m(r)) X + J] / N + ridge I, m = max(c(r), min(1, tau / |r|))."""
+    return _plus_ridge(problem, (majoriser_gram(problem, r) + problem.information)
+                       / problem.weight_sum)
+
+
+def curvature_bound(problem: RenewableProblem) -> float:
+    """(sum_i w_i ||x_i||^2 + trace J) / N, summed in double."""
+    xp = problem.xp
+    trace = float(xp.trace(problem.information.astype(xp.float64, copy=False)))
+    return lamm_phi_bound(weighted_squared_norm(problem), trace, problem.weight_sum)

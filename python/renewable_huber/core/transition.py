@@ -6,12 +6,10 @@ from ..config import UpdateConfig
 from ..diagnostics import Diagnostics
 from ..exceptions import ValidationError
 from ..state import RenewableState
-from .gram import weighted_gram
 from .lamm_solver import solve_lamm
-from .meat import batch_meat
 from .newton_solver import solve_newton
 from .numerical_error import numerical_error
-from .objective import RenewableProblem, curvature_weights
+from .objective import RenewableProblem, curvature_gram, meat_gram
 
 
 def _check_consistent(state: RenewableState, X_design, y, sample_weight, config: UpdateConfig):
@@ -60,14 +58,22 @@ def renewable_update(xp, state: RenewableState, X_design, y, sample_weight, conf
     """
     _check_consistent(state, X_design, y, sample_weight, config)
     problem = RenewableProblem.from_batch(xp, state, X_design, y, sample_weight, config)
+    return solve_problem(problem, state, config, int(X_design.shape[0]))
+
+
+def solve_problem(problem: RenewableProblem, state: RenewableState, config: UpdateConfig,
+                  n_rows: int):
+    """The transition once the batch is a problem: solve, then fold the batch's information
+    into the state. n_rows: the batch's row count (zero-weight rows included)."""
+    xp = problem.xp
     solve = solve_lamm if config.penalty == "l1" else solve_newton
     result = solve(problem, int(config.max_iter), float(config.tol))
 
-    batch_information = weighted_gram(xp, X_design, curvature_weights(problem, result.residual))
+    batch_information = curvature_gram(problem, result.residual)
     information = state.information + batch_information
     if not (bool(xp.all(xp.isfinite(result.beta))) and bool(xp.all(xp.isfinite(information)))):
         raise numerical_error("the batch produced non-finite coefficients or information")
-    meat = _next_meat(xp, state, X_design, result.residual, sample_weight, config)
+    meat = _next_meat(problem, state, result.residual, config)
     lam = problem.lambda_value
     reported_objective = result.objective
     if config.penalty == "l1":
@@ -77,7 +83,7 @@ def renewable_update(xp, state: RenewableState, X_design, y, sample_weight, conf
         # state must never alias the caller's arrays
         coefficients=xp.array(result.beta, copy=True),
         information=information,
-        n_samples_seen=int(state.n_samples_seen) + int(X_design.shape[0]),
+        n_samples_seen=int(state.n_samples_seen) + n_rows,
         batch_count=int(state.batch_count) + 1,
         previous_lambda=lam,
         weight_sum=problem.weight_sum,
@@ -94,12 +100,13 @@ def renewable_update(xp, state: RenewableState, X_design, y, sample_weight, conf
     return new_state, diagnostics
 
 
-def _next_meat(xp, state: RenewableState, X_design, residual, sample_weight, config):
+def _next_meat(problem: RenewableProblem, state: RenewableState, residual, config):
     """K after this batch, or None (inference unavailable) when the state had no K or the
     batch is L1-penalised: post-selection intervals are not valid, so an L1 batch ends K."""
     if state.meat is None or config.penalty != "none":
         return None
-    meat = state.meat + batch_meat(xp, X_design, residual, sample_weight, config.tau)
+    xp = problem.xp
+    meat = state.meat + meat_gram(problem, residual)
     if not bool(xp.all(xp.isfinite(meat))):
         raise numerical_error("the batch produced a non-finite meat matrix K")
     return meat

@@ -1,0 +1,129 @@
+"""`renewable-huber fit --dask`: a Parquet dataset streamed in batches of partitions read on
+the workers of a local cluster equals the in-process stream of the same batches."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from cli_support import one_error_line, run
+
+from renewable_huber import RenewableHuberRegressor
+
+pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install "
+                    "'.[dask]')")
+pytest.importorskip("dask.dataframe", reason="dask[dataframe] is not installed")
+pytest.importorskip("pyarrow", reason="reading Parquet needs pyarrow")
+
+FEATURES = ["a", "b", "c"]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """Three Parquet files (one partition each) with a text column to leave out."""
+    folder = tmp_path_factory.mktemp("parquet")
+    rng = np.random.default_rng(21)
+    frames, paths = [], []
+    for index in range(3):
+        X = rng.normal(size=(300, 3))
+        frame = pd.DataFrame(X, columns=FEATURES)
+        frame["y"] = X @ [2.0, -1.0, 0.5] + 1.0 + rng.standard_t(2, size=300)
+        frame["w"] = rng.uniform(0.5, 2.0, size=300)
+        frame["label"] = [f"row{i}" for i in range(300)]
+        path = folder / f"part-{index}.parquet"
+        frame.to_parquet(path, index=False)
+        frames.append(frame)
+        paths.append(path)
+    return frames, paths
+
+
+def _in_process(frames, groups, weights: bool):
+    model = RenewableHuberRegressor(backend="numpy")
+    for group in groups:
+        batch = pd.concat([frames[i] for i in group])
+        model.partial_fit(batch[FEATURES], batch["y"],
+                          sample_weight=batch["w"] if weights else None)
+    return model
+
+
+def test_fit_on_a_local_cluster_streams_batches_of_partitions(dataset, capsys):
+    frames, paths = dataset
+    status, out, err = run(["fit", "--dask", "local:2", *paths, "--target", "y",
+                            "--weight-column", "w", "--partitions-per-batch", "2",
+                            "--backend", "numpy", "--json", "--no-progress"], capsys)
+    assert status == 0, err
+    assert "not numeric, left out of the features: label" in err
+    document = json.loads(out)
+    expected = _in_process(frames, [(0, 1), (2,)], weights=True)
+    assert document["batch_count"] == 2 and document["n_samples_seen"] == 900
+    assert document["features"] == FEATURES
+    np.testing.assert_allclose(list(document["coefficients"].values()), expected.coef_,
+                               rtol=1e-10)
+    assert document["intercept"] == pytest.approx(float(expected.intercept_), rel=1e-10)
+
+
+def test_fit_on_a_local_cluster_reads_a_directory_and_saves_a_checkpoint(dataset, capsys,
+                                                                        tmp_path):
+    frames, paths = dataset
+    checkpoint = tmp_path / "model.npz"
+    status, out, err = run(["fit", "--dask", "local:1", str(paths[0].parent), "--target", "y",
+                            "--features", "a,b,c", "--backend", "numpy", "--checkpoint",
+                            checkpoint, "--no-progress"], capsys)
+    assert status == 0, err
+    assert "batches of 1 partitions" in out  # one worker: one partition per batch
+    saved = RenewableHuberRegressor.load(checkpoint)
+    expected = _in_process(frames, [(0,), (1,), (2,)], weights=False)
+    np.testing.assert_allclose(saved.coef_, expected.coef_, rtol=1e-10)
+    assert saved.n_samples_seen_ == 900
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--resume", "x.npz"], "--resume cannot be combined with --dask"),
+        (["--batch-size", "10"], "--batch-size cannot be combined with --dask"),
+        (["--dask", "local:zero"], "local:N needs a worker count"),
+    ],
+)
+def test_options_that_do_not_apply_to_a_cluster_are_refused(dataset, capsys, extra, message):
+    _, paths = dataset
+    argv = ["fit", *paths, "--target", "y", "--no-progress"]
+    if "--dask" not in extra:
+        argv += ["--dask", "local:1"]
+    status, _, err = run(argv + extra, capsys)
+    assert status != 0
+    assert message in one_error_line(err)
+
+
+def test_several_files_without_dask_are_refused(dataset, capsys):
+    _, paths = dataset
+    status, _, err = run(["fit", *paths, "--target", "y"], capsys)
+    assert status != 0
+    assert "several files, globs or directories need --dask" in one_error_line(err)
+
+
+def test_a_missing_column_is_one_error_line(dataset, capsys):
+    _, paths = dataset
+    status, _, err = run(["fit", "--dask", "local:1", *paths, "--target", "nope",
+                          "--no-progress"], capsys)
+    assert status != 0
+    assert "no column 'nope'" in one_error_line(err)
+
+
+def test_fit_connects_to_a_running_scheduler_by_address(dataset, capsys):
+    from dask_support import local_cluster
+
+    frames, paths = dataset
+    with local_cluster(1) as client:
+        address = client.scheduler.address
+        status, out, err = run(["fit", "--dask", address, *paths, "--target", "y",
+                                "--features", "a,b,c", "--backend", "numpy", "--json",
+                                "--no-progress"], capsys)
+    assert status == 0, err
+    document = json.loads(out)
+    assert document["dask"] == address and document["partitions_per_batch"] == 1
+    expected = _in_process(frames, [(0,), (1,), (2,)], weights=False)
+    np.testing.assert_allclose(list(document["coefficients"].values()), expected.coef_,
+                               rtol=1e-10)
