@@ -993,7 +993,8 @@ def command_inspect(args) -> int:
         print(json.dumps(document, indent=2, default=_plain))
         return 0
     settings = " ".join(f"{key}={config[key]}" for key in (
-        "tau", "penalty", "lambda_scale", "fit_intercept", "max_iter", "tol", "n_jobs"))
+        "tau", "penalty", "lambda_scale", "fit_intercept", "max_iter", "tol", "n_jobs",
+        "inference"))
     lines = [
         f"checkpoint: {args.checkpoint} (format {payload['format_version']})",
         f"backend: {config['backend']} (the configuration's; fit --resume and predict may "
