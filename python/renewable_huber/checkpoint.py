@@ -215,7 +215,8 @@ def load_checkpoint(path) -> dict[str, Any]:
 def _read(handle) -> dict[str, Any]:
     try:
         archive = zipfile.ZipFile(handle)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
+    # NotImplementedError: zipfile's answer to a directory entry naming an unknown zip version
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as error:
         raise _Corrupt(f"not an .npz archive ({error})") from None
     with archive:
         names = [info.filename for info in archive.infolist()]
