@@ -4,13 +4,14 @@
 Formats: 5 (written) adds the estimator's `inference` parameter to the config (whether the
 stream accumulates K; a checkpoint with `has_meat` true must say inference true). Formats 1 to
 4 have no such key: it reads as true for a format 4 checkpoint that carries K (those streams
-computed K unasked) and false otherwise. 4 adds the stream's meat matrix K (the sandwich covariance's middle,
-docs/algorithm.md "Inference") as a float64 member `meat`, present exactly when the metadata's
-`has_meat` is true (a stream that has no K, e.g. one resumed from an older checkpoint, writes
-`has_meat` false and no member); the digest covers it. Formats 1 to 3 are read with K absent,
-so a stream resumed from them has no standard errors. 3 adds `payload_sha256`, a digest over
-the arrays and the metadata, so a payload edited after it was written is refused, and may carry an optional `source` record (the
-data file the stream last read and how many of its rows are in the model: see
+computed K unasked) and false otherwise. 4 adds the stream's meat matrix K (the sandwich
+covariance's middle, docs/algorithm.md "Inference") as a float64 member `meat`, present
+exactly when the metadata's `has_meat` is true (a stream that has no K, e.g. one fitted with
+inference=False or resumed from an older checkpoint, writes `has_meat` false and no member);
+the digest covers it. Formats 1 to 3 are read with K absent, so a stream resumed from them has
+no standard errors. 3 adds `payload_sha256`, a digest over the arrays and the metadata, so a
+payload edited after it was written is refused, and may carry an optional `source` record
+(the data file the stream last read and how many of its rows are in the model: see
 validate_source; the command line writes it, estimator.save() never does); 2 adds
 `weight_sum`; 1 (renewable-huber 0.7.x's first format, also without feature names) is read with
 unit weights. Formats 1 and 2 carry no digest and are read on their own checks.
