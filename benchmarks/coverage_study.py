@@ -67,7 +67,7 @@ def simulate(design: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray,
 def one_stream(design: str, rows: int, batch: int, seed: int, backend: str):
     rng = np.random.default_rng(seed)
     X, y = simulate(design, rows, rng)
-    model = RenewableHuberRegressor(tau=TAU, backend=backend, tol=1e-8)
+    model = RenewableHuberRegressor(tau=TAU, backend=backend, tol=1e-8, inference=True)
     for start in range(0, rows, batch):
         model.partial_fit(X[start:start + batch], y[start:start + batch])
     estimate = np.append(model.coef_, model.intercept_)

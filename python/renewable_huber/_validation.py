@@ -58,7 +58,8 @@ from .exceptions import (
 )
 
 # Defaults of the estimator's constructor; checkpoints of format 1 may predate some
-# parameters and take these values for the missing ones.
+# parameters and take these values for the missing ones (formats 1 to 4 predate `inference`:
+# see checkpoint._config).
 DEFAULT_PARAMS: dict[str, Any] = {
     "tau": 1.345,
     "penalty": "none",
@@ -74,6 +75,7 @@ DEFAULT_PARAMS: dict[str, Any] = {
     "n_jobs": None,
     "cuda_graphs": False,
     "cuda_fast_math": False,
+    "inference": False,
 }
 PARAM_NAMES: tuple[str, ...] = tuple(DEFAULT_PARAMS)
 
@@ -114,6 +116,7 @@ class ValidatedParams:
     n_jobs: int | None
     cuda_graphs: bool
     cuda_fast_math: bool
+    inference: bool
 
     def as_config_dict(self) -> dict[str, Any]:
         """JSON-ready form (the `config` of a checkpoint)."""
@@ -131,6 +134,7 @@ class ValidatedParams:
             self.n_jobs,
             self.cuda_graphs,
             self.cuda_fast_math,
+            self.inference,
         ))
 
     def stream_layout(self) -> tuple:
@@ -239,6 +243,7 @@ def validate_params(params: Mapping[str, Any]) -> ValidatedParams:
         n_jobs=_n_jobs(params["n_jobs"]),
         cuda_graphs=_flag("cuda_graphs", params["cuda_graphs"]),
         cuda_fast_math=_flag("cuda_fast_math", params["cuda_fast_math"]),
+        inference=_flag("inference", params["inference"]),
     )
     if validated.cuda_fast_math and validated.dtype != np.float32:
         raise ValidationError(

@@ -1,13 +1,17 @@
 """Pickle-free checkpoints: one .npz (a zip of .npy members) with `coefficients`,
 `information` (row-major) and `metadata` (a JSON string).
 
-Formats: 4 (written) adds the stream's meat matrix K (the sandwich covariance's middle,
-docs/algorithm.md "Inference") as a float64 member `meat`, present exactly when the metadata's
-`has_meat` is true (a stream that has no K, e.g. one resumed from an older checkpoint, writes
-`has_meat` false and no member); the digest covers it. Formats 1 to 3 are read with K absent,
-so a stream resumed from them has no standard errors. 3 adds `payload_sha256`, a digest over
-the arrays and the metadata, so a payload edited after it was written is refused, and may carry an optional `source` record (the
-data file the stream last read and how many of its rows are in the model: see
+Formats: 5 (written) adds the estimator's `inference` parameter to the config (whether the
+stream accumulates K; a checkpoint with `has_meat` true must say inference true). Formats 1 to
+4 have no such key: it reads as true for a format 4 checkpoint that carries K (those streams
+computed K unasked) and false otherwise. 4 adds the stream's meat matrix K (the sandwich
+covariance's middle, docs/algorithm.md "Inference") as a float64 member `meat`, present
+exactly when the metadata's `has_meat` is true (a stream that has no K, e.g. one fitted with
+inference=False or resumed from an older checkpoint, writes `has_meat` false and no member);
+the digest covers it. Formats 1 to 3 are read with K absent, so a stream resumed from them has
+no standard errors. 3 adds `payload_sha256`, a digest over the arrays and the metadata, so a
+payload edited after it was written is refused, and may carry an optional `source` record
+(the data file the stream last read and how many of its rows are in the model: see
 validate_source; the command line writes it, estimator.save() never does); 2 adds
 `weight_sum`; 1 (renewable-huber 0.7.x's first format, also without feature names) is read with
 unit weights. Formats 1 and 2 carry no digest and are read on their own checks.
@@ -40,8 +44,8 @@ import numpy as np
 from ._validation import DEFAULT_PARAMS, PARAM_NAMES, validate_params
 from .exceptions import RenewableHuberError, ValidationError
 
-FORMAT_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+FORMAT_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 INT64_MAX = 2**63 - 1
 # The metadata is a few hundred bytes; feature names of a very wide table stay far below this.
 MAX_METADATA_CHARACTERS = 1 << 22
@@ -71,10 +75,15 @@ _ABSENT_IN = {
     2: {_DIGEST_KEY, _HAS_MEAT_KEY},
     3: {_HAS_MEAT_KEY},
     4: set(),
+    5: set(),
 }
 # renewable-huber 0.7.x wrote format 1 with or without feature names; format 3 has a source
 # record only when the writer passed one (the command line does, estimator.save() does not).
-_OPTIONAL_IN = {1: {"feature_names_in"}, 2: set(), 3: {_SOURCE_KEY}, 4: {_SOURCE_KEY}}
+_OPTIONAL_IN = {
+    1: {"feature_names_in"}, 2: set(), 3: {_SOURCE_KEY}, 4: {_SOURCE_KEY}, 5: {_SOURCE_KEY}
+}
+# The first format whose config holds the `inference` parameter.
+_INFERENCE_IN_CONFIG = 5
 # The source record: the data file (path, size) and a SHA-256 of its first prefix_bytes bytes,
 # plus the number of its data rows the model holds. See validate_source.
 SOURCE_KEYS = ("path", "size", "prefix_bytes", "prefix_sha256", "rows")
@@ -207,14 +216,15 @@ def load_checkpoint(path) -> dict[str, Any]:
 def _read(handle) -> dict[str, Any]:
     try:
         archive = zipfile.ZipFile(handle)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as error:
+    # NotImplementedError: zipfile's answer to a directory entry naming an unknown zip version
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as error:
         raise _Corrupt(f"not an .npz archive ({error})") from None
     with archive:
         names = [info.filename for info in archive.infolist()]
         allowed = sorted(f"{member}.npy" for member in (*_MEMBERS, _MEAT))
         if not set(names) <= set(allowed) or len(set(names)) != len(names):
             raise _Corrupt(f"expected members {allowed[:2] + allowed[3:]} (and {_MEAT}.npy in "
-                           f"format 4 with {_HAS_MEAT_KEY}), found {sorted(names)}")
+                           f"formats 4 and 5 with {_HAS_MEAT_KEY}), found {sorted(names)}")
         metadata = _read_metadata(archive)
         payload = _validated_metadata(metadata)
         members = set(_MEMBERS) | ({_MEAT} if metadata.get(_HAS_MEAT_KEY) is True else set())
@@ -367,17 +377,31 @@ def _config(metadata: dict, version: int) -> dict[str, Any]:
     config = metadata["config"]
     if not isinstance(config, dict):
         raise _Corrupt("config must be a JSON object")
+    has_meat = metadata.get(_HAS_MEAT_KEY) is True
+    # Before format 5 the config had no `inference`: a stream carried K whenever it could.
+    expected = (PARAM_NAMES if version >= _INFERENCE_IN_CONFIG
+                else tuple(name for name in PARAM_NAMES if name != "inference"))
     if version == 1:
         # Format 1 may predate some parameters; they take their defaults.
+        if "inference" in config:
+            raise _Corrupt("config has 'inference', which format 1 does not have")
         config = {**{k: v for k, v in DEFAULT_PARAMS.items() if k not in config}, **config}
-    elif set(config) != set(PARAM_NAMES):
+    elif set(config) != set(expected):
         raise _Corrupt(
-            f"config must hold exactly the parameters {list(PARAM_NAMES)}, got {sorted(config)}"
+            f"config must hold exactly the parameters {list(expected)}, got {sorted(config)}"
         )
+    if version < _INFERENCE_IN_CONFIG:
+        config = {**config, "inference": has_meat}
     try:
-        return validate_params(config).as_config_dict()
+        config = validate_params(config).as_config_dict()
     except RenewableHuberError as error:
         raise _Corrupt(f"config: {error}") from None
+    if has_meat and not config["inference"]:
+        raise _Corrupt(
+            f"{_HAS_MEAT_KEY} is true but the config says inference=False (a stream fitted "
+            "without inference has no meat matrix K)"
+        )
+    return config
 
 
 def _validated_metadata(metadata: dict[str, Any]) -> dict[str, Any]:

@@ -113,6 +113,11 @@ class RenewableHuberRegressor:
     backend: "auto", "numpy", "cupy", "native_cpu", "native_cuda". device: "auto", "cpu",
     "cuda". dtype: "float32" or "float64". n_jobs: None, -1 or a positive thread count
     (native_cpu). cuda_graphs, cuda_fast_math (float32 only): native_cuda engine flags.
+    inference (default False): accumulate the meat matrix K of the sandwich covariance, so
+    that bse_, cov_params(), conf_int() and summary() work (penalty "none"). Off by default:
+    K costs an extra Gram's worth of work per batch (docs/python.md, "Inference"); with
+    inference=False no engine computes it and those methods raise
+    InferenceUnavailableError. Fixed for the life of a stream, like dtype.
 
     Convergence: a batch that ends unconverged is still folded into the stream (the state
     holds the solver's last accepted step) and emits one renewable_huber.ConvergenceWarning
@@ -157,6 +162,7 @@ class RenewableHuberRegressor:
         n_jobs=DEFAULT_PARAMS["n_jobs"],
         cuda_graphs=DEFAULT_PARAMS["cuda_graphs"],
         cuda_fast_math=DEFAULT_PARAMS["cuda_fast_math"],
+        inference=DEFAULT_PARAMS["inference"],
     ):
         self.tau = tau
         self.penalty = penalty
@@ -172,6 +178,7 @@ class RenewableHuberRegressor:
         self.n_jobs = n_jobs
         self.cuda_graphs = cuda_graphs
         self.cuda_fast_math = cuda_fast_math
+        self.inference = inference
         self._lock = threading.RLock()  # serialises calls (class docstring, "Threads")
         self._params_cache = None  # (parameter values, their ValidatedParams)
         self._config_cache = None  # (ValidatedParams, n_features, UpdateConfig)
@@ -247,11 +254,14 @@ class RenewableHuberRegressor:
         layout and number of parameters still match; otherwise that batch creates a new one.
         """
         backend, layout = self._backend, self._stream_layout
+        with_meat = getattr(self, "_inference", False)
         self._clear_fit()
         self._spare_backend = None
         if backend is not None:
             try:
-                backend.restore(RenewableState.empty(backend.n_parameters, backend.dtype))
+                backend.restore(
+                    RenewableState.empty(backend.n_parameters, backend.dtype, with_meat=with_meat)
+                )
             except RenewableHuberError:
                 return self  # a backend that cannot take the empty state is not reused
             self._spare_backend = (layout, backend)
@@ -280,6 +290,7 @@ class RenewableHuberRegressor:
         self._state = None
         self._stream_layout = None
         self._feature_names = None
+        self._inference = False  # the stream's inference setting (it is fixed per stream)
 
     def _validated_params(self) -> ValidatedParams:
         """validate_params(self.get_params()), reusing the last result while every parameter
@@ -325,8 +336,13 @@ class RenewableHuberRegressor:
         if new_stream:
             backend = spare = self._take_spare_backend(params, backend_name, config.n_parameters)
             if backend is None:
+                # inference=False: the stream starts without K, so no engine computes it.
                 backend = _new_backend(
-                    params, backend_name, RenewableState.empty(config.n_parameters, params.dtype)
+                    params,
+                    backend_name,
+                    RenewableState.empty(
+                        config.n_parameters, params.dtype, with_meat=params.inference
+                    ),
                 )
             feature_names = batch.feature_names
         else:
@@ -472,8 +488,9 @@ class RenewableHuberRegressor:
     def _check_same_stream(self, params: ValidatedParams) -> None:
         if params.stream_layout() != self._stream_layout:
             raise ValidationError(
-                "fit_intercept, dtype, backend, device, n_jobs, cuda_graphs or cuda_fast_math "
-                "changed since this stream started; call fit() or reset() to start a new stream"
+                "fit_intercept, dtype, backend, device, n_jobs, cuda_graphs, cuda_fast_math or "
+                "inference changed since this stream started; call fit() or reset() to start a "
+                "new stream"
             )
 
     def _commit(
@@ -505,6 +522,7 @@ class RenewableHuberRegressor:
         self._backend = backend
         self._state = state
         self._stream_layout = params.stream_layout()
+        self._inference = params.inference
         self._feature_names = feature_names
         self.coef_ = coef
         self.intercept_ = intercept
@@ -587,14 +605,17 @@ class RenewableHuberRegressor:
                 "selection the usual intervals are not valid (they ignore the selection step); "
                 "refit the selected features with penalty='none' on fresh data for inference"
             )
+        if not getattr(self, "_inference", False):
+            raise InferenceUnavailableError(inference.NOT_REQUESTED)
         return inference.sandwich_covariance(self._state)
 
     @_serialised
     def cov_params(self) -> np.ndarray:
         """(P, P) float64 covariance of the coefficients, rows and columns in the order of
         coef_ then the intercept last: n/(n - P) J^-1 K J^-1 (docs/algorithm.md,
-        "Inference"). InferenceUnavailableError for L1, a stream without K (e.g. loaded
-        from a checkpoint of format 3 or older), a singular J, or n <= P."""
+        "Inference"). InferenceUnavailableError for a model fitted with inference=False (the
+        default), L1, a stream without K (e.g. loaded from a checkpoint of format 3 or older),
+        a singular J, or n <= P."""
         return self._covariance()
 
     @property
@@ -656,6 +677,8 @@ class RenewableHuberRegressor:
         config = params.as_config_dict()
         # tau="auto" is stored as the number the stream uses, so a resumed stream keeps it.
         config["tau"] = float(self.tau_)
+        # The stream's setting, which decided whether its state carries K.
+        config["inference"] = bool(self._inference)
         return {
             "format_version": checkpoint.FORMAT_VERSION,
             "config": config,
@@ -694,8 +717,12 @@ class RenewableHuberRegressor:
         """A new engine of the recorded backend restores the state bit for bit (a native
         engine is created in this process); with backend="auto" and that engine unavailable
         here, auto chooses again, as it does for a new stream."""
-        self.__init__(**pickled["params"])
+        params = dict(pickled["params"])
         payload = pickled["payload"]
+        if "inference" not in params:
+            # pickled before the parameter existed: those streams carried K when they could
+            params["inference"] = payload is not None and payload.get("meat") is not None
+        self.__init__(**params)
         if payload is None:
             return
         params = self._validated_params()

@@ -23,6 +23,14 @@ from .state import RenewableState
 # as ill-conditioned: only near-collinear columns do.
 _MAX_CONDITION = 1e12
 
+# Why a stream fitted with inference=False (the default) has no standard errors.
+NOT_REQUESTED = (
+    "standard errors were not requested: this stream has inference=False (the default, and "
+    "how a checkpoint of format 4 or older without K reads), so no meat matrix K was "
+    "accumulated; fit with RenewableHuberRegressor(inference=True) to get bse_, cov_params(), "
+    "conf_int() and summary()"
+)
+
 
 def small_sample_factor(n_samples: int, n_parameters: int) -> float:
     """n / (n - P): the degrees-of-freedom correction applied to J^-1 K J^-T."""
@@ -64,11 +72,15 @@ def sandwich_covariance(state: RenewableState) -> np.ndarray:
     return covariance
 
 
-def standard_errors_of(state: RenewableState, penalty: str) -> tuple[np.ndarray | None, str | None]:
+def standard_errors_of(
+    state: RenewableState, penalty: str, requested: bool = True
+) -> tuple[np.ndarray | None, str | None]:
     """(standard errors, None), or (None, the reason) when the stream has none: the command
-    line reports the reason instead of failing."""
+    line reports the reason instead of failing. requested: the stream's inference setting."""
     if penalty != "none":
         return None, "offered for penalty='none' only (not valid after L1 selection)"
+    if not requested:
+        return None, "not computed (fit with --inference)"
     try:
         return np.sqrt(np.diagonal(sandwich_covariance(state))), None
     except InferenceUnavailableError as error:

@@ -20,8 +20,9 @@ class RenewableState:
     weight_sum: cumulative sum of sample weights N.
     meat: (P, P) float64 running sum K = sum_b X_b' diag(w psi(r_b)^2) X_b of the sandwich
     covariance (docs/algorithm.md, "Inference"), or None when the stream cannot give standard
-    errors: restored from a state that carried no K (an older checkpoint or caller), or an
-    L1-penalised batch was folded in.
+    errors: it did not ask for them (the estimator's inference=False), it was restored from a
+    state that carried no K (an older checkpoint or caller), or an L1-penalised batch was
+    folded in.
     """
 
     coefficients: np.ndarray
@@ -54,12 +55,14 @@ class RenewableState:
         )
 
     @classmethod
-    def empty(cls, n_parameters: int, dtype) -> RenewableState:
+    def empty(cls, n_parameters: int, dtype, *, with_meat: bool = True) -> RenewableState:
+        """The state before the first batch. with_meat=False starts a stream that accumulates
+        no K (no standard errors, and no cost for them: the estimator's inference=False)."""
         dtype = np.dtype(dtype)
         return cls(
             coefficients=np.zeros(n_parameters, dtype=dtype),
             information=np.zeros((n_parameters, n_parameters), dtype=dtype),
-            meat=np.zeros((n_parameters, n_parameters), dtype=np.float64),
+            meat=np.zeros((n_parameters, n_parameters), dtype=np.float64) if with_meat else None,
         )
 
     @property

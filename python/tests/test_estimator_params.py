@@ -43,6 +43,9 @@ BAD_PARAMS = [
     ("fit_intercept", 1, "fit_intercept must be True or False"),
     ("cuda_graphs", "yes", "cuda_graphs must be True or False"),
     ("cuda_fast_math", 0, "cuda_fast_math must be True or False"),
+    ("inference", "yes", "inference must be True or False"),
+    ("inference", 1, "inference must be True or False"),
+    ("inference", None, "inference must be True or False"),
 ]
 
 
@@ -109,6 +112,7 @@ def test_get_params_returns_every_constructor_parameter_as_given():
         "n_jobs": 4,
         "cuda_graphs": False,
         "cuda_fast_math": False,
+        "inference": False,
     }
 
 

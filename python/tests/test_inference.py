@@ -30,7 +30,7 @@ def stream_data(n=4000, p=3, seed=0, hetero=False):
 
 
 def fit_stream(X, y, n_batches, weights=None, **params):
-    model = RenewableHuberRegressor(backend="numpy", tol=1e-10, **params)
+    model = RenewableHuberRegressor(inference=True, backend="numpy", tol=1e-10, **params)
     states = []
     for rows in np.array_split(np.arange(len(y)), n_batches):
         w = None if weights is None else weights[rows]
@@ -172,19 +172,19 @@ def test_summary_names_columns_and_p_values():
 def test_summary_uses_feature_names():
     pd = pytest.importorskip("pandas")
     X, y = stream_data(n=500, p=2, seed=9)
-    model = RenewableHuberRegressor(backend="numpy").fit(pd.DataFrame(X, columns=["a", "b"]), y)
+    model = RenewableHuberRegressor(inference=True, backend="numpy").fit(pd.DataFrame(X, columns=["a", "b"]), y)
     assert [row["name"] for row in model.summary(as_dict=True)] == ["a", "b", "intercept"]
 
 
 def test_without_intercept_rows_are_the_coefficients():
     X, y = stream_data(n=500, seed=10)
-    model = RenewableHuberRegressor(backend="numpy", fit_intercept=False).fit(X, y)
+    model = RenewableHuberRegressor(inference=True, backend="numpy", fit_intercept=False).fit(X, y)
     assert model.bse_.shape == (3,) and model.conf_int().shape == (3, 2)
 
 
 def test_float32_streams_keep_the_meat_in_float64():
     X, y = stream_data(n=1000, seed=11)
-    model = RenewableHuberRegressor(backend="numpy", dtype="float32")
+    model = RenewableHuberRegressor(inference=True, backend="numpy", dtype="float32")
     model.partial_fit(X[:500], y[:500]).partial_fit(X[500:], y[500:])
     assert model.state_.meat.dtype == np.float64
     reference, _ = fit_stream(X, y, 2)
@@ -193,7 +193,7 @@ def test_float32_streams_keep_the_meat_in_float64():
 
 def test_l1_streams_refuse_inference_with_a_reason():
     X, y = stream_data(n=500, seed=12)
-    model = RenewableHuberRegressor(backend="numpy", penalty="l1").fit(X, y)
+    model = RenewableHuberRegressor(inference=True, backend="numpy", penalty="l1").fit(X, y)
     assert model.state_.meat is None
     for call in (lambda: model.bse_, model.cov_params, model.conf_int, model.summary):
         with pytest.raises(InferenceUnavailableError, match="penalty='none' only.*selection"):
@@ -201,7 +201,7 @@ def test_l1_streams_refuse_inference_with_a_reason():
 
 
 def test_unfitted_and_bad_alpha_are_refused():
-    model = RenewableHuberRegressor(backend="numpy")
+    model = RenewableHuberRegressor(inference=True, backend="numpy")
     with pytest.raises(AttributeError, match="not fitted"):
         model.cov_params()
     X, y = stream_data(n=300, seed=13)
@@ -213,12 +213,12 @@ def test_unfitted_and_bad_alpha_are_refused():
 
 def test_too_few_rows_and_a_singular_information_are_refused():
     X, y = stream_data(n=4, seed=14)
-    model = RenewableHuberRegressor(backend="numpy").fit(X, y)
+    model = RenewableHuberRegressor(inference=True, backend="numpy").fit(X, y)
     with pytest.raises(InferenceUnavailableError, match="more rows than parameters: .* 4 rows"):
         _ = model.bse_
     X, y = stream_data(n=200, seed=15)
     X[:, 2] = X[:, 1]
-    model = RenewableHuberRegressor(backend="numpy", ridge=0.0).fit(X, y)
+    model = RenewableHuberRegressor(inference=True, backend="numpy", ridge=0.0).fit(X, y)
     with pytest.raises(InferenceUnavailableError, match="singular"):
         model.cov_params()
 
@@ -235,24 +235,25 @@ def test_checkpoints_carry_k_and_older_formats_load_without_inference(tmp_path):
     with np.load(tmp_path / "m.npz") as archive:
         arrays = {name: archive[name] for name in archive.files}
     metadata = json.loads(str(arrays.pop("metadata")[()]))
-    del arrays["meat"], metadata["has_meat"]
+    del arrays["meat"], metadata["has_meat"], metadata["config"]["inference"]
     metadata["format_version"] = 3
     metadata["payload_sha256"] = checkpoint_module.payload_digest(
         arrays["coefficients"], arrays["information"], metadata)
     np.savez(tmp_path / "v3.npz", metadata=np.array(json.dumps(metadata)), **arrays)
     old = RenewableHuberRegressor.load(tmp_path / "v3.npz")
     np.testing.assert_array_equal(old.coef_, model.coef_)
-    with pytest.raises(InferenceUnavailableError, match="format 3 or older"):
+    assert old.inference is False  # formats before 5 read as inference=False without K
+    with pytest.raises(InferenceUnavailableError, match=r"format 4 or older.*inference=True"):
         _ = old.bse_
     # the stream goes on, still without inference, and saves has_meat false
     old.partial_fit(X[:100], y[:100])
-    old.save(tmp_path / "v4.npz")
-    with np.load(tmp_path / "v4.npz") as archive:
+    old.save(tmp_path / "v5.npz")
+    with np.load(tmp_path / "v5.npz") as archive:
         assert "meat" not in archive.files
     with pytest.raises(InferenceUnavailableError):
-        RenewableHuberRegressor.load(tmp_path / "v4.npz").cov_params()
-    # a fresh fit starts a stream with K again
-    old.fit(X, y)
+        RenewableHuberRegressor.load(tmp_path / "v5.npz").cov_params()
+    # a fresh fit with inference=True starts a stream with K again
+    old.set_params(inference=True).fit(X, y)
     assert old.bse_.shape == (4,)
 
 
@@ -294,7 +295,7 @@ def test_cli_inspect_reports_the_standard_errors_of_the_checkpoint(tmp_path, cap
     assert status == 0, err
     row = next(line for line in out.splitlines()[::-1] if line.startswith("x1 "))
     assert float(row.split()[1]) == pytest.approx(model.bse_[1], rel=1e-5)
-    l1 = RenewableHuberRegressor(backend="numpy", penalty="l1").fit(X, y)
+    l1 = RenewableHuberRegressor(inference=True, backend="numpy", penalty="l1").fit(X, y)
     l1.save(tmp_path / "l1.npz")
     status, out, err = run(["inspect", str(tmp_path / "l1.npz"), "--json"], capsys)
     document = json.loads(out)
@@ -311,9 +312,11 @@ def test_cli_fit_json_includes_standard_errors(tmp_path, capsys):
     path = tmp_path / "data.csv"
     write_csv(path, X, y)
     status, out, err = run(["fit", str(path), "--target", "y", "--batch-size", "200",
-                            "--backend", "numpy", "--json", "--no-progress"], capsys)
+                            "--backend", "numpy", "--inference", "--json", "--no-progress"],
+                           capsys)
     assert status == 0, err
     document = json.loads(out)
+    assert document["config"]["inference"] is True
     expected, _ = fit_stream(X, y, 3)
     assert list(document["standard_errors"]) == ["a", "b", "c", "(intercept)"]
     np.testing.assert_allclose(list(document["standard_errors"].values()), expected.bse_,
@@ -323,8 +326,8 @@ def test_cli_fit_json_includes_standard_errors(tmp_path, capsys):
 def test_raw_unit_features_are_not_called_singular():
     X, y = stream_data(n=2000, seed=20)
     scales = np.array([1.0, 1e3, 1e6])
-    model = RenewableHuberRegressor(backend="numpy", tol=1e-10).fit(X * scales, y)
-    reference = RenewableHuberRegressor(backend="numpy", tol=1e-10).fit(X, y)
+    model = RenewableHuberRegressor(inference=True, backend="numpy", tol=1e-10).fit(X * scales, y)
+    reference = RenewableHuberRegressor(inference=True, backend="numpy", tol=1e-10).fit(X, y)
     # the same fit in other units: the standard errors scale with 1 / the column's unit
     np.testing.assert_allclose(model.bse_[:3] * scales, reference.bse_[:3], rtol=1e-5)
 

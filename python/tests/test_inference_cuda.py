@@ -62,7 +62,7 @@ def test_cuda_estimator_standard_errors_match_numpy():
     data = batches(3, n=3000, seed=5)
     fitted = {}
     for backend in ("numpy", "native_cuda"):
-        model = RenewableHuberRegressor(backend=backend, tol=1e-10)
+        model = RenewableHuberRegressor(inference=True, backend=backend, tol=1e-10)
         for X, y, w in data:
             model.partial_fit(X, y, sample_weight=w)
         fitted[backend] = model
@@ -74,7 +74,7 @@ def test_cupy_backend_standard_errors_match_numpy():
     data = batches(3, n=2000, seed=6)
     fitted = {}
     for backend in ("numpy", "cupy"):
-        model = RenewableHuberRegressor(backend=backend, tol=1e-10)
+        model = RenewableHuberRegressor(inference=True, backend=backend, tol=1e-10)
         for X, y, w in data:
             model.partial_fit(X, y, sample_weight=w)
         fitted[backend] = model

@@ -168,7 +168,7 @@ def test_estimator_on_native_cpu_gives_the_numpy_standard_errors(tmp_path):
     data = batches(4, n=2000, seed=3)
     fitted = {}
     for backend in ("numpy", "native_cpu"):
-        model = RenewableHuberRegressor(backend=backend, tol=1e-10)
+        model = RenewableHuberRegressor(inference=True, backend=backend, tol=1e-10)
         for X, y, w in data:
             model.partial_fit(X, y, sample_weight=w)
         fitted[backend] = model
