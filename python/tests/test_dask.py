@@ -189,6 +189,22 @@ def test_cluster_and_local_batches_mix_in_one_stream(client):
     assert mixed.state_.batch_count == 3
 
 
+def test_standard_errors_from_a_cluster_stream_equal_the_in_process_ones(client):
+    """K, the meat of the sandwich, is one more sum over partitions (the 'meat' statistic):
+    a weighted stream with inference gives the in-process K and standard errors."""
+    rng = np.random.default_rng(9)
+    features = ["x0", "x1", "x2", "x3"]
+    local = RenewableHuberRegressor(backend="numpy", inference=True)
+    cluster = RenewableHuberRegressor(backend="numpy", inference=True)
+    for frame in (_table(rng), _table(rng)):
+        local.partial_fit(frame[features], frame["target"], sample_weight=frame["weight"])
+        cluster.partial_fit(dd.from_pandas(frame, npartitions=3), "target",
+                            sample_weight="weight")
+    _assert_same_state(cluster, local, 1e-10)
+    assert _relative(cluster.state_.meat, local.state_.meat) <= 1e-10
+    assert _relative(cluster.bse_, local.bse_) <= 1e-10
+
+
 def test_tau_auto_reads_the_same_pilot_rows_as_in_process(client):
     # More rows than the pilot's 5,000, so the evenly spaced pilot rows cross partitions.
     rng = np.random.default_rng(4)
