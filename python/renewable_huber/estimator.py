@@ -388,7 +388,9 @@ class RenewableHuberRegressor:
                 )
             config = self._update_config(params, batch.n_features, tau)
             previous = (
-                RenewableState.empty(config.n_parameters, params.dtype)
+                RenewableState.empty(
+                    config.n_parameters, params.dtype, with_meat=params.inference
+                )
                 if new_stream else self._state
             )
             state, diagnostics = batch.update(previous, config)

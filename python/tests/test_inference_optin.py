@@ -7,6 +7,7 @@ come from an independent NumPy sandwich (test_inference.independent_sandwich).""
 from __future__ import annotations
 
 import ctypes
+import importlib
 import json
 
 import numpy as np
@@ -19,7 +20,6 @@ from renewable_huber import (
     ValidationError,
 )
 from renewable_huber import checkpoint as checkpoint_module
-from renewable_huber.core import transition
 
 NOT_REQUESTED = r"not requested: this stream has inference=False.*inference=True"
 
@@ -91,14 +91,16 @@ def test_the_estimates_do_not_depend_on_the_setting():
 
 
 def test_numpy_backend_without_inference_never_computes_the_meat(monkeypatch):
+    # the module (the package re-exports the function objective under the same name)
+    objective_module = importlib.import_module("renewable_huber.core.objective")
     calls = []
-    original = transition.batch_meat
+    original = objective_module.batch_meat
 
     def counting(*args, **kwargs):
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(transition, "batch_meat", counting)
+    monkeypatch.setattr(objective_module, "batch_meat", counting)
     X, y = stream_data(n=900, seed=33)
     model = RenewableHuberRegressor(backend="numpy")
     for rows in np.array_split(np.arange(len(y)), 3):
