@@ -10,8 +10,8 @@ MIN_CMAKE := 3.21
 # cmake, ctest and ninja are taken from the venv first when it provides them.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: demo test test-examples test-c test-asan test-golden test-python test-blas-kernels test-bench-smoke \
-  install-demo install-test wheel sdist wheel-cuda test-wheel test-sdist
+.PHONY: demo test test-lint test-examples test-c test-asan test-golden test-python test-blas-kernels \
+  test-bench-smoke install-demo install-test wheel sdist wheel-cuda test-wheel test-sdist
 # The C builds and pip each use every core they are given; running them side by side would
 # only oversubscribe a small machine.
 .NOTPARALLEL:
@@ -19,8 +19,8 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 demo: install-demo
 	$(VENV)/bin/renewable-huber demo
 
-test: test-c test-asan test-golden test-python test-blas-kernels test-examples test-bench-smoke \
-  test-wheel
+test: test-lint test-c test-asan test-golden test-python test-blas-kernels test-examples \
+  test-bench-smoke test-wheel
 
 # Debian and Ubuntu ship python3 without ensurepip, so venv fails on a fresh machine: as root
 # with apt-get the missing python3-venv is installed, anywhere else the error says what to do.
@@ -59,6 +59,12 @@ install-demo: $(VENV)/.ready
 
 install-test: $(VENV)/.ready
 	$(PIP) install --quiet ".[test]"
+
+# ruff (the test extra) over the Python sources with the rules in pyproject.toml: seconds, so it
+# runs first.
+LINT_PATHS := python benchmarks golden conformance packaging
+test-lint: install-test
+	$(VENV_PY) -m ruff check $(LINT_PATHS)
 
 test-c: $(VENV)/.build-tools
 	cmake -S . -B build/ctest -G Ninja -DRH_BUILD_TESTS=ON -DRH_BUILD_CUDA=AUTO

@@ -30,8 +30,9 @@ _BASE_NAMES = {"native_cpu": "rh_cpu", "native_cuda": "rh_cuda"}
 PACKAGE_LIBRARY_DIR = Path(__file__).resolve().parent / "_lib"
 
 _cache: dict[str, ctypes.CDLL] = {}
-# (kind, override or package folder) -> the library load_engine_library found: a cold estimator asks for
-# its engine several times per fit, and the path search (is_file, resolve) cost ~0.2 ms each.
+# (kind, override or package folder) -> the library load_engine_library found: a cold estimator
+# asks for its engine several times per fit, and the path search (is_file, resolve) cost ~0.2 ms
+# each.
 _found: dict[tuple[str, str], ctypes.CDLL] = {}
 _cache_lock = threading.Lock()
 

@@ -53,10 +53,14 @@ def abi_build(tmp_path_factory) -> tuple[Path, Path]:
     build_dir = os.environ.get("RH_BUILD_DIR")
     if build_dir:
         probe_dir = Path(build_dir) / "abi" / "tests"
-        assert probe_dir.is_dir(), f"RH_BUILD_DIR={build_dir} has no abi/tests (RH_BUILD_TESTS off?)"
+        assert probe_dir.is_dir(), (
+            f"RH_BUILD_DIR={build_dir} has no abi/tests (RH_BUILD_TESTS off?)"
+        )
         return Path(build_dir), probe_dir
     if shutil.which("cmake") is None:
-        pytest.skip("cmake is not installed and RH_BUILD_DIR is unset: cannot build the layout probe")
+        pytest.skip(
+            "cmake is not installed and RH_BUILD_DIR is unset: cannot build the layout probe"
+        )
     path = tmp_path_factory.mktemp("abi_tests_build")
     result = _cmake_build(REPO / "abi" / "tests", path)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -74,7 +78,8 @@ def layout(abi_build) -> dict:
 def _engine_library_paths() -> list[Path]:
     build_dir = os.environ.get("RH_BUILD_DIR")
     candidates = []
-    for kind, subdir, base in (("native_cpu", "cpu_c", "rh_cpu"), ("native_cuda", "cuda", "rh_cuda")):
+    engines = (("native_cpu", "cpu_c", "rh_cpu"), ("native_cuda", "cuda", "rh_cuda"))
+    for kind, subdir, base in engines:
         override = os.environ.get(_loader.ENVIRONMENT_OVERRIDES[kind])
         if override:
             candidates.append(Path(override))
@@ -117,7 +122,9 @@ def _parse_header_declarations() -> list[dict]:
             {
                 "name": name,
                 "returns": _normalise(returns),
-                "params": [] if params in ("", "void") else [_normalise(p) for p in params.split(",")],
+                "params": (
+                    [] if params in ("", "void") else [_normalise(p) for p in params.split(",")]
+                ),
             }
         )
     return declarations
@@ -125,7 +132,8 @@ def _parse_header_declarations() -> list[dict]:
 
 def _header_defines() -> dict[str, int]:
     defines = {}
-    for name, value in re.findall(r"#define\s+(RH_CUDA_\w+)\s+(.+)", _strip_comments(HEADER.read_text())):
+    header = _strip_comments(HEADER.read_text())
+    for name, value in re.findall(r"#define\s+(RH_CUDA_\w+)\s+(.+)", header):
         value = value.strip()
         shift = re.fullmatch(r"\(\(uint64_t\)1u << (\d+)\)", value)
         if shift:
@@ -225,7 +233,8 @@ def test_constants_equal_manifest_header_and_binding(layout):
             checked += 1
     assert checked == 17
     assert _abi.STATUS_NAMES == {
-        value: name.removeprefix("RH_CUDA_") for name, value in MANIFEST["constants"]["status"].items()
+        value: name.removeprefix("RH_CUDA_")
+        for name, value in MANIFEST["constants"]["status"].items()
     }
 
 
@@ -233,10 +242,12 @@ def test_header_declares_exactly_the_manifest_symbols_in_order():
     declarations = _parse_header_declarations()
     assert len(declarations) == EXPECTED_SYMBOL_COUNT
     assert len(MANIFEST["symbols"]) == EXPECTED_SYMBOL_COUNT
-    for declared, symbol in zip(declarations, MANIFEST["symbols"]):
+    for declared, symbol in zip(declarations, MANIFEST["symbols"], strict=True):
         name = symbol["name"]
         assert declared["name"] == name
-        declared_returns = "int32_t" if declared["returns"] == "RhCudaStatus" else declared["returns"]
+        declared_returns = declared["returns"]
+        if declared_returns == "RhCudaStatus":
+            declared_returns = "int32_t"
         assert declared_returns == _normalise(symbol["returns"]), name
         assert declared["params"] == [_normalise(p) for p in symbol["params"]], name
 
@@ -246,21 +257,25 @@ def test_binding_signatures_follow_the_header():
     assert len(declarations) == EXPECTED_SYMBOL_COUNT
     assert len(_abi.SIGNATURES) == EXPECTED_SYMBOL_COUNT
     assert _abi.SYMBOLS == tuple(d["name"] for d in declarations)
-    for (name, restype, argtypes), declared in zip(_abi.SIGNATURES, declarations):
+    for (name, restype, argtypes), declared in zip(_abi.SIGNATURES, declarations, strict=True):
         assert restype is _expected_ctype(declared["returns"]), name
-        assert list(argtypes) == [_expected_ctype(_param_type(p)) for p in declared["params"]], name
+        expected = [_expected_ctype(_param_type(p)) for p in declared["params"]]
+        assert list(argtypes) == expected, name
 
 
 def test_binding_source_quotes_each_c_declaration():
     source = Path(_abi.__file__).read_text()
     comment_text = " ".join(
-        line.strip().lstrip("#").strip() for line in source.splitlines() if line.strip().startswith("#")
+        line.strip().lstrip("#").strip()
+        for line in source.splitlines()
+        if line.strip().startswith("#")
     )
     comment_text = _normalise(comment_text)
     for declared in _parse_header_declarations():
         params = ", ".join(declared["params"]) or "void"
         returns = declared["returns"]
-        assert _normalise(f"{returns} {declared['name']}({params});") in comment_text, declared["name"]
+        quoted = _normalise(f"{returns} {declared['name']}({params});")
+        assert quoted in comment_text, declared["name"]
 
 
 def test_header_compiles_as_c99_c11_cxx17_and_twice(abi_build):
@@ -281,7 +296,9 @@ def test_static_asserts_fail_when_the_manifest_drifts(tmp_path):
     drifted = json.loads(MANIFEST_PATH.read_text())
     drifted["structs"]["RhCudaUpdateConfig"]["size"] = 80
     (tmp_path / "abi" / "rh_cuda_contract.json").write_text(json.dumps(drifted))
-    result = _cmake_build(tmp_path / "abi" / "tests", tmp_path / "build", "rh_abi_static_asserts_c11")
+    result = _cmake_build(
+        tmp_path / "abi" / "tests", tmp_path / "build", "rh_abi_static_asserts_c11"
+    )
     assert result.returncode != 0
     assert "sizeof(RhCudaUpdateConfig) == 80" in result.stdout + result.stderr
 
@@ -323,7 +340,8 @@ def test_engine_exports_exactly_the_17_symbols(library):
 @pytest.mark.parametrize("library", ENGINE_LIBRARIES, ids=lambda p: p.name)
 def test_runtime_abi_version_equals_header_and_manifest(library):
     lib = _loader.load_library_path(library)
-    assert lib.rh_cuda_abi_version() == _header_defines()["RH_CUDA_ABI_VERSION"] == MANIFEST["abi_version"]
+    header_version = _header_defines()["RH_CUDA_ABI_VERSION"]
+    assert lib.rh_cuda_abi_version() == header_version == MANIFEST["abi_version"]
 
 
 @needs_engine

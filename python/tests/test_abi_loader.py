@@ -151,8 +151,10 @@ class FakeLibrary:
 )
 def test_status_maps_to_the_documented_exception(status, error_type):
     with pytest.raises(error_type) as caught:
-        _abi.check(FakeLibrary("tau must be finite > 0, got 0"), status, "rh_cuda_engine_update_host",
-                   engine=1)
+        _abi.check(
+            FakeLibrary("tau must be finite > 0, got 0"), status, "rh_cuda_engine_update_host",
+            engine=1,
+        )
     error = caught.value
     expected_name = _abi.STATUS_NAMES.get(status, f"UNKNOWN_STATUS({status})")
     assert error.status_name == expected_name
@@ -166,7 +168,9 @@ def test_status_maps_to_the_documented_exception(status, error_type):
 def test_success_raises_nothing_and_calls_without_engine_use_the_thread_text():
     _abi.check(FakeLibrary("unused"), _abi.RH_CUDA_SUCCESS, "rh_cuda_is_available")
     with pytest.raises(ValidationError, match="thread text"):
-        _abi.check(FakeLibrary("engine text"), _abi.RH_CUDA_INVALID_ARGUMENT, "rh_cuda_engine_create")
+        _abi.check(
+            FakeLibrary("engine text"), _abi.RH_CUDA_INVALID_ARGUMENT, "rh_cuda_engine_create"
+        )
 
 
 def test_make_fills_the_header_and_refuses_unknown_fields():

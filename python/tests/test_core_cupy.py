@@ -86,7 +86,7 @@ def test_cupy_stream_matches_numpy(penalty, dtype):
     np.testing.assert_allclose(cp.asnumpy(device.information), host.information,
                                rtol=0, atol=rtol * scale)
     assert device.weight_sum == pytest.approx(host.weight_sum, rel=1e-12)
-    for d, h in zip(device_diags, host_diags):
+    for d, h in zip(device_diags, host_diags, strict=True):
         assert d.converged and h.converged
         assert d.objective == pytest.approx(h.objective, rel=rtol)
         assert d.bandwidth == h.bandwidth and d.lambda_value == h.lambda_value

@@ -192,7 +192,8 @@ def test_inputs_are_never_mutated_nor_aliased():
     Xd = with_ones(X)
     copies = [a.copy() for a in (Xd, y, w, state.coefficients, state.information)]
     new_state, _ = core.renewable_update(np, state, Xd, y, w, config)
-    for before, after in zip(copies, (Xd, y, w, state.coefficients, state.information)):
+    originals = (Xd, y, w, state.coefficients, state.information)
+    for before, after in zip(copies, originals, strict=True):
         np.testing.assert_array_equal(before, after)
     assert not np.shares_memory(new_state.coefficients, state.coefficients)
     assert not np.shares_memory(new_state.information, state.information)

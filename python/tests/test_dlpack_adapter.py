@@ -33,7 +33,9 @@ def test_struct_layout_follows_dlpack_h():
     assert ctypes.sizeof(_dlpack.DLDevice) == 8
     assert ctypes.sizeof(_dlpack.DLDataType) == 4
     assert ctypes.sizeof(_dlpack.DLTensor) == 48
-    assert [(name, getattr(_dlpack.DLTensor, name).offset) for name, _ in _dlpack.DLTensor._fields_] == [
+    fields = _dlpack.DLTensor._fields_
+    offsets = [(name, getattr(_dlpack.DLTensor, name).offset) for name, _ in fields]
+    assert offsets == [
         ("data", 0), ("device", 8), ("ndim", 16), ("dtype", 20), ("shape", 24), ("strides", 32),
         ("byte_offset", 40),
     ]

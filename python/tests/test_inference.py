@@ -172,7 +172,8 @@ def test_summary_names_columns_and_p_values():
 def test_summary_uses_feature_names():
     pd = pytest.importorskip("pandas")
     X, y = stream_data(n=500, p=2, seed=9)
-    model = RenewableHuberRegressor(inference=True, backend="numpy").fit(pd.DataFrame(X, columns=["a", "b"]), y)
+    frame = pd.DataFrame(X, columns=["a", "b"])
+    model = RenewableHuberRegressor(inference=True, backend="numpy").fit(frame, y)
     assert [row["name"] for row in model.summary(as_dict=True)] == ["a", "b", "intercept"]
 
 

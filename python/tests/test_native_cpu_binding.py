@@ -285,7 +285,7 @@ def test_invalid_restore_is_refused(fitted):
                        good.batch_count, 0.0, -1.0),
     ]
     for state in broken:
-        _refusal_leaves_state(fitted, lambda: fitted.restore(state), ValidationError,
+        _refusal_leaves_state(fitted, lambda state=state: fitted.restore(state), ValidationError,
                               "rh_cuda_engine_restore")
 
 

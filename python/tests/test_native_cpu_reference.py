@@ -104,7 +104,9 @@ def _flat_optimum_checks(index, state, ref_state, batch, config, bandwidth, info
     """
     notes = []
     beta, ref_beta = state.coefficients, ref_state.coefficients
-    np.testing.assert_allclose(beta, ref_beta, rtol=2e-8, atol=3e-9 + flat_radius(ref_state, config))
+    np.testing.assert_allclose(
+        beta, ref_beta, rtol=2e-8, atol=3e-9 + flat_radius(ref_state, config)
+    )
     X, _, w = batch
     design = core.design_matrix(np, X, config.fit_intercept)
     weights = np.ones(design.shape[0]) if w is None else w
@@ -117,7 +119,8 @@ def _flat_optimum_checks(index, state, ref_state, batch, config, bandwidth, info
     ):
         notes.append(
             f"batch {index}: beyond rtol 2e-8/atol 3e-9 at a flat optimum (coefficients "
-            f"{np.max(np.abs(beta - ref_beta)):.1e} apart, information relative {gap / np.linalg.norm(ref_state.information):.1e})"
+            f"{np.max(np.abs(beta - ref_beta)):.1e} apart, information relative "
+            f"{gap / np.linalg.norm(ref_state.information):.1e})"
         )
     return notes, info_slack
 
@@ -155,14 +158,18 @@ def previous_state_objective_gap(native_previous, reference_previous, ref_state,
     return float(gap)
 
 
-def compare(batches, config, dtype, native, reference, predictions, reference64=None, *, strict=False):
+def compare(
+    batches, config, dtype, native, reference, predictions, reference64=None, *, strict=False
+):
     """reference: the NumPy core in the working dtype. reference64 (float32 streams only): the
     core in float64 on the same float32-valued data, the answer a float32 engine approximates.
     strict: hold float64 coefficients and information to the golden rtol 2e-8 / atol 3e-9
     (fixed streams known to end away from a rounding-level final step)."""
     notes = []
     info_slack = 0.0
-    for index, ((state, diag), (ref_state, ref_diag)) in enumerate(zip(native, reference)):
+    for index, ((state, diag), (ref_state, ref_diag)) in enumerate(
+        zip(native, reference, strict=True)
+    ):
         assert state.n_samples_seen == ref_state.n_samples_seen
         assert state.batch_count == ref_state.batch_count == index + 1
         np.testing.assert_allclose(state.weight_sum, ref_state.weight_sum, rtol=1e-12)
@@ -206,7 +213,9 @@ def compare(batches, config, dtype, native, reference, predictions, reference64=
             np.testing.assert_allclose(diag.objective, ref_diag.objective, **objective_tolerance)
             np.testing.assert_allclose(diag.lambda_value, ref_diag.lambda_value, **tolerance)
             np.testing.assert_allclose(diag.bandwidth, ref_diag.bandwidth, **tolerance)
-            np.testing.assert_allclose(state.previous_lambda, ref_state.previous_lambda, **tolerance)
+            np.testing.assert_allclose(
+                state.previous_lambda, ref_state.previous_lambda, **tolerance
+            )
             continue
         ref64_state = reference64[index][0]
         # Both float32 computations decide line searches, LAMM acceptance and steps on float32
@@ -345,8 +354,11 @@ def test_native_cpu_matches_reference_on_random_streams(stream):
     reference64 = None
     native, predictions = run_native(batches, config, dtype)
     if dtype == np.float32:
-        as64 = [(X.astype(np.float64), y.astype(np.float64), None if w is None else w.astype(np.float64))
-                for X, y, w in batches]
+        as64 = [
+            (X.astype(np.float64), y.astype(np.float64),
+             None if w is None else w.astype(np.float64))
+            for X, y, w in batches
+        ]
         if config.penalty == "l1":
             reference64 = run_reference_from_states(as64, config, [s for s, _ in native])
         else:
@@ -399,7 +411,7 @@ def test_float32_converges_below_float32_resolution(penalty):
     reference64 = run_reference(as64, config, np.float64)
     native, predictions = run_native(batches, config, dtype)
     for index, ((_, diag), (_, ref_diag), (_, ref64_diag)) in enumerate(
-        zip(native, reference, reference64)
+        zip(native, reference, reference64, strict=True)
     ):
         yardstick = [d.iterations for d in (ref_diag, ref64_diag) if d.converged]
         assert yardstick, f"batch {index}: neither the float32 nor the float64 core converged"

@@ -62,7 +62,8 @@ def stream(seed: int, p: int, sizes, dtype):
 def reference(batches, config, dtype):
     state = RenewableState.empty(config.n_parameters, dtype)
     for X, y, w in batches:
-        state, diag = core.renewable_update(np, state, core.design_matrix(np, X, True), y, w, config)
+        design = core.design_matrix(np, X, True)
+        state, diag = core.renewable_update(np, state, design, y, w, config)
     return state, diag
 
 

@@ -24,7 +24,9 @@ class Backend(Protocol):
     def restore(self, state: RenewableState) -> None:
         """Make `state` the committed state (the initial empty state or a checkpoint's)."""
 
-    def update(self, X, y, sample_weight, config: UpdateConfig) -> tuple[RenewableState, Diagnostics]:
+    def update(
+        self, X, y, sample_weight, config: UpdateConfig
+    ) -> tuple[RenewableState, Diagnostics]:
         """One renewable batch transition on the committed state.
 
         X: (n, p) WITHOUT the intercept column, already validated and in the working dtype

@@ -478,7 +478,9 @@ class NativeBackend:
 
     def _prediction_columns(self, p: int) -> None:
         if self._n_features_in is not None and p != self._n_features_in:
-            raise ValidationError(f"X has {p} features; the model was fitted with {self._n_features_in}")
+            raise ValidationError(
+                f"X has {p} features; the model was fitted with {self._n_features_in}"
+            )
         if self.n_parameters - p not in (0, 1):
             raise ValidationError(
                 f"X has {p} features; this engine has {self.n_parameters} parameters "
@@ -541,7 +543,10 @@ class NativeBackend:
 
     def __repr__(self) -> str:
         state = "closed" if self._engine is None else "open"
-        return f"NativeBackend({self.name!r}, dtype={self.dtype.name}, P={self.n_parameters}, {state})"
+        return (
+            f"NativeBackend({self.name!r}, dtype={self.dtype.name}, P={self.n_parameters}, "
+            f"{state})"
+        )
 
 
 def _array_library(array) -> str:
