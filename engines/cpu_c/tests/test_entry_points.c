@@ -546,8 +546,10 @@ static void test_meat_and_old_size_state_structs(void) {
 
   const uint32_t old_size = (uint32_t)offsetof(RhCudaHostState, meat);
   CHECK(old_size == 56 && offsetof(RhCudaHostStateView, meat) == 56);
-  RhCudaHostState* old_out = (RhCudaHostState*)malloc(old_size);
-  RhCudaHostStateView* old_view = (RhCudaHostStateView*)malloc(old_size);
+  /* Byte buffers of exactly the old size, filled and read through memcpy: member access
+   * through a pointer to the larger struct type would reach past them (and compilers say so). */
+  unsigned char* old_out = (unsigned char*)malloc(old_size);
+  unsigned char* old_view = (unsigned char*)malloc(old_size);
   CHECK(old_out != NULL && old_view != NULL);
   if (old_out == NULL || old_view == NULL) {
     free(old_out);
@@ -555,22 +557,29 @@ static void test_meat_and_old_size_state_structs(void) {
     rh_cuda_engine_destroy(engine);
     return;
   }
-  memcpy(old_out, &s, old_size);
-  old_out->struct_size = old_size;
-  CHECK_STATUS(rh_cuda_engine_update_host_with_state(engine, &b, &c, &d, old_out),
+  RhCudaHostState old_state = s;
+  old_state.struct_size = old_size;
+  memcpy(old_out, &old_state, old_size);
+  CHECK_STATUS(rh_cuda_engine_update_host_with_state(engine, &b, &c, &d,
+                                                     (RhCudaHostState*)(void*)old_out),
                RH_CUDA_SUCCESS);
-  CHECK(old_out->batch_count == 2);
-  CHECK_STATUS(rh_cuda_engine_copy_state(engine, old_out), RH_CUDA_SUCCESS);
+  memcpy(&old_state, old_out, old_size);
+  CHECK(old_state.batch_count == 2);
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, (RhCudaHostState*)(void*)old_out),
+               RH_CUDA_SUCCESS);
+  memcpy(&old_state, old_out, old_size);
 
   /* an old caller's restore: the engine holds no K from then on */
   RhCudaHostStateView v = rh_state_view(coef, info);
-  v.n_samples_seen = old_out->n_samples_seen;
-  v.batch_count = old_out->batch_count;
-  v.previous_lambda = old_out->previous_lambda;
-  v.weight_sum = old_out->weight_sum;
-  memcpy(old_view, &v, old_size);
-  old_view->struct_size = old_size;
-  CHECK_STATUS(rh_cuda_engine_restore(engine, old_view), RH_CUDA_SUCCESS);
+  v.n_samples_seen = old_state.n_samples_seen;
+  v.batch_count = old_state.batch_count;
+  v.previous_lambda = old_state.previous_lambda;
+  v.weight_sum = old_state.weight_sum;
+  RhCudaHostStateView old_state_view = v;
+  old_state_view.struct_size = old_size;
+  memcpy(old_view, &old_state_view, old_size);
+  CHECK_STATUS(rh_cuda_engine_restore(engine, (const RhCudaHostStateView*)(const void*)old_view),
+               RH_CUDA_SUCCESS);
   for (int k = 0; k < P_PARAMS * P_PARAMS; ++k) {
     meat[k] = -3.0;
   }
