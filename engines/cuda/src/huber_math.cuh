@@ -86,4 +86,12 @@ __device__ __forceinline__ void block_sums_to(const double (&acc)[N], double* sh
   }
 }
 
+// Entry idx (row-major, idx = row P + col) of the symmetric matrix whose upper triangle cuBLAS's
+// syrk wrote in column-major order: element (min, max) of the pair, read from that triangle.
+__device__ inline int64_t mirrored_upper_index(int64_t idx, int64_t P) {
+  const int64_t row = idx / P;
+  const int64_t col = idx % P;
+  return row < col ? row + col * P : col + row * P;
+}
+
 }  // namespace rh

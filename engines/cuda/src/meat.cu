@@ -39,11 +39,7 @@ __global__ void add_meat_kernel(const double* meat, const T* gram, int64_t P, do
   int bad = 0;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += stride) {
-    const int64_t row = idx / P;
-    const int64_t col = idx % P;
-    const int64_t lo = row < col ? row : col;
-    const int64_t hi = row < col ? col : row;
-    const double value = meat[idx] + static_cast<double>(gram[lo + hi * P]);
+    const double value = meat[idx] + static_cast<double>(gram[mirrored_upper_index(idx, P)]);
     meat_out[idx] = value;
     if (!isfinite(value)) bad = 1;
   }

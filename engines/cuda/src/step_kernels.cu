@@ -770,11 +770,8 @@ __global__ void commit_information_kernel(const double* J, const T* gram, int64_
   int bad = 0;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += stride) {
-    const int64_t row = idx / P;
-    const int64_t col = idx % P;
-    const int64_t lo = row < col ? row : col;
-    const int64_t hi = row < col ? col : row;
-    const T value = static_cast<T>(J[idx] + static_cast<double>(gram[lo + hi * P]));
+    const double added = static_cast<double>(gram[mirrored_upper_index(idx, P)]);
+    const T value = static_cast<T>(J[idx] + added);
     info_out[idx] = value;
     if (host_info != nullptr) host_info[idx] = value;
     if (!isfinite(static_cast<double>(value))) bad = 1;
