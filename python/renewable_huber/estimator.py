@@ -310,13 +310,7 @@ class RenewableHuberRegressor:
         if is_dask_collection(X):
             self._learn_on_cluster(X, y, sample_weight, params, new_stream)
             return
-        if new_stream:
-            backend_name, _ = choose_backend(params.backend, params.device)
-            n_features, feature_names = None, None
-        else:
-            self._check_same_stream(params)
-            backend_name = self._backend.name
-            n_features, feature_names = self.n_features_in_, self._feature_names
+        backend_name, n_features, feature_names = self._stream_so_far(params, new_stream)
         batch = validate_batch(
             X,
             y,
@@ -367,13 +361,7 @@ class RenewableHuberRegressor:
         predict and later in-memory batches continue the stream."""
         from .dask import prepare_batch
 
-        if new_stream:
-            backend_name, _ = choose_backend(params.backend, params.device)
-            n_features, feature_names = None, None
-        else:
-            self._check_same_stream(params)
-            backend_name = self._backend.name
-            n_features, feature_names = self.n_features_in_, self._feature_names
+        backend_name, n_features, feature_names = self._stream_so_far(params, new_stream)
         with prepare_batch(
             X, y, sample_weight, dtype=params.dtype, fit_intercept=params.fit_intercept,
             n_features_expected=n_features, feature_names_expected=feature_names,
@@ -406,6 +394,15 @@ class RenewableHuberRegressor:
             backend.restore(state)
         self._commit(backend, state, diagnostics, params, batch.n_features, feature_names, tau)
         self._report(batch, params, tau, new_stream)
+
+    def _stream_so_far(self, params: ValidatedParams, new_stream: bool):
+        """(backend name, n_features_in_, feature names) a batch must match: the chosen backend
+        and nothing yet for a new stream; the stream's own after checking it is unchanged."""
+        if new_stream:
+            backend_name, _ = choose_backend(params.backend, params.device)
+            return backend_name, None, None
+        self._check_same_stream(params)
+        return self._backend.name, self.n_features_in_, self._feature_names
 
     def _stream_tau(self, params: ValidatedParams, batch: Batch, new_stream: bool) -> float:
         """The tau of this batch: the parameter, or with tau="auto" the number fixed when the

@@ -139,15 +139,21 @@ static int64_t select_rows(const RhProblem* problem, const double* c, RhRowSelec
   return m;
 }
 
+/* Rows with c > 0 (in the Gram at all) and rows with c < 1 (not at G_w's full weight). */
+static void count_curvature(const double* curvature, int64_t n, int64_t* curved,
+                            int64_t* not_flat) {
+  for (int64_t i = 0; i < n; ++i) {
+    *curved += curvature[i] > 0.0;
+    *not_flat += curvature[i] < 1.0;
+  }
+}
+
 void rh_gram_at_curvature(RhProblem* problem, int reuse_weighted, double* gram) {
   RhWorkspace* ws = problem->ws;
   const int64_t n = problem->data.n_rows;
   const int64_t P = problem->P;
   int64_t curved = 0, not_flat = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    curved += ws->curvature[i] > 0.0;
-    not_flat += ws->curvature[i] < 1.0;
-  }
+  count_curvature(ws->curvature, n, &curved, &not_flat);
   /* Without reuse G_w would serve one Gram only, which a direct sum over <= n rows beats. */
   if (curved <= not_flat || (!reuse_weighted && !ws->gram_weighted_ready)) {
     accumulate_listed_rows(problem, select_rows(problem, ws->curvature, RH_ROWS_CURVED), gram);
@@ -222,10 +228,7 @@ void rh_gram_and_meat(RhProblem* problem, int reuse_weighted, double* gram, doub
   const int64_t n = problem->data.n_rows;
   const int64_t P = problem->P;
   int64_t curved = 0, not_flat = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    curved += ws->curvature[i] > 0.0;
-    not_flat += ws->curvature[i] < 1.0;
-  }
+  count_curvature(ws->curvature, n, &curved, &not_flat);
   /* The correction form of rh_gram_at_curvature only where G_w is at hand already: computing
    * it here would cost a third product. */
   const int correction = curved > not_flat && reuse_weighted && ws->gram_weighted_ready;
