@@ -87,6 +87,9 @@ _INFERENCE_IN_CONFIG = 5
 # The source record: the data file (path, size) and a SHA-256 of its first prefix_bytes bytes,
 # plus the number of its data rows the model holds. See validate_source.
 SOURCE_KEYS = ("path", "size", "prefix_bytes", "prefix_sha256", "rows")
+# Written by `fit --dask` only: how many leading partitions of the dataset the model holds.
+# Optional, so every earlier record stays valid.
+SOURCE_OPTIONAL_KEYS = ("partitions",)
 _MAX_SOURCE_PATH = 4096
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
@@ -461,6 +464,10 @@ def validate_source(record) -> dict[str, Any]:
       prefix_sha256  SHA-256 of those bytes, 64 lowercase hexadecimal digits
       rows           how many leading data rows of the file the model holds or was told to
                      skip (>= 0)
+    and optionally
+      partitions     (fit --dask) the source is a partitioned dataset: path names it, size is
+                     its bytes, prefix_bytes == size, prefix_sha256 fingerprints its files,
+                     and the model holds its first `partitions` partitions (`rows` rows)
     """
     try:
         return _source(record)
@@ -469,10 +476,11 @@ def validate_source(record) -> dict[str, Any]:
 
 
 def _source(record) -> dict[str, Any]:
-    if not isinstance(record, dict) or set(record) != set(SOURCE_KEYS):
+    if (not isinstance(record, dict) or not set(SOURCE_KEYS) <= set(record)
+            or not set(record) <= set(SOURCE_KEYS + SOURCE_OPTIONAL_KEYS)):
         keys = sorted(record) if isinstance(record, dict) else type(record).__name__
         raise _Corrupt(f"source must be an object with exactly the keys {list(SOURCE_KEYS)}, "
-                       f"got {keys}")
+                       f"and optionally {list(SOURCE_OPTIONAL_KEYS)}, got {keys}")
     path = record["path"]
     if not isinstance(path, str) or not 0 < len(path) <= _MAX_SOURCE_PATH or "\0" in path:
         raise _Corrupt(f"source.path must be a non-empty string of at most {_MAX_SOURCE_PATH} "
@@ -486,8 +494,11 @@ def _source(record) -> dict[str, Any]:
         raise _Corrupt(f"source.prefix_sha256 must be 64 lowercase hexadecimal digits, got "
                        f"{digest!r:.80}")
     rows = _source_integer(record, "rows", 0)
-    return {"path": path, "size": size, "prefix_bytes": prefix_bytes, "prefix_sha256": digest,
-            "rows": rows}
+    checked = {"path": path, "size": size, "prefix_bytes": prefix_bytes,
+               "prefix_sha256": digest, "rows": rows}
+    if "partitions" in record:
+        checked["partitions"] = _source_integer(record, "partitions", 0)
+    return checked
 
 
 def _source_integer(record: dict, key: str, minimum: int) -> int:

@@ -509,6 +509,26 @@ def _fit_one_batch(model, X, y, sample_weight=None) -> list:
     return ours
 
 
+def _strict_stop_message(model, where: str, checkpoint, previous, save, holds: str) -> str:
+    """fit --strict met a batch that did not converge: saves `previous` (the state before that
+    batch) through `save` when there is a checkpoint to keep, and says what it holds; `holds`
+    tells what the checkpoint's source record covers (rows of a file, partitions of a
+    dataset)."""
+    diagnostics = model.diagnostics_
+    text = (f"batch {model.state_.batch_count} ({where}) did not converge after "
+            f"{diagnostics['iterations']} iterations ({diagnostics['stop_reason']}); "
+            "stopped by --strict")
+    if not checkpoint:
+        return text + "; no checkpoint requested"
+    if previous is None:
+        return (text + f"; {checkpoint} not written: no batch of this stream converged "
+                "before it")
+    save(previous)
+    return (text + f"; {checkpoint} holds the stream through batch "
+            f"{previous['batch_count']} ({previous['n_samples_seen']:,} rows), without this "
+            f"batch; continue with --resume {checkpoint} ({holds})")
+
+
 class _FitRun:
     """One pass of `fit` over DATA: the batches, the checkpoint cadence, --strict, Ctrl-C."""
 
@@ -657,21 +677,10 @@ class _FitRun:
 
     def _strict_message(self, previous, where: str) -> str:
         """Saves the last converged state (--checkpoint) and says what the checkpoint holds."""
-        args, model = self.args, self.model
-        diagnostics = model.diagnostics_
-        text = (f"batch {model.state_.batch_count} ({where}) did not converge after "
-                f"{diagnostics['iterations']} iterations ({diagnostics['stop_reason']}); "
-                "stopped by --strict")
-        if not args.checkpoint:
-            return text + "; no checkpoint requested"
-        if previous is None:
-            return (text + f"; {args.checkpoint} not written: no batch of this stream "
-                    "converged before it")
-        self._save(previous, self.rows_done)
-        return (text + f"; {args.checkpoint} holds the stream through batch "
-                f"{previous['batch_count']} ({previous['n_samples_seen']:,} rows), without this "
-                f"batch; continue with --resume {args.checkpoint} (it records the rows of "
-                f"{args.data} it holds)")
+        return _strict_stop_message(
+            self.model, where, self.args.checkpoint, previous,
+            lambda state: self._save(state, self.rows_done),
+            f"it records the rows of {self.args.data} it holds")
 
     def _nothing_to_fit(self) -> str:
         args, read = self.args, self.table.rows_read

@@ -11,6 +11,7 @@ import pytest
 from cli_support import one_error_line, run
 
 from renewable_huber import RenewableHuberRegressor
+from renewable_huber.checkpoint import load_checkpoint
 
 pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install "
                     "'.[dask]')")
@@ -82,7 +83,8 @@ def test_fit_on_a_local_cluster_reads_a_directory_and_saves_a_checkpoint(dataset
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--resume", "x.npz"], "--resume cannot be combined with --dask"),
+        (["--skip-rows", "10"], "--skip-rows cannot be combined with --dask"),
+        (["--resume", "x.npz", "--tau", "1"], "--tau cannot be combined with --resume"),
         (["--batch-size", "10"], "--batch-size cannot be combined with --dask"),
         (["--dask", "local:zero"], "local:N needs a worker count"),
     ],
@@ -127,3 +129,110 @@ def test_fit_connects_to_a_running_scheduler_by_address(dataset, capsys):
     expected = _in_process(frames, [(0,), (1,), (2,)], weights=False)
     np.testing.assert_allclose(list(document["coefficients"].values()), expected.coef_,
                                rtol=1e-10)
+
+
+def _cluster_fit(paths, *extra):
+    return ["fit", "--dask", "local:1", *map(str, paths), "--target", "y", "--features",
+            "a,b,c", "--backend", "numpy", "--partitions-per-batch", "1", "--no-progress",
+            *map(str, extra)]
+
+
+def _interrupted_after_two_batches(paths, checkpoint, capsys, monkeypatch):
+    """A fit of the three partitions with Ctrl-C during the third batch."""
+    from renewable_huber.dask import command
+
+    fit_one_batch, calls = command._fit_one_batch, []
+
+    def interrupted_at_the_third_batch(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return fit_one_batch(*args)
+
+    monkeypatch.setattr(command, "_fit_one_batch", interrupted_at_the_third_batch)
+    status, _, err = run(_cluster_fit(paths, "--checkpoint", checkpoint), capsys)
+    assert status == 130, err
+    held = RenewableHuberRegressor.load(checkpoint)
+    assert held.state_.batch_count == 2 and held.n_samples_seen_ == 600
+    monkeypatch.setattr(command, "_fit_one_batch", fit_one_batch)
+
+
+def test_resume_after_an_interruption_equals_the_uninterrupted_stream(dataset, capsys,
+                                                                      tmp_path, monkeypatch):
+    frames, paths = dataset
+    checkpoint = tmp_path / "model.npz"
+    _interrupted_after_two_batches(paths, checkpoint, capsys, monkeypatch)
+    status, out, err = run(_cluster_fit(paths, "--resume", checkpoint, "--checkpoint",
+                                        checkpoint, "--json"), capsys)
+    assert status == 0, err
+    document = json.loads(out)
+    assert document["run"]["first_partition"] == 2 and document["run"]["batches"] == 1
+    expected = _in_process(frames, [(0,), (1,), (2,)], weights=False)
+    assert document["n_samples_seen"] == 900 and document["batch_count"] == 3
+    np.testing.assert_allclose(list(document["coefficients"].values()), expected.coef_,
+                               rtol=1e-10, atol=1e-12)
+    assert document["intercept"] == pytest.approx(float(expected.intercept_), rel=1e-10)
+    np.testing.assert_allclose(RenewableHuberRegressor.load(checkpoint).coef_, expected.coef_,
+                               rtol=1e-10, atol=1e-12)
+
+    # Every partition is now held: a further resume has nothing to fit.
+    status, _, err = run(_cluster_fit(paths, "--resume", checkpoint), capsys)
+    assert status == 1
+    assert "nothing new to fit" in one_error_line(err)
+
+
+def test_resume_on_another_dataset_is_refused(dataset, capsys, tmp_path):
+    _, paths = dataset
+    checkpoint = tmp_path / "model.npz"
+    status, _, err = run(_cluster_fit(paths[:2], "--checkpoint", checkpoint), capsys)
+    assert status == 0, err
+    before = checkpoint.read_bytes()
+    status, _, err = run(_cluster_fit(paths, "--resume", checkpoint, "--checkpoint",
+                                      checkpoint), capsys)
+    assert status == 1
+    assert "is not the dataset" in one_error_line(err)
+    assert checkpoint.read_bytes() == before  # refused before any batch: nothing written
+
+
+def test_resume_of_a_single_file_checkpoint_with_dask_is_refused(dataset, capsys, tmp_path):
+    frames, paths = dataset
+    checkpoint = tmp_path / "model.npz"
+    status, _, err = run(["fit", str(paths[0]), "--target", "y", "--features", "a,b,c",
+                          "--backend", "numpy", "--checkpoint", checkpoint, "--no-progress"],
+                         capsys)
+    assert status == 0, err
+    status, _, err = run(_cluster_fit(paths, "--resume", checkpoint), capsys)
+    assert status == 1
+    assert "not on a dataset with --dask" in one_error_line(err)
+
+
+def test_strict_stops_at_the_first_unconverged_batch_keeping_the_converged_checkpoint(
+        dataset, capsys, tmp_path, monkeypatch):
+    frames, paths = dataset
+    checkpoint = tmp_path / "model.npz"
+    # A fresh stream whose first batch cannot converge in one iteration: exit 3, no file.
+    status, _, err = run(_cluster_fit(paths, "--strict", "--max-iter", "1", "--checkpoint",
+                                      checkpoint), capsys)
+    assert status == 3, err
+    line = one_error_line(err)
+    assert "batch 1 (partitions 0-0 of 3) did not converge" in line
+    assert "not written: no batch of this stream converged" in line
+    assert not checkpoint.exists()
+
+    # Two converged batches (a run interrupted before its third), then the third held to one
+    # iteration: exit 3, and the checkpoint keeps the two converged batches and the count of
+    # partitions they hold.
+    _interrupted_after_two_batches(paths, checkpoint, capsys, monkeypatch)
+    two = RenewableHuberRegressor.load(checkpoint)
+    status, _, err = run(_cluster_fit(paths, "--resume", checkpoint, "--checkpoint",
+                                      checkpoint, "--strict", "--max-iter", "1"), capsys)
+    assert status == 3, err
+    line = one_error_line(err)
+    assert "batch 3 (partitions 2-2 of 3) did not converge" in line
+    assert "holds the stream through batch 2 (600 rows)" in line
+    kept = RenewableHuberRegressor.load(checkpoint)
+    assert kept.state_.batch_count == 2 and kept.n_samples_seen_ == 600
+    np.testing.assert_array_equal(kept.coef_, two.coef_)
+    expected = _in_process(frames, [(0,), (1,)], weights=False)
+    np.testing.assert_allclose(kept.coef_, expected.coef_, rtol=1e-10, atol=1e-12)
+    assert load_checkpoint(checkpoint)["source"]["partitions"] == 2
