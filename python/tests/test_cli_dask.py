@@ -236,3 +236,16 @@ def test_strict_stops_at_the_first_unconverged_batch_keeping_the_converged_check
     expected = _in_process(frames, [(0,), (1,)], weights=False)
     np.testing.assert_allclose(kept.coef_, expected.coef_, rtol=1e-10, atol=1e-12)
     assert load_checkpoint(checkpoint)["source"]["partitions"] == 2
+
+
+def test_the_source_record_takes_an_optional_partition_count():
+    from renewable_huber.checkpoint import validate_source
+    from renewable_huber.exceptions import ValidationError
+
+    record = {"path": "data", "size": 10, "prefix_bytes": 10, "prefix_sha256": "0" * 64,
+              "rows": 4}
+    assert validate_source(record) == record  # a record without it stays valid
+    assert validate_source({**record, "partitions": 2})["partitions"] == 2
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(ValidationError, match="source.partitions must be an integer"):
+            validate_source({**record, "partitions": bad})
