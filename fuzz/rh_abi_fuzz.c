@@ -804,6 +804,19 @@ static const char* engine_error_for(RhCudaEngine* e) {
   return e == NULL ? rh_cuda_last_error() : rh_cuda_engine_last_error(e);
 }
 
+/* A library query answering through an int32_t out-pointer, passed NULL at times: refused then,
+ * else `expected` (the CPU engine's answer). */
+static void query_int32(const char* name, RhCudaStatus (*query)(int32_t*), int32_t expected) {
+  int use_null = chance(0.3);
+  int32_t value = -7;
+  context("%s(%s)", name, use_null ? "NULL" : "&value");
+  RhCudaStatus s = query(use_null ? NULL : &value);
+  if (check_status(s, use_null ? EXPECT_INVALID : EXPECT_VALID, 0, rh_cuda_last_error(), name) &&
+      value != expected) {
+    finding("%s reported %d on the CPU engine", name, (int)value);
+  }
+}
+
 static void op_library_queries(void) {
   switch (range_i64(0, 4)) {
     case 0: {
@@ -812,28 +825,12 @@ static void op_library_queries(void) {
       if (rh_cuda_abi_version() != RH_CUDA_ABI_VERSION) finding("rh_cuda_abi_version is not 2");
       break;
     }
-    case 1: {
-      int use_null = chance(0.3);
-      int32_t value = -7;
-      context("rh_cuda_is_available(%s)", use_null ? "NULL" : "&value");
-      RhCudaStatus s = rh_cuda_is_available(use_null ? NULL : &value);
-      if (check_status(s, use_null ? EXPECT_INVALID : EXPECT_VALID, 0, rh_cuda_last_error(),
-                       "rh_cuda_is_available") && value != 1) {
-        finding("rh_cuda_is_available reported %d on the CPU engine", (int)value);
-      }
+    case 1:
+      query_int32("rh_cuda_is_available", rh_cuda_is_available, 1);
       break;
-    }
-    case 2: {
-      int use_null = chance(0.3);
-      int32_t value = -7;
-      context("rh_cuda_device_count(%s)", use_null ? "NULL" : "&value");
-      RhCudaStatus s = rh_cuda_device_count(use_null ? NULL : &value);
-      if (check_status(s, use_null ? EXPECT_INVALID : EXPECT_VALID, 0, rh_cuda_last_error(),
-                       "rh_cuda_device_count") && value != 0) {
-        finding("rh_cuda_device_count reported %d on the CPU engine", (int)value);
-      }
+    case 2:
+      query_int32("rh_cuda_device_count", rh_cuda_device_count, 0);
       break;
-    }
     case 3: {
       RhCudaRuntimeInfo v;
       memset(&v, 0x5A, sizeof v);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi_structs.h"
 #include "rh_cuda.h"
 
 #ifndef RH_FAULT_LIBRARY
@@ -119,6 +120,25 @@ static void touch(const RhCudaEngine* e) {
   if (e == blank_engine) blank_engine = NULL;
 }
 
+/* e's committed state into coef (<= 16) and info (<= 256 values, enough for the fuzzer's
+ * largest engines, P <= 12); 1 on success. */
+static int export_state(RhCudaEngine* e, double* coef, double* info, RhCudaHostState* st) {
+  *st = rh_state_out(coef, info);
+  return real.copy_state(e, st) == RH_CUDA_SUCCESS;
+}
+
+/* Restores coef and info with st's counters, n_samples_seen replaced: a state changed behind
+ * the caller's back. */
+static void restore_state(RhCudaEngine* e, const double* coef, const double* info,
+                          const RhCudaHostState* st, int64_t n_samples_seen) {
+  RhCudaHostStateView v = rh_state_view(coef, info);
+  v.n_samples_seen = n_samples_seen;
+  v.batch_count = st->batch_count;
+  v.previous_lambda = st->previous_lambda;
+  v.weight_sum = st->weight_sum;
+  (void)real.restore(e, &v);
+}
+
 /* A refused update: apply the failure faults. */
 static RhCudaStatus after_update(RhCudaEngine* e, RhCudaStatus s) {
   if (s == RH_CUDA_INVALID_ARGUMENT && e != NULL && fault("empty-message")) blank_engine = e;
@@ -126,50 +146,20 @@ static RhCudaStatus after_update(RhCudaEngine* e, RhCudaStatus s) {
     /* big enough for the fuzzer's largest engines (P <= 12) */
     double coef[16], info[256];
     RhCudaHostState st;
-    memset(&st, 0, sizeof st);
-    st.abi_version = RH_CUDA_ABI_VERSION;
-    st.struct_size = sizeof st;
-    st.coefficients = coef;
-    st.information = info;
-    if (real.copy_state(e, &st) == RH_CUDA_SUCCESS && st.n_samples_seen > 0 &&
+    if (export_state(e, coef, info, &st) && st.n_samples_seen > 0 &&
         st.n_samples_seen < INT64_MAX) {
-      RhCudaHostStateView v;
-      memset(&v, 0, sizeof v);
-      v.abi_version = RH_CUDA_ABI_VERSION;
-      v.struct_size = sizeof v;
-      v.coefficients = coef;
-      v.information = info;
-      v.n_samples_seen = st.n_samples_seen + 1;
-      v.batch_count = st.batch_count;
-      v.previous_lambda = st.previous_lambda;
-      v.weight_sum = st.weight_sum;
-      (void)real.restore(e, &v);
+      restore_state(e, coef, info, &st, st.n_samples_seen + 1);
     }
   }
   if (s == RH_CUDA_NUMERICAL_ERROR && fault("undocumented-status")) return 42;
   if (s == RH_CUDA_SUCCESS && e != NULL && fault("diverge") && ++successful_updates % 13 == 0) {
     double coef[16], info[256];
     RhCudaHostState st;
-    memset(&st, 0, sizeof st);
-    st.abi_version = RH_CUDA_ABI_VERSION;
-    st.struct_size = sizeof st;
-    st.coefficients = coef;
-    st.information = info;
-    if (real.copy_state(e, &st) == RH_CUDA_SUCCESS) {
+    if (export_state(e, coef, info, &st)) {
       /* one ulp in either dtype: the low bit of the first element's representation */
       unsigned char* bytes = (unsigned char*)coef;
       bytes[0] ^= 1;
-      RhCudaHostStateView v;
-      memset(&v, 0, sizeof v);
-      v.abi_version = RH_CUDA_ABI_VERSION;
-      v.struct_size = sizeof v;
-      v.coefficients = coef;
-      v.information = info;
-      v.n_samples_seen = st.n_samples_seen;
-      v.batch_count = st.batch_count;
-      v.previous_lambda = st.previous_lambda;
-      v.weight_sum = st.weight_sum;
-      (void)real.restore(e, &v);
+      restore_state(e, coef, info, &st, st.n_samples_seen);
     }
   }
   return s;
