@@ -606,7 +606,7 @@ void rh_dense_solve(const double* hessian, const double* rhs, int64_t P, double 
     *used_fallback = 1;
     int64_t rank = 0;
     min_norm_solve(ws->equilibrated, scaled_rhs, P, eps, symmetric, ws, solution, &rank);
-    if (rank < P) {
+    if (rank < P && scaled) { /* unscaled, the SVD above was already H's own */
       /* Rank deficient after equilibration. Where the cutoff on H itself keeps the same rank
        * (collinear columns of like scale), the step is H's minimum-norm solution, the norm of
        * beta; where raw units make it cut more, the equilibrated one. */

@@ -142,7 +142,7 @@ def solve_linear(xp, A, b) -> LinearSolution:
     if y is not None:
         return LinearSolution(d * y, "lu")
     y, rank = minimum_norm_solve(xp, scaled, d * b)
-    if rank < A.shape[0]:
+    if rank < A.shape[0] and scaled is not A:
         # Rank deficient after equilibration. Where the cutoff on A itself keeps the same
         # rank (collinear columns of like scale), the step is A's minimum-norm solution, the
         # norm of beta; where raw units make it cut more, the equilibrated one.
