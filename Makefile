@@ -117,10 +117,16 @@ sdist: $(VENV)/.packaging-tools
 	$(VENV_PY) -m build --sdist --outdir dist .
 
 # The CUDA wheel renewable-huber-cuda$(CUDA) (librh_cuda only) into dist/: needs a CUDA
-# $(CUDA) nvcc (NVCC=...); cuBLAS and cuSOLVER come from NVIDIA's wheels.
+# $(CUDA) nvcc (NVCC=..., else nvcc on PATH); cuBLAS and cuSOLVER come from NVIDIA's wheels.
+# CUDA=12 without NVCC and without a CUDA 12 nvcc on PATH fetches Debian's packaged CUDA 12.4
+# compiler into build/cuda12-toolkit (packaging/cuda/fetch_cuda12_toolkit.sh; Debian/Ubuntu).
 CUDA ?= 13
 wheel-cuda: $(VENV)/.packaging-tools
-	PYTHON=$(VENV_PY) packaging/build_cuda_wheel.sh $(CUDA) dist
+	nvcc="$(NVCC)"; \
+	if [ -z "$$nvcc" ] && [ "$(CUDA)" = 12 ] && ! nvcc --version 2>/dev/null | grep -q 'release 12\.'; then \
+	  nvcc="$$(packaging/cuda/fetch_cuda12_toolkit.sh)" || exit 1; \
+	fi; \
+	PYTHON=$(VENV_PY) NVCC="$$nvcc" packaging/build_cuda_wheel.sh $(CUDA) dist
 
 # The wheel as a user gets it: its tag, contents and ELF dependencies checked, then installed
 # with NumPy into a clean venv and run from outside the checkout (engine report, conformance

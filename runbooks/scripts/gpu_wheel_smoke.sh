@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # The released wheels on a GPU host: the base wheel and the CUDA wheel built elsewhere
-# (`make wheel` and `make wheel-cuda CUDA=13`, both into dist/) installed into a clean virtual
-# environment, binary wheels only (no compiler, no cmake), then, from outside the checkout:
+# (`make wheel` and `make wheel-cuda CUDA=13` or `CUDA=12`, both into dist/) installed into a
+# clean virtual environment, binary wheels only (no compiler, no cmake), then, from outside the
+# checkout:
 #   renewable-huber info (native_cuda must report the GPU), librh_cuda resolving cuBLAS and
 #   cuSOLVER through its RUNPATH from NVIDIA's wheels inside the venv, the conformance kit on
 #   native_cpu and native_cuda, and a fit with every engine against the NumPy reference.
 #
 #   bash runbooks/scripts/gpu_wheel_smoke.sh [DIST]        (default DIST: dist)
 #
-# CUDA_MAJOR picks the CUDA wheel when DIST holds several (default 13). With a reachable
-# package index, pip installs NumPy and NVIDIA's cuBLAS/cuSOLVER wheels (the CUDA wheel's own
-# dependencies). Without one (RH_SMOKE_OFFLINE=1, or the index does not answer), NumPy and
-# CuPy are borrowed from the host's python3 and the host's cuBLAS/cuSOLVER (RH_SMOKE_CUDA_LIBDIR,
-# else found through ldconfig, CUDA_HOME or /usr/local/cuda) are linked into the venv where
+# CUDA_MAJOR picks the CUDA wheel renewable_huber_cudaMAJOR (12 or 13; default 13). With a
+# reachable package index, pip installs NumPy and NVIDIA's cuBLAS/cuSOLVER wheels (the CUDA
+# wheel's own dependencies). Without one (RH_SMOKE_OFFLINE=1, or the index does not answer),
+# NumPy and CuPy are borrowed from the host's python3 and the host's cuBLAS/cuSOLVER of that
+# CUDA major (RH_SMOKE_CUDA_LIBDIR, else NVIDIA's wheels in the host's python3, ldconfig,
+# CUDA_HOME, /usr/local/cuda-MAJOR or /usr/local/cuda) are linked into the venv where
 # NVIDIA's wheels put them, so the RUNPATH lookup is still the one exercised.
 # Exit status 0 only when every step passed; the log says which step failed.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -28,14 +30,27 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader || 
 python3 --version
 
 mode=()
-if [ "${RH_SMOKE_OFFLINE:-}" = 1 ] || ! timeout 30 python3 -m pip index versions nvidia-cublas >/dev/null 2>&1; then
+cublas_wheel=nvidia-cublas
+[ "$CUDA_MAJOR" -ge 13 ] || cublas_wheel="nvidia-cublas-cu$CUDA_MAJOR"
+if [ "${RH_SMOKE_OFFLINE:-}" = 1 ] || ! timeout 30 python3 -m pip index versions "$cublas_wheel" >/dev/null 2>&1; then
   mode=(--offline)
   if [ -z "${RH_SMOKE_CUDA_LIBDIR:-}" ]; then
     cublas="$(ldconfig -p 2>/dev/null | sed -n "s/.*libcublas\.so\.$CUDA_MAJOR .*=> \(.*\)/\1/p" | head -n1)"
     # NVIDIA's wheels already in the host's python3 (CuPy's CUDA libraries, for one) first.
     host_wheels="$(python3 -c 'import os, nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null || true)"
-    for candidate in "${host_wheels:-/nonexistent}/cu$CUDA_MAJOR/lib" \
+    host_wheel_libs="${host_wheels:-/nonexistent}/cu$CUDA_MAJOR/lib"
+    if [ "$CUDA_MAJOR" -lt 13 ] && [ -e "${host_wheels:-/nonexistent}/cublas/lib/libcublas.so.$CUDA_MAJOR" ]; then
+      # CUDA 12 wheels keep one folder per library: gather their libraries into one folder.
+      host_wheel_libs="$(mktemp -d /tmp/rh-cuda$CUDA_MAJOR-libs.XXXXXX)"
+      for lib_dir in "$host_wheels"/{cublas,cusolver,cusparse,nvjitlink}/lib; do
+        for f in "$lib_dir"/lib*.so.*; do
+          if [ -e "$f" ]; then ln -sf "$f" "$host_wheel_libs/"; fi
+        done
+      done
+    fi
+    for candidate in "$host_wheel_libs" \
         "$(dirname "${cublas:-/nonexistent/x}")" "${CUDA_HOME:-/nonexistent}/lib64" \
+        /usr/local/cuda-"$CUDA_MAJOR"/lib64 /usr/local/cuda-"$CUDA_MAJOR"/targets/x86_64-linux/lib \
         /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
       if ls "$candidate"/libcublas.so."$CUDA_MAJOR" >/dev/null 2>&1; then
         RH_SMOKE_CUDA_LIBDIR="$candidate"; break
