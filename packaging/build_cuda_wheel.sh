@@ -8,7 +8,8 @@
 #   packaging/build_cuda_wheel.sh 12|13 [OUTDIR]       (default OUTDIR: dist)
 #
 # PYTHON: interpreter with pip and auditwheel (`make wheel-cuda` passes the venv's).
-# NVCC: the CUDA compiler of that major (default: nvcc on PATH, then /usr/local/cuda/bin/nvcc).
+# NVCC: the CUDA compiler of that major (default: nvcc on PATH, then /usr/local/cuda/bin/nvcc;
+# for CUDA 12 without a toolkit, packaging/cuda/fetch_cuda12_toolkit.sh provides one).
 # CUDA_ARCHITECTURES: CMake's list (default below: every architecture the toolkit's cuBLAS
 # supports as machine code, plus PTX of the newest for later GPUs).
 # The CUDA toolkit provides nvcc, the runtime (linked statically) and its headers; cuBLAS and
@@ -30,7 +31,7 @@ nvcc_release="$("$NVCC" --version | sed -n 's/.*release \([0-9][0-9]*\)\.\([0-9]
 if [ "${nvcc_release%%.*}" != "$MAJOR" ]; then
   echo "$NVCC is CUDA $nvcc_release, not CUDA $MAJOR: set NVCC to a CUDA $MAJOR nvcc" >&2
   if [ "$MAJOR" = 12 ]; then
-    echo "(PyPI has no CUDA 12 nvcc: nvidia-cuda-nvcc-cu12 ships ptxas and NVVM only; install a CUDA 12 toolkit)" >&2
+    echo "(PyPI has no CUDA 12 nvcc; on Debian/Ubuntu, packaging/cuda/fetch_cuda12_toolkit.sh fetches one and prints its path, which \`make wheel-cuda CUDA=12\` does by itself when NVCC is not set)" >&2
   fi
   exit 2
 fi

@@ -14,8 +14,9 @@
 # location, checks that the compiler runs, and prints the path of its nvcc on stdout.
 #
 # cuBLAS and cuSOLVER are not taken from here: the wheel builds against NVIDIA's wheels
-# (packaging/cuda/sdk-cu12.txt). The host C++ compiler is the system's (nvcc 12.4 accepts
-# GCC 6 to 13). A second run with the same pins does nothing but print the path.
+# (packaging/cuda/sdk-cu12.txt). The host C++ compiler is g++, or CUDAHOSTCXX when set (nvcc
+# 12.4 accepts GCC 6 to 13; CMake reads the same variable). A second run with the same pins does
+# nothing but print the path.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DEST="${1:-$ROOT/build/cuda12-toolkit}"
@@ -117,8 +118,10 @@ printf '%s\n' '#include <cuda_runtime.h>' '#include <cuda_fp16.h>' \
   'int main() { double *x = nullptr; twice<<<1, 1>>>(x); return cudaGetLastError() == cudaSuccess ? 0 : 1; }' \
   >"$probe/probe.cu"
 "$nvcc" --version >&2 || fail "$nvcc does not run on this host"
-"$nvcc" -arch=sm_70 -cudart static -o "$probe/probe" "$probe/probe.cu" >&2 \
-  || fail "$nvcc failed to compile and link a test kernel (host compiler: $(command -v g++ || echo none))"
+host=()
+[ -z "${CUDAHOSTCXX:-}" ] || host=(-ccbin "$CUDAHOSTCXX")
+"$nvcc" "${host[@]}" -arch=sm_70 -cudart static -o "$probe/probe" "$probe/probe.cu" >&2 \
+  || fail "$nvcc failed to compile and link a test kernel with host compiler ${CUDAHOSTCXX:-g++} (nvcc 12.4 takes GCC 6 to 13: set CUDAHOSTCXX to one)"
 rm -rf "$probe" "$apt_dir/debs" "$apt_dir/cache"  # the packages (1 GB) are not needed any more
 printf '%s\n' "$stamp_text" >"$DEST/.complete"
 echo "$nvcc"
