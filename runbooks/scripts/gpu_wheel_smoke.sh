@@ -42,6 +42,7 @@ if [ "${RH_SMOKE_OFFLINE:-}" = 1 ] || ! timeout 30 python3 -m pip index versions
     if [ "$CUDA_MAJOR" -lt 13 ] && [ -e "${host_wheels:-/nonexistent}/cublas/lib/libcublas.so.$CUDA_MAJOR" ]; then
       # CUDA 12 wheels keep one folder per library: gather their libraries into one folder.
       host_wheel_libs="$(mktemp -d /tmp/rh-cuda$CUDA_MAJOR-libs.XXXXXX)"
+      trap 'rm -rf "$host_wheel_libs"' EXIT
       for lib_dir in "$host_wheels"/{cublas,cusolver,cusparse,nvjitlink}/lib; do
         for f in "$lib_dir"/lib*.so.*; do
           if [ -e "$f" ]; then ln -sf "$f" "$host_wheel_libs/"; fi
