@@ -521,6 +521,12 @@ def validate_X(
 
     engine_checks_finite: the backend's engine refuses NaN/Inf itself (see the module
     docstring); only arrays that reach it unchanged skip the scan here."""
+    if type(X) is np.ndarray:
+        # A plain NumPy array: not sparse, no gradient, on the host, without column names
+        # (what the general path below finds for it, without asking).
+        host = _host_array("X", X, dtype, engine_checks_finite=engine_checks_finite)
+        _check_X_shape(host.shape, n_features_expected)
+        return host, None, False
     if X is None:
         raise ValidationError(
             "X is None: expected array-like (array or non-string sequence), got None"
@@ -551,6 +557,15 @@ def _require_device_backend(name: str, array, accepts_device: bool, backend_name
 
 def _validate_vector(name: str, array, n_rows: int, dtype: np.dtype, on_device: bool,
                      accepts_device: bool, backend_name: str, engine_checks_finite: bool):
+    if type(array) is np.ndarray and not on_device and array.ndim == 1:
+        # The general path below, for a plain 1-D NumPy array with a host X.
+        array = _host_array(name, array, dtype, engine_checks_finite=engine_checks_finite)
+        if array.shape[0] != n_rows:
+            raise ValidationError(
+                f"X has {n_rows} rows but {name} has {array.shape[0]} entries; they must have "
+                "the same length"
+            )
+        return array
     _reject_sparse(name, array)
     array = _detached(array)
     if is_device_array(array) != on_device:
