@@ -46,14 +46,16 @@ def _batches(count: int, rows: int, features: int, dtype: str, seed: int = 11):
 class BareEngine:
     """One engine of `kind` and, per batch, the ABI structs its update call reads and writes."""
 
-    def __init__(self, kind: str, batches, dtype: str, n_threads: int | None, device: bool):
+    def __init__(self, kind: str, batches, dtype: str, n_threads: int | None, device: bool,
+                 cuda_graphs: bool = False):
         self.lib = load_engine_library(kind)
         rows, features = batches[0][0].shape
         P = features + 1
         handle = _abi.RhCudaEngine_p()
         options = _abi.make(
             _abi.RhCudaEngineOptions, dtype=_abi.DTYPE_CODES[dtype],
-            device_id=-1 if kind == "native_cpu" else 0, n_parameters=P, reserved0=0,
+            device_id=-1 if kind == "native_cpu" else 0, n_parameters=P,
+            reserved0=_abi.RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS if cuda_graphs else 0,
         )
         # native_cpu: the thread count the estimator's backend sets before every call.
         self._threads, self._n_threads = None, n_threads
@@ -128,12 +130,17 @@ def measure(kind: str, args) -> None:
         import cupy
 
         batches = [(cupy.asarray(X), cupy.asarray(y)) for X, y in host_batches]
+        cupy.cuda.Device().synchronize()  # the bare engine reads them on its own stream
     else:
         batches = host_batches
-    model = RenewableHuberRegressor(backend=kind, dtype=args.dtype, n_jobs=args.n_jobs)
+    graphs = args.cuda_graphs and kind == "native_cuda"
+    model = RenewableHuberRegressor(
+        backend=kind, dtype=args.dtype, n_jobs=args.n_jobs if kind == "native_cpu" else None,
+        cuda_graphs=graphs,
+    )
     model.partial_fit(*batches[0])
     n_threads = model.n_jobs_ if kind == "native_cpu" else None
-    bare = BareEngine(kind, batches, args.dtype, n_threads, device)
+    bare = BareEngine(kind, batches, args.dtype, n_threads, device, graphs)
     bare.update(0)
     count = len(batches)
     sides = {"partial_fit": [], "engine": []}
@@ -174,7 +181,8 @@ def measure(kind: str, args) -> None:
     bare.close()
     medians = {side: statistics.median(times) for side, times in sides.items()}
     source = "device (CuPy)" if device else "host (NumPy)"
-    print(f"{kind}: {args.rows} x {args.features} {args.dtype}, {source} input, "
+    print(f"{kind}: {args.rows} x {args.features} {args.dtype}, {source} input"
+          + (", CUDA Graphs" if graphs else "") + ", "
           f"{args.calls} calls per side after {args.warmup} warm-up calls"
           + (f", {n_threads} OpenMP thread(s)" if n_threads is not None else ""))
     for side, times in sides.items():
@@ -202,6 +210,8 @@ def main(argv=None) -> int:
                         help="batches of the stream whose total is printed")
     parser.add_argument("--n-jobs", type=int, default=None, help="native_cpu threads")
     parser.add_argument("--backends", default="native_cpu,native_cuda")
+    parser.add_argument("--cuda-graphs", action="store_true",
+                        help="native_cuda engines (both sides) with CUDA Graphs")
     parser.add_argument("--cuda-input", choices=("device", "host"), default=None,
                         help="native_cuda input (default: device when CuPy imports)")
     args = parser.parse_args(argv)
