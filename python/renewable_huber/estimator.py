@@ -307,7 +307,7 @@ class RenewableHuberRegressor:
 
     def _learn(self, X, y, sample_weight, *, new_stream: bool) -> None:
         params = self._validated_params()
-        if is_dask_collection(X):
+        if type(X) is not np.ndarray and is_dask_collection(X):
             self._learn_on_cluster(X, y, sample_weight, params, new_stream)
             return
         backend_name, n_features, feature_names = self._stream_so_far(params, new_stream)
