@@ -521,6 +521,12 @@ def validate_X(
 
     engine_checks_finite: the backend's engine refuses NaN/Inf itself (see the module
     docstring); only arrays that reach it unchanged skip the scan here."""
+    if type(X) is np.ndarray:
+        # A plain NumPy array: not sparse, no gradient, on the host, without column names
+        # (what the general path below finds for it, without asking).
+        host = _host_array("X", X, dtype, engine_checks_finite=engine_checks_finite)
+        _check_X_shape(host.shape, n_features_expected)
+        return host, None, False
     if X is None:
         raise ValidationError(
             "X is None: expected array-like (array or non-string sequence), got None"
@@ -551,6 +557,15 @@ def _require_device_backend(name: str, array, accepts_device: bool, backend_name
 
 def _validate_vector(name: str, array, n_rows: int, dtype: np.dtype, on_device: bool,
                      accepts_device: bool, backend_name: str, engine_checks_finite: bool):
+    if type(array) is np.ndarray and not on_device and array.ndim == 1:
+        # The general path below, for a plain 1-D NumPy array with a host X.
+        array = _host_array(name, array, dtype, engine_checks_finite=engine_checks_finite)
+        if array.shape[0] != n_rows:
+            raise ValidationError(
+                f"X has {n_rows} rows but {name} has {array.shape[0]} entries; they must have "
+                "the same length"
+            )
+        return array
     _reject_sparse(name, array)
     array = _detached(array)
     if is_device_array(array) != on_device:
@@ -630,7 +645,7 @@ def validate_batch(
         feature_names_expected=feature_names_expected,
         engine_checks_finite=engine_checks_finite,
     )
-    n_rows = _shape(X)[0]
+    n_rows = _shape(X)[0] if on_device else X.shape[0]
     y = _validate_vector(
         "y", y, n_rows, dtype, on_device, accepts_device, backend_name, engine_checks_finite
     )
@@ -657,20 +672,31 @@ def range_limit(dtype) -> float:
 
 def _check_target_range(y: np.ndarray, sample_weight: np.ndarray | None) -> None:
     """The range rule's O(n) part, up front: the weights and sum w y^2 (module docstring)."""
-    limit = range_limit(y.dtype)
+    limit = _RANGE_LIMITS[y.dtype]  # y is in the working dtype (validated)
     # OpenBLAS runs a dot product of up to 10,000 entries on the calling thread; a longer one
     # would wake its thread pool, whose spinning threads then compete with the engine's, so it
     # is summed by NumPy instead. An overflowing sum gives inf (NaN input NaN): both fail the
     # comparison, and the exact test decides.
-    with np.errstate(over="ignore", invalid="ignore"):
-        if y.shape[0] <= _BLAS_SINGLE_THREAD_LENGTH:
-            weighted = y if sample_weight is None else sample_weight * y
-            y_squares = float(np.dot(weighted, y))
-        else:
-            squares = np.square(y)
-            y_squares = float((squares if sample_weight is None else sample_weight * squares).sum())
-        fine = y_squares <= limit and (
-            sample_weight is None or float(sample_weight.sum()) <= limit)
+    if sample_weight is None and y.shape[0] <= _BLAS_SINGLE_THREAD_LENGTH:
+        # The common case, without an np.errstate context (about a microsecond per batch):
+        # np.vdot is the same BLAS dot product as np.dot, but does not turn an overflow into
+        # a RuntimeWarning. Should a NumPy version raise one under np.seterr(over="raise"),
+        # the exact test below decides as for any other overflow.
+        try:
+            fine = float(np.vdot(y, y)) <= limit
+        except FloatingPointError:
+            fine = False
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            if y.shape[0] <= _BLAS_SINGLE_THREAD_LENGTH:
+                y_squares = float(np.dot(sample_weight * y, y))
+            else:
+                squares = np.square(y)
+                y_squares = float(
+                    (squares if sample_weight is None else sample_weight * squares).sum()
+                )
+            fine = y_squares <= limit and (
+                sample_weight is None or float(sample_weight.sum()) <= limit)
     if not fine:
         _check_range_exactly(None, y, sample_weight, limit)
 

@@ -99,9 +99,16 @@ class BatchDiagnostics(dict):
     def from_batch(
         cls, diagnostics: Diagnostics, *, max_iter: int, penalty: str
     ) -> BatchDiagnostics:
-        """Plain Python values of one batch's Diagnostics plus the derived stop_reason."""
-        plain = Diagnostics.from_fields(diagnostics)
+        """Plain Python values of one batch's Diagnostics plus the derived stop_reason (the
+        conversions of Diagnostics.from_fields, into the dict directly)."""
+        iterations = int(diagnostics.iterations)
+        converged = bool(diagnostics.converged)
         return cls(
-            plain.__dict__,
-            stop_reason=stop_reason(plain.converged, plain.iterations, max_iter, penalty),
+            iterations=iterations,
+            converged=converged,
+            objective=float(diagnostics.objective),
+            lambda_value=float(diagnostics.lambda_value),
+            bandwidth=float(diagnostics.bandwidth),
+            used_regularized_fallback=bool(diagnostics.used_regularized_fallback),
+            stop_reason=stop_reason(converged, iterations, max_iter, penalty),
         )

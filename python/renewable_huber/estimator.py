@@ -307,7 +307,7 @@ class RenewableHuberRegressor:
 
     def _learn(self, X, y, sample_weight, *, new_stream: bool) -> None:
         params = self._validated_params()
-        if is_dask_collection(X):
+        if type(X) is not np.ndarray and is_dask_collection(X):
             self._learn_on_cluster(X, y, sample_weight, params, new_stream)
             return
         backend_name, n_features, feature_names = self._stream_so_far(params, new_stream)
@@ -516,27 +516,35 @@ class RenewableHuberRegressor:
             )
         )
         n_iter = 0 if diagnostics is None else diagnostics_dict["iterations"]
+        names_array = None if feature_names is None else np.array(feature_names, dtype=object)
 
-        self._clear_fit()
-        self._backend = backend
-        self._state = state
-        self._stream_layout = params.stream_layout()
-        self._inference = params.inference
-        self._feature_names = feature_names
-        self.coef_ = coef
-        self.intercept_ = intercept
-        self.n_features_in_ = n_features
-        if feature_names is not None:
-            self.feature_names_in_ = np.array(feature_names, dtype=object)
-        self.n_samples_seen_ = int(state.n_samples_seen)
-        self.n_iter_ = n_iter
-        self.backend_ = backend.name
-        self.device_ = backend.device
-        self.n_jobs_ = backend.n_jobs
-        self.diagnostics_ = diagnostics_dict
-        self.tau_ = float(tau)
-        if cuda_features is not None:
-            self.cuda_features_ = cuda_features
+        # What _clear_fit() followed by one assignment per attribute leaves, in one update:
+        # every fitted attribute is replaced, and the two that only some streams have are
+        # removed when this one has none.
+        attributes = self.__dict__
+        attributes.update(
+            _backend=backend,
+            _state=state,
+            _stream_layout=params.stream_layout(),
+            _inference=params.inference,
+            _feature_names=feature_names,
+            coef_=coef,
+            intercept_=intercept,
+            n_features_in_=n_features,
+            n_samples_seen_=int(state.n_samples_seen),
+            n_iter_=n_iter,
+            backend_=backend.name,
+            device_=backend.device,
+            n_jobs_=backend.n_jobs,
+            diagnostics_=diagnostics_dict,
+            tau_=float(tau),
+        )
+        for name, value in (("feature_names_in_", names_array),
+                            ("cuda_features_", cuda_features)):
+            if value is None:
+                attributes.pop(name, None)
+            else:
+                attributes[name] = value
 
     # -- prediction ---------------------------------------------------------------------
 

@@ -115,6 +115,15 @@ def _address_of(array: np.ndarray) -> int:
     return ctypes.addressof(ctypes.c_char.from_buffer(array))
 
 
+def _host_address(array: np.ndarray) -> int:
+    """array.ctypes.data, cheaper: _address_of for a writable array (the usual case), NumPy's
+    ctypes helper for a read-only one (ctypes only maps writable buffers)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    except (TypeError, ValueError):  # read-only, or empty (shorter than one c_char)
+        return array.ctypes.data
+
+
 def _check_kind(kind: str) -> None:
     if kind not in KINDS:
         raise BackendUnavailableError(f"unknown native backend {kind!r}; expected one of {KINDS}")
@@ -169,6 +178,11 @@ class _OpenMPThreads:
     def apply(self, count: int) -> None:
         if self._set is not None:
             self._set(count)
+
+    @property
+    def set_function(self):
+        """omp_set_num_threads itself, or None without OpenMP (called once per batch)."""
+        return self._set
 
 
 def _validate_n_jobs(n_jobs) -> None:
@@ -240,6 +254,7 @@ class NativeBackend:
         stream = _abi.c_uintptr(0)
         self._call("rh_cuda_engine_stream", ctypes.byref(stream))
         self._stream = int(stream.value)
+        self._prepare_batch_calls()
 
     # ------------------------------------------------------------------------------ plumbing
     def _apply_threads(self) -> None:
@@ -254,6 +269,88 @@ class NativeBackend:
             status = getattr(self._lib, function)(self._engine, *arguments)
             if status != _abi.RH_CUDA_SUCCESS:
                 _abi.check(self._lib, status, function, engine=self._engine)
+
+    def _prepare_batch_calls(self) -> None:
+        """What every batch's engine call reads and writes, built once per engine: the batch,
+        diagnostics and exported-state structs, and the state's landing buffers. Only a call
+        holding self._lock fills or reads them (_batch_call), and a committed state is copied
+        out of the landing buffers before the lock is released, so no array handed out ever
+        aliases memory a later batch overwrites."""
+        P = self.n_parameters
+        self._host_batch = _abi.RhCudaHostBatch(**_HOST_BATCH_HEADER)
+        self._device_batch = _abi.RhCudaDeviceBatch(**_DEVICE_BATCH_HEADER)
+        self._batch_diagnostics = _abi.RhCudaDiagnostics(**_DIAGNOSTICS_HEADER)
+        # Coefficients then information in one block (one copy per batch), and K (float64).
+        self._landing = np.empty(P + P * P, dtype=self.dtype)
+        self._landing_meat = np.empty((P, P), dtype=np.float64)
+        address = _address_of(self._landing)
+        self._exported = _abi.RhCudaHostState(
+            **_HOST_STATE_HEADER,
+            coefficients=address,
+            information=address + P * self._landing.itemsize,
+            meat=_address_of(self._landing_meat),
+        )
+        self._features_out = _abi.RhCudaEngineFeatures(**_FEATURES_HEADER)
+        # function name -> (the library's function, byref of its batch struct, of the
+        # diagnostics, of the exported state); filled at each function's first batch.
+        self._batch_references: dict[str, tuple] = {}
+        self._set_threads = None if self._threads is None else self._threads.set_function
+
+    def _batch_call(self, function: str, batch, x_pointer: int, y_pointer: int,
+                    weights_pointer, n: int, p: int, batch_weight: float, cfg):
+        """One update call on `batch` (self._host_batch or self._device_batch) under the lock;
+        returns the committed state (copied out of the landing buffers) and Diagnostics."""
+        references = self._batch_references.get(function)
+        if references is None:
+            references = self._batch_references[function] = (
+                getattr(self._lib, function),
+                ctypes.byref(batch),
+                ctypes.byref(self._batch_diagnostics),
+                ctypes.byref(self._exported),
+            )
+        call, batch_reference, diagnostics_reference, state_reference = references
+        with self._lock:
+            engine = self._engine
+            if engine is None:
+                raise BackendUnavailableError(
+                    f"{self.name} backend is closed; create a new one"
+                )
+            if self._set_threads is not None:
+                self._set_threads(self.n_jobs)
+            batch.x_design = x_pointer
+            batch.y = y_pointer
+            batch.sample_weight = weights_pointer
+            batch.n_rows = n
+            batch.n_columns = p
+            batch.batch_weight = batch_weight
+            status = call(
+                engine, batch_reference, ctypes.byref(cfg), diagnostics_reference, state_reference
+            )
+            if status != _abi.RH_CUDA_SUCCESS:
+                _abi.check(self._lib, status, function, engine=engine)
+            exported = self._exported
+            P = self.n_parameters
+            flat = self._landing.copy()
+            state = RenewableState(
+                flat[:P],
+                flat[P:].reshape(P, P),
+                exported.n_samples_seen,
+                exported.batch_count,
+                exported.previous_lambda,
+                exported.weight_sum,
+                self._landing_meat.copy() if exported.meat_available == 1 else None,
+            )
+            # ctypes reads int64 fields as int and double fields as float.
+            d = self._batch_diagnostics
+            diagnostics = Diagnostics(
+                d.iterations,
+                bool(d.converged),
+                d.objective,
+                d.lambda_value,
+                d.bandwidth,
+                bool(d.used_regularized_fallback),
+            )
+        return state, diagnostics
 
     def _host_array(self, array, name: str, shape: tuple[int, ...]) -> np.ndarray:
         # The estimator already validated and cast; these checks only keep a wrong caller from
@@ -326,19 +423,24 @@ class NativeBackend:
     def features(self) -> dict[str, Any]:
         """The engine's requested/enabled flags (bits and names) and CUDA Graph counters, read
         from the engine at every access (a fresh dict)."""
-        # Built directly with its header, as the per-batch structs are: the estimator reads
-        # the counters after every native_cuda batch.
-        out = _abi.RhCudaEngineFeatures(**_FEATURES_HEADER)
-        self._call("rh_cuda_engine_features", ctypes.byref(out))
-        # ctypes reads uint64_t fields as Python ints.
-        requested = out.requested_flags
-        enabled = out.enabled_flags
+        # The estimator reads the counters after every native_cuda batch: the struct is the
+        # engine's own (built once), filled and read under the lock.
+        with self._lock:
+            if self._engine is None:
+                raise BackendUnavailableError(f"{self.name} backend is closed; create a new one")
+            out = self._features_out
+            status = self._lib.rh_cuda_engine_features(self._engine, ctypes.byref(out))
+            if status != _abi.RH_CUDA_SUCCESS:
+                _abi.check(self._lib, status, "rh_cuda_engine_features", engine=self._engine)
+            # ctypes reads uint64_t fields as Python ints.
+            requested, enabled = out.requested_flags, out.enabled_flags
+            counters = (out.graph_captures, out.graph_replays, out.graph_fallbacks)
         return {
             "requested_flags": requested,
             "enabled_flags": enabled,
-            "graph_captures": out.graph_captures,
-            "graph_replays": out.graph_replays,
-            "graph_fallbacks": out.graph_fallbacks,
+            "graph_captures": counters[0],
+            "graph_replays": counters[1],
+            "graph_fallbacks": counters[2],
             "requested": _abi.decode_flags(requested),
             "enabled": _abi.decode_flags(enabled),
         }
@@ -400,39 +502,21 @@ class NativeBackend:
             weights_pointer, batch_weight = None, float(n)
         else:
             sample_weight = self._host_array(sample_weight, "sample_weight", (n,))
-            weights_pointer = sample_weight.ctypes.data
+            weights_pointer = _host_address(sample_weight)
             with np.errstate(over="ignore", invalid="ignore"):
                 batch_weight = float(np.sum(sample_weight, dtype=np.float64))
             if not math.isfinite(batch_weight):
                 _refuse_nonfinite_weights(sample_weight)
-        batch = _abi.RhCudaHostBatch(
-            **_HOST_BATCH_HEADER,
-            x_design=X.ctypes.data,
-            y=y.ctypes.data,
-            sample_weight=weights_pointer,
-            n_rows=n,
-            n_columns=p,
-            batch_weight=batch_weight,
+        return self._batch_call(
+            "rh_cuda_engine_update_host_with_state", self._host_batch, _host_address(X),
+            _host_address(y), weights_pointer, n, p, batch_weight, cfg,
         )
-        diagnostics = _abi.RhCudaDiagnostics(**_DIAGNOSTICS_HEADER)
-        coefficients, information, out = self._new_state_buffers()
-        self._call(
-            "rh_cuda_engine_update_host_with_state",
-            ctypes.byref(batch),
-            ctypes.byref(cfg),
-            ctypes.byref(diagnostics),
-            ctypes.byref(out[1]),
-        )
-        state = self._committed_state(coefficients, information, out)
-        return state, Diagnostics.from_fields(diagnostics)
 
     def _borrow(self, array, name: str, ndim: int) -> _dlpack.Borrow:
         # _dlpack.borrow's context manager, built directly (once per array and batch).
         return _dlpack.Borrow(array, name, self._device_id, self._stream, self._bits, ndim)
 
     def _update_device(self, X, y, sample_weight, cfg, p: int):
-        diagnostics = _abi.RhCudaDiagnostics(**_DIAGNOSTICS_HEADER)
-        coefficients, information, out = self._new_state_buffers()
         with self._borrow(X, "X", 2) as x_view, self._borrow(y, "y", 1) as y_view:
             n = x_view.shape[0]
             if x_view.shape[1] != p or y_view.shape != (n,):
@@ -440,40 +524,23 @@ class NativeBackend:
                     f"X has shape {x_view.shape} and y {y_view.shape}; expected (n, {p}) and (n,)"
                 )
             if sample_weight is None:
-                self._device_update_call(
-                    x_view, y_view, None, float(n), cfg, diagnostics, out, p
-                )
-            else:
-                batch_weight = _device_weight_sum(sample_weight)
-                if not math.isfinite(batch_weight):
-                    _refuse_nonfinite_weights(_device_to_host(sample_weight))
-                with self._borrow(sample_weight, "sample_weight", 1) as w_view:
-                    if w_view.shape != (n,):
-                        raise ValidationError(
-                            f"sample_weight has shape {w_view.shape}; expected ({n},)"
-                        )
-                    self._device_update_call(
-                        x_view, y_view, w_view.data_pointer, batch_weight, cfg, diagnostics, out, p
+                return self._device_update_call(x_view, y_view, None, float(n), cfg, p)
+            batch_weight = _device_weight_sum(sample_weight)
+            if not math.isfinite(batch_weight):
+                _refuse_nonfinite_weights(_device_to_host(sample_weight))
+            with self._borrow(sample_weight, "sample_weight", 1) as w_view:
+                if w_view.shape != (n,):
+                    raise ValidationError(
+                        f"sample_weight has shape {w_view.shape}; expected ({n},)"
                     )
-        state = self._committed_state(coefficients, information, out)
-        return state, Diagnostics.from_fields(diagnostics)
+                return self._device_update_call(
+                    x_view, y_view, w_view.data_pointer, batch_weight, cfg, p
+                )
 
-    def _device_update_call(self, x_view, y_view, weights_pointer, batch_weight, cfg, diag, out, p):
-        batch = _abi.RhCudaDeviceBatch(
-            **_DEVICE_BATCH_HEADER,
-            x_design=x_view.data_pointer,
-            y=y_view.data_pointer,
-            sample_weight=weights_pointer,
-            n_rows=x_view.shape[0],
-            n_columns=p,
-            batch_weight=batch_weight,
-        )
-        self._call(
-            "rh_cuda_engine_update_device_with_state",
-            ctypes.byref(batch),
-            ctypes.byref(cfg),
-            ctypes.byref(diag),
-            ctypes.byref(out[1]),
+    def _device_update_call(self, x_view, y_view, weights_pointer, batch_weight, cfg, p):
+        return self._batch_call(
+            "rh_cuda_engine_update_device_with_state", self._device_batch, x_view.data_pointer,
+            y_view.data_pointer, weights_pointer, x_view.shape[0], p, batch_weight, cfg,
         )
 
     def _prediction_columns(self, p: int) -> None:
