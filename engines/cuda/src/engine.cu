@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine_error.hpp"
+#include "kernels.hpp"
 #include "test_switches.hpp"
 #include "memory_access.hpp"
 
@@ -246,6 +247,8 @@ void Engine::create(const RhCudaEngineOptions& options) {
   }
   chunk_hint = 0;
   configure_staging(*this);
+  small_dense_max = small_dense_limit_setting(configure_small_dense(device, kSmallDenseCap));
+  small_dense_threads = small_dense_threads_setting();
 
   int64_t PP = 0;
   if (rh_mul_i64(P, P, &PP) != 0) {

@@ -76,13 +76,16 @@ void launch_assemble_hessian(const T* gram, const double* J, const BatchConstant
 // out = sum over chunks of the chunk-major partial P x P Grams, in chunk order.
 template <class T>
 void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, T* out, cudaStream_t s);
-// P <= kSmallDenseMax, while running: assemble H, factor it (Cholesky), set factor_ok with the
+// P <= Engine::small_dense_max, while running: assemble H, factor it (Cholesky), set factor_ok with the
 // same test as launch_check_cholesky (refused: kNeedsFallback), solve H dir = g and form
 // jdir = J dir, in one single-block kernel.
 template <class T>
 void launch_small_cholesky_solve(const T* gram, const double* J, const BatchConstants& k,
                                  DeviceScalars* sc, const double* g, double* dir, double* jdir,
-                                 cudaStream_t s);
+                                 int threads, cudaStream_t s);
+// The largest P, at most cap, whose one-block Cholesky fits the device's opt-in shared memory
+// per block; lets the kernel use that much. Called at engine creation (device current).
+int64_t configure_small_dense(int device, int64_t cap);
 // While running, on cuSOLVER's Cholesky factor of H = (G + J) / N + ridge I: accepts it when
 // info == 0 and every squared pivot exceeds 64 P eps times H's own diagonal entry (recomputed
 // from gram and J); a refused attempt moves the state to kNeedsFallback.

@@ -1,7 +1,7 @@
 // The Newton step's solve ladder (docs/decisions.md, "Linear solve ladder"): Cholesky when H is
 // bitwise symmetric, then, on the equilibrated system, LU with partial pivoting, then the SVD.
 // All in double. Systems of
-// up to kSmallDenseMax parameters are factored and solved by one single-block kernel; larger
+// up to Engine::small_dense_max parameters are factored and solved by one single-block kernel; larger
 // ones by cuSOLVER. The same ladder solves with the majoriser M = [G_m + J] / N + ridge I of
 // the Newton fallback (docs/algorithm.md, "Unpenalised"): the matrix is assembled from
 // whichever Gram the caller passes.
@@ -36,7 +36,7 @@ void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram) {
     // Factor, acceptance test, the solve for the next direction and J dir in one kernel.
     launch_small_cholesky_solve<T>(gram, ctx.information64(), ctx.k, ctx.device_scalars(),
                                    ctx.grad(), e.ws.dir.as<double>(), e.ws.jdir.as<double>(),
-                                   e.stream);
+                                   e.small_dense_threads, e.stream);
     return;
   }
   const int n = static_cast<int>(ctx.k.P);

@@ -82,7 +82,7 @@ void solve_newton(UpdateContext<T>& ctx) {
   ctx.gradient(kRunWhileRunning, true);
 
   // A wasted iteration costs launches that return at once, except cuBLAS's X'u and Gram and,
-  // above kSmallDenseMax, cuSOLVER's potrf/potrs, which cannot (UpdateContext::later_chunk).
+  // above Engine::small_dense_max, cuSOLVER's potrf/potrs, which cannot (UpdateContext::later_chunk).
   int64_t chunk = ctx.first_chunk;
   int paused = kRunning;  // the needs_host state the last chunk ended in, if any
   int64_t done = 0;

@@ -241,28 +241,54 @@ __global__ void weighted_square_norms_kernel(RowView<T> rows, const DeviceScalar
 }
 
 // Every line-search trial in one pass: the candidate beta - t d has residual r + t (x . d).
+// A team of lanes shares one row: every lane of it has x . d after the team sum, so the 27
+// trials are spread over the team's lanes (trial k on lane k mod Team) instead of queued on
+// its first lane. The sums keep the bits of a first-lane-only accumulation: each trial is still
+// summed over the same rows in the same order, and the warp combines the teams with the same
+// butterfly steps (offsets 16, 8, ..., Team) that warp_sum would apply to the first lanes.
 template <class T, int Team>
 __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, const double* dir,
                                      double tau, const DeviceScalars* sc, double* partials) {
   if (sc->state != kRunning) return;
+  constexpr int kPerLane = (kLineSearchTrials + Team - 1) / Team;
   __shared__ double shared[kLineSearchTrials * (kThreads / 32)];
   const RowTeam<Team> team;
-  double acc[kLineSearchTrials];
+  double acc[kPerLane];
 #pragma unroll
-  for (int k = 0; k < kLineSearchTrials; ++k) acc[k] = 0.0;
+  for (int m = 0; m < kPerLane; ++m) acc[m] = 0.0;
   for (int64_t i = team.first; i < rows.n; i += team.stride) {
     const double q = row_dot<Team>(rows, i, team.lane, dir);
-    if (team.lane != 0) continue;
     const double r = residual[i];
     const double w = row_weight(rows, i);
-    double t = 1.0;
 #pragma unroll
-    for (int k = 0; k < kLineSearchTrials; ++k) {
-      acc[k] += w * huber_rho(r + t * q, tau);
-      t *= 0.5;
+    for (int m = 0; m < kPerLane; ++m) {
+      const int trial = team.lane + Team * m;
+      // t = 2^-trial (its exponent bits), exactly the repeated halving of the reference.
+      const double t = __longlong_as_double(static_cast<long long>(1023 - trial) << 52);
+      if (trial < kLineSearchTrials) acc[m] += w * huber_rho(r + t * q, tau);
     }
   }
-  block_sums_to<kThreads>(acc, shared, partials + blockIdx.x * kLineSearchTrials);
+  if constexpr (Team == 1) {
+    block_sums_to<kThreads>(acc, shared, partials + blockIdx.x * kLineSearchTrials);
+  } else {
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int m = 0; m < kPerLane; ++m) {
+      double v = acc[m];
+#pragma unroll
+      for (int offset = 16; offset >= Team; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+      const int trial = lane + Team * m;
+      if (lane < Team && trial < kLineSearchTrials) shared[warp * kLineSearchTrials + trial] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < kLineSearchTrials) {
+      double total = 0.0;
+#pragma unroll
+      for (int w = 0; w < kThreads / 32; ++w) total += shared[w * kLineSearchTrials + threadIdx.x];
+      partials[blockIdx.x * kLineSearchTrials + threadIdx.x] = total;
+    }
+  }
 }
 
 // The objective sums of `count` LAMM candidates (a multiple of kLammChunk), kLammChunk per pass

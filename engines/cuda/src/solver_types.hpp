@@ -43,11 +43,11 @@ static_assert(kLammMaxGroup >= kLammFirstGroup && kLammMaxGroup >= kLammBoundAtt
 // Which group of LAMM attempts a pick decides, and so what it does when none is acceptable:
 // nothing (the next group follows), pause for the curvature-bound group, or end the solve.
 enum LammGroup : int { kLammGroupFirst = 0, kLammGroupRest = 1, kLammGroupBound = 2 };
-// Newton systems up to this size are factored and solved in one block's shared memory; larger
-// ones go to cuSOLVER. The one-block kernel costs about 1.5 us per column on an H200 (ncu:
-// 25 us at P = 17, 47 us at P = 33, 158 us at P = 91) against roughly 50 us for cuSOLVER's
-// potrf + potrs chain and its helper kernels at these sizes, so it only pays for small P.
-constexpr int64_t kSmallDenseMax = 32;
+// Newton systems up to Engine::small_dense_max parameters are factored and solved in one
+// block's shared memory (launch_small_cholesky_solve); larger ones go to cuSOLVER. The limit is
+// the largest P whose factor fits the device's opt-in shared memory per block, at most
+// kSmallDenseCap (docs/decisions.md, "The one-block Cholesky").
+constexpr int64_t kSmallDenseCap = 160;
 // The Gram X' diag(v) X is split over row chunks (one strided-batched GEMM, then a fixed-order
 // sum) so tall-skinny batches use many SMs: chunks of at least kGramChunkRows rows, and about
 // kGramTargetTiles output tiles of 64 x 64 in flight.

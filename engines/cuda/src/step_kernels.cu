@@ -2,6 +2,7 @@
 // beta, F, phi and the convergence state on the device between iterations. Single-block
 // kernels reduce in a fixed order, so every decision they take is reproducible.
 #include <cmath>
+#include <utility>
 
 #include "engine_error.hpp"
 #include "huber_math.cuh"
@@ -21,8 +22,21 @@ __device__ __forceinline__ double mask_of(const BatchConstants& k, int64_t j) {
 __device__ __forceinline__ double warp_column_sum(const double* partials, int blocks,
                                                   int stride, int column) {
   const int lane = threadIdx.x & 31;
+  // Every load first (row grids have at most kMaxRowBlocks blocks: one memory latency, not one
+  // per load), then the sum in block order.
+  constexpr int kPerLane = (kMaxRowBlocks + 31) / 32;
+  double loaded[kPerLane];
+#pragma unroll
+  for (int m = 0; m < kPerLane; ++m) {
+    const int b = lane + 32 * m;
+    loaded[m] = b < blocks ? partials[b * stride + column] : 0.0;
+  }
   double acc = 0.0;
-  for (int b = lane; b < blocks; b += 32) acc += partials[b * stride + column];
+#pragma unroll
+  for (int m = 0; m < kPerLane; ++m) {
+    if (lane + 32 * m < blocks) acc += loaded[m];
+  }
+  for (int b = lane + 32 * kPerLane; b < blocks; b += 32) acc += partials[b * stride + column];
   return warp_sum(acc);
 }
 
@@ -191,27 +205,49 @@ __global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int
   }
 }
 
-// Small symmetric systems (P <= kSmallDenseMax) in one block and shared memory: assembles
-// H = (G + J) / N + ridge I, factors H = U'U (upper, row-major), applies the same acceptance
-// test as check_cholesky_kernel (every pivot finite and above 64 P eps times its own column's
-// diagonal of H; a pivot is the squared diagonal of U) and, on the same data, solves H dir = g
-// and forms
-// jdir = J dir for the line search. One __syncthreads per column. A refused factor moves the
-// state to kNeedsFallback, exactly as check_cholesky_kernel does after cuSOLVER's potrf.
-template <class T>
+// Small symmetric systems (P <= Engine::small_dense_max) in one block and shared memory:
+// assembles H = (G + J) / N + ridge I, factors H = U'U (upper, row-major), applies the same
+// acceptance test as check_cholesky_kernel (every pivot finite and above 64 P eps times its own
+// column's diagonal of H; a pivot is the squared diagonal of U) and, on the same data, solves
+// H dir = g and forms jdir = J dir for the line search. A refused factor moves the state to
+// kNeedsFallback, exactly as check_cholesky_kernel does after cuSOLVER's potrf.
+//
+// Latency decides the time here, not work: one block barrier per column, and the step that
+// makes the next pivot ready is the only chain between two barriers. Row kk of U is formed on
+// the fly as A[kk][.] / sqrt(d_kk), with the reciprocal root (rsqrt, within an ulp) made by the
+// thread whose update finalises d_kk; the stored row is scaled one column later, when nothing
+// reads it. The two triangular solves run in one warp with the right-hand side in registers
+// (Slots per lane) and a shuffle per column. Slots = ceil(P / 32): the kernel is instantiated
+// for each, so a row costs the instructions of its own width.
+constexpr int kSmallDenseSlots = static_cast<int>((kSmallDenseCap + 31) / 32);
+
+// Slot s of a lane holds index lane + 32 s. Constant indices only, so the array stays in
+// registers.
+template <int Slots>
+__device__ __forceinline__ double slot_value(const double (&v)[Slots], int slot) {
+  double out = 0.0;
+#pragma unroll
+  for (int s = 0; s < Slots; ++s) out = s == slot ? v[s] : out;
+  return out;
+}
+
+template <class T, int Slots>
 __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, BatchConstants k,
                                             DeviceScalars* sc, const double* g, double* dir,
                                             double* jdir) {
   if (sc->state != kRunning) return;
   extern __shared__ double smem[];
   const int P = static_cast<int>(k.P);
-  double* A = smem;            // P x P, row-major; the upper triangle becomes U
-  double* pivots = A + P * P;  // P
-  double* r = pivots + P;      // P: right-hand side, then forward-substitution residual
-  double* z = r + P;           // P: U' z = g
-  double* diagonal = z + P;    // P: H's diagonal, for the pivot test
+  double* A = smem;               // P x P, row-major; the upper triangle becomes U
+  double* pivots = A + P * P;     // P: d_kk, the squared diagonal of U
+  double* inv_root = pivots + P;  // P: 1 / sqrt(d_kk)
+  double* diagonal = inv_root + P;  // P: H's diagonal, for the pivot test
+  double* solution = diagonal + P;  // P: dir, for J dir
   const int tid = threadIdx.x;
   const int nthreads = blockDim.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int warps = nthreads >> 5;
   const double inv_n = 1.0 / sc->total_weight;
   for (int idx = tid; idx < P * P; idx += nthreads) {
     const int i = idx / P;
@@ -223,72 +259,98 @@ __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, Batc
       if (i == j) diagonal[i] = A[idx];
     }
   }
-  for (int i = tid; i < P; i += nthreads) r[i] = g[i];
   __syncthreads();
+  if (tid == 0) {
+    pivots[0] = A[0];
+    inv_root[0] = rsqrt(A[0]);
+  }
 
-  // Column kk: its pivot is final once the updates of columns < kk are in. The trailing update
-  // reads row kk unscaled; row kk - 1 is scaled in the same phase (disjoint memory).
-  // Warp w updates rows kk+1+w, kk+1+w+warps, ...; its lanes walk the row's upper part.
-  const int lane = tid & 31;
-  const int warp = tid >> 5;
-  const int warps = nthreads >> 5;
-  double previous_root = 1.0;
   for (int kk = 0; kk < P; ++kk) {
-    const double d = A[kk * P + kk];
-    const double root = sqrt(d);
+    __syncthreads();  // row kk is final and inv_root[kk] is set
+    const double ir = inv_root[kk];
     if (kk > 0) {
-      for (int j = kk - 1 + tid; j < P; j += nthreads) A[(kk - 1) * P + j] /= previous_root;
+      const double previous = inv_root[kk - 1];
+      for (int j = kk + tid; j < P; j += nthreads) A[(kk - 1) * P + j] *= previous;
     }
-    const double inv_d = 1.0 / d;
     const double* pivot_row = A + kk * P;
     for (int i = kk + 1 + warp; i < P; i += warps) {
-      const double factor = pivot_row[i] * inv_d;
+      // Every load of the row first (stores to A would otherwise order them one by one).
+      const double ui = pivot_row[i] * ir;
       double* row = A + i * P;
-      for (int j = i + lane; j < P; j += 32) row[j] -= factor * pivot_row[j];
+      double pivot_part[Slots];
+      double updated[Slots];
+#pragma unroll
+      for (int s = 0; s < Slots; ++s) {
+        const int j = i + lane + 32 * s;
+        pivot_part[s] = j < P ? pivot_row[j] : 0.0;
+        updated[s] = j < P ? row[j] : 0.0;
+      }
+#pragma unroll
+      for (int s = 0; s < Slots; ++s) {
+        const int j = i + lane + 32 * s;
+        updated[s] -= ui * (pivot_part[s] * ir);
+        if (j < P) row[j] = updated[s];
+      }
+      if (i == kk + 1 && lane == 0) {  // the next pivot is final: its root for the next column
+        pivots[i] = updated[0];
+        inv_root[i] = rsqrt(updated[0]);
+      }
     }
-    if (tid == 0) pivots[kk] = d;
-    previous_root = root;
-    __syncthreads();
   }
-  for (int j = P - 1 + tid; j < P; j += nthreads) A[(P - 1) * P + j] /= previous_root;
   __syncthreads();
 
-  // U' z = g (forward), then U dir = z (backward), by the first warp alone: one column per
-  // step, and a warp barrier is far cheaper than a block barrier.
+  // U' z = g (forward), then U dir = z (backward), in warp 0: lane l holds indices l + 32 s.
   if (warp == 0) {
+    double r[Slots];
+#pragma unroll
+    for (int s = 0; s < Slots; ++s) {
+      const int i = lane + 32 * s;
+      r[s] = i < P ? g[i] : 0.0;
+    }
     for (int kk = 0; kk < P; ++kk) {
-      const double zk = r[kk] / A[kk * P + kk];
-      for (int j = kk + 1 + lane; j < P; j += 32) r[j] -= A[kk * P + j] * zk;
-      if (lane == 0) z[kk] = zk;
-      __syncwarp();
+      const double zk = __shfl_sync(0xffffffffu, slot_value(r, kk >> 5), kk & 31) * inv_root[kk];
+#pragma unroll
+      for (int s = 0; s < Slots; ++s) {
+        const int j = lane + 32 * s;
+        if (j > kk && j < P) r[s] -= A[kk * P + j] * zk;
+        if (j == kk) r[s] = zk;
+      }
     }
     for (int kk = P - 1; kk >= 0; --kk) {
-      const double xk = z[kk] / A[kk * P + kk];
-      for (int j = lane; j < kk; j += 32) z[j] -= A[j * P + kk] * xk;
-      if (lane == 0) {
-        dir[kk] = xk;
-        r[kk] = xk;  // the forward residual is spent; r now holds dir for the product below
+      const double xk = __shfl_sync(0xffffffffu, slot_value(r, kk >> 5), kk & 31) * inv_root[kk];
+#pragma unroll
+      for (int s = 0; s < Slots; ++s) {
+        const int j = lane + 32 * s;
+        if (j < kk) r[s] -= A[j * P + kk] * xk;
+        if (j == kk) r[s] = xk;
       }
-      __syncwarp();
+    }
+#pragma unroll
+    for (int s = 0; s < Slots; ++s) {
+      const int i = lane + 32 * s;
+      if (i < P) {
+        dir[i] = r[s];
+        solution[i] = r[s];
+      }
     }
   }
-  __syncthreads();
+  int refused = 0;
+  const double floor = 64.0 * static_cast<double>(P) * k.dtype_epsilon;
+  for (int i = tid; i < P; i += nthreads) {
+    const double d = pivots[i];
+    if (!isfinite(d) || !(d > floor * diagonal[i])) refused = 1;
+  }
+  refused = __syncthreads_or(refused);  // also publishes the solution to every warp
   // jdir = J dir, one row per warp, in the lane order and shuffle tree of matvec_kernel.
   for (int j = warp; j < P; j += warps) {
     double acc = 0.0;
-    for (int c = lane; c < P; c += 32) acc += J[static_cast<int64_t>(j) * P + c] * r[c];
+    for (int c = lane; c < P; c += 32) acc += J[static_cast<int64_t>(j) * P + c] * solution[c];
     acc = warp_sum(acc);
     if (lane == 0) jdir[j] = acc;
   }
   if (tid == 0) {
-    const double floor = 64.0 * static_cast<double>(P) * k.dtype_epsilon;
-    int accepted = 1;
-    for (int i = 0; i < P; ++i) {
-      const double d = pivots[i];
-      if (!isfinite(d) || !(d > floor * diagonal[i])) accepted = 0;
-    }
-    sc->factor_ok = accepted;
-    if (!accepted) sc->state = kNeedsFallback;
+    sc->factor_ok = refused ? 0 : 1;
+    if (refused) sc->state = kNeedsFallback;
   }
 }
 
@@ -859,25 +921,67 @@ void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, T* out, 
   check_launch("sum_gram_partials_kernel");
 }
 
-// A whole block of warps: each column's trailing update is spread one row per warp, so the
-// latency of a column is a few shared-memory round trips, not a warp's walk over many rows.
+// A whole block of warps by default: each column's trailing update is spread one row per warp,
+// so the latency of a column is a few shared-memory round trips, not a warp's walk over many
+// rows. The engine may launch fewer (Engine::small_dense_threads, a multiple of 32).
 constexpr int kSmallDenseThreads = 1024;
 
 constexpr size_t small_cholesky_shared_bytes(int64_t P) {
   return static_cast<size_t>(P * P + 4 * P) * sizeof(double);
 }
-// Within the 48 KiB every kernel may use without opting in to more dynamic shared memory.
-static_assert(small_cholesky_shared_bytes(kSmallDenseMax) <= 48 * 1024,
-              "kSmallDenseMax needs cudaFuncAttributeMaxDynamicSharedMemorySize");
+
+template <class T, int Slots>
+void allow_small_dense_bytes(int bytes) {
+  check_cuda(cudaFuncSetAttribute(small_cholesky_solve_kernel<T, Slots>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+             "cudaFuncSetAttribute (one-block Cholesky)");
+}
+
+template <class T, int... Slots>
+void allow_small_dense_bytes_all(int bytes, std::integer_sequence<int, Slots...>) {
+  (allow_small_dense_bytes<T, Slots + 1>(bytes), ...);
+}
+
+int64_t configure_small_dense(int device, int64_t cap) {
+  int optin = 0;
+  check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "cudaDeviceGetAttribute (shared memory per block)");
+  int64_t limit = 0;
+  while (limit < cap && small_cholesky_shared_bytes(limit + 1) <= static_cast<size_t>(optin)) {
+    ++limit;
+  }
+  // Above the 48 KiB every kernel may use, the kernels opt in to the bytes the limit needs.
+  const size_t bytes = small_cholesky_shared_bytes(limit);
+  if (bytes > 48 * 1024) {
+    const auto slots = std::make_integer_sequence<int, kSmallDenseSlots>{};
+    allow_small_dense_bytes_all<float>(static_cast<int>(bytes), slots);
+    allow_small_dense_bytes_all<double>(static_cast<int>(bytes), slots);
+  }
+  return limit;
+}
+
+template <class T, int Slots>
+void launch_small_cholesky_slots(const T* gram, const double* J, const BatchConstants& k,
+                                 DeviceScalars* sc, const double* g, double* dir, double* jdir,
+                                 int threads, cudaStream_t s) {
+  const size_t bytes = small_cholesky_shared_bytes(k.P);
+  small_cholesky_solve_kernel<T, Slots>
+      <<<1, threads > 0 ? threads : kSmallDenseThreads, bytes, s>>>(gram, J, k, sc, g, dir, jdir);
+  check_launch("small_cholesky_solve_kernel");
+}
 
 template <class T>
 void launch_small_cholesky_solve(const T* gram, const double* J, const BatchConstants& k,
                                  DeviceScalars* sc, const double* g, double* dir, double* jdir,
-                                 cudaStream_t s) {
-  const size_t bytes = small_cholesky_shared_bytes(k.P);
-  small_cholesky_solve_kernel<T><<<1, kSmallDenseThreads, bytes, s>>>(gram, J, k, sc, g, dir,
-                                                                      jdir);
-  check_launch("small_cholesky_solve_kernel");
+                                 int threads, cudaStream_t s) {
+  static_assert(kSmallDenseSlots == 5, "one case per slot count below");
+  switch ((k.P + 31) / 32) {
+    case 1: return launch_small_cholesky_slots<T, 1>(gram, J, k, sc, g, dir, jdir, threads, s);
+    case 2: return launch_small_cholesky_slots<T, 2>(gram, J, k, sc, g, dir, jdir, threads, s);
+    case 3: return launch_small_cholesky_slots<T, 3>(gram, J, k, sc, g, dir, jdir, threads, s);
+    case 4: return launch_small_cholesky_slots<T, 4>(gram, J, k, sc, g, dir, jdir, threads, s);
+    default: return launch_small_cholesky_slots<T, 5>(gram, J, k, sc, g, dir, jdir, threads, s);
+  }
 }
 
 template <class T>
@@ -998,7 +1102,7 @@ void launch_commit(const double* J, const T* gram, const double* beta, const Bat
   template void launch_sum_gram_partials<T>(const T*, int, int64_t, T*, cudaStream_t);         \
   template void launch_small_cholesky_solve<T>(const T*, const double*, const BatchConstants&,  \
                                                DeviceScalars*, const double*, double*, double*, \
-                                               cudaStream_t); \
+                                               int, cudaStream_t);                              \
   template void launch_check_cholesky<T>(const double*, const int*, const T*, const double*,   \
                                          const BatchConstants&, DeviceScalars*, cudaStream_t);
 

@@ -1,5 +1,6 @@
 #include "test_switches.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -20,6 +21,20 @@ int64_t forced_chunk_setting() {
   if (value == nullptr) return 0;
   const long long parsed = std::strtoll(value, nullptr, 10);
   return parsed > 0 ? parsed : 0;
+}
+
+int64_t small_dense_limit_setting(int64_t device_limit) {
+  const char* value = std::getenv("RH_CUDA_TEST_SMALL_DENSE_MAX");
+  if (value == nullptr || value[0] == '\0') return device_limit;
+  const long long parsed = std::strtoll(value, nullptr, 10);
+  return parsed < 0 ? device_limit : std::min<int64_t>(parsed, device_limit);
+}
+
+int small_dense_threads_setting() {
+  const char* value = std::getenv("RH_CUDA_TEST_SMALL_DENSE_THREADS");
+  if (value == nullptr || value[0] == '\0') return 0;
+  const long parsed = std::strtol(value, nullptr, 10);
+  return parsed >= 32 && parsed <= 1024 && parsed % 32 == 0 ? static_cast<int>(parsed) : 0;
 }
 
 StagingMode staging_mode_setting() {
@@ -86,6 +101,8 @@ FaultKind fault_injection_kind() { return FaultKind::Allocation; }
 
 InjectedFailure injected_failure_setting() { return InjectedFailure::None; }
 int64_t forced_chunk_setting() { return 0; }
+int64_t small_dense_limit_setting(int64_t device_limit) { return device_limit; }
+int small_dense_threads_setting() { return 0; }
 StagingMode staging_mode_setting() { return StagingMode::Pinned; }
 int staging_threads_setting(int fallback, int) { return fallback; }
 

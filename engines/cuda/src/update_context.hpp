@@ -50,7 +50,7 @@ struct UpdateContext {
   T* xtu() const { return e.ws.xtu.as<T>(); }
 
   // The Newton system is small enough for the one-block Cholesky (launch_small_cholesky_solve).
-  bool small_dense() const { return k.P <= kSmallDenseMax; }
+  bool small_dense() const { return k.P <= e.small_dense_max; }
   // The row pass forms X'u itself (narrow rows) instead of cuBLAS's gemv over the scores.
   bool row_pass_xtu() const { return rows.ncols_x <= kWideRowColumns; }
 

@@ -94,7 +94,7 @@ struct ChunkSizes {
 
 // Iterations to queue before the first synchronisation of an update: as many as the engine's
 // previous update needed (the batches of one stream tend to need alike), capped where a wasted
-// iteration is dear: cuSOLVER (Newton above kSmallDenseMax) cannot skip its factorisation, nor
+// iteration is dear: cuSOLVER (Newton above Engine::small_dense_max) cannot skip its factorisation, nor
 // cuBLAS its Gram, so there the first chunk is at most 2, and 1 once the Gram alone (2 n P^2
 // flops) outweighs a synchronisation many times over (above kHeavyGramFlops, about 50 us on an
 // H200). Later chunks: a few LAMM iterations (launches that return at once are cheap), Newton
@@ -103,7 +103,7 @@ constexpr double kHeavyGramFlops = 2e9;
 
 ChunkSizes chunk_sizes(const Engine& e, bool l1, int64_t n_rows) {
   if (e.forced_chunk > 0) return {e.forced_chunk, e.forced_chunk};
-  const bool cusolver = !l1 && e.P > kSmallDenseMax;
+  const bool cusolver = !l1 && e.P > e.small_dense_max;
   const double gram_flops = 2.0 * static_cast<double>(n_rows) * static_cast<double>(e.P) *
                             static_cast<double>(e.P);
   const int64_t cap = cusolver ? (gram_flops > kHeavyGramFlops ? 1 : 2) : 8;
