@@ -241,6 +241,7 @@ __global__ void weighted_square_norms_kernel(RowView<T> rows, const DeviceScalar
 }
 
 // Every line-search trial in one pass: the candidate beta - t d has residual r + t (x . d).
+// partials[trial * blocks + block].
 // A team of lanes shares one row: every lane of it has x . d after the team sum, so the 27
 // trials are spread over the team's lanes (trial k on lane k mod Team) instead of queued on
 // its first lane. The sums keep the bits of a first-lane-only accumulation: each trial is still
@@ -268,26 +269,29 @@ __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, co
       if (trial < kLineSearchTrials) acc[m] += w * huber_rho(r + t * q, tau);
     }
   }
-  if constexpr (Team == 1) {
-    block_sums_to<kThreads>(acc, shared, partials + blockIdx.x * kLineSearchTrials);
-  } else {
-    const int lane = threadIdx.x & 31;
-    const int warp = threadIdx.x >> 5;
+  // Per warp: Team == 1 sums all 32 lanes with warp_sum's tree; wider teams combine the teams
+  // with the same butterfly steps. Then the warps in order, one thread per trial.
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
 #pragma unroll
-    for (int m = 0; m < kPerLane; ++m) {
-      double v = acc[m];
+  for (int m = 0; m < kPerLane; ++m) {
+    double v = acc[m];
+    if constexpr (Team == 1) {
+      v = warp_sum(v);
+    } else {
 #pragma unroll
       for (int offset = 16; offset >= Team; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-      const int trial = lane + Team * m;
-      if (lane < Team && trial < kLineSearchTrials) shared[warp * kLineSearchTrials + trial] = v;
     }
-    __syncthreads();
-    if (threadIdx.x < kLineSearchTrials) {
-      double total = 0.0;
+    const int trial = Team == 1 ? m : lane + Team * m;
+    if (lane < Team && trial < kLineSearchTrials) shared[warp * kLineSearchTrials + trial] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < kLineSearchTrials) {
+    double total = 0.0;
 #pragma unroll
-      for (int w = 0; w < kThreads / 32; ++w) total += shared[w * kLineSearchTrials + threadIdx.x];
-      partials[blockIdx.x * kLineSearchTrials + threadIdx.x] = total;
-    }
+    for (int w = 0; w < kThreads / 32; ++w) total += shared[w * kLineSearchTrials + threadIdx.x];
+    // Trial-major: the select kernel reads each trial's block partials contiguously.
+    partials[threadIdx.x * gridDim.x + blockIdx.x] = total;
   }
 }
 

@@ -482,7 +482,8 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
   }
   const int warp = threadIdx.x >> 5;
   for (int t = warp; t < kLineSearchTrials; t += kWarps) {
-    const double total = warp_column_sum(partials, blocks, kLineSearchTrials, t);
+    // The trials kernel writes trial-major partials: this trial's are contiguous.
+    const double total = warp_column_sum(partials + static_cast<int64_t>(t) * blocks, blocks, 1, 0);
     if ((threadIdx.x & 31) == 0) trial_sums[t] = total;
   }
   double a = 0.0, b = 0.0, c = 0.0;
