@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# GPU host stage 2, performance: interleaved A/B native_cuda (candidate) vs cupy (baseline),
-# penalties none and l1, host and device transports, then the large profile. Writes records,
+# GPU host stage 2, performance: interleaved A/B native_cuda (candidate) vs cupy (baseline) and
+# vs the peer's CuPy backend (renewable-huber 0.7.1, from .whl/peer/), penalties none and l1,
+# host and device transports, then the large profile. Writes records,
 # gates and plots into RESULTS (default $OUT/stage2, else benchmarks/records/DATE-gpu).
 # Exit 0 only when every gate passed. Expects RH_CUDA_LIBRARY (stage 1 exports it) and .whl/.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -23,5 +24,22 @@ for profile in ${PROFILES:-standard large}; do
     --operations partial_fit --rounds "${ROUNDS:-9}" --no-progress \
     --data-dir /tmp --out-dir "$RESULTS/$profile" || status=1
   python3 benchmarks/plot.py "$RESULTS/$profile/gate.json" --out "$RESULTS/$profile/gate.png"
+  # The competitor: renewable-huber 0.7.1's CuPy backend, from its wheel in .whl/peer/, in its
+  # own site folder (the runner never hands our PYTHONPATH to a peer), same data and rounds.
+  if compgen -G ".whl/peer/renewable_huber-0.7.1-*.whl" > /dev/null; then
+    step "A/B native_cuda vs the peer's CuPy backend (renewable-huber 0.7.1), profile $profile"
+    python3 -m pip install --quiet --no-index --no-deps --target /tmp/rh-peer-site \
+      .whl/peer/renewable_huber-0.7.1-*.whl
+    python3 benchmarks/ab.py --baseline-engine peer_cupy --candidate-engine native_cuda \
+      --baseline-python python3 --baseline-pythonpath /tmp/rh-peer-site \
+      --profile "$profile" --penalties none,l1 --transports host,device \
+      --dtypes "${DTYPES:-float32,float64}" --lifecycles "${LIFECYCLES:-cold}" \
+      --operations partial_fit --rounds "${ROUNDS:-9}" --no-progress \
+      --data-dir /tmp --out-dir "$RESULTS/$profile-peer" || status=1
+  else
+    echo "no .whl/peer/renewable_huber-0.7.1 wheel: the peer comparison is skipped" \
+      "(prepare_device_wheels.sh downloads it)" >&2
+    status=1
+  fi
 done
 exit "$status"

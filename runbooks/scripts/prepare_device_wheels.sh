@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Run on a machine with network access and scikit-build-core, before the GPU stages, when the
 # GPU host has neither: builds this project's wheel and fetches the pure-Python wheels the host
-# lacks (jsonschema and its dependencies, for the record validator) into .whl/ (ignored by git);
-# copy .whl/ into the checkout on the GPU host.
+# lacks (jsonschema and its dependencies, for the record validator) into .whl/ (ignored by git),
+# and the competitor stage 2 measures, renewable-huber 0.7.1 (pure Python; its CuPy backend), into
+# .whl/peer/ (installed apart: it has the same package name); copy .whl/ into the checkout on the
+# GPU host.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 WHEELS="$REPO_ROOT/.whl"
 rm -rf "$WHEELS" && mkdir -p "$WHEELS"
@@ -13,4 +15,7 @@ python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3
   --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 -d "$WHEELS" \
   jsonschema jsonschema-specifications referencing rpds-py attrs typing-extensions
-ls -l "$WHEELS"
+step "the peer, renewable-huber 0.7.1, for stage 2's comparison with its CuPy backend"
+python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$WHEELS/peer" \
+  "renewable-huber==0.7.1"
+ls -lR "$WHEELS"
