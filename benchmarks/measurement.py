@@ -22,7 +22,7 @@ def repetitions_for(single_run_seconds: float,
 
 
 def relative_mad(samples) -> float:
-    """median(|x - median|) / median: the spread the gates bound."""
+    """median(|x - median|) / median: the spread reported beside every sample and gate."""
     x = np.asarray(samples, dtype=np.float64)
     med = float(np.median(x))
     return float(np.median(np.abs(x - med)) / med)

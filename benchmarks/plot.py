@@ -41,6 +41,14 @@ def series_from_gate(gate: dict) -> tuple[list[str], dict[str, list[float]], flo
     return labels, {name: [c["median_ratio"] for c in cases]}, band, title
 
 
+def intervals_from_gate(gate: dict) -> dict[str, list]:
+    """Per series of `series_from_gate`, each case's confidence interval (None where the
+    gate has none, as in gates written before version 2)."""
+    cases = [c for c in gate["cases"] if c["median_ratio"] is not None]
+    name = f"{gate['candidate']['engine']} / {gate['baseline']['engine']}"
+    return {name: [c.get("interval") for c in cases]}
+
+
 def series_from_record(record: dict, reference: str | None) -> tuple[list[str],
                                                                        dict[str, list[float]],
                                                                        float, str]:
@@ -69,7 +77,9 @@ def series_from_record(record: dict, reference: str | None) -> tuple[list[str],
 
 
 def render(labels: list[str], series: dict[str, list[float]], band: float, title: str,
-           out: Path) -> None:
+           out: Path, intervals: dict[str, list] | None = None) -> None:
+    """Bars of the ratios from 1, the noise band shaded; `intervals` (per series, a [low, high]
+    or None per case) draws each case's confidence interval as an error bar."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -90,8 +100,19 @@ def render(labels: list[str], series: dict[str, list[float]], band: float, title
         # Bars grow from 1 so faster and slower point in opposite directions.
         values = np.asarray(ratios, dtype=float)
         finite.extend(values[np.isfinite(values)])
-        axes.bar(positions + (i - (len(series) - 1) / 2) * width, values - 1.0, width,
-                 bottom=1.0, label=name, zorder=2)
+        where = positions + (i - (len(series) - 1) / 2) * width
+        axes.bar(where, values - 1.0, width, bottom=1.0, label=name, zorder=2)
+        spans = (intervals or {}).get(name)
+        if spans:
+            have = [j for j, span in enumerate(spans) if span is not None]
+            if have:
+                lows = np.array([spans[j][0] for j in have])
+                highs = np.array([spans[j][1] for j in have])
+                finite.extend(np.concatenate([lows, highs]))
+                axes.errorbar(where[have], values[have],
+                              yerr=[values[have] - lows, highs - values[have]], fmt="none",
+                              ecolor="0.15", elinewidth=1.0, capsize=2, zorder=3,
+                              label="95% interval" if i == 0 else None)
     axes.set_yscale("log")
     low = min(min(finite, default=1.0), 1 / (1 + band)) / 1.25
     high = max(max(finite, default=1.0), 1 + band) * 1.25
@@ -119,14 +140,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     data = records.load(args.input)
     try:
+        intervals = None
         if data.get("schema") == GATE_SCHEMA:
             parts = series_from_gate(data)
+            intervals = intervals_from_gate(data)
         elif data.get("schema") == records.SCHEMA_NAME:
             parts = series_from_record(data, args.reference)
         else:
             raise ValueError(f"{args.input} is neither a gate nor a shape-sweep record "
                              f"(schema {data.get('schema')!r})")
-        render(*parts, args.out)
+        render(*parts, args.out, intervals=intervals)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -58,3 +58,18 @@ def test_unknown_input_and_reference_are_refused(tmp_path, capsys):
     assert plot.main([str(tmp_path / "r.json"), "--reference", "cupy",
                       "--out", str(tmp_path / "y.png")]) == 2
     assert "reference 'cupy'" in capsys.readouterr().err
+
+
+def test_gate_plots_carry_each_case_interval(tmp_path):
+    result = gate.evaluate(two_engine_record(), "numpy", "native_cpu")
+    [(name, spans)] = plot.intervals_from_gate(result).items()
+    assert name == "native_cpu / numpy"
+    assert spans == [c["interval"] for c in result["cases"]]
+    # a gate written before intervals existed still plots, without error bars
+    for case in result["cases"]:
+        del case["interval"]
+    assert plot.intervals_from_gate(result) == {name: [None] * len(result["cases"])}
+    out = tmp_path / "old.png"
+    labels, series, band, title = plot.series_from_gate(result)
+    plot.render(labels, series, band, title, out, intervals=plot.intervals_from_gate(result))
+    assert_png(out)
