@@ -458,10 +458,12 @@ static void test_restore_refusals_and_asymmetric_round_trip(void) {
   EXPECT_RESTORE_FAILS((v.n_samples_seen = 0, v.batch_count = 0, v.weight_sum = 5.0),
                        "weight_sum is 5 with batch_count 0");
   info[6] = NAN;
-  EXPECT_RESTORE_FAILS((void)0, "RhCudaHostStateView.information[1, 2] is nan: values must be finite");
+  EXPECT_RESTORE_FAILS((void)0,
+                       "RhCudaHostStateView.information[1, 2] is nan: values must be finite");
   info[6] = 0.06;
   coef[2] = INFINITY;
-  EXPECT_RESTORE_FAILS((void)0, "RhCudaHostStateView.coefficients[2] is inf: values must be finite");
+  EXPECT_RESTORE_FAILS((void)0,
+                       "RhCudaHostStateView.coefficients[2] is inf: values must be finite");
   coef[2] = 3.0;
   CHECK_STATUS(rh_cuda_engine_restore(engine, NULL), RH_CUDA_INVALID_ARGUMENT);
 #undef EXPECT_RESTORE_FAILS

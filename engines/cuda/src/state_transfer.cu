@@ -21,8 +21,9 @@ bool bitwise_symmetric(const T* a, int64_t P) {
 }
 
 double host_element(const Engine& e, const void* data, int64_t index) {
-  return e.dtype == RH_CUDA_DTYPE_FLOAT32 ? static_cast<double>(static_cast<const float*>(data)[index])
-                                         : static_cast<const double*>(data)[index];
+  return e.dtype == RH_CUDA_DTYPE_FLOAT32
+             ? static_cast<double>(static_cast<const float*>(data)[index])
+             : static_cast<const double*>(data)[index];
 }
 
 int64_t first_nonfinite(const Engine& e, const void* data, int64_t count) {
