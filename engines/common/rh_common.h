@@ -52,6 +52,29 @@ void rh_error_clear(RhErrorBuffer* err);
 /* The calling thread's buffer behind rh_cuda_last_error(). */
 RhErrorBuffer* rh_thread_error(void);
 
+/* ------------------------------------------------------------------- refused data values */
+
+/* The rule a refused array value breaks; it picks the prose after the message's prefix. */
+typedef enum RhValueRule {
+  RH_VALUE_FINITE = 0,               /* "values must be finite" */
+  RH_VALUE_NONNEGATIVE = 1,          /* "values must be >= 0 (this one is <v>)" */
+  RH_VALUE_NONNEGATIVE_DIAGONAL = 2  /* "diagonal entries must be >= 0 (this one is <v>)" */
+} RhValueRule;
+
+/* The one writer of every refusal of an array's value, in both engines (the ABI guide's
+ * "Refused data values" states the grammar as part of the contract):
+ *
+ *   <owner>.<field>[<index>] is <kind>: <prose>             (a vector; column < 0)
+ *   <owner>.<field>[<row>, <column>] is <kind>: <prose>     (a row-major matrix)
+ *
+ * <kind> follows from `value`: "nan", "inf" or "-inf" when it is not finite, otherwise
+ * "negative" (value < 0, for the two NONNEGATIVE rules). The indices are printed in decimal.
+ * Returns RH_CUDA_INVALID_ARGUMENT; a value that breaks no rule (a caller's bug) gives
+ * RH_CUDA_INTERNAL_ERROR with a message saying so. */
+RhCudaStatus rh_refuse_value(RhErrorBuffer* err, const char* owner, const char* field,
+                             int64_t index_or_row, int64_t column, double value,
+                             RhValueRule rule);
+
 /* ------------------------------------------------------------------------- struct headers */
 
 /* Checks ptr != NULL, abi_version == RH_CUDA_ABI_VERSION and struct_size >= known_size.

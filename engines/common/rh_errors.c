@@ -1,3 +1,5 @@
+#include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -57,3 +59,29 @@ void rh_error_clear(RhErrorBuffer* err) {
 }
 
 RhErrorBuffer* rh_thread_error(void) { return &thread_error; }
+
+RhCudaStatus rh_refuse_value(RhErrorBuffer* err, const char* owner, const char* field,
+                             int64_t index_or_row, int64_t column, double value,
+                             RhValueRule rule) {
+  char where[48];
+  if (column < 0) {
+    snprintf(where, sizeof where, "[%" PRId64 "]", index_or_row);
+  } else {
+    snprintf(where, sizeof where, "[%" PRId64 ", %" PRId64 "]", index_or_row, column);
+  }
+  if (!isfinite(value)) {
+    /* "nan" whatever the NaN's sign bit, which carries nothing */
+    const char* kind = isnan(value) ? "nan" : (value > 0.0 ? "inf" : "-inf");
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.%s%s is %s: values must be finite", owner,
+                   field, where, kind);
+  }
+  if (rule != RH_VALUE_FINITE && value < 0.0) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "%s.%s%s is negative: %s must be >= 0 (this one is %.17g)", owner, field,
+                   where, rule == RH_VALUE_NONNEGATIVE_DIAGONAL ? "diagonal entries" : "values",
+                   value);
+  }
+  return rh_fail(err, RH_CUDA_INTERNAL_ERROR,
+                 "%s.%s%s holds %.17g, which breaks no rule it was refused for (engine bug)",
+                 owner, field, where, value);
+}

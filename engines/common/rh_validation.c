@@ -297,16 +297,13 @@ RhCudaStatus rh_validate_state_meat(const RhCudaHostStateView* state, int64_t n_
   const double* meat = (const double*)state->meat;
   int64_t bad = rh_first_nonfinite_f64(meat, P * P);
   if (bad >= 0) {
-    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                   "RhCudaHostStateView.meat[%" PRId64 ", %" PRId64 "] is %g: must be finite",
-                   bad / P, bad % P, meat[bad]);
+    return rh_refuse_value(err, "RhCudaHostStateView", "meat", bad / P, bad % P, meat[bad],
+                           RH_VALUE_FINITE);
   }
   for (int64_t j = 0; j < P; ++j) {
     if (meat[j * P + j] < 0.0) {
-      return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                     "RhCudaHostStateView.meat[%" PRId64 ", %" PRId64
-                     "] is %g: the meat matrix K has no negative diagonal entry",
-                     j, j, meat[j * P + j]);
+      return rh_refuse_value(err, "RhCudaHostStateView", "meat", j, j, meat[j * P + j],
+                             RH_VALUE_NONNEGATIVE_DIAGONAL);
     }
   }
   return RH_CUDA_SUCCESS;

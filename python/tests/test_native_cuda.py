@@ -213,9 +213,10 @@ NONFINITE_INPUTS = {
     "host float64 to float32 cast": ("float32", np.float64, False),
 }
 NONFINITE_FIELDS = {
-    # estimator argument: (index written, position in the message, engine text after the struct)
-    "X": ((3, 1), "row 3, column 1", r"x_design has a non-finite value at row 3, column 1"),
-    "y": ((5,), "index 5", r"y has a non-finite value at index 5"),
+    # estimator argument: (index written, position in the message, engine text after the struct,
+    # {value} the kind: nan, inf or -inf, as str() of the value writes it)
+    "X": ((3, 1), "row 3, column 1", r"x_design\[3, 1\] is {value}: values must be finite"),
+    "y": ((5,), "index 5", r"y\[5\] is {value}: values must be finite"),
     # Weights reach the engine with their sum, which the engine checks first: a non-finite sum
     # is traced to its first bad weight in the backend.
     "sample_weight": ((2,), "index 2", None),
@@ -248,7 +249,7 @@ def _estimator_batch(request, kind, seed, n, p=4, bad=None):
     return arrays["X"], arrays["y"], arrays["sample_weight"]
 
 
-def _expected_nonfinite(kind, name):
+def _expected_nonfinite(kind, name, value):
     dtype, input_dtype, on_device = NONFINITE_INPUTS[kind]
     _, where, engine_text = NONFINITE_FIELDS[name]
     message = rf"^{name} contains NaN or infinity \(first at {where}\)"
@@ -258,6 +259,7 @@ def _expected_nonfinite(kind, name):
         ("rh_cuda_engine_update_device_with_state", "RhCudaDeviceBatch") if on_device
         else ("rh_cuda_engine_update_host_with_state", "RhCudaHostBatch")
     )
+    engine_text = engine_text.format(value=value)
     return message + rf": {call} failed with INVALID_ARGUMENT: {struct}\.{engine_text}$"
 
 
@@ -294,7 +296,7 @@ def test_estimator_nonfinite_first_batch_names_the_array_and_fits_nothing(
 
     estimator = RenewableHuberRegressor(backend="native_cuda", dtype=NONFINITE_INPUTS[kind][0])
     bad = _estimator_batch(request, kind, 1, 40, bad=(name, value))
-    message = _expected_nonfinite(kind, name)
+    message = _expected_nonfinite(kind, name, value)
     with pytest.raises(ValidationError, match=message):
         estimator.partial_fit(*bad)
     assert not hasattr(estimator, "coef_") and estimator._backend is None
@@ -314,7 +316,7 @@ def test_estimator_nonfinite_later_batch_changes_nothing(request, kind, name, va
     estimator.partial_fit(*_estimator_batch(request, kind, 1, 60))
     before = _fitted_snapshot(estimator)
     bad = _estimator_batch(request, kind, 2, 30, bad=(name, value))
-    message = _expected_nonfinite(kind, name)
+    message = _expected_nonfinite(kind, name, value)
     for call in (estimator.partial_fit, estimator.fit):
         with pytest.raises(ValidationError, match=message):
             call(*bad)

@@ -239,12 +239,12 @@ def test_refused_batch_changes_no_attribute_though_the_engine_counters_moved(eng
     estimator.partial_fit(*device_batch())
     before = fitted_snapshot(estimator)
     engine.refuse_next = (_abi.RH_CUDA_INVALID_ARGUMENT,
-                          "RhCudaDeviceBatch.x_design has a non-finite value at row 4, column 2")
+                          "RhCudaDeviceBatch.x_design[4, 2] is inf: values must be finite")
     X, y = device_batch()
     with pytest.raises(ValidationError, match=(
         r"^X contains NaN or infinity \(first at row 4, column 2\): "
         r"rh_cuda_engine_update_device_with_state failed with INVALID_ARGUMENT: "
-        r"RhCudaDeviceBatch\.x_design has a non-finite value at row 4, column 2$"
+        r"RhCudaDeviceBatch\.x_design\[4, 2\] is inf: values must be finite$"
     )):
         estimator.partial_fit(X, y)
     assert X.deleter_calls == y.deleter_calls == 1

@@ -139,10 +139,11 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_predict(RhCudaEngine* engine,
                     ? rh_first_nonfinite_f32((const float*)prediction->x_design, count)
                     : rh_first_nonfinite_f64((const double*)prediction->x_design, count);
   if (bad >= 0) {
-    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                   "RhCudaPrediction.x_design[%" PRId64 ", %" PRId64 "] is not finite",
-                   bad / prediction->n_columns,
-                   bad % prediction->n_columns);
+    const double value = engine->dtype == RH_CUDA_DTYPE_FLOAT32
+                             ? (double)((const float*)prediction->x_design)[bad]
+                             : ((const double*)prediction->x_design)[bad];
+    return rh_refuse_value(err, "RhCudaPrediction", "x_design", bad / prediction->n_columns,
+                           bad % prediction->n_columns, value, RH_VALUE_FINITE);
   }
   const int64_t P = engine->n_parameters;
   for (int64_t j = 0; j < P; ++j) {

@@ -20,9 +20,8 @@ static RhCudaStatus sum_weights(const RhBatchData* data, double* sum, RhErrorBuf
   for (int64_t i = 0; i < data->n_rows; ++i) {
     double w = value_at(data->dtype, data->weights, i);
     if (w < 0.0) {
-      return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                     "RhCudaHostBatch.sample_weight[%" PRId64 "] is %.17g: weights must be >= 0",
-                     i, w);
+      return rh_refuse_value(err, "RhCudaHostBatch", "sample_weight", i, -1, w,
+                             RH_VALUE_NONNEGATIVE);
     }
     total += w;
   }
@@ -34,9 +33,9 @@ RhCudaStatus rh_check_design_values(const RhBatchData* data, RhErrorBuffer* err)
   int64_t count = data->n_rows * data->n_columns; /* overflow-checked by rh_validate_batch */
   int64_t bad = first_nonfinite(data->dtype, data->x, count);
   if (bad >= 0) {
-    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                   "RhCudaHostBatch.x_design[%" PRId64 ", %" PRId64 "] is %g: values must be finite",
-                   bad / data->n_columns, bad % data->n_columns, value_at(data->dtype, data->x, bad));
+    return rh_refuse_value(err, "RhCudaHostBatch", "x_design", bad / data->n_columns,
+                           bad % data->n_columns, value_at(data->dtype, data->x, bad),
+                           RH_VALUE_FINITE);
   }
   return RH_CUDA_SUCCESS;
 }
@@ -46,9 +45,8 @@ RhCudaStatus rh_check_batch_values(const RhBatchData* data, double declared_weig
                                    RhErrorBuffer* err) {
   int64_t bad = first_nonfinite(data->dtype, data->y, data->n_rows);
   if (bad >= 0) {
-    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                   "RhCudaHostBatch.y[%" PRId64 "] is %g: values must be finite", bad,
-                   value_at(data->dtype, data->y, bad));
+    return rh_refuse_value(err, "RhCudaHostBatch", "y", bad, -1,
+                           value_at(data->dtype, data->y, bad), RH_VALUE_FINITE);
   }
   if (data->weights == NULL) {
     if (declared_weight != (double)data->n_rows) {
@@ -62,9 +60,8 @@ RhCudaStatus rh_check_batch_values(const RhBatchData* data, double declared_weig
   }
   bad = first_nonfinite(data->dtype, data->weights, data->n_rows);
   if (bad >= 0) {
-    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                   "RhCudaHostBatch.sample_weight[%" PRId64 "] is %g: values must be finite", bad,
-                   value_at(data->dtype, data->weights, bad));
+    return rh_refuse_value(err, "RhCudaHostBatch", "sample_weight", bad, -1,
+                           value_at(data->dtype, data->weights, bad), RH_VALUE_FINITE);
   }
   double sum = 0.0;
   RH_TRY(sum_weights(data, &sum, err));

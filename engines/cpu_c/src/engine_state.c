@@ -72,12 +72,10 @@ static RhCudaStatus check_finite_array(const RhCudaEngine* engine, const void* d
   double value = engine->dtype == RH_CUDA_DTYPE_FLOAT32 ? (double)((const float*)data)[bad]
                                                         : ((const double*)data)[bad];
   if (as_matrix) {
-    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                   "RhCudaHostStateView.%s[%" PRId64 ", %" PRId64 "] is %g: must be finite",
-                   field, bad / engine->n_parameters, bad % engine->n_parameters, value);
+    return rh_refuse_value(err, "RhCudaHostStateView", field, bad / engine->n_parameters,
+                           bad % engine->n_parameters, value, RH_VALUE_FINITE);
   }
-  return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                 "RhCudaHostStateView.%s[%" PRId64 "] is %g: must be finite", field, bad, value);
+  return rh_refuse_value(err, "RhCudaHostStateView", field, bad, -1, value, RH_VALUE_FINITE);
 }
 
 RhCudaStatus rh_engine_restore_state(RhCudaEngine* engine, const RhCudaHostStateView* view) {

@@ -192,6 +192,17 @@ static void test_services_and_device_calls(void) {
   CHECK_STATUS(rh_cuda_engine_predict(engine, &p), RH_CUDA_INVALID_ARGUMENT);
   CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "prediction");
   p.prediction = out;
+  /* A non-finite design value is refused in the data-value grammar; the output is untouched. */
+  static double x_bad[N_ROWS * P_FEATURES];
+  memcpy(x_bad, X, sizeof x_bad);
+  x_bad[3 * P_FEATURES + 1] = -INFINITY;
+  out[0] = 42.0;
+  p.x_design = x_bad;
+  CHECK_STATUS(rh_cuda_engine_predict(engine, &p), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine),
+                 "RhCudaPrediction.x_design[3, 1] is -inf: values must be finite");
+  CHECK(out[0] == 42.0);
+  p.x_design = X;
   CHECK_STATUS(rh_cuda_engine_predict(engine, &p), RH_CUDA_SUCCESS);
   double expected = before.coefficients[P_PARAMS - 1];
   for (int j = 0; j < P_FEATURES; ++j) {
@@ -293,22 +304,33 @@ static void test_update_refusals_leave_state_unchanged(void) {
   memcpy(x_bad, X, sizeof x_bad);
   x_bad[5 * P_FEATURES + 2] = NAN;
   b = rh_batch(x_bad, Y, NULL, N_ROWS, P_FEATURES, N_ROWS);
-  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "x_design[5, 2]");
+  /* Refused data values: the whole message, in the grammar of docs/abi.md ("Refused data
+   * values"), which both engines write through rh_refuse_value. */
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT,
+                      "RhCudaHostBatch.x_design[5, 2] is nan: values must be finite");
   x_bad[5 * P_FEATURES + 2] = INFINITY;
-  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "x_design[5, 2]");
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT,
+                      "RhCudaHostBatch.x_design[5, 2] is inf: values must be finite");
+  x_bad[5 * P_FEATURES + 2] = -NAN; /* the sign of a NaN is not reported ("-nan") */
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT,
+                      "RhCudaHostBatch.x_design[5, 2] is nan: values must be finite");
   memcpy(y_bad, Y, sizeof y_bad);
   y_bad[7] = -INFINITY;
   b = rh_batch(X, y_bad, NULL, N_ROWS, P_FEATURES, N_ROWS);
-  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "y[7]");
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT,
+                      "RhCudaHostBatch.y[7] is -inf: values must be finite");
   for (int i = 0; i < N_ROWS; ++i) {
     w[i] = 1.0;
   }
   w[11] = NAN;
   b = rh_batch(X, Y, w, N_ROWS, P_FEATURES, N_ROWS);
-  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "sample_weight[11]");
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT,
+                      "RhCudaHostBatch.sample_weight[11] is nan: values must be finite");
   w[11] = -1.0;
   b = rh_batch(X, Y, w, N_ROWS, P_FEATURES, N_ROWS - 2.0);
-  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "sample_weight[11]");
+  expect_update_fails(
+      engine, &b, &c, RH_CUDA_INVALID_ARGUMENT,
+      "RhCudaHostBatch.sample_weight[11] is negative: values must be >= 0 (this one is -1)");
   w[11] = 1.0;
   b = rh_batch(X, Y, w, N_ROWS, P_FEATURES, N_ROWS * 1.01);
   expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "batch_weight");
@@ -350,7 +372,10 @@ static void test_update_refusals_leave_state_unchanged(void) {
 static void test_nonfinite_design_values_are_named_for_both_solvers(void) {
   const double bad_values[3] = {NAN, INFINITY, -INFINITY};
   const int64_t positions[3] = {0, 5 * P_FEATURES + 2, N_ROWS * P_FEATURES - 1};
-  const char* names[3] = {"x_design[0, 0]", "x_design[5, 2]", "x_design[39, 2]"};
+  const char* names[3][3] = {
+      {"x_design[0, 0] is nan: ", "x_design[5, 2] is nan: ", "x_design[39, 2] is nan: "},
+      {"x_design[0, 0] is inf: ", "x_design[5, 2] is inf: ", "x_design[39, 2] is inf: "},
+      {"x_design[0, 0] is -inf: ", "x_design[5, 2] is -inf: ", "x_design[39, 2] is -inf: "}};
   static double x_bad[N_ROWS * P_FEATURES];
   for (int penalty = RH_CUDA_PENALTY_NONE; penalty <= RH_CUDA_PENALTY_L1; ++penalty) {
     const RhCudaUpdateConfig c = rh_config(P_FEATURES, penalty);
@@ -367,7 +392,7 @@ static void test_nonfinite_design_values_are_named_for_both_solvers(void) {
           memcpy(x_bad, X, sizeof x_bad);
           x_bad[positions[p]] = bad_values[v];
           RhCudaHostBatch b = rh_batch(x_bad, Y, NULL, N_ROWS, P_FEATURES, N_ROWS);
-          expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, names[p]);
+          expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, names[v][p]);
         }
       }
       rh_cuda_engine_destroy(engine);
@@ -433,10 +458,12 @@ static void test_restore_refusals_and_asymmetric_round_trip(void) {
   EXPECT_RESTORE_FAILS((v.n_samples_seen = 0, v.batch_count = 0, v.weight_sum = 5.0),
                        "weight_sum is 5 with batch_count 0");
   info[6] = NAN;
-  EXPECT_RESTORE_FAILS((void)0, "information[1, 2]");
+  EXPECT_RESTORE_FAILS((void)0,
+                       "RhCudaHostStateView.information[1, 2] is nan: values must be finite");
   info[6] = 0.06;
   coef[2] = INFINITY;
-  EXPECT_RESTORE_FAILS((void)0, "coefficients[2]");
+  EXPECT_RESTORE_FAILS((void)0,
+                       "RhCudaHostStateView.coefficients[2] is inf: values must be finite");
   coef[2] = 3.0;
   CHECK_STATUS(rh_cuda_engine_restore(engine, NULL), RH_CUDA_INVALID_ARGUMENT);
 #undef EXPECT_RESTORE_FAILS
@@ -604,10 +631,13 @@ static void test_meat_and_old_size_state_structs(void) {
   v.struct_size = sizeof v;
   expected[P_PARAMS + 1] = -1.0;
   CHECK_STATUS(rh_cuda_engine_restore(engine, &v), RH_CUDA_INVALID_ARGUMENT);
-  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "meat[1, 1] is -1");
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine),
+                 "RhCudaHostStateView.meat[1, 1] is negative: diagonal entries must be >= 0 "
+                 "(this one is -1)");
   expected[P_PARAMS + 1] = NAN;
   CHECK_STATUS(rh_cuda_engine_restore(engine, &v), RH_CUDA_INVALID_ARGUMENT);
-  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "meat[1, 1] is nan");
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine),
+                 "RhCudaHostStateView.meat[1, 1] is nan: values must be finite");
   s.struct_size = 64;
   CHECK_STATUS(rh_cuda_engine_copy_state(engine, &s), RH_CUDA_INVALID_ARGUMENT);
   CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "or at least 72");

@@ -16,6 +16,14 @@ void fail(RhCudaStatus status, const char* fmt, ...) {
   throw EngineError(status, text);
 }
 
+void refuse_value(const char* owner, const char* field, int64_t index_or_row, int64_t column,
+                  double value, RhValueRule rule) {
+  RhErrorBuffer text{};
+  const RhCudaStatus status =
+      rh_refuse_value(&text, owner, field, index_or_row, column, value, rule);
+  throw EngineError(status, text.text);
+}
+
 // Test builds: the fault-injection sweep's failure in place of a successful result.
 static cudaError_t injected(cudaError_t rc) {
   if (rc != cudaSuccess || !fault_injected_here()) return rc;

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "rh_common.h"
 #include "rh_cuda.h"
 
 namespace rh {
@@ -27,6 +28,12 @@ class EngineError : public std::runtime_error {
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+// Refuses an array's value in the message grammar both engines share (rh_refuse_value in
+// rh_common.h): INVALID_ARGUMENT naming owner.field[index] or owner.field[row, column] (column
+// >= 0) and the value's kind.
+[[noreturn]] void refuse_value(const char* owner, const char* field, int64_t index_or_row,
+                               int64_t column, double value, RhValueRule rule);
 
 void check_cuda(cudaError_t rc, const char* what);
 void check_cublas(cublasStatus_t rc, const char* what);

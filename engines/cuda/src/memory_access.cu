@@ -296,6 +296,20 @@ void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
   }
 }
 
+double device_element(const void* data, int64_t index, size_t elem) {
+  const char* at = static_cast<const char*>(data) + static_cast<size_t>(index) * elem;
+  if (elem == sizeof(float)) {
+    float value = 0.0f;
+    check_cuda(cudaMemcpy(&value, at, sizeof value, cudaMemcpyDefault),
+               "cudaMemcpy (the refused value)");
+    return static_cast<double>(value);
+  }
+  double value = 0.0;
+  check_cuda(cudaMemcpy(&value, at, sizeof value, cudaMemcpyDefault),
+             "cudaMemcpy (the refused value)");
+  return value;
+}
+
 void require_device_memory(const Engine& e, const void* ptr, const char* field) {
   // Before anything touches the pointer: a kernel's misaligned access is a sticky error that
   // leaves the whole process's CUDA context unusable.

@@ -45,6 +45,11 @@ void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
                           int64_t row_grain,
                           const std::function<void(int64_t, int64_t)>& landed);
 
+// Element `index` of a device (or managed) array of `elem`-byte floats (4: float, 8: double),
+// read back with one synchronous copy: for the messages of refused values, after the engine
+// stream was waited for.
+double device_element(const void* data, int64_t index, size_t elem);
+
 // INVALID_ARGUMENT naming `field` unless `ptr` is aligned to the engine dtype and is device (or
 // managed) memory on e's device.
 void require_device_memory(const Engine& e, const void* ptr, const char* field);

@@ -15,10 +15,10 @@ namespace {
 
 // One rule for both engines (rh_cuda.h): a design with NaN or Inf is refused, naming the first
 // such value's row and column, before any output is written.
-[[noreturn]] void refuse_nonfinite(const RhCudaPrediction& req, int64_t index) {
-  fail(RH_CUDA_INVALID_ARGUMENT, "RhCudaPrediction.x_design[%lld, %lld] is not finite",
-       static_cast<long long>(index / req.n_columns),
-       static_cast<long long>(index % req.n_columns));
+// `value` is the design's element at `index` (read back from device input by the caller).
+[[noreturn]] void refuse_nonfinite(const RhCudaPrediction& req, int64_t index, double value) {
+  refuse_value("RhCudaPrediction", "x_design", index / req.n_columns, index % req.n_columns,
+               value, RH_VALUE_FINITE);
 }
 
 constexpr unsigned long long kAllFinite = ~0ull;
@@ -55,7 +55,10 @@ void require_finite_device_design(Engine& e, const RhCudaPrediction& req) {
   check_cuda(cudaMemcpyAsync(&found, first, sizeof found, cudaMemcpyDeviceToHost, e.stream),
              "cudaMemcpyAsync (prediction finiteness check)");
   e.synchronize();
-  if (found != kAllFinite) refuse_nonfinite(req, static_cast<int64_t>(found));
+  if (found != kAllFinite) {
+    const auto at = static_cast<int64_t>(found);
+    refuse_nonfinite(req, at, device_element(req.x_design, at, sizeof(T)));
+  }
 }
 
 template <class T>
@@ -65,7 +68,9 @@ void require_finite_host_design(const RhCudaPrediction& req) {
       sizeof(T) == sizeof(float)
           ? rh_first_nonfinite_f32(static_cast<const float*>(req.x_design), count)
           : rh_first_nonfinite_f64(static_cast<const double*>(req.x_design), count);
-  if (bad >= 0) refuse_nonfinite(req, bad);
+  if (bad >= 0) {
+    refuse_nonfinite(req, bad, static_cast<double>(static_cast<const T*>(req.x_design)[bad]));
+  }
 }
 
 // Pinned room for n bytes of host predictions, grown by at least half its size at a time so a

@@ -6,6 +6,7 @@
 #include "rh_algorithm.h"
 #include "kernels.hpp"
 #include "meat.hpp"
+#include "memory_access.hpp"
 
 namespace rh {
 
@@ -129,22 +130,28 @@ void UpdateContext<T>::wait_for_status() {
   if (data_checked) return;
   data_checked = true;
   const DeviceScalars& s = status();
+  // The kernels record where the first bad value is; the value itself (for its kind in the
+  // message) is read back from the rows they checked, which hold the caller's values (device
+  // input in place, host input staged unchanged).
   if (s.first_bad_x != kNoIndex) {
-    const unsigned long long cols = static_cast<unsigned long long>(rows.ncols_x);
-    fail(RH_CUDA_INVALID_ARGUMENT, "%s.x_design has a non-finite value at row %llu, column %llu",
-         batch_name, s.first_bad_x / cols, s.first_bad_x % cols);
+    const auto at = static_cast<int64_t>(s.first_bad_x);
+    refuse_value(batch_name, "x_design", at / rows.ncols_x, at % rows.ncols_x,
+                 device_element(rows.x, at, sizeof(T)), RH_VALUE_FINITE);
   }
   if (s.first_bad_y != kNoIndex) {
-    fail(RH_CUDA_INVALID_ARGUMENT, "%s.y has a non-finite value at index %llu", batch_name,
-         s.first_bad_y);
+    const auto at = static_cast<int64_t>(s.first_bad_y);
+    refuse_value(batch_name, "y", at, -1, device_element(rows.y, at, sizeof(T)),
+                 RH_VALUE_FINITE);
   }
   if (s.first_bad_w != kNoIndex) {
-    fail(RH_CUDA_INVALID_ARGUMENT, "%s.sample_weight has a non-finite value at index %llu",
-         batch_name, s.first_bad_w);
+    const auto at = static_cast<int64_t>(s.first_bad_w);
+    refuse_value(batch_name, "sample_weight", at, -1, device_element(rows.w, at, sizeof(T)),
+                 RH_VALUE_FINITE);
   }
   if (s.first_negative_w != kNoIndex) {
-    fail(RH_CUDA_INVALID_ARGUMENT, "%s.sample_weight has a negative value at index %llu",
-         batch_name, s.first_negative_w);
+    const auto at = static_cast<int64_t>(s.first_negative_w);
+    refuse_value(batch_name, "sample_weight", at, -1, device_element(rows.w, at, sizeof(T)),
+                 RH_VALUE_NONNEGATIVE);
   }
   if (s.weight_mismatch) {
     fail(RH_CUDA_INVALID_ARGUMENT,

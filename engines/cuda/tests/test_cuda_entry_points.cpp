@@ -220,18 +220,18 @@ void test_update_misuse(RhCudaEngine* e) {
 
   Batch<double> bad = good;
   bad.x[3 * bad.cols + 2] = std::numeric_limits<double>::quiet_NaN();
-  expect_refused(e, "NaN in X", RH_CUDA_INVALID_ARGUMENT, "row 3, column 2", [&] { return update(bad.view(), c); });
+  expect_refused(e, "NaN in X", RH_CUDA_INVALID_ARGUMENT, "RhCudaHostBatch.x_design[3, 2] is nan: values must be finite", [&] { return update(bad.view(), c); });
   bad = good;
   bad.y[9] = std::numeric_limits<double>::infinity();
-  expect_refused(e, "Inf in y", RH_CUDA_INVALID_ARGUMENT, "y has a non-finite value at index 9", [&] { return update(bad.view(), c); });
+  expect_refused(e, "Inf in y", RH_CUDA_INVALID_ARGUMENT, "RhCudaHostBatch.y[9] is inf: values must be finite", [&] { return update(bad.view(), c); });
   bad = good;
   bad.w[4] = std::numeric_limits<double>::quiet_NaN();
   b = bad.view(true);
   b.batch_weight = good.view(true).batch_weight;  // the claimed sum stays finite; the data is not
-  expect_refused(e, "NaN in w", RH_CUDA_INVALID_ARGUMENT, "sample_weight has a non-finite value at index 4", [&] { return update(b, c); });
+  expect_refused(e, "NaN in w", RH_CUDA_INVALID_ARGUMENT, "RhCudaHostBatch.sample_weight[4] is nan: values must be finite", [&] { return update(b, c); });
   bad = good;
   bad.w[5] = -1.0;
-  expect_refused(e, "negative w", RH_CUDA_INVALID_ARGUMENT, "negative value at index 5", [&] { return update(bad.view(true), c); });
+  expect_refused(e, "negative w", RH_CUDA_INVALID_ARGUMENT, "RhCudaHostBatch.sample_weight[5] is negative: values must be >= 0 (this one is -1)", [&] { return update(bad.view(true), c); });
   b = good.view(true);
   b.batch_weight *= 1.01;
   expect_refused(e, "weight sum mismatch", RH_CUDA_INVALID_ARGUMENT, "batch_weight", [&] { return update(b, c); });
@@ -300,10 +300,10 @@ void test_restore_misuse(RhCudaEngine* e) {
   w.struct_size = 40;
   expect_refused(e, "state struct_size", RH_CUDA_INVALID_ARGUMENT, "struct_size", [&] { return rh_cuda_engine_restore(e, &w); });
   s.info[7] = std::numeric_limits<double>::infinity();
-  expect_refused(e, "Inf in information", RH_CUDA_INVALID_ARGUMENT, "information", [&] { return rh_cuda_engine_restore(e, &v); });
+  expect_refused(e, "Inf in information", RH_CUDA_INVALID_ARGUMENT, "RhCudaHostStateView.information[1, 2] is inf: values must be finite", [&] { return rh_cuda_engine_restore(e, &v); });
   s.info[7] = 0.0;
   s.coef[2] = std::numeric_limits<double>::quiet_NaN();
-  expect_refused(e, "NaN in coefficients", RH_CUDA_INVALID_ARGUMENT, "coefficients", [&] { return rh_cuda_engine_restore(e, &v); });
+  expect_refused(e, "NaN in coefficients", RH_CUDA_INVALID_ARGUMENT, "RhCudaHostStateView.coefficients[2] is nan: values must be finite", [&] { return rh_cuda_engine_restore(e, &v); });
   expect_refused(e, "null view", RH_CUDA_INVALID_ARGUMENT, nullptr, [&] { return rh_cuda_engine_restore(e, nullptr); });
   HostState<double> out(kP);
   out.view.struct_size = 8;
@@ -676,19 +676,20 @@ void test_staged_chunks_report_the_first_bad_value() {
   b.x[31000 * b.cols + 5] = std::numeric_limits<double>::infinity();
   b.x[12000 * b.cols + 7] = std::numeric_limits<double>::quiet_NaN();
   b.x[12000 * b.cols + 9] = std::numeric_limits<double>::quiet_NaN();
-  cases.push_back({"X bad in two chunks", "x_design has a non-finite value at row 12000, column 7", b});
+  cases.push_back({"X bad in two chunks", ".x_design[12000, 7] is nan: values must be finite", b});
   b = good;
   b.y[35000] = std::numeric_limits<double>::quiet_NaN();
   b.y[20000] = -std::numeric_limits<double>::infinity();
-  cases.push_back({"y bad in two chunks", "y has a non-finite value at index 20000", b});
+  cases.push_back({"y bad in two chunks", ".y[20000] is -inf: values must be finite", b});
   b = good;
   b.w[n - 1] = -2.0;
-  cases.push_back({"negative weight in the last row", "negative value at index 39999", b});
+  cases.push_back({"negative weight in the last row",
+                   ".sample_weight[39999] is negative: values must be >= 0 (this one is -2)", b});
   b = good;
   b.w[1] = -1.0;
   b.w[n - 2] = std::numeric_limits<double>::quiet_NaN();
   cases.push_back({"NaN weight late, negative early",
-                   "sample_weight has a non-finite value at index 39998", b});
+                   ".sample_weight[39998] is nan: values must be finite", b});
   for (const StagingMode& m : kStagingModes) {
     RhCudaEngine* e = create_with_staging(options(RH_CUDA_DTYPE_FLOAT64, p + 1), m);
     if (e == nullptr) continue;
@@ -897,7 +898,9 @@ void test_meat_and_old_size_state_structs() {
                    "must be 56", [&] { return rh_cuda_engine_restore(e, &v); });
     v.struct_size = sizeof v;
     expected[kP + 1] = -1.0;
-    expect_refused(e, "negative K diagonal", RH_CUDA_INVALID_ARGUMENT, "meat[1, 1]",
+    expect_refused(e, "negative K diagonal", RH_CUDA_INVALID_ARGUMENT,
+                   "RhCudaHostStateView.meat[1, 1] is negative: diagonal entries must be >= 0 "
+                   "(this one is -1)",
                    [&] { return rh_cuda_engine_restore(e, &v); });
     s.view.struct_size = 64;
     expect_refused(e, "export struct_size between the two layouts", RH_CUDA_INVALID_ARGUMENT,
@@ -929,7 +932,7 @@ void test_rules_shared_with_the_cpu_engine(RhCudaEngine* e) {
   std::vector<double> out(8, 7.25);
   RhCudaPrediction q = prediction(data.x.data(), out.data(), 8, kFeatures);
   expect_refused(e, "NaN in a host prediction", RH_CUDA_INVALID_ARGUMENT,
-                 "RhCudaPrediction.x_design[2, 1] is not finite",
+                 "RhCudaPrediction.x_design[2, 1] is nan: values must be finite",
                  [&] { return rh_cuda_engine_predict(e, &q); });
   RH_CHECK(out == std::vector<double>(8, 7.25));
 
@@ -942,7 +945,7 @@ void test_rules_shared_with_the_cpu_engine(RhCudaEngine* e) {
            cudaSuccess);
   RhCudaPrediction dq = prediction(device.x(), device_out, 8, kFeatures, RH_CUDA_MEMORY_DEVICE);
   expect_refused(e, "Inf in a device prediction", RH_CUDA_INVALID_ARGUMENT,
-                 "RhCudaPrediction.x_design[7, 3] is not finite",
+                 "RhCudaPrediction.x_design[7, 3] is -inf: values must be finite",
                  [&] { return rh_cuda_engine_predict(e, &dq); });
   std::vector<double> back(8, 0.0);
   RH_CHECK(cudaMemcpy(back.data(), device_out, 8 * sizeof(double), cudaMemcpyDeviceToHost) ==

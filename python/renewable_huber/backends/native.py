@@ -22,13 +22,13 @@ from __future__ import annotations
 import ctypes
 import math
 import os
-import re
 import threading
 from typing import Any
 
 import numpy as np
 
 from .. import _abi, _dlpack
+from .._engine_messages import parse_refused_value
 from .._loader import load_engine_library
 from ..config import UpdateConfig
 from ..diagnostics import Diagnostics
@@ -57,46 +57,30 @@ _HOST_STATE_HEADER = _header(_abi.RhCudaHostState)
 _DIAGNOSTICS_HEADER = _header(_abi.RhCudaDiagnostics)
 _FEATURES_HEADER = _header(_abi.RhCudaEngineFeatures)
 
-# The engines' refusals of NaN/Inf, by the batch struct's field: librh_cpu
-# (engines/cpu_c/src/batch_checks.c) writes "RhCudaHostBatch.x_design[3, 1] is nan: values must
-# be finite" or "RhCudaHostBatch.y[5] is inf: ..."; librh_cuda (engines/cuda/src/
-# update_context.cu) "RhCudaDeviceBatch.x_design has a non-finite value at row 3, column 1" or
-# "RhCudaHostBatch.y has a non-finite value at index 5".
-_ENGINE_NONFINITE = (
-    re.compile(
-        r"RhCuda(?:Host|Device)Batch\.(?P<field>x_design|y|sample_weight)"
-        r"\[(?P<first>\d+)(?:, (?P<second>\d+))?\] is [^:]+: values must be finite"
-    ),
-    re.compile(
-        r"RhCuda(?:Host|Device)Batch\.(?P<field>x_design|y|sample_weight) has a non-finite "
-        r"value at (?:row (?P<first>\d+), column (?P<second>\d+)|index (?P<index>\d+))"
-    ),
-)
 # The batch struct's field -> the estimator's (and this backend's) argument name.
 _USER_NAMES = {"x_design": "X", "y": "y", "sample_weight": "sample_weight"}
+_BATCH_STRUCTS = ("RhCudaHostBatch", "RhCudaDeviceBatch")
 
 
 def _user_named_refusal(error: ValidationError) -> ValidationError | None:
-    """The engine's NaN/Inf refusal restated with the user's array name and position first;
-    the engine's own text (call, status, field) follows unchanged. None for other errors."""
+    """The engine's NaN/Inf refusal of a batch value restated with the user's array name and
+    position first; the engine's own text (call, status, field) follows unchanged. None for
+    other errors (negative weights included: the estimator names those before the call)."""
     text = getattr(error, "engine_message", None)
-    if getattr(error, "status", None) != _abi.RH_CUDA_INVALID_ARGUMENT or not text:
+    if getattr(error, "status", None) != _abi.RH_CUDA_INVALID_ARGUMENT:
         return None
-    for pattern in _ENGINE_NONFINITE:
-        match = pattern.search(text)
-        if match is None:
-            continue
-        name = _USER_NAMES[match["field"]]
-        if match["second"] is not None:
-            where = f"row {match['first']}, column {match['second']}"
-        else:
-            where = f"index {match['first'] if match['first'] is not None else match['index']}"
-        named = ValidationError(f"{name} contains NaN or infinity (first at {where}): {error}")
-        named.status = error.status
-        named.status_name = error.status_name
-        named.engine_message = text
-        return named
-    return None
+    refused = parse_refused_value(text)
+    if (refused is None or not refused.non_finite or refused.struct not in _BATCH_STRUCTS
+            or refused.field not in _USER_NAMES):
+        return None
+    name = _USER_NAMES[refused.field]
+    named = ValidationError(
+        f"{name} contains NaN or infinity (first at {refused.where()}): {error}"
+    )
+    named.status = error.status
+    named.status_name = error.status_name
+    named.engine_message = text
+    return named
 
 
 def _refuse_nonfinite_weights(weights: np.ndarray) -> None:
