@@ -65,8 +65,10 @@ def _connected(address: str):
         count = address.removeprefix("local:")
         if not count.isdigit() or int(count) < 1:
             raise UsageError(f"--dask {address}: local:N needs a worker count N >= 1")
+        # The scheduler serves HTTP (health, metrics) even without a dashboard, on port 8787
+        # unless told otherwise, and warns on stderr when that port is taken: any free port.
         cluster = distributed.LocalCluster(
-            n_workers=int(count), threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=int(count), threads_per_worker=1, processes=True, dashboard_address=":0"
         )
         with cluster, distributed.Client(cluster) as client:
             yield client
