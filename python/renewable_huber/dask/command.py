@@ -8,7 +8,10 @@ cluster's number of workers), fitted with partial_fit on the dask collection.
 
 The checkpoint's source record names the dataset by a fingerprint of its files (their sizes
 and Parquet footers, in order) and counts the partitions the model holds, so that
-`--resume` continues after them, and refuses another dataset.
+`--resume` continues after them, and refuses another dataset unless --new-data says it holds
+new rows. --skip-rows, --new-data and the checkpoint cadence mean what they mean for one file,
+the dataset's rows counted in its order: a run equals the in-process fit of one file holding
+the same rows in batches of the same rows (docs/cli.md, "fit --dask").
 """
 
 from __future__ import annotations
