@@ -525,3 +525,47 @@ def test_row_options_that_cannot_apply_are_refused_on_a_cluster(dataset, address
     got, out, err = run(_on_cluster(address, paths, 1, *extra), capsys)
     assert got == status and out == ""
     assert message in one_error_line(err)
+
+
+def test_strict_stop_before_a_skipped_resume_completes_a_batch_keeps_whole_partitions(
+        dataset, address, capsys, tmp_path, monkeypatch):
+    """A source record counts whole partitions: --strict stopping the first batch of a run
+    that skipped into a partition records the partitions before it, and says to give
+    --skip-rows again; doing so continues the stream as if it had not stopped."""
+    from renewable_huber.dask import command
+
+    frames, paths = dataset
+    checkpoint = tmp_path / "model.npz"
+    fit_one_batch, calls = command._fit_one_batch, []
+
+    def interrupted_at_the_second_batch(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return fit_one_batch(*args)
+
+    monkeypatch.setattr(command, "_fit_one_batch", interrupted_at_the_second_batch)
+    status, _, err = run(_on_cluster(address, paths, 1, "--checkpoint", checkpoint), capsys)
+    assert status == 130, err
+    monkeypatch.setattr(command, "_fit_one_batch", fit_one_batch)
+    one = RenewableHuberRegressor.load(checkpoint)
+    assert one.state_.batch_count == 1
+
+    status, _, err = run(_on_cluster(address, paths, 1, "--resume", checkpoint, "--checkpoint",
+                                     checkpoint, "--skip-rows", 450, "--strict", "--max-iter",
+                                     1), capsys)
+    assert status == 3, err
+    line = one_error_line(err)
+    assert "batch 2 (partitions 1-1 of 3 (after the first 150 rows of partition 1))" in line
+    assert "it records the 1 partitions before the one holding row 451; give --skip-rows " \
+           "450 again" in line
+    source = load_checkpoint(checkpoint)["source"]
+    assert (source["partitions"], source["rows"]) == (1, 300)
+    np.testing.assert_array_equal(RenewableHuberRegressor.load(checkpoint).coef_, one.coef_)
+
+    # (the checkpoint keeps the run's --max-iter 1: the default limit is given back)
+    status, _, err = run(_on_cluster(address, paths, 1, "--resume", checkpoint, "--checkpoint",
+                                     checkpoint, "--skip-rows", 450, "--max-iter", 100), capsys)
+    assert status == 0, err
+    _assert_same_model(RenewableHuberRegressor.load(checkpoint),
+                       _stream_of_rows(frames, [(0, 300), (450, 600), (600, 900)]))

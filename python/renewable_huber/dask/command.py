@@ -365,11 +365,18 @@ class _ClusterRun:
                     if not isinstance(warning, ConvergenceWarning):
                         _warn(" ".join(str(warning).split()))
                 if args.strict and not model.diagnostics_["converged"]:
-                    kept = self.held
+                    kept, holds = self.held, (f"it records the {self.held[0]:,} partitions "
+                                              "of the dataset it holds")
+                    if self.begin.cut and not self.batches:
+                        # A source record counts whole partitions: rows skipped inside the
+                        # first one are not recorded until a batch after them completes.
+                        kept = (self.begin.partition, self.begin.rows - self.begin.cut)
+                        holds = (f"it records the {kept[0]:,} partitions before the one "
+                                 f"holding row {self.begin.rows + 1:,}; give --skip-rows "
+                                 f"{args.skip_rows} again")
                     raise StrictStop(_strict_stop_message(
                         model, where, args.checkpoint, previous,
-                        lambda state, kept=kept: self._save(state, kept),
-                        f"it records the {kept[0]:,} partitions of the dataset it holds"))
+                        lambda state, kept=kept: self._save(state, kept), holds))
                 self.batches += 1
                 self.since_save += 1
                 self.rows = int(model.n_samples_seen_) - rows_before
