@@ -130,13 +130,13 @@ def test_fit_connects_to_a_running_scheduler_by_address(dataset, capsys):
                                rtol=1e-10)
 
 
-def _cluster_fit(paths, *extra):
-    return ["fit", "--dask", "local:1", *map(str, paths), "--target", "y", "--features",
+def _cluster_fit(address, paths, *extra):
+    return ["fit", "--dask", address, *map(str, paths), "--target", "y", "--features",
             "a,b,c", "--backend", "numpy", "--partitions-per-batch", "1", "--no-progress",
             *map(str, extra)]
 
 
-def _interrupted_after_two_batches(paths, checkpoint, capsys, monkeypatch):
+def _interrupted_after_two_batches(address, paths, checkpoint, capsys, monkeypatch):
     """A fit of the three partitions with Ctrl-C during the third batch."""
     from renewable_huber.dask import command
 
@@ -149,19 +149,19 @@ def _interrupted_after_two_batches(paths, checkpoint, capsys, monkeypatch):
         return fit_one_batch(*args)
 
     monkeypatch.setattr(command, "_fit_one_batch", interrupted_at_the_third_batch)
-    status, _, err = run(_cluster_fit(paths, "--checkpoint", checkpoint), capsys)
+    status, _, err = run(_cluster_fit(address, paths, "--checkpoint", checkpoint), capsys)
     assert status == 130, err
     held = RenewableHuberRegressor.load(checkpoint)
     assert held.state_.batch_count == 2 and held.n_samples_seen_ == 600
     monkeypatch.setattr(command, "_fit_one_batch", fit_one_batch)
 
 
-def test_resume_after_an_interruption_equals_the_uninterrupted_stream(dataset, capsys,
+def test_resume_after_an_interruption_equals_the_uninterrupted_stream(dataset, address, capsys,
                                                                       tmp_path, monkeypatch):
     frames, paths = dataset
     checkpoint = tmp_path / "model.npz"
-    _interrupted_after_two_batches(paths, checkpoint, capsys, monkeypatch)
-    status, out, err = run(_cluster_fit(paths, "--resume", checkpoint, "--checkpoint",
+    _interrupted_after_two_batches(address, paths, checkpoint, capsys, monkeypatch)
+    status, out, err = run(_cluster_fit(address, paths, "--resume", checkpoint, "--checkpoint",
                                         checkpoint, "--json"), capsys)
     assert status == 0, err
     document = json.loads(out)
@@ -175,42 +175,43 @@ def test_resume_after_an_interruption_equals_the_uninterrupted_stream(dataset, c
                                rtol=1e-10, atol=1e-12)
 
     # Every partition is now held: a further resume has nothing to fit.
-    status, _, err = run(_cluster_fit(paths, "--resume", checkpoint), capsys)
+    status, _, err = run(_cluster_fit(address, paths, "--resume", checkpoint), capsys)
     assert status == 1
     assert "nothing new to fit" in one_error_line(err)
 
 
-def test_resume_on_another_dataset_is_refused(dataset, capsys, tmp_path):
+def test_resume_on_another_dataset_is_refused(dataset, address, capsys, tmp_path):
     _, paths = dataset
     checkpoint = tmp_path / "model.npz"
-    status, _, err = run(_cluster_fit(paths[:2], "--checkpoint", checkpoint), capsys)
+    status, _, err = run(_cluster_fit(address, paths[:2], "--checkpoint", checkpoint), capsys)
     assert status == 0, err
     before = checkpoint.read_bytes()
-    status, _, err = run(_cluster_fit(paths, "--resume", checkpoint, "--checkpoint",
+    status, _, err = run(_cluster_fit(address, paths, "--resume", checkpoint, "--checkpoint",
                                       checkpoint), capsys)
     assert status == 1
     assert "is not the dataset" in one_error_line(err)
     assert checkpoint.read_bytes() == before  # refused before any batch: nothing written
 
 
-def test_resume_of_a_single_file_checkpoint_with_dask_is_refused(dataset, capsys, tmp_path):
+def test_resume_of_a_single_file_checkpoint_with_dask_is_refused(dataset, address, capsys,
+                                                                 tmp_path):
     frames, paths = dataset
     checkpoint = tmp_path / "model.npz"
     status, _, err = run(["fit", str(paths[0]), "--target", "y", "--features", "a,b,c",
                           "--backend", "numpy", "--checkpoint", checkpoint, "--no-progress"],
                          capsys)
     assert status == 0, err
-    status, _, err = run(_cluster_fit(paths, "--resume", checkpoint), capsys)
+    status, _, err = run(_cluster_fit(address, paths, "--resume", checkpoint), capsys)
     assert status == 1
     assert "not on a dataset with --dask" in one_error_line(err)
 
 
 def test_strict_stops_at_the_first_unconverged_batch_keeping_the_converged_checkpoint(
-        dataset, capsys, tmp_path, monkeypatch):
+        dataset, address, capsys, tmp_path, monkeypatch):
     frames, paths = dataset
     checkpoint = tmp_path / "model.npz"
     # A fresh stream whose first batch cannot converge in one iteration: exit 3, no file.
-    status, _, err = run(_cluster_fit(paths, "--strict", "--max-iter", "1", "--checkpoint",
+    status, _, err = run(_cluster_fit(address, paths, "--strict", "--max-iter", "1", "--checkpoint",
                                       checkpoint), capsys)
     assert status == 3, err
     line = one_error_line(err)
@@ -221,9 +222,9 @@ def test_strict_stops_at_the_first_unconverged_batch_keeping_the_converged_check
     # Two converged batches (a run interrupted before its third), then the third held to one
     # iteration: exit 3, and the checkpoint keeps the two converged batches and the count of
     # partitions they hold.
-    _interrupted_after_two_batches(paths, checkpoint, capsys, monkeypatch)
+    _interrupted_after_two_batches(address, paths, checkpoint, capsys, monkeypatch)
     two = RenewableHuberRegressor.load(checkpoint)
-    status, _, err = run(_cluster_fit(paths, "--resume", checkpoint, "--checkpoint",
+    status, _, err = run(_cluster_fit(address, paths, "--resume", checkpoint, "--checkpoint",
                                       checkpoint, "--strict", "--max-iter", "1"), capsys)
     assert status == 3, err
     line = one_error_line(err)
