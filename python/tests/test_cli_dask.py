@@ -351,6 +351,9 @@ def test_without_a_cadence_option_a_cluster_fit_saves_after_every_batch(
     assert status == 0, err
     assert writes == [(1, 600), (2, 900)]
     assert "written 2 times; holds the first 3 partitions, 900 rows" in out
+    status, out, err = run(["inspect", tmp_path / "m.npz"], capsys)
+    assert status == 0, err
+    assert "holds its first 3 partitions, 900 data rows" in out
 
 
 @pytest.mark.parametrize(("skip", "K"), [(450, 1), (450, 2), (300, 1), (299, 2), (0, 1)])
