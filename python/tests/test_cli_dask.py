@@ -573,3 +573,33 @@ def test_strict_stop_before_a_skipped_resume_completes_a_batch_keeps_whole_parti
     assert status == 0, err
     _assert_same_model(RenewableHuberRegressor.load(checkpoint),
                        _stream_of_rows(frames, [(0, 300), (450, 600), (600, 900)]))
+
+
+def test_inference_and_unconverged_batches_are_reported_as_in_process(dataset, whole, address,
+                                                                      capsys):
+    """--inference: the standard errors of the JSON document and the table under the summary
+    equal the in-process ones; batches that do not converge get the same closing warning."""
+    _, paths = dataset
+    options = ["--inference", "--max-iter", "2", "--json"]
+    status, out, err = run(_in_process_cli(whole, 300, *options, weights=True), capsys)
+    assert status == 0, err
+    expected, expected_err = json.loads(out), err
+    status, out, err = run(_on_cluster(address, paths, 1, *options, weights=True), capsys)
+    assert status == 0, err
+    document = json.loads(out)
+    assert document["inference_unavailable"] is None and document["dtype"] == "float64"
+    names = ["a", "b", "c", "(intercept)"]
+    np.testing.assert_allclose([document["standard_errors"][n] for n in names],
+                               [expected["standard_errors"][n] for n in names], rtol=1e-10)
+    assert document["not_converged"] == expected["not_converged"] > 0
+    closing = [line for line in err.splitlines() if "batches did not converge" in line]
+    assert closing == [line for line in expected_err.splitlines()
+                       if "batches did not converge" in line]
+    assert len(closing) == 1
+
+    status, out, err = run(_on_cluster(address, paths, 1, "--inference", weights=True), capsys)
+    assert status == 0, err
+    assert "inference (sandwich covariance" in out
+    status, out, err = run(_on_cluster(address, paths, 1), capsys)
+    assert status == 0, err
+    assert "standard errors: not computed (fit with --inference)" in out

@@ -38,6 +38,8 @@ from ..cli import (
     _check_fit_options,
     _coefficient_table,
     _fit_one_batch,
+    _inference_document,
+    _inference_table,
     _new_or_resumed_model,
     _one_line,
     _plain,
@@ -130,8 +132,14 @@ def command_fit_on_cluster(args) -> int:
         begin = _after_skipped_rows(args, table, start, rows_held)
         run = _ClusterRun(args, model, table, features, per_batch, dataset, begin)
         run.stream()
+    if run.unconverged:
+        _warn(f"{len(run.unconverged)} of {run.batches} batches did not converge (first: batch "
+              f"{run.unconverged[0]['batch']}); their coefficients are the solver's last step, "
+              "not the optimum: raise --max-iter, loosen --tol, or give --tau in the target's "
+              "units (--tau auto)")
     document = _document(args, model, features, per_batch, run)
-    print(json.dumps(document, indent=2, default=_plain) if args.json else _summary(document))
+    print(json.dumps(document, indent=2, default=_plain) if args.json
+          else _summary(document, model))
     return 0
 
 
@@ -495,6 +503,8 @@ def _document(args, model, features, per_batch, run) -> dict:
         "features": list(features),
         "weight_column": args.weight_column,
         "backend": model.backend_,
+        "dtype": state["config"]["dtype"],
+        "n_jobs": model.n_jobs_,
         "config": state["config"],
         "coefficients": dict(zip(features, np.asarray(model.coef_).tolist(), strict=True)),
         "intercept": float(model.intercept_),
@@ -510,10 +520,16 @@ def _document(args, model, features, per_batch, run) -> dict:
         "not_converged": len(run.unconverged),
         "unconverged_batches": run.unconverged,
         "last_batch": dict(model.diagnostics_),
+        **_inference_document(_names(features, state["fit_intercept"]), model.state_,
+                              state["config"]["penalty"], state["config"]["inference"]),
     }
 
 
-def _summary(document: dict) -> str:
+def _names(features, fit_intercept: bool) -> list[str]:
+    return [*features] + (["(intercept)"] if fit_intercept else [])
+
+
+def _summary(document: dict, model) -> str:
     diag, run = document["last_batch"], document["run"]
     names = list(document["features"])
     values = list(document["coefficients"].values())
@@ -537,6 +553,8 @@ def _summary(document: dict) -> str:
         "",
         *_coefficient_table(names, values),
     ]
+    lines += _inference_table(names, model.state_, document["config"]["penalty"],
+                              document["config"]["inference"])
     if run["checkpoint"]:
         writes = run["checkpoint_writes"]
         lines += ["", f"checkpoint: {run['checkpoint']} (written {writes} time"
