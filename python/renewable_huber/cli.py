@@ -1036,8 +1036,13 @@ def command_inspect(args) -> int:
         f"config: {settings}",
     ]
     if source is not None:
-        lines.append(f"source: {source['path']}: holds its first {source['rows']:,} data rows "
-                     f"(the file had {source['size']:,} bytes)")
+        if "partitions" in source:  # a dataset fitted with fit --dask
+            lines.append(f"source: {source['path']}: holds its first {source['partitions']:,} "
+                         f"partitions, {source['rows']:,} data rows (the files had "
+                         f"{source['size']:,} bytes)")
+        else:
+            lines.append(f"source: {source['path']}: holds its first {source['rows']:,} data "
+                         f"rows (the file had {source['size']:,} bytes)")
     else:
         lines.append("source: not recorded (saved by the Python API, or by an older `fit`)")
     lines.append("")

@@ -25,7 +25,7 @@ def local_cluster(n_workers: int = 2, *, processes: bool = True, **config):
     with dask.config.set(settings):
         cluster = distributed.LocalCluster(
             n_workers=n_workers, threads_per_worker=1, processes=processes,
-            dashboard_address=None,
+            dashboard_address=":0",  # a free port: 8787 may be taken on a shared machine
         )
         with cluster, distributed.Client(cluster) as client:
             yield client

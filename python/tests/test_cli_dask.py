@@ -83,7 +83,6 @@ def test_fit_on_a_local_cluster_reads_a_directory_and_saves_a_checkpoint(dataset
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--skip-rows", "10"], "--skip-rows cannot be combined with --dask"),
         (["--resume", "x.npz", "--tau", "1"], "--tau cannot be combined with --resume"),
         (["--batch-size", "10"], "--batch-size cannot be combined with --dask"),
         (["--dask", "local:zero"], "local:N needs a worker count"),
@@ -131,13 +130,13 @@ def test_fit_connects_to_a_running_scheduler_by_address(dataset, capsys):
                                rtol=1e-10)
 
 
-def _cluster_fit(paths, *extra):
-    return ["fit", "--dask", "local:1", *map(str, paths), "--target", "y", "--features",
+def _cluster_fit(address, paths, *extra):
+    return ["fit", "--dask", address, *map(str, paths), "--target", "y", "--features",
             "a,b,c", "--backend", "numpy", "--partitions-per-batch", "1", "--no-progress",
             *map(str, extra)]
 
 
-def _interrupted_after_two_batches(paths, checkpoint, capsys, monkeypatch):
+def _interrupted_after_two_batches(address, paths, checkpoint, capsys, monkeypatch):
     """A fit of the three partitions with Ctrl-C during the third batch."""
     from renewable_huber.dask import command
 
@@ -150,19 +149,19 @@ def _interrupted_after_two_batches(paths, checkpoint, capsys, monkeypatch):
         return fit_one_batch(*args)
 
     monkeypatch.setattr(command, "_fit_one_batch", interrupted_at_the_third_batch)
-    status, _, err = run(_cluster_fit(paths, "--checkpoint", checkpoint), capsys)
+    status, _, err = run(_cluster_fit(address, paths, "--checkpoint", checkpoint), capsys)
     assert status == 130, err
     held = RenewableHuberRegressor.load(checkpoint)
     assert held.state_.batch_count == 2 and held.n_samples_seen_ == 600
     monkeypatch.setattr(command, "_fit_one_batch", fit_one_batch)
 
 
-def test_resume_after_an_interruption_equals_the_uninterrupted_stream(dataset, capsys,
+def test_resume_after_an_interruption_equals_the_uninterrupted_stream(dataset, address, capsys,
                                                                       tmp_path, monkeypatch):
     frames, paths = dataset
     checkpoint = tmp_path / "model.npz"
-    _interrupted_after_two_batches(paths, checkpoint, capsys, monkeypatch)
-    status, out, err = run(_cluster_fit(paths, "--resume", checkpoint, "--checkpoint",
+    _interrupted_after_two_batches(address, paths, checkpoint, capsys, monkeypatch)
+    status, out, err = run(_cluster_fit(address, paths, "--resume", checkpoint, "--checkpoint",
                                         checkpoint, "--json"), capsys)
     assert status == 0, err
     document = json.loads(out)
@@ -176,42 +175,43 @@ def test_resume_after_an_interruption_equals_the_uninterrupted_stream(dataset, c
                                rtol=1e-10, atol=1e-12)
 
     # Every partition is now held: a further resume has nothing to fit.
-    status, _, err = run(_cluster_fit(paths, "--resume", checkpoint), capsys)
+    status, _, err = run(_cluster_fit(address, paths, "--resume", checkpoint), capsys)
     assert status == 1
     assert "nothing new to fit" in one_error_line(err)
 
 
-def test_resume_on_another_dataset_is_refused(dataset, capsys, tmp_path):
+def test_resume_on_another_dataset_is_refused(dataset, address, capsys, tmp_path):
     _, paths = dataset
     checkpoint = tmp_path / "model.npz"
-    status, _, err = run(_cluster_fit(paths[:2], "--checkpoint", checkpoint), capsys)
+    status, _, err = run(_cluster_fit(address, paths[:2], "--checkpoint", checkpoint), capsys)
     assert status == 0, err
     before = checkpoint.read_bytes()
-    status, _, err = run(_cluster_fit(paths, "--resume", checkpoint, "--checkpoint",
+    status, _, err = run(_cluster_fit(address, paths, "--resume", checkpoint, "--checkpoint",
                                       checkpoint), capsys)
     assert status == 1
     assert "is not the dataset" in one_error_line(err)
     assert checkpoint.read_bytes() == before  # refused before any batch: nothing written
 
 
-def test_resume_of_a_single_file_checkpoint_with_dask_is_refused(dataset, capsys, tmp_path):
+def test_resume_of_a_single_file_checkpoint_with_dask_is_refused(dataset, address, capsys,
+                                                                 tmp_path):
     frames, paths = dataset
     checkpoint = tmp_path / "model.npz"
     status, _, err = run(["fit", str(paths[0]), "--target", "y", "--features", "a,b,c",
                           "--backend", "numpy", "--checkpoint", checkpoint, "--no-progress"],
                          capsys)
     assert status == 0, err
-    status, _, err = run(_cluster_fit(paths, "--resume", checkpoint), capsys)
+    status, _, err = run(_cluster_fit(address, paths, "--resume", checkpoint), capsys)
     assert status == 1
     assert "not on a dataset with --dask" in one_error_line(err)
 
 
 def test_strict_stops_at_the_first_unconverged_batch_keeping_the_converged_checkpoint(
-        dataset, capsys, tmp_path, monkeypatch):
+        dataset, address, capsys, tmp_path, monkeypatch):
     frames, paths = dataset
     checkpoint = tmp_path / "model.npz"
     # A fresh stream whose first batch cannot converge in one iteration: exit 3, no file.
-    status, _, err = run(_cluster_fit(paths, "--strict", "--max-iter", "1", "--checkpoint",
+    status, _, err = run(_cluster_fit(address, paths, "--strict", "--max-iter", "1", "--checkpoint",
                                       checkpoint), capsys)
     assert status == 3, err
     line = one_error_line(err)
@@ -222,9 +222,9 @@ def test_strict_stops_at_the_first_unconverged_batch_keeping_the_converged_check
     # Two converged batches (a run interrupted before its third), then the third held to one
     # iteration: exit 3, and the checkpoint keeps the two converged batches and the count of
     # partitions they hold.
-    _interrupted_after_two_batches(paths, checkpoint, capsys, monkeypatch)
+    _interrupted_after_two_batches(address, paths, checkpoint, capsys, monkeypatch)
     two = RenewableHuberRegressor.load(checkpoint)
-    status, _, err = run(_cluster_fit(paths, "--resume", checkpoint, "--checkpoint",
+    status, _, err = run(_cluster_fit(address, paths, "--resume", checkpoint, "--checkpoint",
                                       checkpoint, "--strict", "--max-iter", "1"), capsys)
     assert status == 3, err
     line = one_error_line(err)
@@ -249,3 +249,357 @@ def test_the_source_record_takes_an_optional_partition_count():
     for bad in (-1, 1.5, True, "2"):
         with pytest.raises(ValidationError, match="source.partitions must be an integer"):
             validate_source({**record, "partitions": bad})
+
+
+# --- the options of `fit` that follow the stream's rows, under --dask ----------------------
+#
+# Each run below is compared with the same command without --dask on one Parquet file that
+# holds the dataset's rows in its order: batches of K partitions of 300 rows are batches of
+# 300 K rows there. The cluster is one in-process worker (threads), reached by its address.
+
+
+@pytest.fixture(scope="module")
+def address():
+    from dask_support import local_cluster
+
+    with local_cluster(1, processes=False) as client:
+        yield client.scheduler.address
+
+
+@pytest.fixture(scope="module")
+def whole(dataset, tmp_path_factory):
+    """The dataset's rows as one Parquet file (and each file's frames), outside its folder."""
+    frames, _ = dataset
+    path = tmp_path_factory.mktemp("whole") / "whole.parquet"
+    pd.concat(frames, ignore_index=True).to_parquet(path, index=False)
+    return path
+
+
+def _common(weights: bool):
+    return ["--target", "y", "--features", "a,b,c", "--backend", "numpy", "--no-progress",
+            *(["--weight-column", "w"] if weights else [])]
+
+
+def _on_cluster(address, paths, K, *extra, weights=False):
+    return ["fit", "--dask", address, *map(str, paths), "--partitions-per-batch", str(K),
+            *_common(weights), *map(str, extra)]
+
+
+def _in_process_cli(path, rows, *extra, weights=False):
+    return ["fit", str(path), "--batch-size", str(rows), *_common(weights), *map(str, extra)]
+
+
+def _recording_saves(monkeypatch):
+    """Every checkpoint write as (batch_count, rows of the source record): the batch
+    boundaries at which a run saved."""
+    import renewable_huber.checkpoint as checkpoint_module
+
+    save, writes = checkpoint_module.save_checkpoint, []
+
+    def recording(path, state, *args, **kwargs):
+        writes.append((int(state["batch_count"]), int(kwargs["source"]["rows"])))
+        return save(path, state, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint_module, "save_checkpoint", recording)
+    return writes
+
+
+def _assert_same_model(left, right):
+    np.testing.assert_allclose(left.coef_, right.coef_, rtol=1e-10, atol=1e-12)
+    assert float(left.intercept_) == pytest.approx(float(right.intercept_), rel=1e-10)
+    assert left.n_samples_seen_ == right.n_samples_seen_
+    assert left.state_.batch_count == right.state_.batch_count
+    assert left.state_.weight_sum == pytest.approx(right.state_.weight_sum, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("cadence", "saved_after"),
+    [
+        (["--checkpoint-every", "2"], [2, 3]),
+        (["--checkpoint-every", "0"], [3]),
+        (["--checkpoint-seconds", "0"], [3]),
+        (["--checkpoint-seconds", "1e-9"], [1, 2, 3]),  # always due: after every batch
+        (["--checkpoint-every", "2", "--checkpoint-seconds", "3600"], [2, 3]),
+    ],
+)
+def test_checkpoint_cadence_saves_at_the_batches_an_in_process_fit_saves(
+        dataset, whole, address, capsys, tmp_path, monkeypatch, cadence, saved_after):
+    _, paths = dataset
+    writes = _recording_saves(monkeypatch)
+    in_process, on_cluster = tmp_path / "in_process.npz", tmp_path / "on_cluster.npz"
+    status, _, err = run(_in_process_cli(whole, 300, "--checkpoint", in_process, *cadence),
+                         capsys)
+    assert status == 0, err
+    expected_writes, writes[:] = list(writes), []
+    status, _, err = run(_on_cluster(address, paths, 1, "--checkpoint", on_cluster, *cadence),
+                         capsys)
+    assert status == 0, err
+    assert [batches for batches, _ in expected_writes] == saved_after
+    assert writes == expected_writes  # the same batches, and the same rows recorded
+    _assert_same_model(RenewableHuberRegressor.load(on_cluster),
+                       RenewableHuberRegressor.load(in_process))
+    source = load_checkpoint(on_cluster)["source"]
+    assert source["partitions"] == 3 and source["rows"] == 900
+
+
+def test_without_a_cadence_option_a_cluster_fit_saves_after_every_batch(
+        dataset, address, capsys, tmp_path, monkeypatch):
+    _, paths = dataset
+    writes = _recording_saves(monkeypatch)
+    status, out, err = run(_on_cluster(address, paths, 2, "--checkpoint", tmp_path / "m.npz"),
+                           capsys)
+    assert status == 0, err
+    assert writes == [(1, 600), (2, 900)]
+    assert "written 2 times; holds the first 3 partitions, 900 rows" in out
+    status, out, err = run(["inspect", tmp_path / "m.npz"], capsys)
+    assert status == 0, err
+    assert "holds its first 3 partitions, 900 data rows" in out
+
+
+@pytest.mark.parametrize(("skip", "K"), [(450, 1), (450, 2), (300, 1), (299, 2), (0, 1)])
+def test_skip_rows_starts_where_an_in_process_fit_starts(dataset, whole, address, capsys,
+                                                         tmp_path, skip, K):
+    _, paths = dataset
+    in_process, on_cluster = tmp_path / "in_process.npz", tmp_path / "on_cluster.npz"
+    status, _, err = run(_in_process_cli(whole, 300 * K, "--skip-rows", skip, "--checkpoint",
+                                         in_process, weights=True), capsys)
+    assert status == 0, err
+    status, out, err = run(_on_cluster(address, paths, K, "--skip-rows", skip, "--checkpoint",
+                                       on_cluster, "--json", weights=True), capsys)
+    assert status == 0, err
+    document = json.loads(out)
+    assert document["n_samples_seen"] == 900 - skip
+    assert document["run"]["started_after_row"] == skip
+    assert document["run"]["first_partition"] == skip // 300
+    _assert_same_model(RenewableHuberRegressor.load(on_cluster),
+                       RenewableHuberRegressor.load(in_process))
+    assert load_checkpoint(on_cluster)["source"]["rows"] == 900
+    assert load_checkpoint(in_process)["source"]["rows"] == 900
+
+
+def test_a_skipped_then_interrupted_cluster_fit_resumes_to_the_uninterrupted_stream(
+        dataset, whole, address, capsys, tmp_path, monkeypatch):
+    """--skip-rows 150 --checkpoint-every 0, Ctrl-C during the third batch: the two batches
+    done are saved then, and --resume continues to the state of the uninterrupted fit."""
+    from renewable_huber.dask import command
+
+    _, paths = dataset
+    checkpoint, reference = tmp_path / "model.npz", tmp_path / "reference.npz"
+    status, _, err = run(_in_process_cli(whole, 300, "--skip-rows", 150, "--checkpoint",
+                                         reference), capsys)
+    assert status == 0, err
+
+    fit_one_batch, calls = command._fit_one_batch, []
+
+    def interrupted_at_the_third_batch(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return fit_one_batch(*args)
+
+    monkeypatch.setattr(command, "_fit_one_batch", interrupted_at_the_third_batch)
+    writes = _recording_saves(monkeypatch)
+    status, _, err = run(_on_cluster(address, paths, 1, "--skip-rows", 150, "--checkpoint",
+                                     checkpoint, "--checkpoint-every", 0), capsys)
+    assert status == 130
+    line = one_error_line(err)
+    assert "holds the first 2 partitions (600 rows) of the dataset; resume with:" in line
+    assert line.endswith(f"--resume {checkpoint} --no-progress")
+    assert writes == [(2, 600)]  # nothing before Ctrl-C (--checkpoint-every 0), then once
+    source = load_checkpoint(checkpoint)["source"]
+    assert (source["partitions"], source["rows"]) == (2, 600)
+    monkeypatch.setattr(command, "_fit_one_batch", fit_one_batch)
+
+    # --skip-rows fewer than the rows held would fold rows in twice: refused, nothing written.
+    before = checkpoint.read_bytes()
+    status, _, err = run(_on_cluster(address, paths, 1, "--resume", checkpoint, "--checkpoint",
+                                     checkpoint, "--skip-rows", 150), capsys)
+    assert status == 1
+    assert "--skip-rows 150 would fold rows 151-600" in one_error_line(err)
+    assert checkpoint.read_bytes() == before
+
+    copy = tmp_path / "copy.npz"
+    copy.write_bytes(before)
+    status, _, err = run(_on_cluster(address, paths, 1, "--resume", checkpoint, "--checkpoint",
+                                     checkpoint), capsys)
+    assert status == 0, err
+    _assert_same_model(RenewableHuberRegressor.load(checkpoint),
+                       RenewableHuberRegressor.load(reference))
+
+    # More rows skipped than held: the rest of partition 2 after its first 100 rows.
+    status, out, err = run(_on_cluster(address, paths, 1, "--resume", copy, "--checkpoint",
+                                       copy, "--skip-rows", 700, "--json"), capsys)
+    assert status == 0, err
+    assert json.loads(out)["run"]["first_partition"] == 2
+    frames, _ = dataset
+    _assert_same_model(RenewableHuberRegressor.load(copy),
+                       _stream_of_rows(frames, [(150, 300), (300, 600), (700, 900)]))
+    assert load_checkpoint(copy)["source"]["rows"] == 900
+
+
+def _stream_of_rows(frames, spans, weights=False):
+    """The NumPy-side reference: partial_fit on the dataset's rows [lo, hi) for each span."""
+    rows = pd.concat(frames, ignore_index=True)
+    model = RenewableHuberRegressor(backend="numpy")
+    for lo, hi in spans:
+        batch = rows.iloc[lo:hi]
+        model.partial_fit(batch[FEATURES], batch["y"],
+                          sample_weight=batch["w"] if weights else None)
+    return model
+
+
+def test_new_data_continues_a_one_file_model_on_a_dataset_as_in_process(
+        dataset, whole, address, capsys, tmp_path):
+    """A model fitted without --dask on the first file, continued on the two others: on the
+    cluster with --resume --new-data, and in process on one file holding their rows."""
+    frames, paths = dataset
+    rest = tmp_path / "rest.parquet"
+    pd.concat(frames[1:], ignore_index=True).to_parquet(rest, index=False)
+    in_process, on_cluster = tmp_path / "in_process.npz", tmp_path / "on_cluster.npz"
+    for path in (in_process, on_cluster):
+        status, _, err = run(_in_process_cli(paths[0], 300, "--checkpoint", path), capsys)
+        assert status == 0, err
+    status, _, err = run(_in_process_cli(rest, 300, "--resume", in_process, "--new-data",
+                                         "--checkpoint", in_process), capsys)
+    assert status == 0, err
+    status, out, err = run(_on_cluster(address, paths[1:], 1, "--resume", on_cluster,
+                                       "--new-data", "--checkpoint", on_cluster, "--json"),
+                           capsys)
+    assert status == 0, err
+    document = json.loads(out)
+    assert document["run"]["new_data"] and document["run"]["first_partition"] == 0
+    _assert_same_model(RenewableHuberRegressor.load(on_cluster),
+                       RenewableHuberRegressor.load(in_process))
+    _assert_same_model(RenewableHuberRegressor.load(on_cluster),
+                       _stream_of_rows(frames, [(0, 300), (300, 600), (600, 900)]))
+    source = load_checkpoint(on_cluster)["source"]
+    assert (source["partitions"], source["rows"]) == (2, 600)  # of the new dataset
+
+
+def test_new_data_continues_a_cluster_model_on_another_dataset(dataset, address, capsys,
+                                                              tmp_path):
+    frames, paths = dataset
+    checkpoint = tmp_path / "model.npz"
+    status, _, err = run(_on_cluster(address, paths[:2], 1, "--checkpoint", checkpoint,
+                                     weights=True), capsys)
+    assert status == 0, err
+    status, _, err = run(_on_cluster(address, paths[2:], 1, "--resume", checkpoint,
+                                     "--new-data", "--checkpoint", checkpoint, "--skip-rows",
+                                     100, weights=True), capsys)
+    assert status == 0, err
+    _assert_same_model(RenewableHuberRegressor.load(checkpoint),
+                       _stream_of_rows(frames, [(0, 300), (300, 600), (700, 900)],
+                                       weights=True))
+
+
+@pytest.mark.parametrize("case", ["same dataset", "recorded file among DATA"])
+def test_new_data_on_rows_the_model_holds_is_refused(dataset, address, capsys, tmp_path,
+                                                    case):
+    _, paths = dataset
+    checkpoint = tmp_path / "model.npz"
+    if case == "same dataset":
+        first = _on_cluster(address, paths[:2], 1, "--checkpoint", checkpoint)
+        message = "is not new data: it is the dataset"
+    else:
+        first = _in_process_cli(paths[1], 300, "--checkpoint", checkpoint)
+        message = f"is not new data: its file {paths[1]} starts with the bytes of"
+    status, _, err = run(first, capsys)
+    assert status == 0, err
+    before = checkpoint.read_bytes()
+    status, _, err = run(_on_cluster(address, paths[:2], 1, "--resume", checkpoint,
+                                     "--new-data", "--checkpoint", checkpoint), capsys)
+    assert status == 1
+    assert message in one_error_line(err)
+    assert checkpoint.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("extra", "status", "message"),
+    [
+        (["--new-data"], 2, "--new-data only applies with --resume"),
+        (["--checkpoint-every", "2"], 2, "--checkpoint-every needs --checkpoint"),
+        (["--checkpoint-seconds", "5"], 2, "--checkpoint-seconds needs --checkpoint"),
+        (["--skip-rows", "900"], 1, "has no data rows after the first 900 (it has 900)"),
+        (["--skip-rows", "5000"], 1, "has no data rows after the first 5,000 (it has 900)"),
+    ],
+)
+def test_row_options_that_cannot_apply_are_refused_on_a_cluster(dataset, address, capsys,
+                                                                extra, status, message):
+    _, paths = dataset
+    got, out, err = run(_on_cluster(address, paths, 1, *extra), capsys)
+    assert got == status and out == ""
+    assert message in one_error_line(err)
+
+
+def test_strict_stop_before_a_skipped_resume_completes_a_batch_keeps_whole_partitions(
+        dataset, address, capsys, tmp_path, monkeypatch):
+    """A source record counts whole partitions: --strict stopping the first batch of a run
+    that skipped into a partition records the partitions before it, and says to give
+    --skip-rows again; doing so continues the stream as if it had not stopped."""
+    from renewable_huber.dask import command
+
+    frames, paths = dataset
+    checkpoint = tmp_path / "model.npz"
+    fit_one_batch, calls = command._fit_one_batch, []
+
+    def interrupted_at_the_second_batch(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return fit_one_batch(*args)
+
+    monkeypatch.setattr(command, "_fit_one_batch", interrupted_at_the_second_batch)
+    status, _, err = run(_on_cluster(address, paths, 1, "--checkpoint", checkpoint), capsys)
+    assert status == 130, err
+    monkeypatch.setattr(command, "_fit_one_batch", fit_one_batch)
+    one = RenewableHuberRegressor.load(checkpoint)
+    assert one.state_.batch_count == 1
+
+    status, _, err = run(_on_cluster(address, paths, 1, "--resume", checkpoint, "--checkpoint",
+                                     checkpoint, "--skip-rows", 450, "--strict", "--max-iter",
+                                     1), capsys)
+    assert status == 3, err
+    line = one_error_line(err)
+    assert "batch 2 (partitions 1-1 of 3 (after the first 150 rows of partition 1))" in line
+    assert "it records the 1 partitions before the one holding row 451; give --skip-rows " \
+           "450 again" in line
+    source = load_checkpoint(checkpoint)["source"]
+    assert (source["partitions"], source["rows"]) == (1, 300)
+    np.testing.assert_array_equal(RenewableHuberRegressor.load(checkpoint).coef_, one.coef_)
+
+    # (the checkpoint keeps the run's --max-iter 1: the default limit is given back)
+    status, _, err = run(_on_cluster(address, paths, 1, "--resume", checkpoint, "--checkpoint",
+                                     checkpoint, "--skip-rows", 450, "--max-iter", 100), capsys)
+    assert status == 0, err
+    _assert_same_model(RenewableHuberRegressor.load(checkpoint),
+                       _stream_of_rows(frames, [(0, 300), (450, 600), (600, 900)]))
+
+
+def test_inference_and_unconverged_batches_are_reported_as_in_process(dataset, whole, address,
+                                                                      capsys):
+    """--inference: the standard errors of the JSON document and the table under the summary
+    equal the in-process ones; batches that do not converge get the same closing warning."""
+    _, paths = dataset
+    options = ["--inference", "--max-iter", "2", "--json"]
+    status, out, err = run(_in_process_cli(whole, 300, *options, weights=True), capsys)
+    assert status == 0, err
+    expected, expected_err = json.loads(out), err
+    status, out, err = run(_on_cluster(address, paths, 1, *options, weights=True), capsys)
+    assert status == 0, err
+    document = json.loads(out)
+    assert document["inference_unavailable"] is None and document["dtype"] == "float64"
+    names = ["a", "b", "c", "(intercept)"]
+    np.testing.assert_allclose([document["standard_errors"][n] for n in names],
+                               [expected["standard_errors"][n] for n in names], rtol=1e-10)
+    assert document["not_converged"] == expected["not_converged"] > 0
+    closing = [line for line in err.splitlines() if "batches did not converge" in line]
+    assert closing == [line for line in expected_err.splitlines()
+                       if "batches did not converge" in line]
+    assert len(closing) == 1
+
+    status, out, err = run(_on_cluster(address, paths, 1, "--inference", weights=True), capsys)
+    assert status == 0, err
+    assert "inference (sandwich covariance" in out
+    status, out, err = run(_on_cluster(address, paths, 1), capsys)
+    assert status == 0, err
+    assert "standard errors: not computed (fit with --inference)" in out

@@ -8,15 +8,20 @@ cluster's number of workers), fitted with partial_fit on the dask collection.
 
 The checkpoint's source record names the dataset by a fingerprint of its files (their sizes
 and Parquet footers, in order) and counts the partitions the model holds, so that
-`--resume` continues after them, and refuses another dataset.
+`--resume` continues after them, and refuses another dataset unless --new-data says it holds
+new rows. --skip-rows, --new-data and the checkpoint cadence mean what they mean for one file,
+the dataset's rows counted in its order: a run equals the in-process fit of one file holding
+the same rows in batches of the same rows (docs/cli.md, "fit --dask").
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
+import shlex
 import sys
 import time
 
@@ -26,12 +31,15 @@ from ..cli import (
     PROG,
     DataBatchError,
     EngineProblem,
+    Interrupted,
     ResumeRefused,
     StrictStop,
     UsageError,
     _check_fit_options,
     _coefficient_table,
     _fit_one_batch,
+    _inference_document,
+    _inference_table,
     _new_or_resumed_model,
     _one_line,
     _plain,
@@ -42,12 +50,8 @@ from ..cli import (
 from ..exceptions import BackendUnavailableError, ConvergenceWarning, EngineError
 from .batch import _modules
 
-# Options of `fit` that follow rows of one file (row positions, row batches), not defined for a
-# partitioned dataset.
-_FILE_ONLY = (("--skip-rows", "skip_rows"), ("--new-data", "new_data"),
-              ("--batch-size", "batch_size"),
-              ("--checkpoint-every", "checkpoint_every"),
-              ("--checkpoint-seconds", "checkpoint_seconds"))
+# --batch-size counts rows of one file; a dataset on a cluster is batched by its partitions.
+_FILE_ONLY = (("--batch-size", "batch_size"),)
 
 
 def _check_options(args) -> None:
@@ -66,8 +70,10 @@ def _connected(address: str):
         count = address.removeprefix("local:")
         if not count.isdigit() or int(count) < 1:
             raise UsageError(f"--dask {address}: local:N needs a worker count N >= 1")
+        # The scheduler serves HTTP (health, metrics) even without a dashboard, on port 8787
+        # unless told otherwise, and warns on stderr when that port is taken: any free port.
         cluster = distributed.LocalCluster(
-            n_workers=int(count), threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=int(count), threads_per_worker=1, processes=True, dashboard_address=":0"
         )
         with cluster, distributed.Client(cluster) as client:
             yield client
@@ -123,10 +129,17 @@ def command_fit_on_cluster(args) -> int:
         start, rows_held = _first_partition(args, dataset, source)
         features = _columns(args, table)
         per_batch = args.partitions_per_batch or max(1, len(client.scheduler_info()["workers"]))
-        run = _run_batches(args, model, table, features, per_batch, dataset,
-                           {"partitions": start, "rows": rows_held})
+        begin = _after_skipped_rows(args, table, start, rows_held)
+        run = _ClusterRun(args, model, table, features, per_batch, dataset, begin)
+        run.stream()
+    if run.unconverged:
+        _warn(f"{len(run.unconverged)} of {run.batches} batches did not converge (first: batch "
+              f"{run.unconverged[0]['batch']}); their coefficients are the solver's last step, "
+              "not the optimum: raise --max-iter, loosen --tol, or give --tau in the target's "
+              "units (--tau auto)")
     document = _document(args, model, features, per_batch, run)
-    print(json.dumps(document, indent=2, default=_plain) if args.json else _summary(document))
+    print(json.dumps(document, indent=2, default=_plain) if args.json
+          else _summary(document, model))
     return 0
 
 
@@ -140,9 +153,10 @@ class _Dataset:
 
     def __init__(self, data: list[str], npartitions: int):
         self.npartitions = npartitions
+        self.files = list(_files(data))
         digest = hashlib.sha256()
         size = 0
-        for fs, path in _files(data):
+        for fs, path in self.files:
             length = int(fs.size(path))
             with fs.open(path, "rb") as handle:
                 handle.seek(max(0, length - self.TAIL_BYTES))
@@ -180,97 +194,303 @@ def _files(data: list[str]):
 
 
 def _first_partition(args, dataset: _Dataset, source) -> tuple[int, int]:
-    """(partitions, rows) of the dataset the model already holds: none for a new fit or a
-    checkpoint without a source record; those its record counts when it was fitted on this
-    dataset; another dataset is refused."""
+    """(partitions, rows) of the dataset the model already holds: none for a new fit, a
+    checkpoint without a source record, or --new-data; those its record counts when it was
+    fitted on this dataset. Anything that would fold rows in twice, or that cannot be told
+    apart from that, is refused (docs/cli.md, "fit --dask")."""
     if args.resume is None or source is None:
         return 0, 0
     data = " ".join(args.data)
+    add_new_data = ("; if DATA holds only rows the model has not seen, add --new-data")
     if "partitions" not in source:
+        if args.new_data:
+            read = _file_already_read(dataset, source)
+            if read is not None:
+                raise ResumeRefused(
+                    f"{data} is not new data: its file {read} starts with the bytes of "
+                    f"{source['path']}, of which {args.resume} already holds the first "
+                    f"{source['rows']:,} data rows; leave that file out of DATA")
+            return 0, 0
         raise ResumeRefused(
             f"{args.resume} was fitted on the file {source['path']}, not on a dataset with "
-            f"--dask: --resume --dask continues the dataset a checkpoint of fit --dask records")
+            f"--dask: --resume --dask continues the dataset a checkpoint of fit --dask "
+            f"records{add_new_data}")
     if not dataset.same(source):
+        if args.new_data:
+            return 0, 0
         raise ResumeRefused(
             f"{data} is not the dataset {args.resume} was fitted on ({source['path']}, "
             f"{source['partitions']:,} partitions, {source['rows']:,} rows read; the files "
-            f"differ in number, size or content): to continue that dataset pass it instead")
+            f"differ in number, size or content): to continue that dataset pass it "
+            f"instead{add_new_data}")
+    if args.new_data:
+        raise ResumeRefused(
+            f"{data} is not new data: it is the dataset {args.resume} was fitted on "
+            f"({source['path']}), of which it holds the first {source['partitions']:,} "
+            f"partitions ({source['rows']:,} rows); drop --new-data to continue after them")
     if source["partitions"] >= dataset.npartitions:
         raise DataBatchError(f"nothing new to fit: {args.resume} already holds all "
                              f"{dataset.npartitions:,} partitions of {data}")
     return source["partitions"], source["rows"]
 
 
-def _run_batches(args, model, table, features, per_batch, dataset, held) -> dict:
-    """Fits the batches after the `held` partitions; `held` follows what the model holds."""
-    from ..checkpoint import save_checkpoint
-
-    columns = features + [args.target] + ([args.weight_column] if args.weight_column else [])
-    n_partitions, start, rows_held = table.npartitions, held["partitions"], held["rows"]
-    bar = _progress(n_partitions - start, "fit", args.no_progress, "partitions")
-    run = {"batches": 0, "rows": 0, "unconverged": [], "seconds": 0.0, "start": start}
-
-    def save(state, partitions: int, rows: int) -> None:
-        save_checkpoint(args.checkpoint, state, source=dataset.record(partitions, rows))
-
-    # --strict --checkpoint: the state before the current batch, saved if the batch does not
-    # converge, so the checkpoint never holds an unconverged batch.
-    keep_previous = args.strict and args.checkpoint
-    previous = model.state_dict() if keep_previous and hasattr(model, "coef_") else None
-    rows_before = int(getattr(model, "n_samples_seen_", 0) or 0)
-    began = time.perf_counter()
-    try:
-        for first in range(start, n_partitions, per_batch):
-            last = min(first + per_batch, n_partitions) - 1
-            where = f"partitions {first}-{last} of {n_partitions}"
-            part = table.partitions[first:last + 1]
-            try:
-                reported = _fit_one_batch(model, part[columns], args.target,
-                                          args.weight_column)
-            except BackendUnavailableError as exc:
-                raise EngineProblem(f"engine unavailable: {_one_line(exc)}") from exc
-            except EngineError as exc:
-                raise EngineProblem(f"batch {run['batches'] + 1} ({where}) failed: "
-                                    f"{_one_line(exc)}{_saved(args, run)}") from exc
-            except (ValueError, TypeError) as exc:
-                raise DataBatchError(f"{where} (batch {run['batches'] + 1} of this run): "
-                                     f"{_one_line(exc)}{_saved(args, run)}") from exc
-            for warning in reported:
-                if not isinstance(warning, ConvergenceWarning):
-                    _warn(" ".join(str(warning).split()))
-            if args.strict and not model.diagnostics_["converged"]:
-                raise StrictStop(_strict_stop_message(
-                    model, where, args.checkpoint, previous,
-                    lambda state, kept=held: save(state, kept["partitions"], kept["rows"]),
-                    f"it records the {held['partitions']:,} partitions of the dataset it "
-                    "holds"))
-            run["batches"] += 1
-            run["rows"] = int(model.n_samples_seen_) - rows_before
-            held = {"partitions": last + 1, "rows": rows_held + run["rows"]}
-            for warning in reported:
-                if isinstance(warning, ConvergenceWarning):
-                    run["unconverged"].append({"batch": warning.batch, "partitions": where,
-                                               "reason": warning.reason})
-                    _warn(f"batch {warning.batch} ({where}) did not converge after "
-                          f"{warning.iterations} iterations ({warning.reason})")
-            if args.checkpoint:
-                save(model.state_dict(), held["partitions"], held["rows"])
-                run["saved_batches"] = run["batches"]
-            if keep_previous:
-                previous = model.state_dict()
-            bar.update(last + 1 - first)
-    finally:
-        bar.close()
-    run["seconds"] = time.perf_counter() - began
-    return run
+# A record of one file (fit without --dask) whose prefix is longer than this names a CSV
+# file's rows: a Parquet file, which begins with its magic bytes, never starts with them (the
+# CSV reader refuses such files), so only shorter prefixes are compared with DATA's files.
+_COMPARED_PREFIX_BYTES = 1 << 16
 
 
-def _saved(args, run) -> str:
-    if not args.checkpoint:
-        return ""
-    if not run.get("saved_batches"):
-        return f"; {args.checkpoint} was not written by this run"
-    return f"; {args.checkpoint} holds the first {run['saved_batches']} batches"
+def _file_already_read(dataset: _Dataset, source: dict) -> str | None:
+    """The first file of the dataset that begins with the bytes a one-file record covers (the
+    file it recorded, or a copy of it), or None."""
+    length = source["prefix_bytes"]
+    if length > _COMPARED_PREFIX_BYTES:
+        return None
+    for fs, path in dataset.files:
+        if int(fs.size(path)) < length:
+            continue
+        with fs.open(path, "rb") as handle:
+            head = handle.read(length)
+        if hashlib.sha256(head).hexdigest() == source["prefix_sha256"]:
+            return path
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Begin:
+    """Where a run starts: `partition` (its index in the dataset) after its first `cut` rows,
+    `rows` leading data rows of the dataset held or skipped before that point, and `origin`,
+    the partition from which this run counts its batches of K partitions."""
+
+    partition: int
+    cut: int
+    rows: int
+    origin: int
+
+
+def _after_skipped_rows(args, table, start: int, held: int) -> _Begin:
+    """The start of this run: after the `start` partitions (`held` rows) the checkpoint holds,
+    or after --skip-rows N rows of the dataset, which may not be fewer than those."""
+    skip = args.skip_rows
+    if skip is None or skip == held:
+        return _Begin(start, 0, held, start)
+    data = " ".join(args.data)
+    if skip < held:
+        raise ResumeRefused(
+            f"--skip-rows {skip:,} would fold rows {skip + 1:,}-{held:,} of {data} into "
+            f"{args.resume} a second time: it already holds the first {held:,} (the first "
+            f"{start:,} partitions); drop --skip-rows to continue after row {held:,}")
+    import dask
+
+    # Partition lengths, counted on the workers a few partitions at a time from `start`,
+    # until the one that holds row skip + 1.
+    rows, partition, step = held, start, 16
+    while partition < table.npartitions:
+        stop = min(partition + step, table.npartitions)
+        lengths = dask.compute(*[table.partitions[i][[args.target]].shape[0]
+                                 for i in range(partition, stop)])
+        for length in lengths:
+            if rows + int(length) > skip:
+                return _Begin(partition, skip - rows, skip, start)
+            rows += int(length)
+            partition += 1
+    raise DataBatchError(f"{data} has no data rows after the first {skip:,} (it has "
+                         f"{rows:,})")
+
+
+class _ClusterRun:
+    """One pass of `fit --dask` over the dataset: batches of K partitions, the checkpoint
+    cadence of `fit`, --strict and Ctrl-C."""
+
+    def __init__(self, args, model, table, features, per_batch: int, dataset, begin: _Begin):
+        self.args, self.model, self.table, self.dataset = args, model, table, dataset
+        self.columns = features + [args.target] + ([args.weight_column]
+                                                   if args.weight_column else [])
+        self.per_batch, self.begin = per_batch, begin
+        self.batches = self.rows = self.saves = self.since_save = 0
+        self.unconverged: list[dict] = []
+        self.seconds = 0.0
+        # What the model holds after its last completed batch: leading partitions, and rows
+        # of the dataset held or skipped; `saved` is that pair for the last checkpoint written.
+        self.held = (begin.partition, begin.rows)
+        self.saved: tuple[int, int] | None = None
+        every, seconds = args.checkpoint_every, args.checkpoint_seconds
+        if every is None and seconds is None:
+            # A cluster batch costs far more than writing the model: after every batch.
+            every, seconds = 1, 0.0
+        self.every, self.interval = every or 0, seconds or 0.0
+
+    def _groups(self):
+        """(first, end) partition ranges of the batches: K partitions counted from the run's
+        origin; the first batch is the rest of the group that holds the starting partition."""
+        n, K, begin = self.table.npartitions, self.per_batch, self.begin
+        first = begin.partition
+        while first < n:
+            end = min(begin.origin + ((first - begin.origin) // K + 1) * K, n)
+            yield first, end
+            first = end
+
+    def _batch(self, first: int, end: int):
+        import dask.dataframe as dd
+
+        part = self.table.partitions[first:end][self.columns]
+        if first != self.begin.partition or not self.begin.cut:
+            return part
+        cut = self.begin.cut
+        head = part.partitions[0].map_partitions(lambda frame: frame.iloc[cut:],
+                                                 meta=part._meta)
+        return head if end - first == 1 else dd.concat([head, part.partitions[1:]])
+
+    def stream(self) -> None:
+        args, model = self.args, self.model
+        n = self.table.npartitions
+        bar = _progress(n - self.begin.partition, "fit", args.no_progress, "partitions")
+        # --strict --checkpoint: the state before the current batch, saved if the batch does
+        # not converge, so the checkpoint never holds an unconverged batch. With a checkpoint
+        # the state after the last completed batch is also what Ctrl-C saves.
+        keep = bool(args.checkpoint)
+        previous = model.state_dict() if keep and hasattr(model, "coef_") else None
+        rows_before = int(getattr(model, "n_samples_seen_", 0) or 0)
+        began = time.perf_counter()
+        self.last_save = time.monotonic()
+        try:
+            for first, end in self._groups():
+                where = f"partitions {first}-{end - 1} of {n}"
+                if first == self.begin.partition and self.begin.cut:
+                    where += f" (after the first {self.begin.cut:,} rows of partition {first})"
+                try:
+                    reported = _fit_one_batch(model, self._batch(first, end), args.target,
+                                              args.weight_column)
+                except BackendUnavailableError as exc:
+                    raise EngineProblem(f"engine unavailable: {_one_line(exc)}") from exc
+                except EngineError as exc:
+                    raise EngineProblem(f"batch {self.batches + 1} ({where}) failed: "
+                                        f"{_one_line(exc)}{self._saved_text()}") from exc
+                except (ValueError, TypeError) as exc:
+                    raise DataBatchError(f"{where} (batch {self.batches + 1} of this run): "
+                                         f"{_one_line(exc)}{self._saved_text()}") from exc
+                for warning in reported:
+                    if not isinstance(warning, ConvergenceWarning):
+                        _warn(" ".join(str(warning).split()))
+                if args.strict and not model.diagnostics_["converged"]:
+                    kept, holds = self.held, (f"it records the {self.held[0]:,} partitions "
+                                              "of the dataset it holds")
+                    if self.begin.cut and not self.batches:
+                        # A source record counts whole partitions: rows skipped inside the
+                        # first one are not recorded until a batch after them completes.
+                        kept = (self.begin.partition, self.begin.rows - self.begin.cut)
+                        holds = (f"it records the {kept[0]:,} partitions before the one "
+                                 f"holding row {self.begin.rows + 1:,}; give --skip-rows "
+                                 f"{args.skip_rows} again")
+                    raise StrictStop(_strict_stop_message(
+                        model, where, args.checkpoint, previous,
+                        lambda state, kept=kept: self._save(state, kept), holds))
+                self.batches += 1
+                self.since_save += 1
+                self.rows = int(model.n_samples_seen_) - rows_before
+                self.held = (end, self.begin.rows + self.rows)
+                for warning in reported:
+                    if isinstance(warning, ConvergenceWarning):
+                        self.unconverged.append({"batch": warning.batch, "partitions": where,
+                                                 "reason": warning.reason})
+                        _warn(f"batch {warning.batch} ({where}) did not converge after "
+                              f"{warning.iterations} iterations ({warning.reason})")
+                if keep:
+                    previous = model.state_dict()
+                if self._save_due():
+                    self._save(previous, self.held)
+                bar.update(end - first)
+        except KeyboardInterrupt:
+            raise self._interrupted(previous) from None
+        finally:
+            bar.close()
+        self.seconds = time.perf_counter() - began
+        if args.checkpoint and self.saved != self.held:
+            self._save(previous, self.held)
+
+    def _save_due(self) -> bool:
+        if not self.args.checkpoint:
+            return False
+        if self.every and self.since_save >= self.every:
+            return True
+        return bool(self.interval) and time.monotonic() - self.last_save >= self.interval
+
+    def _save(self, state, held: tuple[int, int]) -> None:
+        from ..checkpoint import save_checkpoint
+
+        save_checkpoint(self.args.checkpoint, state, source=self.dataset.record(*held))
+        self.saves += 1
+        self.saved = held
+        self.since_save = 0
+        self.last_save = time.monotonic()
+
+    def _saved_text(self) -> str:
+        """What the checkpoint holds after a failure (nothing is written because of one)."""
+        if not self.args.checkpoint:
+            return ""
+        if self.saved is None:
+            return f"; {self.args.checkpoint} was not written by this run"
+        return (f"; {self.args.checkpoint} holds the first {self.saved[0]:,} partitions "
+                f"({self.saved[1]:,} rows) of the dataset (continue with --resume "
+                f"{self.args.checkpoint})")
+
+    def _interrupted(self, last_state) -> Interrupted:
+        """Ctrl-C stops at once; the batch under way is dropped, the batches completed before
+        it are saved (when the cadence had not saved them yet)."""
+        args = self.args
+        if args.checkpoint and self.batches and self.saved != self.held:
+            self._save(last_state, self.held)
+        done = (f"interrupted after {self.rows:,} rows in {self.batches:,} batches of "
+                f"{' '.join(args.data)}")
+        if not args.checkpoint:
+            return Interrupted(f"{done}; nothing was saved (no --checkpoint): rerun with "
+                               "--checkpoint FILE to be able to resume")
+        if self.saved is None:
+            return Interrupted(f"{done}; {args.checkpoint} was not written; start again with: "
+                               f"{_cluster_command(args, self.per_batch)}")
+        return Interrupted(f"{done}; {args.checkpoint} holds the first {self.saved[0]:,} "
+                           f"partitions ({self.saved[1]:,} rows) of the dataset; resume with: "
+                           f"{_cluster_command(args, self.per_batch, args.checkpoint)}")
+
+
+def _cluster_command(args, per_batch: int, resume: str | None = None) -> str:
+    """The `fit --dask` command line of this run, or (resume=CHECKPOINT) the one that
+    continues it: the checkpoint then fixes the configuration and records where the dataset
+    stopped, so the configuration options, --skip-rows and --new-data are left out."""
+    parts = [PROG, "fit", "--dask", args.dask, *args.data, "--target", args.target]
+    if args.features is not None:
+        parts += ["--features", ",".join(args.features)]
+    if args.weight_column is not None:
+        parts += ["--weight-column", args.weight_column]
+    parts += ["--partitions-per-batch", str(per_batch)]
+    if resume is None:
+        for flag, value in (("--penalty", args.penalty), ("--lambda-scale", args.lambda_scale),
+                            ("--tau", args.tau)):
+            if value is not None:
+                parts += [flag, value if isinstance(value, str) else repr(value)]
+        parts += [flag for flag, on in (("--no-intercept", args.no_intercept),
+                                        ("--inference", args.inference)) if on]
+    for flag, value in (("--backend", args.backend), ("--dtype", args.dtype),
+                        ("--n-jobs", args.n_jobs), ("--max-iter", args.max_iter),
+                        ("--tol", args.tol), ("--checkpoint", args.checkpoint),
+                        ("--checkpoint-seconds", args.checkpoint_seconds),
+                        ("--checkpoint-every", args.checkpoint_every)):
+        if value is not None:
+            parts += [flag, value if isinstance(value, str) else repr(value)]
+    if args.strict:
+        parts.append("--strict")
+    if resume is not None:
+        parts += ["--resume", resume]
+    else:
+        if args.resume is not None:
+            parts += ["--resume", args.resume]
+        if args.skip_rows is not None:
+            parts += ["--skip-rows", str(args.skip_rows)]
+        if args.new_data:
+            parts.append("--new-data")
+    parts += [flag for flag, on in (("--json", args.json), ("--no-progress", args.no_progress))
+              if on]
+    return " ".join(shlex.quote(str(part)) for part in parts)
 
 
 def _document(args, model, features, per_batch, run) -> dict:
@@ -283,6 +503,8 @@ def _document(args, model, features, per_batch, run) -> dict:
         "features": list(features),
         "weight_column": args.weight_column,
         "backend": model.backend_,
+        "dtype": state["config"]["dtype"],
+        "n_jobs": model.n_jobs_,
         "config": state["config"],
         "coefficients": dict(zip(features, np.asarray(model.coef_).tolist(), strict=True)),
         "intercept": float(model.intercept_),
@@ -290,17 +512,25 @@ def _document(args, model, features, per_batch, run) -> dict:
         "n_samples_seen": state["n_samples_seen"],
         "batch_count": state["batch_count"],
         "weight_sum": state["weight_sum"],
-        "run": {"batches": run["batches"], "rows": run["rows"], "seconds": run["seconds"],
-                "first_partition": run["start"], "resume": args.resume,
-                "checkpoint": args.checkpoint},
-        "not_converged": len(run["unconverged"]),
-        "unconverged_batches": run["unconverged"],
+        "run": {"batches": run.batches, "rows": run.rows, "seconds": run.seconds,
+                "first_partition": run.begin.partition, "started_after_row": run.begin.rows,
+                "rows_through": run.held[1], "partitions_through": run.held[0],
+                "resume": args.resume, "new_data": bool(args.new_data),
+                "checkpoint": args.checkpoint, "checkpoint_writes": run.saves},
+        "not_converged": len(run.unconverged),
+        "unconverged_batches": run.unconverged,
         "last_batch": dict(model.diagnostics_),
+        **_inference_document(_names(features, state["fit_intercept"]), model.state_,
+                              state["config"]["penalty"], state["config"]["inference"]),
     }
 
 
-def _summary(document: dict) -> str:
-    diag = document["last_batch"]
+def _names(features, fit_intercept: bool) -> list[str]:
+    return [*features] + (["(intercept)"] if fit_intercept else [])
+
+
+def _summary(document: dict, model) -> str:
+    diag, run = document["last_batch"], document["run"]
     names = list(document["features"])
     values = list(document["coefficients"].values())
     if document["fit_intercept"]:
@@ -309,17 +539,25 @@ def _summary(document: dict) -> str:
     lines = [
         f"data: {' '.join(document['data'])}  target: {document['target']}  "
         f"cluster: {document['dask']}",
-        f"this run: {document['run']['rows']:,} rows in {document['run']['batches']:,} "
-        f"batches of {document['partitions_per_batch']} partitions, "
-        f"{document['run']['seconds']:.3f} s"
-        + (f" (resumed after partition {document['run']['first_partition']}, "
-           f"{document['n_samples_seen']:,} rows in all)" if document["run"]["resume"] else ""),
+        f"this run: {run['rows']:,} rows in {run['batches']:,} "
+        f"batches of {document['partitions_per_batch']} partitions, {run['seconds']:.3f} s"
+        + (f" (resumed, {document['n_samples_seen']:,} rows in all)" if run["resume"] else ""),
+    ]
+    if run["started_after_row"]:
+        lines.append(f"started after data row {run['started_after_row']:,} of the dataset "
+                     f"(in partition {run['first_partition']})")
+    lines += [
         f"batches not converged: {document['not_converged']}",
         f"last batch: iterations={diag['iterations']} converged={diag['converged']} "
         f"objective={diag['objective']:.6g}",
         "",
         *_coefficient_table(names, values),
     ]
-    if document["run"]["checkpoint"]:
-        lines += ["", f"checkpoint: {document['run']['checkpoint']}"]
+    lines += _inference_table(names, model.state_, document["config"]["penalty"],
+                              document["config"]["inference"])
+    if run["checkpoint"]:
+        writes = run["checkpoint_writes"]
+        lines += ["", f"checkpoint: {run['checkpoint']} (written {writes} time"
+                  f"{'s' if writes != 1 else ''}; holds the first {run['partitions_through']:,} "
+                  f"partitions, {run['rows_through']:,} rows, of the dataset)"]
     return "\n".join(lines)
