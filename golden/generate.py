@@ -31,9 +31,10 @@ regenerates in memory and compares with it:
 * every other number (coefficients, information, previous_lambda, weight_sum, objective,
   lambda_value, bandwidth, predictions): |regenerated - committed| <= atol + rtol |committed|
   with the tolerance the conformance kit's `reference` profile gives the case
-  (renewable_huber.conformance.tolerances: the case's rtol/atol; float32 at least
-  REFERENCE_FLOAT32_FLOOR, derived there from FLOAT32_ORACLE_SLACK by the triangle
-  inequality). `--check` and `renewable-huber conformance --reference` thus apply one rule.
+  (conformance/tolerances.json, read by renewable_huber.conformance.tolerances: the case's
+  rtol/atol; float32 at least the profile's floor, derived in conformance/README.md from the
+  file's float32_oracle_slack by the triangle inequality). `--check` and `renewable-huber
+  conformance --reference` thus apply one rule.
 
 The case tolerance is derived from the dtype and the case (_derived_tolerance), and every
 case records one that --check re-derives on the machine it runs on and refuses to exceed:
@@ -80,9 +81,9 @@ sys.path.insert(0, str(GOLDEN_DIR.parent / "python"))
 
 from renewable_huber.config import UpdateConfig  # noqa: E402
 from renewable_huber.conformance.tolerances import (  # noqa: E402
-    FLOAT32_ORACLE_SLACK,
     Tolerance,
     prediction_scales,
+    shipped_profiles,
 )
 from renewable_huber.core import design_matrix, renewable_update  # noqa: E402
 from renewable_huber.core.huber import bandwidth as huber_bandwidth  # noqa: E402
@@ -729,10 +730,11 @@ def _run_case(
 
 
 def _float32_oracle_problem(spec: dict, case: dict) -> str | None:
-    """A float32 oracle must lie within FLOAT32_ORACLE_SLACK of the float64 computation on the
-    same float32 data, on every value the kit compares: engines that accumulate in double are
-    then never judged against rounding noise of the oracle (the cpu float32 floor is four times
-    the slack), and the reference float32 floor of the rounding model follows from it."""
+    """A float32 oracle must lie within the kit's float32_oracle_slack of the float64
+    computation on the same float32 data, on every value the kit compares: engines that
+    accumulate in double are then never judged against rounding noise of the oracle (the cpu
+    float32 floor is four times the slack), and the reference float32 floor of the rounding
+    model follows from it."""
     as64 = dict(spec, config=dict(spec["config"], dtype="float64"))
     as64["batches"] = [
         {
@@ -743,7 +745,7 @@ def _float32_oracle_problem(spec: dict, case: dict) -> str | None:
     ]
     as64["probe_X"] = np.asarray(spec["probe_X"], dtype=np.float32).astype(np.float64)
     reference64, _ = _run_case(as64, CASE_TOLERANCES["float64"])
-    rtol, atol = FLOAT32_ORACLE_SLACK
+    rtol, atol = shipped_profiles().float32_oracle_slack
 
     def close(a, b) -> bool:
         return bool(np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol))
