@@ -76,6 +76,8 @@ from pathlib import Path
 import numpy as np
 
 GOLDEN_DIR = Path(__file__).resolve().parent
+# The corpora are the conformance kit's data and live beside it; this generator writes there.
+CORPORA_DIR = GOLDEN_DIR.parent / "conformance" / "corpora"
 # The oracle is the reference in this source tree, never an installed copy that may lag it.
 sys.path.insert(0, str(GOLDEN_DIR.parent / "python"))
 
@@ -1200,15 +1202,15 @@ def check(out_dir: Path, exact: bool = False, extra_rtol: float = 0.0) -> int:
 
 def write(out_dir: Path) -> int:
     """Write every corpus from this machine's regeneration; a frozen corpus keeps the numbers
-    of its committed copy (out_dir's, else golden/'s) and takes only the new metadata, after
-    the regeneration reproduced them under the rounding model."""
+    of its committed copy (out_dir's, else conformance/corpora/'s) and takes only the new
+    metadata, after the regeneration reproduced them under the rounding model."""
     out_dir.mkdir(parents=True, exist_ok=True)
     failed = False
     for corpus in CORPORA:
         path = out_dir / corpus.name
         document = build_document(corpus.name)
         if corpus.frozen:
-            base = path if path.is_file() else GOLDEN_DIR / corpus.name
+            base = path if path.is_file() else CORPORA_DIR / corpus.name
             if base.is_file():
                 committed = json.loads(base.read_text(encoding="utf-8"))
                 problem = _frozen_problem(corpus.name, committed)
@@ -1235,7 +1237,10 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--write", action="store_true", help="write the corpora")
     mode.add_argument("--check", action="store_true", help="compare with the committed corpora")
     parser.add_argument(
-        "--out-dir", type=Path, default=GOLDEN_DIR, help="folder of the corpora (default: golden/)"
+        "--out-dir",
+        type=Path,
+        default=CORPORA_DIR,
+        help="folder of the corpora (default: conformance/corpora/)",
     )
     parser.add_argument(
         "--exact",

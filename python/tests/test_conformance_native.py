@@ -13,6 +13,7 @@ import pytest
 from renewable_huber.conformance import AbiEngine, main, run_conformance
 
 REPO = Path(__file__).resolve().parents[2]
+CORPORA = REPO / "conformance" / "corpora"
 _CPU_SUBPATH = Path("engines") / "cpu_c"
 
 
@@ -88,7 +89,7 @@ def test_broken_history_engine_is_caught_on_the_multi_batch_l1_cases():
 def test_cli_main_exits_non_zero_and_prints_fail_lines_for_the_broken_engine(capsys):
     broken = _library("librh_cpu_broken_history.so")
     assert (
-        main(["--library", str(broken), "--corpus", str(REPO / "golden" / "native_core_v2.json")])
+        main(["--library", str(broken), "--corpus", str(CORPORA / "native_core_v2.json")])
         == 1
     )
     out = capsys.readouterr().out.splitlines()

@@ -27,7 +27,7 @@ def _parser(engine_profiles: list[str]) -> argparse.ArgumentParser:
         "--reference", action="store_true", help="check the NumPy reference against the corpora"
     )
     parser.add_argument(
-        "--corpus", nargs="+", metavar="FILE", help="corpus files (default: native_core_v1, v2, v3)"
+        "--corpus", nargs="+", metavar="FILE", help="corpus files (default: native_core_v1 to v4)"
     )
     parser.add_argument("--device", type=int, metavar="N", help="device_id for engine_create")
     parser.add_argument(
