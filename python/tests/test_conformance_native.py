@@ -1,7 +1,8 @@
 """The conformance kit against built engine libraries: librh_cpu must pass every replay,
 migration and negative case; librh_cpu_broken_history (the historical L1 subgradient dropped)
 must be caught. RH_CPU_LIBRARY or RH_BUILD_DIR select the build; otherwise the repo's
-build/dev or build/ctest is used, and the tests skip with a reason when none is built."""
+build/ctest (what `make test-c` builds) is used, and the tests skip with a reason when none is
+built."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ _CPU_SUBPATH = Path("engines") / "cpu_c"
 def _build_dirs() -> list[Path]:
     if os.environ.get("RH_BUILD_DIR"):
         return [Path(os.environ["RH_BUILD_DIR"])]
-    return [REPO / "build" / "dev", REPO / "build" / "ctest"]
+    return [REPO / "build" / "ctest"]
 
 
 def _library(name: str) -> Path:
@@ -34,7 +35,7 @@ def _library(name: str) -> Path:
         candidate = build / _CPU_SUBPATH / name
         if candidate.is_file():
             return candidate
-    pytest.skip(f"{name} is not built (set RH_BUILD_DIR or RH_CPU_LIBRARY, or build build/dev)")
+    pytest.skip(f"{name} is not built (set RH_BUILD_DIR or RH_CPU_LIBRARY, or run make test-c)")
 
 
 @pytest.fixture(scope="module")

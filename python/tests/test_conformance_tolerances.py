@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -192,3 +193,23 @@ def test_capabilities_the_schema_refuses_the_loader_refuses(tmp_path, edit):
     path.write_text(json.dumps(document))
     with pytest.raises(ValidationError):
         load_capabilities(path)
+
+
+_FLOORS = re.compile(r"max\(case, ([0-9.e+-]+) / ([0-9.e+-]+)\)")
+
+
+@pytest.mark.parametrize("document", ["conformance/README.md", "docs/corpora.md"])
+def test_the_documented_floors_are_the_data(document):
+    """The tables of the kit's README and docs/corpora.md restate tolerances.json; a row per
+    profile, float32 then float64, each as max(case, rtol / atol)."""
+    profiles = shipped_profiles()
+    rows = {}
+    for line in (REPO / document).read_text(encoding="utf-8").splitlines():
+        named = re.search(r"`([a-z0-9_-]+)`", line)
+        floors = _FLOORS.findall(line)
+        if line.startswith("|") and named and len(floors) == 2:
+            rows[named.group(1)] = {
+                dtype: (float(rtol), float(atol))
+                for dtype, (rtol, atol) in zip(("float32", "float64"), floors, strict=True)
+            }
+    assert rows == profiles.floors
