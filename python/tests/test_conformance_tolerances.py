@@ -105,6 +105,9 @@ _DELETE = object()
         ("profiles.cuda", _DELETE, "'cuda' of kind 'engine' is required"),
         ("float32_oracle_slack.rtol", float("inf"), "float32_oracle_slack.rtol"),
         ("float32_oracle_slack.description", _DELETE, "float32_oracle_slack: keys"),
+        ("profiles.Fast GPU", {"kind": "engine", "description": "x", "float32":
+            {"rtol": 1e-3, "atol": 1e-4}, "float64": {"rtol": 1e-7, "atol": 1e-8}},
+         "profile name 'Fast GPU'"),
     ],
 )
 def test_a_broken_profiles_file_is_refused_by_schema_and_loader(tmp_path, path, value, message):

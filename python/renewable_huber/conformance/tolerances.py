@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,8 @@ REFERENCE_PROFILE = "reference"
 REQUIRED_PROFILES = {REFERENCE_PROFILE: "oracle", "cpu": "engine", "cuda": "engine"}
 _TOP_KEYS = {"schema", "schema_version", "rule", "float32_oracle_slack", "profiles"}
 _PROFILE_KEYS = {"kind", "description", *DTYPES}
+# the schema's propertyNames pattern
+_PROFILE_NAME = re.compile(r"[a-z][a-z0-9_-]*")
 
 
 def default_profiles_path() -> Path:
@@ -99,6 +102,11 @@ def load_profiles(path: str | Path) -> ProfileSet:
     kinds: dict[str, str] = {}
     floors: dict[str, dict[str, tuple[float, float]]] = {}
     for name, profile in profiles.items():
+        if not _PROFILE_NAME.fullmatch(name):
+            raise ValidationError(
+                f"{where}: profile name {name!r} must match {_PROFILE_NAME.pattern} "
+                "(lower case; it is a command-line choice)"
+            )
         at = f"{where}: profiles.{name}"
         if not isinstance(profile, dict) or set(profile) != _PROFILE_KEYS:
             keys = sorted(profile) if isinstance(profile, dict) else type(profile).__name__
