@@ -83,9 +83,10 @@ function(rh_install_package)
   install(FILES "${PROJECT_BINARY_DIR}/renewable_huberConfig.cmake"
                 "${PROJECT_BINARY_DIR}/renewable_huberConfigVersion.cmake"
           DESTINATION "${RH_INSTALL_CMAKEDIR}" COMPONENT rh_common)
-  # The golden corpora and negative cases, so an installed engine can be checked with the
-  # conformance kit.
-  file(GLOB _rh_corpora "${PROJECT_SOURCE_DIR}/golden/native_core_v*.json")
+  # The kit's data (golden corpora, negative cases, tolerance profiles), so an installed engine
+  # can be checked with the conformance kit.
+  file(GLOB _rh_corpora "${PROJECT_SOURCE_DIR}/conformance/corpora/native_core_v*.json")
   install(FILES ${_rh_corpora} "${PROJECT_SOURCE_DIR}/conformance/negative_cases.json"
+                "${PROJECT_SOURCE_DIR}/conformance/tolerances.json"
           DESTINATION "${RH_INSTALL_DATADIR}" COMPONENT rh_common)
 endfunction()

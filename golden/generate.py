@@ -31,9 +31,10 @@ regenerates in memory and compares with it:
 * every other number (coefficients, information, previous_lambda, weight_sum, objective,
   lambda_value, bandwidth, predictions): |regenerated - committed| <= atol + rtol |committed|
   with the tolerance the conformance kit's `reference` profile gives the case
-  (renewable_huber.conformance.tolerances: the case's rtol/atol; float32 at least
-  REFERENCE_FLOAT32_FLOOR, derived there from FLOAT32_ORACLE_SLACK by the triangle
-  inequality). `--check` and `renewable-huber conformance --reference` thus apply one rule.
+  (conformance/tolerances.json, read by renewable_huber.conformance.tolerances: the case's
+  rtol/atol; float32 at least the profile's floor, derived in conformance/README.md from the
+  file's float32_oracle_slack by the triangle inequality). `--check` and `renewable-huber
+  conformance --reference` thus apply one rule.
 
 The case tolerance is derived from the dtype and the case (_derived_tolerance), and every
 case records one that --check re-derives on the machine it runs on and refuses to exceed:
@@ -75,14 +76,16 @@ from pathlib import Path
 import numpy as np
 
 GOLDEN_DIR = Path(__file__).resolve().parent
+# The corpora are the conformance kit's data and live beside it; this generator writes there.
+CORPORA_DIR = GOLDEN_DIR.parent / "conformance" / "corpora"
 # The oracle is the reference in this source tree, never an installed copy that may lag it.
 sys.path.insert(0, str(GOLDEN_DIR.parent / "python"))
 
 from renewable_huber.config import UpdateConfig  # noqa: E402
 from renewable_huber.conformance.tolerances import (  # noqa: E402
-    FLOAT32_ORACLE_SLACK,
     Tolerance,
     prediction_scales,
+    shipped_profiles,
 )
 from renewable_huber.core import design_matrix, renewable_update  # noqa: E402
 from renewable_huber.core.huber import bandwidth as huber_bandwidth  # noqa: E402
@@ -729,10 +732,11 @@ def _run_case(
 
 
 def _float32_oracle_problem(spec: dict, case: dict) -> str | None:
-    """A float32 oracle must lie within FLOAT32_ORACLE_SLACK of the float64 computation on the
-    same float32 data, on every value the kit compares: engines that accumulate in double are
-    then never judged against rounding noise of the oracle (the cpu float32 floor is four times
-    the slack), and the reference float32 floor of the rounding model follows from it."""
+    """A float32 oracle must lie within the kit's float32_oracle_slack of the float64
+    computation on the same float32 data, on every value the kit compares: engines that
+    accumulate in double are then never judged against rounding noise of the oracle (the cpu
+    float32 floor is four times the slack), and the reference float32 floor of the rounding
+    model follows from it."""
     as64 = dict(spec, config=dict(spec["config"], dtype="float64"))
     as64["batches"] = [
         {
@@ -743,7 +747,7 @@ def _float32_oracle_problem(spec: dict, case: dict) -> str | None:
     ]
     as64["probe_X"] = np.asarray(spec["probe_X"], dtype=np.float32).astype(np.float64)
     reference64, _ = _run_case(as64, CASE_TOLERANCES["float64"])
-    rtol, atol = FLOAT32_ORACLE_SLACK
+    rtol, atol = shipped_profiles().float32_oracle_slack
 
     def close(a, b) -> bool:
         return bool(np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol))
@@ -1198,15 +1202,15 @@ def check(out_dir: Path, exact: bool = False, extra_rtol: float = 0.0) -> int:
 
 def write(out_dir: Path) -> int:
     """Write every corpus from this machine's regeneration; a frozen corpus keeps the numbers
-    of its committed copy (out_dir's, else golden/'s) and takes only the new metadata, after
-    the regeneration reproduced them under the rounding model."""
+    of its committed copy (out_dir's, else conformance/corpora/'s) and takes only the new
+    metadata, after the regeneration reproduced them under the rounding model."""
     out_dir.mkdir(parents=True, exist_ok=True)
     failed = False
     for corpus in CORPORA:
         path = out_dir / corpus.name
         document = build_document(corpus.name)
         if corpus.frozen:
-            base = path if path.is_file() else GOLDEN_DIR / corpus.name
+            base = path if path.is_file() else CORPORA_DIR / corpus.name
             if base.is_file():
                 committed = json.loads(base.read_text(encoding="utf-8"))
                 problem = _frozen_problem(corpus.name, committed)
@@ -1233,7 +1237,10 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--write", action="store_true", help="write the corpora")
     mode.add_argument("--check", action="store_true", help="compare with the committed corpora")
     parser.add_argument(
-        "--out-dir", type=Path, default=GOLDEN_DIR, help="folder of the corpora (default: golden/)"
+        "--out-dir",
+        type=Path,
+        default=CORPORA_DIR,
+        help="folder of the corpora (default: conformance/corpora/)",
     )
     parser.add_argument(
         "--exact",

@@ -45,7 +45,9 @@ BASE_MEMBERS = (
     f"{PACKAGE}/conformance/data/native_core_v1.json",
     f"{PACKAGE}/conformance/data/native_core_v2.json",
     f"{PACKAGE}/conformance/data/native_core_v3.json",
+    f"{PACKAGE}/conformance/data/native_core_v4.json",
     f"{PACKAGE}/conformance/data/negative_cases.json",
+    f"{PACKAGE}/conformance/data/tolerances.json",
 )
 CUDA_MEMBERS = (f"{PACKAGE}/cmake/renewable_huber/renewable_huber_rh_cuda_targets.cmake",)
 # Libraries every manylinux platform provides (PEP 600's reference list, the part an engine can

@@ -1,7 +1,8 @@
 """The conformance kit against built engine libraries: librh_cpu must pass every replay,
 migration and negative case; librh_cpu_broken_history (the historical L1 subgradient dropped)
 must be caught. RH_CPU_LIBRARY or RH_BUILD_DIR select the build; otherwise the repo's
-build/dev or build/ctest is used, and the tests skip with a reason when none is built."""
+build/ctest (what `make test-c` builds) is used, and the tests skip with a reason when none is
+built."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ import pytest
 from renewable_huber.conformance import AbiEngine, main, run_conformance
 
 REPO = Path(__file__).resolve().parents[2]
+CORPORA = REPO / "conformance" / "corpora"
 _CPU_SUBPATH = Path("engines") / "cpu_c"
 
 
 def _build_dirs() -> list[Path]:
     if os.environ.get("RH_BUILD_DIR"):
         return [Path(os.environ["RH_BUILD_DIR"])]
-    return [REPO / "build" / "dev", REPO / "build" / "ctest"]
+    return [REPO / "build" / "ctest"]
 
 
 def _library(name: str) -> Path:
@@ -33,7 +35,7 @@ def _library(name: str) -> Path:
         candidate = build / _CPU_SUBPATH / name
         if candidate.is_file():
             return candidate
-    pytest.skip(f"{name} is not built (set RH_BUILD_DIR or RH_CPU_LIBRARY, or build build/dev)")
+    pytest.skip(f"{name} is not built (set RH_BUILD_DIR or RH_CPU_LIBRARY, or run make test-c)")
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +90,7 @@ def test_broken_history_engine_is_caught_on_the_multi_batch_l1_cases():
 def test_cli_main_exits_non_zero_and_prints_fail_lines_for_the_broken_engine(capsys):
     broken = _library("librh_cpu_broken_history.so")
     assert (
-        main(["--library", str(broken), "--corpus", str(REPO / "golden" / "native_core_v2.json")])
+        main(["--library", str(broken), "--corpus", str(CORPORA / "native_core_v2.json")])
         == 1
     )
     out = capsys.readouterr().out.splitlines()

@@ -20,9 +20,10 @@ from renewable_huber.conformance.tolerances import Comparison, Tolerance, predic
 from renewable_huber.exceptions import ValidationError
 
 REPO = Path(__file__).resolve().parents[2]
-V1 = REPO / "golden" / "native_core_v1.json"
-V2 = REPO / "golden" / "native_core_v2.json"
-V4 = REPO / "golden" / "native_core_v4.json"
+CORPORA = REPO / "conformance" / "corpora"
+V1 = CORPORA / "native_core_v1.json"
+V2 = CORPORA / "native_core_v2.json"
+V4 = CORPORA / "native_core_v4.json"
 
 
 def _tampered(tmp_path: Path, source: Path, edit) -> Path:

@@ -18,7 +18,7 @@ from renewable_huber.exceptions import BackendUnavailableError, EngineError, Val
 da = pytest.importorskip("dask.array")
 dd = pytest.importorskip("dask.dataframe")
 
-GOLDEN = Path(__file__).resolve().parents[2] / "golden"
+GOLDEN = Path(__file__).resolve().parents[2] / "conformance" / "corpora"
 CORPORA = ("native_core_v1.json", "native_core_v2.json", "native_core_v3.json")
 # Streams whose batches end at max_iter by design are replayed for their first 25 iterations
 # of each batch: the same solver path, a fraction of the cluster round trips.

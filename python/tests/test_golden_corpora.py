@@ -17,6 +17,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "golden"
+CORPORA_DIR = REPO / "conformance" / "corpora"
 SCHEMA = json.loads((REPO / "conformance" / "schema" / "golden.schema.json").read_text())
 CORPORA = (
     "native_core_v1.json",
@@ -36,7 +37,7 @@ def _generator():
 
 
 def _load(name: str) -> dict:
-    return json.loads((GOLDEN / name).read_text(encoding="utf-8"))
+    return json.loads((CORPORA_DIR / name).read_text(encoding="utf-8"))
 
 
 def _design(X, fit_intercept: bool) -> np.ndarray:
@@ -62,7 +63,7 @@ def test_rounding_model_accepts_rounding_and_refuses_real_changes(tmp_path, caps
     name = "native_core_v2.json"
     committed = _load(name)
     for other in CORPORA:
-        (tmp_path / other).write_bytes((GOLDEN / other).read_bytes())
+        (tmp_path / other).write_bytes((CORPORA_DIR / other).read_bytes())
 
     def verdict(edit) -> tuple[int, str]:
         document = copy.deepcopy(committed)
@@ -117,7 +118,7 @@ def test_float32_values_get_the_reference_float32_floor(tmp_path, capsys):
     generator = _generator()
     name = "native_core_v2.json"
     for other in CORPORA:
-        (tmp_path / other).write_bytes((GOLDEN / other).read_bytes())
+        (tmp_path / other).write_bytes((CORPORA_DIR / other).read_bytes())
     for factor, code in ((1 + 1.5e-4, 0), (1 + 4e-4, 1)):
         document = _load(name)
         assert document["cases"][1]["config"]["dtype"] == "float32"
@@ -155,7 +156,7 @@ def test_generation_is_deterministic_and_keeps_the_frozen_corpus(tmp_path):
         assert (first / name).read_bytes() == (second / name).read_bytes()
     # v1 is frozen: written from the committed numbers on every host, so byte-identical
     frozen = "native_core_v1.json"
-    assert (first / frozen).read_bytes() == (GOLDEN / frozen).read_bytes()
+    assert (first / frozen).read_bytes() == (CORPORA_DIR / frozen).read_bytes()
     # the others are this host's regeneration: the committed bytes where they were recorded,
     # within the rounding model everywhere
     for name in CORPORA[1:]:
@@ -234,7 +235,7 @@ def test_check_fails_on_a_missing_corpus(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", CORPORA)
 def test_corpus_is_indent2_sorted_keys_no_nan_trailing_newline(name):
-    text = (GOLDEN / name).read_text(encoding="utf-8")
+    text = (CORPORA_DIR / name).read_text(encoding="utf-8")
     reparsed = json.loads(text, parse_constant=lambda c: pytest.fail(f"{name} contains {c}"))
     assert text == json.dumps(reparsed, indent=2, sort_keys=True, allow_nan=False) + "\n"
 

@@ -1,7 +1,7 @@
 """The language-neutral conformance kit's runner (contract: conformance/README.md).
 
 from renewable_huber.conformance import AbiEngine, run_conformance
-summary = run_conformance(AbiEngine("build/dev/engines/cpu_c/librh_cpu.so"))
+summary = run_conformance(AbiEngine("build/ctest/engines/cpu_c/librh_cpu.so"))  # make test-c
 """
 
 from .abi_engine import AbiEngine

@@ -8,12 +8,12 @@ import sys
 from ..exceptions import RenewableHuberError
 from .capabilities import Capabilities, load_capabilities
 from .runner import run_conformance
-from .tolerances import PROFILES
+from .tolerances import shipped_profiles
 
 PROG = "renewable-huber conformance"
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(engine_profiles: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Replay the golden corpora, checkpoint migrations and negative cases "
@@ -27,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
         "--reference", action="store_true", help="check the NumPy reference against the corpora"
     )
     parser.add_argument(
-        "--corpus", nargs="+", metavar="FILE", help="corpus files (default: native_core_v1, v2, v3)"
+        "--corpus", nargs="+", metavar="FILE", help="corpus files (default: native_core_v1 to v4)"
     )
     parser.add_argument("--device", type=int, metavar="N", help="device_id for engine_create")
     parser.add_argument(
@@ -35,9 +35,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--tolerance-profile",
-        choices=["auto", *sorted(p for p in PROFILES if p != "reference")],
+        choices=["auto", *engine_profiles],
         default="auto",
-        help="engine tolerance floors; auto: cuda for a CUDA library or a host with devices",
+        help="engine tolerance floors (the engine profiles of conformance/tolerances.json); "
+        "auto: cuda for a CUDA library or a host with devices, else cpu",
     )
     parser.add_argument("--negative-cases", metavar="FILE", help="negative cases JSON")
     return parser
@@ -54,7 +55,12 @@ def _engine(args):
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        engine_profiles = shipped_profiles().engine_profiles()
+    except (RenewableHuberError, FileNotFoundError) as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return 2
+    args = _parser(engine_profiles).parse_args(argv)
     try:
         engine = _engine(args)
         capabilities = (

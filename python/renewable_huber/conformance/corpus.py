@@ -43,7 +43,7 @@ def data_file(relative_in_repo: str) -> Path:
 
 
 def default_corpus_paths() -> list[Path]:
-    return [data_file(f"golden/{name}") for name in DEFAULT_CORPUS_NAMES]
+    return [data_file(f"conformance/corpora/{name}") for name in DEFAULT_CORPUS_NAMES]
 
 
 @dataclasses.dataclass(frozen=True)

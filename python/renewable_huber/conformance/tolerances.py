@@ -1,40 +1,135 @@
-"""Replay tolerances (conformance/README.md) and the worst-error bookkeeping of one check.
+"""Replay tolerances and the worst-error bookkeeping of one check.
 
 A value passes when |actual - expected| <= atol + rtol * |expected| (numpy.isclose's rule).
 The error of a value is that difference divided by its allowance, so 1.0 is the edge and the
 per-case line can say how close an engine came.
+
+The numbers are data, not code: the kit's tolerance profiles (conformance/tolerances.json,
+schema conformance/schema/tolerances.schema.json; installed beside this package in a wheel)
+give, per profile and dtype, the floors a case's own tolerance is raised to. Why each floor
+has its value is conformance/README.md's business; this module only reads and applies them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
+import math
+import re
+from pathlib import Path
 
 import numpy as np
 
-# How far a float32 oracle may stray from the float64 computation on the same float32 data
-# (golden/generate.py refuses a float32 case beyond it, on every value it stores).
-FLOAT32_ORACLE_SLACK = (1e-4, 1e-5)
+from ..exceptions import ValidationError
+from .corpus import data_file
 
-# The reference on another BLAS kernel or CPU (golden/generate.py --check, `conformance
-# --reference`): float64 within the case's tolerance, which the generator derives from the
-# case's conditioning. A float32 oracle is not pinned to a few ulps: near the optimum float32
-# f no longer resolves progress, and where each kernel stops inside that flat region is a
-# rounding decision. Each float32 oracle lies within FLOAT32_ORACLE_SLACK (rtol s_r, atol s_a)
-# of the float64 replay, and the float64 replays of two kernels agree within the float64 case
-# tolerance (<= 1e-9 relative here), so by the triangle inequality two float32 oracles differ
-# by at most 2 s_a + s_r (|v_A| + |v_B|) + 1e-9 |v| <= 2.0003 s_r |v| + 2.0002 s_a: the floor
-# (2.5e-4, 2.5e-5) bounds that with room for the second-order terms. Still below the cpu and
-# cuda float32 floors, so the engine profiles keep deciding engine replays.
-REFERENCE_FLOAT32_FLOOR = (2.5 * FLOAT32_ORACLE_SLACK[0], 2.5 * FLOAT32_ORACLE_SLACK[1])
+SCHEMA_NAME = "renewable-huber-tolerance-profiles"
+DTYPES = ("float32", "float64")
+KINDS = ("oracle", "engine")
+# The profile `--reference` and golden/generate.py --check compare with, and the two the runner
+# picks on its own (for a CUDA library or a host with devices, else the host engine).
+REFERENCE_PROFILE = "reference"
+REQUIRED_PROFILES = {REFERENCE_PROFILE: "oracle", "cpu": "engine", "cuda": "engine"}
+_TOP_KEYS = {"schema", "schema_version", "rule", "float32_oracle_slack", "profiles"}
+_PROFILE_KEYS = {"kind", "description", *DTYPES}
+# the schema's propertyNames pattern
+_PROFILE_NAME = re.compile(r"[a-z][a-z0-9_-]*")
 
-# Engine profiles: the C engine accumulates in double and solves with its own LU/Cholesky;
-# CUDA reorders reductions on the device. These are the floors conformance/README.md fixes;
-# the case's own tolerance wins when it is looser.
-PROFILES: dict[str, dict[str, tuple[float, float]]] = {
-    "reference": {"float32": REFERENCE_FLOAT32_FLOOR, "float64": (0.0, 0.0)},
-    "cpu": {"float32": (4e-4, 4e-5), "float64": (2e-8, 3e-9)},
-    "cuda": {"float32": (3e-4, 3e-5), "float64": (1e-8, 2e-9)},
-}
+
+def default_profiles_path() -> Path:
+    return data_file("conformance/tolerances.json")
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileSet:
+    """A parsed tolerance-profiles document."""
+
+    path: Path
+    # profile name -> kind ("oracle" or "engine")
+    kinds: dict[str, str]
+    # profile name -> dtype -> (rtol, atol)
+    floors: dict[str, dict[str, tuple[float, float]]]
+    float32_oracle_slack: tuple[float, float]
+
+    def engine_profiles(self) -> list[str]:
+        return sorted(name for name, kind in self.kinds.items() if kind == "engine")
+
+
+def _bound(value, where: str) -> float:
+    # bool is an int to Python and never a tolerance
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValidationError(f"{where} must be a number, got {value!r}")
+    value = float(value)
+    if not (math.isfinite(value) and 0.0 <= value < 1.0):
+        raise ValidationError(f"{where} must be a finite number in [0, 1), got {value!r}")
+    return value
+
+
+def _pair(document, where: str, extra_keys: frozenset[str] = frozenset()) -> tuple[float, float]:
+    wanted = {"rtol", "atol"} | extra_keys
+    if not isinstance(document, dict) or set(document) != wanted:
+        keys = sorted(document) if isinstance(document, dict) else type(document).__name__
+        raise ValidationError(f"{where}: keys must be exactly {sorted(wanted)}, got {keys}")
+    return _bound(document["rtol"], f"{where}.rtol"), _bound(document["atol"], f"{where}.atol")
+
+
+def load_profiles(path: str | Path) -> ProfileSet:
+    """Read and check a tolerance-profiles file (the checks of its JSON Schema, by hand: the
+    base install has no jsonschema). Raises ValidationError naming the file and the field."""
+    path = Path(path)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValidationError(f"tolerance profiles {path}: cannot read JSON ({error})") from error
+    where = f"tolerance profiles {path}"
+    if not isinstance(document, dict) or set(document) != _TOP_KEYS:
+        keys = sorted(document) if isinstance(document, dict) else type(document).__name__
+        raise ValidationError(f"{where}: keys must be exactly {sorted(_TOP_KEYS)}, got {keys}")
+    if document["schema"] != SCHEMA_NAME or document["schema_version"] != 1:
+        raise ValidationError(
+            f"{where}: schema must be {SCHEMA_NAME!r} version 1, got "
+            f"{document['schema']!r} version {document['schema_version']!r}"
+        )
+    slack = _pair(
+        document["float32_oracle_slack"],
+        f"{where}: float32_oracle_slack",
+        frozenset({"description"}),
+    )
+    profiles = document["profiles"]
+    if not isinstance(profiles, dict) or not profiles:
+        raise ValidationError(f"{where}: 'profiles' must be a non-empty object")
+    kinds: dict[str, str] = {}
+    floors: dict[str, dict[str, tuple[float, float]]] = {}
+    for name, profile in profiles.items():
+        if not _PROFILE_NAME.fullmatch(name):
+            raise ValidationError(
+                f"{where}: profile name {name!r} must match {_PROFILE_NAME.pattern} "
+                "(lower case; it is a command-line choice)"
+            )
+        at = f"{where}: profiles.{name}"
+        if not isinstance(profile, dict) or set(profile) != _PROFILE_KEYS:
+            keys = sorted(profile) if isinstance(profile, dict) else type(profile).__name__
+            raise ValidationError(f"{at}: keys must be exactly {sorted(_PROFILE_KEYS)}, got {keys}")
+        if profile["kind"] not in KINDS:
+            raise ValidationError(
+                f"{at}.kind must be one of {list(KINDS)}, got {profile['kind']!r}"
+            )
+        kinds[name] = profile["kind"]
+        floors[name] = {dtype: _pair(profile[dtype], f"{at}.{dtype}") for dtype in DTYPES}
+    for name, kind in REQUIRED_PROFILES.items():
+        if kinds.get(name) != kind:
+            raise ValidationError(
+                f"{where}: profile {name!r} of kind {kind!r} is required, got "
+                f"{kinds.get(name, 'none')!r}"
+            )
+    return ProfileSet(path, kinds, floors, slack)
+
+
+@functools.cache
+def shipped_profiles() -> ProfileSet:
+    """The kit's own profiles, read once per process."""
+    return load_profiles(default_profiles_path())
 
 
 def prediction_scales(design, coefficients) -> tuple[np.ndarray, np.ndarray]:
@@ -56,12 +151,22 @@ class Tolerance:
     atol: float
 
     @classmethod
-    def for_case(cls, case_rtol: float, case_atol: float, profile: str, dtype: str):
-        if profile not in PROFILES:
+    def for_case(
+        cls,
+        case_rtol: float,
+        case_atol: float,
+        profile: str,
+        dtype: str,
+        profiles: ProfileSet | None = None,
+    ):
+        """The looser of the case's tolerance and the profile's floor for its dtype, entry by
+        entry; profiles: the shipped ones unless given."""
+        profiles = shipped_profiles() if profiles is None else profiles
+        if profile not in profiles.floors:
             raise ValueError(
-                f"unknown tolerance profile {profile!r}; use one of {sorted(PROFILES)}"
+                f"unknown tolerance profile {profile!r}; use one of {sorted(profiles.floors)}"
             )
-        profile_rtol, profile_atol = PROFILES[profile][dtype]
+        profile_rtol, profile_atol = profiles.floors[profile][dtype]
         return cls(max(case_rtol, profile_rtol), max(case_atol, profile_atol))
 
 
