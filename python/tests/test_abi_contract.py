@@ -263,6 +263,18 @@ def test_binding_signatures_follow_the_header():
         assert list(argtypes) == expected, name
 
 
+def test_binding_signatures_follow_the_manifest():
+    # _abi.py keeps its own (name, restype, argtypes) table: ctypes needs a type per parameter,
+    # and the conformance kit imports _abi without the manifest, which the package does not
+    # ship. This is the check that the table says what the manifest says, symbol by symbol.
+    symbols = MANIFEST["symbols"]
+    assert len(symbols) == EXPECTED_SYMBOL_COUNT
+    assert _abi.SYMBOLS == tuple(symbol["name"] for symbol in symbols)
+    for (name, restype, argtypes), symbol in zip(_abi.SIGNATURES, symbols, strict=True):
+        assert restype is _expected_ctype(symbol["returns"]), name
+        assert list(argtypes) == [_expected_ctype(_param_type(p)) for p in symbol["params"]], name
+
+
 def test_binding_source_quotes_each_c_declaration():
     source = Path(_abi.__file__).read_text()
     comment_text = " ".join(
@@ -332,7 +344,7 @@ def _exported_symbols(library: Path) -> tuple[list[str], list[str]]:
 def test_engine_exports_exactly_the_17_symbols(library):
     functions, unexpected = _exported_symbols(library)
     assert unexpected == []
-    assert sorted(functions) == sorted(_abi.SYMBOLS)
+    assert sorted(functions) == sorted(symbol["name"] for symbol in MANIFEST["symbols"])
     assert len(functions) == EXPECTED_SYMBOL_COUNT
 
 
