@@ -529,6 +529,34 @@ def _strict_stop_message(model, where: str, checkpoint, previous, save, holds: s
             f"batch; continue with --resume {checkpoint} ({holds})")
 
 
+class _SaveCadence:
+    """When `fit` (and `fit --dask`) writes its checkpoint: after every `every` batches and/or
+    once `seconds` have passed since the last save, checked after each batch; counts saves."""
+
+    def __init__(self, every: int | None, seconds: float | None):
+        self.every = every or 0
+        self.seconds = seconds or 0.0
+        self.saves = 0
+        self.since_save = 0
+        self.last_save = time.monotonic()
+
+    def start(self) -> None:
+        self.last_save = time.monotonic()
+
+    def batch_done(self) -> None:
+        self.since_save += 1
+
+    def due(self) -> bool:
+        if self.every and self.since_save >= self.every:
+            return True
+        return bool(self.seconds) and time.monotonic() - self.last_save >= self.seconds
+
+    def saved(self) -> None:
+        self.saves += 1
+        self.since_save = 0
+        self.last_save = time.monotonic()
+
+
 class _FitRun:
     """One pass of `fit` over DATA: the batches, the checkpoint cadence, --strict, Ctrl-C."""
 
@@ -541,14 +569,11 @@ class _FitRun:
         self.rows_done = start  # leading data rows of DATA the model holds (or skipped)
         self.batches = self.rows = 0
         self.unconverged: list[dict] = []
-        self.saves = 0
         self.saved_rows: int | None = None  # rows_done of the checkpoint this run wrote
-        self.since_save = 0
         every, seconds = args.checkpoint_every, args.checkpoint_seconds
-        self.every = every or 0
         if seconds is None:
             seconds = DEFAULT_CHECKPOINT_SECONDS if every is None else 0.0
-        self.seconds = seconds
+        self.cadence = _SaveCadence(every, seconds)
         self.seconds_taken = 0.0
         # Set by the first Ctrl-C: the batch under way finishes, the model is saved, the run
         # stops; `consistent` is False while the model may hold a batch the counters do not.
@@ -567,7 +592,7 @@ class _FitRun:
         previous = (self.model.state_dict()
                     if keep_previous and hasattr(self.model, "coef_") else None)
         began = time.perf_counter()
-        self.last_save = time.monotonic()
+        self.cadence.start()
         try:
             with self._deferred_interrupt():
                 for chunk in self._chunks():
@@ -636,7 +661,7 @@ class _FitRun:
                 _warn(f"batch {warning.batch} did not converge after {warning.iterations} "
                       f"iterations ({warning.reason})")
         self.batches += 1
-        self.since_save += 1
+        self.cadence.batch_done()
         self.rows += values.shape[0]
         self.rows_done = chunk.rows_through
         if not diagnostics["converged"]:
@@ -649,11 +674,7 @@ class _FitRun:
     # -- checkpoints --------------------------------------------------------------------
 
     def _save_due(self) -> bool:
-        if not self.args.checkpoint:
-            return False
-        if self.every and self.since_save >= self.every:
-            return True
-        return bool(self.seconds) and time.monotonic() - self.last_save >= self.seconds
+        return bool(self.args.checkpoint) and self.cadence.due()
 
     def _save(self, payload=None, rows=None) -> None:
         from .checkpoint import save_checkpoint
@@ -661,10 +682,8 @@ class _FitRun:
         rows = self.rows_done if rows is None else rows
         payload = self.model.state_dict() if payload is None else payload
         save_checkpoint(self.args.checkpoint, payload, source=self.table.source_record(rows))
-        self.saves += 1
+        self.cadence.saved()
         self.saved_rows = rows
-        self.since_save = 0
-        self.last_save = time.monotonic()
 
     def _checkpoint_state(self) -> str:
         """What the checkpoint holds after a failure (nothing is written because of one)."""
@@ -816,8 +835,9 @@ def _fit_summary(args, model, features, rows_before, run: _FitRun) -> str:
                               model.state_dict()["config"]["inference"])
     if args.checkpoint:
         lines.append("")
-        lines.append(f"checkpoint: {args.checkpoint} (written {run.saves} time"
-                     f"{'s' if run.saves != 1 else ''}; holds the first {run.saved_rows:,} "
+        saves = run.cadence.saves
+        lines.append(f"checkpoint: {args.checkpoint} (written {saves} time"
+                     f"{'s' if saves != 1 else ''}; holds the first {run.saved_rows:,} "
                      f"data rows of {args.data})")
     return "\n".join(lines)
 
@@ -900,7 +920,7 @@ def _fit_document(args, model, features, rows_before, run: _FitRun) -> dict:
             "rows_through": run.rows_done,
             "resumed_from_rows": rows_before if args.resume else None,
             "checkpoint": args.checkpoint,
-            "checkpoint_writes": run.saves,
+            "checkpoint_writes": run.cadence.saves,
         },
         "not_converged": len(run.unconverged),
         "unconverged_batches": run.unconverged,

@@ -44,6 +44,7 @@ from ..cli import (
     _one_line,
     _plain,
     _progress,
+    _SaveCadence,
     _strict_stop_message,
     _warn,
 )
@@ -307,7 +308,7 @@ class _ClusterRun:
         self.columns = features + [args.target] + ([args.weight_column]
                                                    if args.weight_column else [])
         self.per_batch, self.begin = per_batch, begin
-        self.batches = self.rows = self.saves = self.since_save = 0
+        self.batches = self.rows = 0
         self.unconverged: list[dict] = []
         self.seconds = 0.0
         # What the model holds after its last completed batch: leading partitions, and rows
@@ -318,7 +319,7 @@ class _ClusterRun:
         if every is None and seconds is None:
             # A cluster batch costs far more than writing the model: after every batch.
             every, seconds = 1, 0.0
-        self.every, self.interval = every or 0, seconds or 0.0
+        self.cadence = _SaveCadence(every, seconds)
 
     def _groups(self):
         """(first, end) partition ranges of the batches: K partitions counted from the run's
@@ -352,7 +353,7 @@ class _ClusterRun:
         previous = model.state_dict() if keep and hasattr(model, "coef_") else None
         rows_before = int(getattr(model, "n_samples_seen_", 0) or 0)
         began = time.perf_counter()
-        self.last_save = time.monotonic()
+        self.cadence.start()
         try:
             for first, end in self._groups():
                 where = f"partitions {first}-{end - 1} of {n}"
@@ -386,7 +387,7 @@ class _ClusterRun:
                         model, where, args.checkpoint, previous,
                         lambda state, kept=kept: self._save(state, kept), holds))
                 self.batches += 1
-                self.since_save += 1
+                self.cadence.batch_done()
                 self.rows = int(model.n_samples_seen_) - rows_before
                 self.held = (end, self.begin.rows + self.rows)
                 for warning in reported:
@@ -409,20 +410,14 @@ class _ClusterRun:
             self._save(previous, self.held)
 
     def _save_due(self) -> bool:
-        if not self.args.checkpoint:
-            return False
-        if self.every and self.since_save >= self.every:
-            return True
-        return bool(self.interval) and time.monotonic() - self.last_save >= self.interval
+        return bool(self.args.checkpoint) and self.cadence.due()
 
     def _save(self, state, held: tuple[int, int]) -> None:
         from ..checkpoint import save_checkpoint
 
         save_checkpoint(self.args.checkpoint, state, source=self.dataset.record(*held))
-        self.saves += 1
+        self.cadence.saved()
         self.saved = held
-        self.since_save = 0
-        self.last_save = time.monotonic()
 
     def _saved_text(self) -> str:
         """What the checkpoint holds after a failure (nothing is written because of one)."""
@@ -516,7 +511,7 @@ def _document(args, model, features, per_batch, run) -> dict:
                 "first_partition": run.begin.partition, "started_after_row": run.begin.rows,
                 "rows_through": run.held[1], "partitions_through": run.held[0],
                 "resume": args.resume, "new_data": bool(args.new_data),
-                "checkpoint": args.checkpoint, "checkpoint_writes": run.saves},
+                "checkpoint": args.checkpoint, "checkpoint_writes": run.cadence.saves},
         "not_converged": len(run.unconverged),
         "unconverged_batches": run.unconverged,
         "last_batch": dict(model.diagnostics_),
