@@ -755,25 +755,27 @@ class _FitRun:
                            f"{_fit_command(args, resume=args.checkpoint)}")
 
 
-def _fit_command(args, resume: str | None = None) -> str:
+def _fit_command(args, resume: str | None = None, *, source: list[str] | None = None,
+                 batching: list[str] | None = None) -> str:
     """The `fit` command line of this run, or (resume=CHECKPOINT) the one that continues it:
     the checkpoint then fixes the configuration and records where DATA stopped, so the
-    configuration options, --skip-rows and --new-data are left out."""
-    parts = [PROG, "fit", args.data, "--target", args.target]
+    configuration options, --skip-rows and --new-data are left out. `source` and `batching`
+    replace DATA and --batch-size (fit --dask: the cluster, the dataset's files and
+    --partitions-per-batch)."""
+    parts = [PROG, "fit", *(source if source is not None else [args.data]),
+             "--target", args.target]
     if args.features is not None:
         parts += ["--features", ",".join(args.features)]
     if args.weight_column is not None:
         parts += ["--weight-column", args.weight_column]
-    parts += ["--batch-size", str(args.batch_size)]
+    parts += batching if batching is not None else ["--batch-size", str(args.batch_size)]
     if resume is None:
         for flag, value in (("--penalty", args.penalty), ("--lambda-scale", args.lambda_scale),
                             ("--tau", args.tau)):
             if value is not None:
                 parts += [flag, value if isinstance(value, str) else repr(value)]
-        if args.no_intercept:
-            parts.append("--no-intercept")
-        if args.inference:
-            parts.append("--inference")
+        parts += [flag for flag, on in (("--no-intercept", args.no_intercept),
+                                        ("--inference", args.inference)) if on]
     for flag, value in (("--backend", args.backend), ("--dtype", args.dtype),
                         ("--n-jobs", args.n_jobs), ("--max-iter", args.max_iter),
                         ("--tol", args.tol), ("--checkpoint", args.checkpoint),
@@ -785,14 +787,13 @@ def _fit_command(args, resume: str | None = None) -> str:
         parts.append("--strict")
     if resume is not None:
         parts += ["--resume", resume]
-    elif args.resume is not None:
-        parts += ["--resume", args.resume]
+    else:
+        if args.resume is not None:
+            parts += ["--resume", args.resume]
         if args.skip_rows is not None:
             parts += ["--skip-rows", str(args.skip_rows)]
         if args.new_data:
             parts.append("--new-data")
-    elif args.skip_rows is not None:
-        parts += ["--skip-rows", str(args.skip_rows)]
     parts += [flag for flag, on in (("--json", args.json), ("--no-progress", args.no_progress))
               if on]
     return " ".join(shlex.quote(str(part)) for part in parts)

@@ -21,7 +21,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import shlex
 import sys
 import time
 
@@ -37,6 +36,7 @@ from ..cli import (
     UsageError,
     _check_fit_options,
     _coefficient_table,
+    _fit_command,
     _fit_one_batch,
     _inference_document,
     _inference_table,
@@ -450,42 +450,9 @@ class _ClusterRun:
 
 def _cluster_command(args, per_batch: int, resume: str | None = None) -> str:
     """The `fit --dask` command line of this run, or (resume=CHECKPOINT) the one that
-    continues it: the checkpoint then fixes the configuration and records where the dataset
-    stopped, so the configuration options, --skip-rows and --new-data are left out."""
-    parts = [PROG, "fit", "--dask", args.dask, *args.data, "--target", args.target]
-    if args.features is not None:
-        parts += ["--features", ",".join(args.features)]
-    if args.weight_column is not None:
-        parts += ["--weight-column", args.weight_column]
-    parts += ["--partitions-per-batch", str(per_batch)]
-    if resume is None:
-        for flag, value in (("--penalty", args.penalty), ("--lambda-scale", args.lambda_scale),
-                            ("--tau", args.tau)):
-            if value is not None:
-                parts += [flag, value if isinstance(value, str) else repr(value)]
-        parts += [flag for flag, on in (("--no-intercept", args.no_intercept),
-                                        ("--inference", args.inference)) if on]
-    for flag, value in (("--backend", args.backend), ("--dtype", args.dtype),
-                        ("--n-jobs", args.n_jobs), ("--max-iter", args.max_iter),
-                        ("--tol", args.tol), ("--checkpoint", args.checkpoint),
-                        ("--checkpoint-seconds", args.checkpoint_seconds),
-                        ("--checkpoint-every", args.checkpoint_every)):
-        if value is not None:
-            parts += [flag, value if isinstance(value, str) else repr(value)]
-    if args.strict:
-        parts.append("--strict")
-    if resume is not None:
-        parts += ["--resume", resume]
-    else:
-        if args.resume is not None:
-            parts += ["--resume", args.resume]
-        if args.skip_rows is not None:
-            parts += ["--skip-rows", str(args.skip_rows)]
-        if args.new_data:
-            parts.append("--new-data")
-    parts += [flag for flag, on in (("--json", args.json), ("--no-progress", args.no_progress))
-              if on]
-    return " ".join(shlex.quote(str(part)) for part in parts)
+    continues it (cli._fit_command with the cluster, the files and --partitions-per-batch)."""
+    return _fit_command(args, resume, source=["--dask", args.dask, *args.data],
+                        batching=["--partitions-per-batch", str(per_batch)])
 
 
 def _document(args, model, features, per_batch, run) -> dict:
