@@ -75,6 +75,14 @@ RhCudaStatus rh_refuse_value(RhErrorBuffer* err, const char* owner, const char* 
                              int64_t index_or_row, int64_t column, double value,
                              RhValueRule rule);
 
+/* A batch_weight that disagrees with the sum of sample_weight (rh_weight_sum_matches false),
+ * in both engines' words:
+ *   <batch>.batch_weight is <declared> but sample_weight sums to <sum> (within a relative
+ *   difference of 1e-06, the sum and the cumulative weight <previous> plus it must be finite)
+ * Returns RH_CUDA_INVALID_ARGUMENT. */
+RhCudaStatus rh_refuse_weight_sum(RhErrorBuffer* err, const char* batch, double declared,
+                                  double sum, double previous_weight);
+
 /* ------------------------------------------------------------------------- struct headers */
 
 /* Checks ptr != NULL, abi_version == RH_CUDA_ABI_VERSION and struct_size >= known_size.

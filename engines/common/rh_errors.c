@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "rh_common.h"
+#include "rh_algorithm.h"
 
 #if defined(_MSC_VER)
 #define RH_THREAD_LOCAL __declspec(thread)
@@ -84,4 +85,13 @@ RhCudaStatus rh_refuse_value(RhErrorBuffer* err, const char* owner, const char* 
   return rh_fail(err, RH_CUDA_INTERNAL_ERROR,
                  "%s.%s%s holds %.17g, which breaks no rule it was refused for (engine bug)",
                  owner, field, where, value);
+}
+
+RhCudaStatus rh_refuse_weight_sum(RhErrorBuffer* err, const char* batch, double declared,
+                                  double sum, double previous_weight) {
+  return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                 "%s.batch_weight is %.17g but sample_weight sums to %.17g (within a relative "
+                 "difference of %g, the sum and the cumulative weight %.17g plus it must be "
+                 "finite)",
+                 batch, declared, sum, RH_WEIGHT_SUM_RTOL, previous_weight);
 }

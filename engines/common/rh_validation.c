@@ -165,6 +165,12 @@ RhCudaStatus rh_validate_batch(const RhCudaHostBatch* batch, const char* name,
   char field[96];
   snprintf(field, sizeof field, "%s.batch_weight", name);
   RH_TRY(require_positive_finite(batch->batch_weight, field, err));
+  if (batch->sample_weight == NULL && batch->batch_weight != (double)batch->n_rows) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "%s.batch_weight is %.17g: without sample_weight it must equal n_rows "
+                   "(%" PRId64 ")",
+                   name, batch->batch_weight, batch->n_rows);
+  }
   if (n_samples_seen > INT64_MAX - batch->n_rows) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
                    "%s.n_rows (%" PRId64 ") overflows n_samples_seen (%" PRId64 ")", name,

@@ -49,12 +49,7 @@ RhCudaStatus rh_check_batch_values(const RhBatchData* data, double declared_weig
                            value_at(data->dtype, data->y, bad), RH_VALUE_FINITE);
   }
   if (data->weights == NULL) {
-    if (declared_weight != (double)data->n_rows) {
-      return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                     "RhCudaHostBatch.batch_weight is %.17g: without sample_weight it must equal "
-                     "n_rows (%" PRId64 ")",
-                     declared_weight, data->n_rows);
-    }
+    /* rh_validate_batch refused a batch_weight other than n_rows. */
     *batch_weight = (double)data->n_rows;
     return RH_CUDA_SUCCESS;
   }
@@ -66,11 +61,7 @@ RhCudaStatus rh_check_batch_values(const RhBatchData* data, double declared_weig
   double sum = 0.0;
   RH_TRY(sum_weights(data, &sum, err));
   if (!rh_weight_sum_matches(sum, declared_weight, previous_weight)) {
-    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                   "RhCudaHostBatch.batch_weight is %.17g but sample_weight sums to %.17g "
-                   "(within a relative difference of %g, the sum and the cumulative weight "
-                   "%.17g plus it must be finite)",
-                   declared_weight, sum, RH_WEIGHT_SUM_RTOL, previous_weight);
+    return rh_refuse_weight_sum(err, "RhCudaHostBatch", declared_weight, sum, previous_weight);
   }
   *batch_weight = sum;
   return RH_CUDA_SUCCESS;

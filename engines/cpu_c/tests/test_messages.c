@@ -1,5 +1,6 @@
 /* rh_refuse_value, the one writer of refused data values for both engines (rh_common.h): every
- * kind, both index shapes, the status, and a value that breaks no rule. The expected texts are
+ * kind, both index shapes, the status, and a value that breaks no rule; and
+ * rh_refuse_weight_sum, the one wording of a batch weight its weights disagree with. The expected texts are
  * the grammar of docs/abi.md ("Refused data values") written out by hand. */
 #include <math.h>
 #include <stdint.h>
@@ -63,6 +64,19 @@ int main(void) {
   if (rh_refuse_value(NULL, "RhCudaHostBatch", "y", 0, -1, NAN, RH_VALUE_FINITE) != INVALID) {
     fprintf(stderr, "NULL buffer: wrong status\n");
     ++failures;
+  }
+  /* rh_refuse_weight_sum: the one wording of a batch_weight that disagrees with its weights */
+  {
+    RhErrorBuffer err;
+    rh_error_clear(&err);
+    const char* want =
+        "RhCudaDeviceBatch.batch_weight is 3 but sample_weight sums to 4.5 (within a relative "
+        "difference of 1e-06, the sum and the cumulative weight 10 plus it must be finite)";
+    if (rh_refuse_weight_sum(&err, "RhCudaDeviceBatch", 3.0, 4.5, 10.0) != INVALID ||
+        strcmp(err.text, want) != 0) {
+      fprintf(stderr, "rh_refuse_weight_sum: got \"%s\", expected \"%s\"\n", err.text, want);
+      ++failures;
+    }
   }
   if (failures == 0) {
     printf("PASS rh_refuse_value\n");

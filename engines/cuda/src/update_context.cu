@@ -154,12 +154,10 @@ void UpdateContext<T>::wait_for_status() {
                  RH_VALUE_NONNEGATIVE);
   }
   if (s.weight_mismatch) {
-    fail(RH_CUDA_INVALID_ARGUMENT,
-         "%s.batch_weight %.17g does not match the sum of sample_weight %.17g (within a "
-         "relative difference of %g, the sum and the cumulative weight %.17g plus it must be "
-         "finite)",
-         batch_name, k.claimed_batch_weight, s.batch_weight, RH_WEIGHT_SUM_RTOL,
-         k.previous_weight);
+    RhErrorBuffer text{};
+    throw EngineError(rh_refuse_weight_sum(&text, batch_name, k.claimed_batch_weight,
+                                           s.batch_weight, k.previous_weight),
+                      text.text);
   }
 }
 

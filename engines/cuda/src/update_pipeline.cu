@@ -222,12 +222,6 @@ void run_update(Engine& e, const RhCudaHostBatch* batch, BatchLocation location,
   require(rh_check_header(diagnostics, "RhCudaDiagnostics", sizeof(RhCudaDiagnostics), &scratch),
           scratch);
   if (state != nullptr) require(rh_validate_state_out(state, &scratch), scratch);
-  if (batch->sample_weight == nullptr &&
-      batch->batch_weight != static_cast<double>(batch->n_rows)) {
-    fail(RH_CUDA_INVALID_ARGUMENT,
-         "%s.batch_weight %.17g must equal n_rows %lld when sample_weight is NULL", name,
-         batch->batch_weight, static_cast<long long>(batch->n_rows));
-  }
   if (batch->n_rows > 2147483647) {
     fail(RH_CUDA_INVALID_ARGUMENT,
          "%s.n_rows %lld exceeds the CUDA engine's per-batch limit of 2147483647 rows", name,
