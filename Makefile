@@ -10,7 +10,7 @@ MIN_CMAKE := 3.21
 # cmake, ctest and ninja are taken from the venv first when it provides them.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: demo test test-lint test-examples test-c test-asan test-golden test-python test-blas-kernels \
+.PHONY: demo test lint test-lint test-examples test-c test-asan test-golden test-python test-blas-kernels \
   test-bench-smoke install-demo install-test wheel sdist wheel-cuda test-wheel test-sdist
 # The C builds and pip each use every core they are given; running them side by side would
 # only oversubscribe a small machine.
@@ -60,11 +60,17 @@ install-demo: $(VENV)/.ready
 install-test: $(VENV)/.ready
 	$(PIP) install --quiet ".[test]"
 
-# ruff (the test extra) over the Python sources with the rules in pyproject.toml: seconds, so it
-# runs first.
+# ruff (the test extra) over the Python sources with the rules in pyproject.toml, and
+# clang-format (the test extra, pinned: layouts move between releases) over the C, C++ and CUDA
+# sources of abi/ and engines/ with the repository's .clang-format: seconds, so it runs first.
+# `clang-format -i $(FORMAT_FILES)` (from the venv) applies the layout.
 LINT_PATHS := python benchmarks golden conformance packaging
+FORMAT_FILES = $(shell find abi engines -type f \( -name '*.c' -o -name '*.h' -o -name '*.cpp' \
+  -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' \) | sort)
+lint: test-lint
 test-lint: install-test
 	$(VENV_PY) -m ruff check $(LINT_PATHS)
+	$(VENV)/bin/clang-format --dry-run --Werror $(FORMAT_FILES)
 
 test-c: $(VENV)/.build-tools
 	cmake -S . -B build/ctest -G Ninja -DRH_BUILD_TESTS=ON -DRH_BUILD_CUDA=AUTO

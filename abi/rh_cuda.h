@@ -162,7 +162,7 @@ typedef struct RhCudaHostBatch {
   const void* sample_weight; /* n_rows finite >= 0, or NULL for all ones */
   int64_t n_rows;            /* >= 1 */
   int64_t n_columns;
-  double batch_weight;       /* sum of the weights (n_rows when sample_weight is NULL), > 0 */
+  double batch_weight; /* sum of the weights (n_rows when sample_weight is NULL), > 0 */
 } RhCudaHostBatch;
 
 /* One batch in device memory on the engine's device. 56 bytes. Same layout and rules as
@@ -203,7 +203,7 @@ typedef struct RhCudaDiagnostics {
   int32_t used_regularized_fallback; /* 1 when a minimum-norm (SVD) solve ran */
   double objective;                  /* F, plus lambda * ||beta_penalised||_1 for L1 */
   double lambda_value;
-  double bandwidth;                  /* the capped h of this batch */
+  double bandwidth; /* the capped h of this batch */
 } RhCudaDiagnostics;
 
 /* Runtime facts (output). 24 bytes. The CPU engine reports zeros. */

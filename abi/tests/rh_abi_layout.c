@@ -38,15 +38,15 @@ static void print_field(const char* name, size_t offset, size_t width) {
 #define CONSTANT(name) print_constant(#name, (uint64_t)(name))
 #define STRUCT(type) print_struct_begin(#type, sizeof(type))
 #define FIELD(type, field) print_field(#field, offsetof(type, field), FIELD_WIDTH(type, field))
-#define END_STRUCT()      \
-  do {                    \
-    printf("\n    ]}");   \
-    g_first_item = 0;     \
-  } while (0)
-#define END_OBJECT()    \
+#define END_STRUCT()    \
   do {                  \
-    printf("\n    }");  \
+    printf("\n    ]}"); \
     g_first_item = 0;   \
+  } while (0)
+#define END_OBJECT()   \
+  do {                 \
+    printf("\n    }"); \
+    g_first_item = 0;  \
   } while (0)
 
 static void print_constants(void) {
@@ -82,24 +82,24 @@ static void print_constants(void) {
 
 /* A state view and a state share one layout but differ in pointer constness; both are listed so
  * that a drift in either one is caught. The same holds for the host and device batches. */
-#define STATE_FIELDS(type)           \
-  FIELD(type, abi_version);          \
-  FIELD(type, struct_size);          \
-  FIELD(type, coefficients);         \
-  FIELD(type, information);          \
-  FIELD(type, n_samples_seen);       \
-  FIELD(type, batch_count);          \
-  FIELD(type, previous_lambda);      \
+#define STATE_FIELDS(type)      \
+  FIELD(type, abi_version);     \
+  FIELD(type, struct_size);     \
+  FIELD(type, coefficients);    \
+  FIELD(type, information);     \
+  FIELD(type, n_samples_seen);  \
+  FIELD(type, batch_count);     \
+  FIELD(type, previous_lambda); \
   FIELD(type, weight_sum)
 
-#define BATCH_FIELDS(type)     \
-  FIELD(type, abi_version);    \
-  FIELD(type, struct_size);    \
-  FIELD(type, x_design);       \
-  FIELD(type, y);              \
-  FIELD(type, sample_weight);  \
-  FIELD(type, n_rows);         \
-  FIELD(type, n_columns);      \
+#define BATCH_FIELDS(type)    \
+  FIELD(type, abi_version);   \
+  FIELD(type, struct_size);   \
+  FIELD(type, x_design);      \
+  FIELD(type, y);             \
+  FIELD(type, sample_weight); \
+  FIELD(type, n_rows);        \
+  FIELD(type, n_columns);     \
   FIELD(type, batch_weight)
 
 static void print_structs(void) {

@@ -54,7 +54,9 @@ RH_ALGORITHM_FN double rh_bandwidth(double bandwidth_scale, double total_weight,
 }
 
 /* 1 when h is a bandwidth an update can use (positive, normal; NaN is not). */
-RH_ALGORITHM_FN int rh_bandwidth_is_usable(double h) { return h >= RH_MIN_BANDWIDTH; }
+RH_ALGORITHM_FN int rh_bandwidth_is_usable(double h) {
+  return h >= RH_MIN_BANDWIDTH;
+}
 
 /* lambda = lambda_scale tau sqrt(ln(max(p, 2)) / N) for L1, 0 otherwise. */
 RH_ALGORITHM_FN double rh_lambda(int l1, double lambda_scale, double tau, double total_weight,
@@ -100,8 +102,8 @@ RH_ALGORITHM_FN double rh_lamm_phi_bound(double sum_w_x2, double trace_informati
 }
 
 /* The linear-solve ladder's equilibration (docs/decisions.md, "Linear solve ladder"): the power
- * of two d with d^2 a in [1/2, 2) for a column whose diagonal entry is a, 1 when a is not a positive
- * finite number. LU and the SVD run on diag(d) A diag(d); multiplying by powers of two is
+ * of two d with d^2 a in [1/2, 2) for a column whose diagonal entry is a, 1 when a is not a
+ * positive finite number. LU and the SVD run on diag(d) A diag(d); multiplying by powers of two is
  * exact, so that system is A in other units, not a rounded copy of it. */
 RH_ALGORITHM_FN double rh_equilibration_factor(double diagonal) {
   if (!(diagonal > 0.0) || !isfinite(diagonal)) {

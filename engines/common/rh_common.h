@@ -41,12 +41,12 @@ RhCudaStatus rh_fail(RhErrorBuffer* err, RhCudaStatus status, const char* fmt, .
 void rh_error_clear(RhErrorBuffer* err);
 
 /* Returns from the calling function with the status of `expr` when it is not SUCCESS. */
-#define RH_TRY(expr)                        \
-  do {                                      \
-    RhCudaStatus rh_try_status_ = (expr);   \
+#define RH_TRY(expr)                         \
+  do {                                       \
+    RhCudaStatus rh_try_status_ = (expr);    \
     if (rh_try_status_ != RH_CUDA_SUCCESS) { \
-      return rh_try_status_;                \
-    }                                       \
+      return rh_try_status_;                 \
+    }                                        \
   } while (0)
 
 /* The calling thread's buffer behind rh_cuda_last_error(). */
@@ -56,9 +56,9 @@ RhErrorBuffer* rh_thread_error(void);
 
 /* The rule a refused array value breaks; it picks the prose after the message's prefix. */
 typedef enum RhValueRule {
-  RH_VALUE_FINITE = 0,               /* "values must be finite" */
-  RH_VALUE_NONNEGATIVE = 1,          /* "values must be >= 0 (this one is <v>)" */
-  RH_VALUE_NONNEGATIVE_DIAGONAL = 2  /* "diagonal entries must be >= 0 (this one is <v>)" */
+  RH_VALUE_FINITE = 0,              /* "values must be finite" */
+  RH_VALUE_NONNEGATIVE = 1,         /* "values must be >= 0 (this one is <v>)" */
+  RH_VALUE_NONNEGATIVE_DIAGONAL = 2 /* "diagonal entries must be >= 0 (this one is <v>)" */
 } RhValueRule;
 
 /* The one writer of every refusal of an array's value, in both engines (the ABI guide's
@@ -72,8 +72,7 @@ typedef enum RhValueRule {
  * Returns RH_CUDA_INVALID_ARGUMENT; a value that breaks no rule (a caller's bug) gives
  * RH_CUDA_INTERNAL_ERROR with a message saying so. */
 RhCudaStatus rh_refuse_value(RhErrorBuffer* err, const char* owner, const char* field,
-                             int64_t index_or_row, int64_t column, double value,
-                             RhValueRule rule);
+                             int64_t index_or_row, int64_t column, double value, RhValueRule rule);
 
 /* A batch_weight that disagrees with the sum of sample_weight (rh_weight_sum_matches false),
  * in both engines' words:

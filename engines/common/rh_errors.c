@@ -3,8 +3,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "rh_common.h"
 #include "rh_algorithm.h"
+#include "rh_common.h"
 
 #if defined(_MSC_VER)
 #define RH_THREAD_LOCAL __declspec(thread)
@@ -59,11 +59,12 @@ void rh_error_clear(RhErrorBuffer* err) {
   }
 }
 
-RhErrorBuffer* rh_thread_error(void) { return &thread_error; }
+RhErrorBuffer* rh_thread_error(void) {
+  return &thread_error;
+}
 
 RhCudaStatus rh_refuse_value(RhErrorBuffer* err, const char* owner, const char* field,
-                             int64_t index_or_row, int64_t column, double value,
-                             RhValueRule rule) {
+                             int64_t index_or_row, int64_t column, double value, RhValueRule rule) {
   char where[48];
   if (column < 0) {
     snprintf(where, sizeof where, "[%" PRId64 "]", index_or_row);
@@ -78,13 +79,12 @@ RhCudaStatus rh_refuse_value(RhErrorBuffer* err, const char* owner, const char* 
   }
   if (rule != RH_VALUE_FINITE && value < 0.0) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                   "%s.%s%s is negative: %s must be >= 0 (this one is %.17g)", owner, field,
-                   where, rule == RH_VALUE_NONNEGATIVE_DIAGONAL ? "diagonal entries" : "values",
-                   value);
+                   "%s.%s%s is negative: %s must be >= 0 (this one is %.17g)", owner, field, where,
+                   rule == RH_VALUE_NONNEGATIVE_DIAGONAL ? "diagonal entries" : "values", value);
   }
   return rh_fail(err, RH_CUDA_INTERNAL_ERROR,
-                 "%s.%s%s holds %.17g, which breaks no rule it was refused for (engine bug)",
-                 owner, field, where, value);
+                 "%s.%s%s holds %.17g, which breaks no rule it was refused for (engine bug)", owner,
+                 field, where, value);
 }
 
 RhCudaStatus rh_refuse_weight_sum(RhErrorBuffer* err, const char* batch, double declared,

@@ -83,8 +83,7 @@ RhCudaStatus rh_validate_options(const RhCudaEngineOptions* options, RhErrorBuff
 
 RhCudaStatus rh_validate_config(const RhCudaUpdateConfig* config, int64_t n_parameters,
                                 int* fit_intercept, RhErrorBuffer* err) {
-  RH_TRY(
-      rh_check_header(config, "RhCudaUpdateConfig", (uint32_t)sizeof(RhCudaUpdateConfig), err));
+  RH_TRY(rh_check_header(config, "RhCudaUpdateConfig", (uint32_t)sizeof(RhCudaUpdateConfig), err));
   int64_t p = config->n_features_in;
   if (p <= 0 || !(n_parameters - p == 0 || n_parameters - p == 1)) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
@@ -100,8 +99,7 @@ RhCudaStatus rh_validate_config(const RhCudaUpdateConfig* config, int64_t n_para
   RH_TRY(require_positive_finite(config->tau, "RhCudaUpdateConfig.tau", err));
   RH_TRY(
       require_positive_finite(config->bandwidth_scale, "RhCudaUpdateConfig.bandwidth_scale", err));
-  RH_TRY(
-      require_positive_finite(config->tolerance, "RhCudaUpdateConfig.tolerance", err));
+  RH_TRY(require_positive_finite(config->tolerance, "RhCudaUpdateConfig.tolerance", err));
   RH_TRY(require_nonnegative_finite(config->ridge, "RhCudaUpdateConfig.ridge", err));
   if (config->penalty != RH_CUDA_PENALTY_NONE && config->penalty != RH_CUDA_PENALTY_L1) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
@@ -112,8 +110,7 @@ RhCudaStatus rh_validate_config(const RhCudaUpdateConfig* config, int64_t n_para
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
                    "RhCudaUpdateConfig.reserved0 is %" PRId32 ": must be 0", config->reserved0);
   }
-  RH_TRY(
-      require_nonnegative_finite(config->lambda_scale, "RhCudaUpdateConfig.lambda_scale", err));
+  RH_TRY(require_nonnegative_finite(config->lambda_scale, "RhCudaUpdateConfig.lambda_scale", err));
   if (fit_intercept != NULL) {
     *fit_intercept = n_parameters == p + 1;
   }
@@ -160,8 +157,8 @@ RhCudaStatus rh_validate_batch(const RhCudaHostBatch* batch, const char* name,
   if (batch->y == NULL) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.y is NULL", name);
   }
-  RH_TRY(check_columns(name, batch->n_rows, batch->n_columns, config->n_features_in,
-                                    n_parameters, elem_size, append_intercept, err));
+  RH_TRY(check_columns(name, batch->n_rows, batch->n_columns, config->n_features_in, n_parameters,
+                       elem_size, append_intercept, err));
   char field[96];
   snprintf(field, sizeof field, "%s.batch_weight", name);
   RH_TRY(require_positive_finite(batch->batch_weight, field, err));
@@ -213,8 +210,8 @@ RhCudaStatus rh_validate_prediction(const RhCudaPrediction* prediction, int64_t 
   int64_t p = prediction->n_features_in;
   if (p <= 0 || !(n_parameters - p == 0 || n_parameters - p == 1)) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                   "%s.n_features_in is %" PRId64
-                   ": must be > 0 and n_parameters (%" PRId64 ") or n_parameters - 1",
+                   "%s.n_features_in is %" PRId64 ": must be > 0 and n_parameters (%" PRId64
+                   ") or n_parameters - 1",
                    name, p, n_parameters);
   }
   if (prediction->input_location != RH_CUDA_MEMORY_HOST &&
@@ -227,8 +224,8 @@ RhCudaStatus rh_validate_prediction(const RhCudaPrediction* prediction, int64_t 
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.reserved0 is %" PRId32 ": must be 0", name,
                    prediction->reserved0);
   }
-  return check_columns(name, prediction->n_rows, prediction->n_columns, p, n_parameters,
-                       elem_size, append_intercept, err);
+  return check_columns(name, prediction->n_rows, prediction->n_columns, p, n_parameters, elem_size,
+                       append_intercept, err);
 }
 
 /* struct_size is the size before K (an older ABI 2 caller) or at least the full size. */
@@ -278,10 +275,9 @@ RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, RhErrorBuf
                    "n_samples_seen",
                    name, state->batch_count, state->n_samples_seen);
   }
-  RH_TRY(require_nonnegative_finite(state->previous_lambda,
-                                                 "RhCudaHostStateView.previous_lambda", err));
-  RH_TRY(
-      require_nonnegative_finite(state->weight_sum, "RhCudaHostStateView.weight_sum", err));
+  RH_TRY(require_nonnegative_finite(state->previous_lambda, "RhCudaHostStateView.previous_lambda",
+                                    err));
+  RH_TRY(require_nonnegative_finite(state->weight_sum, "RhCudaHostStateView.weight_sum", err));
   /* Every batch adds a weight > 0, so a state without one has weight 0 exactly: a positive
    * weight there would silently shrink the first batch's share of every scale (h, lambda, 1/N). */
   if ((state->batch_count > 0) != (state->weight_sum > 0.0)) {

@@ -86,8 +86,7 @@ static double uniform01(void) {
   rng_state ^= rng_state >> 12;
   rng_state ^= rng_state << 25;
   rng_state ^= rng_state >> 27;
-  return ((double)((rng_state * 2685821657736338717ull) >> 11) + 0.5) *
-         (1.0 / 9007199254740992.0);
+  return ((double)((rng_state * 2685821657736338717ull) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 static double normal01(void) {
   return sqrt(-2.0 * log(uniform01())) * cos(6.283185307179586 * uniform01());

@@ -15,25 +15,29 @@
     rh_error_clear(rh_thread_error()); \
   } while (0)
 
-#define RH_ENGINE_ENTRY(engine)                                                         \
-  do {                                                                                  \
-    if ((engine) == NULL) {                                                             \
-      return rh_fail(rh_thread_error(), RH_CUDA_INVALID_ARGUMENT, "engine is NULL");   \
-    }                                                                                   \
-    rh_allocation_call_begin();                                                         \
-    rh_error_clear(&(engine)->error);                                                   \
+#define RH_ENGINE_ENTRY(engine)                                                      \
+  do {                                                                               \
+    if ((engine) == NULL) {                                                          \
+      return rh_fail(rh_thread_error(), RH_CUDA_INVALID_ARGUMENT, "engine is NULL"); \
+    }                                                                                \
+    rh_allocation_call_begin();                                                      \
+    rh_error_clear(&(engine)->error);                                                \
   } while (0)
 
-#define RH_REQUIRE_OUT(pointer, err, name)                                              \
-  do {                                                                                  \
-    if ((pointer) == NULL) {                                                            \
-      return rh_fail((err), RH_CUDA_INVALID_ARGUMENT, "%s is NULL", (name));            \
-    }                                                                                   \
+#define RH_REQUIRE_OUT(pointer, err, name)                                   \
+  do {                                                                       \
+    if ((pointer) == NULL) {                                                 \
+      return rh_fail((err), RH_CUDA_INVALID_ARGUMENT, "%s is NULL", (name)); \
+    }                                                                        \
   } while (0)
 
-RH_CUDA_API uint32_t rh_cuda_abi_version(void) { return RH_CUDA_ABI_VERSION; }
+RH_CUDA_API uint32_t rh_cuda_abi_version(void) {
+  return RH_CUDA_ABI_VERSION;
+}
 
-RH_CUDA_API const char* rh_cuda_last_error(void) { return rh_thread_error()->text; }
+RH_CUDA_API const char* rh_cuda_last_error(void) {
+  return rh_thread_error()->text;
+}
 
 RH_CUDA_API RhCudaStatus rh_cuda_is_available(int32_t* available) {
   RH_LIBRARY_ENTRY();
@@ -109,9 +113,11 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_stream(RhCudaEngine* engine, uintptr_t* 
   return RH_CUDA_SUCCESS;
 }
 
-RH_CUDA_API RhCudaStatus rh_cuda_engine_update_device_with_state(
-    RhCudaEngine* engine, const RhCudaDeviceBatch* batch, const RhCudaUpdateConfig* config,
-    RhCudaDiagnostics* diagnostics, RhCudaHostState* state) {
+RH_CUDA_API RhCudaStatus rh_cuda_engine_update_device_with_state(RhCudaEngine* engine,
+                                                                 const RhCudaDeviceBatch* batch,
+                                                                 const RhCudaUpdateConfig* config,
+                                                                 RhCudaDiagnostics* diagnostics,
+                                                                 RhCudaHostState* state) {
   RH_ENGINE_ENTRY(engine);
   (void)batch;
   (void)config;
@@ -151,9 +157,8 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_predict(RhCudaEngine* engine,
                                       ? (double)((const float*)engine->coefficients)[j]
                                       : ((const double*)engine->coefficients)[j];
   }
-  rh_predict_rows(engine->dtype, prediction->x_design, prediction->n_rows,
-                  prediction->n_columns, append_intercept, engine->coefficients_f64,
-                  prediction->prediction);
+  rh_predict_rows(engine->dtype, prediction->x_design, prediction->n_rows, prediction->n_columns,
+                  append_intercept, engine->coefficients_f64, prediction->prediction);
   return RH_CUDA_SUCCESS;
 }
 

@@ -23,12 +23,20 @@ static int injected_failure(void) {
 
 #else
 
-static int injected_failure(void) { return 0; }
+static int injected_failure(void) {
+  return 0;
+}
 
 #endif
 
-void* rh_allocate(size_t bytes) { return injected_failure() ? NULL : malloc(bytes); }
+void* rh_allocate(size_t bytes) {
+  return injected_failure() ? NULL : malloc(bytes);
+}
 
-void* rh_allocate_zeroed(size_t bytes) { return injected_failure() ? NULL : calloc(1, bytes); }
+void* rh_allocate_zeroed(size_t bytes) {
+  return injected_failure() ? NULL : calloc(1, bytes);
+}
 
-void rh_release(void* memory) { free(memory); }
+void rh_release(void* memory) {
+  free(memory);
+}

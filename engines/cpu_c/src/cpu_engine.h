@@ -76,7 +76,7 @@ typedef struct RhWorkspace {
   double* singular_values;
   double* bound_terms; /* 6 x P: the LAMM rejection bound's terms (lamm_solver.c) */
   /* P x P */
-  double* information; /* J in double */
+  double* information;   /* J in double */
   double* gram_weighted; /* X' diag(w) X for the batch, computed lazily */
   double* gram;          /* X' diag(w c) X at the current iterate */
   double* hessian;
@@ -166,10 +166,10 @@ void rh_predict_rows(int32_t dtype, const void* x, int64_t n_rows, int64_t n_col
 
 /* ---- row_pass_avx512.c (where RH_HAVE_AVX512_KERNELS): the row_pass.c kernels for AVX-512,
  * called only when rh_cpu_has_avx512(). */
-void row_block_f32_avx512(const RhProblem* problem, const double* beta, int64_t first,
-                          int64_t last, double* loss, double* gradient, double* curvature);
-void row_block_f64_avx512(const RhProblem* problem, const double* beta, int64_t first,
-                          int64_t last, double* loss, double* gradient, double* curvature);
+void row_block_f32_avx512(const RhProblem* problem, const double* beta, int64_t first, int64_t last,
+                          double* loss, double* gradient, double* curvature);
+void row_block_f64_avx512(const RhProblem* problem, const double* beta, int64_t first, int64_t last,
+                          double* loss, double* gradient, double* curvature);
 void predict_block_f32_avx512(const float* x, int64_t first, int64_t last, int64_t m,
                               double intercept, const double* beta, float* out);
 void predict_block_f64_avx512(const double* x, int64_t first, int64_t last, int64_t m,

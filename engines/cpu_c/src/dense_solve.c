@@ -572,8 +572,8 @@ static int equilibrate(const double* a, int64_t P, double* d, double* scaled) {
 }
 
 /* The minimum-norm rungs on a, with the number of singular values they kept in *rank. */
-static void min_norm_solve(const double* a, const double* rhs, int64_t P, double eps,
-                           int symmetric, RhWorkspace* ws, double* x, int64_t* rank) {
+static void min_norm_solve(const double* a, const double* rhs, int64_t P, double eps, int symmetric,
+                           RhWorkspace* ws, double* x, int64_t* rank) {
   if (!symmetric || !rh_min_norm_symmetric_solve(a, rhs, P, eps, ws, x, rank)) {
     rh_min_norm_jacobi_solve(a, rhs, P, eps, ws, x, rank);
   }

@@ -60,9 +60,8 @@ void rh_engine_free(RhCudaEngine* engine) {
   rh_release(engine);
 }
 
-static RhCudaStatus check_finite_array(const RhCudaEngine* engine, const void* data,
-                                       int64_t count, const char* field, int as_matrix,
-                                       RhErrorBuffer* err) {
+static RhCudaStatus check_finite_array(const RhCudaEngine* engine, const void* data, int64_t count,
+                                       const char* field, int as_matrix, RhErrorBuffer* err) {
   int64_t bad = engine->dtype == RH_CUDA_DTYPE_FLOAT32
                     ? rh_first_nonfinite_f32((const float*)data, count)
                     : rh_first_nonfinite_f64((const double*)data, count);

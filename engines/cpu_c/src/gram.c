@@ -48,8 +48,8 @@ static double* align_to_cache_line(double* p) {
 }
 
 /* The listed rows [first, last) of one super-block into its zeroed partial (width x width). */
-static void super_block_gram(const RhProblem* problem, int64_t first, int64_t last,
-                             int64_t groups, double* pack, double* partial) {
+static void super_block_gram(const RhProblem* problem, int64_t first, int64_t last, int64_t groups,
+                             double* pack, double* partial) {
   const RhBatchData* d = &problem->data;
   const int64_t* rows = problem->ws->row_list;
   const double* scale = problem->ws->row_scale;
@@ -113,7 +113,7 @@ static double weight_of(const RhBatchData* d, int64_t i) {
     return 1.0;
   }
   return d->dtype == RH_CUDA_DTYPE_FLOAT32 ? (double)((const float*)d->weights)[i]
-                                          : ((const double*)d->weights)[i];
+                                           : ((const double*)d->weights)[i];
 }
 
 typedef enum RhRowSelection { RH_ROWS_ALL, RH_ROWS_CURVED, RH_ROWS_NOT_FLAT } RhRowSelection;
@@ -191,10 +191,10 @@ static void super_block_gram_and_meat(const RhProblem* problem, int64_t first, i
   for (int64_t k = first; k < last; k += RH_MEAT_DEPTH) {
     int64_t count = last - k < RH_MEAT_DEPTH ? last - k : RH_MEAT_DEPTH;
     int64_t kept = d->dtype == RH_CUDA_DTYPE_FLOAT32
-                       ? pack_chunk_with_meat_f32(d, rows + k, scale + k, beta, problem->tau,
-                                                  count, groups, panels)
-                       : pack_chunk_with_meat_f64(d, rows + k, scale + k, beta, problem->tau,
-                                                  count, groups, panels);
+                       ? pack_chunk_with_meat_f32(d, rows + k, scale + k, beta, problem->tau, count,
+                                                  groups, panels)
+                       : pack_chunk_with_meat_f64(d, rows + k, scale + k, beta, problem->tau, count,
+                                                  groups, panels);
     if (kept > 0) {
       rh_panel_gram_upper(panels.gram_scaled, panels.gram_plain, kept, RH_MEAT_DEPTH, groups,
                           partial, width);

@@ -19,8 +19,8 @@
 
 #define RH_ALWAYS_INLINE static inline __attribute__((always_inline))
 
-RH_ALWAYS_INLINE void tile_8x16(const double* a, const double* b0, const double* b1,
-                                int64_t depth, double* c, int64_t ldc) {
+RH_ALWAYS_INLINE void tile_8x16(const double* a, const double* b0, const double* b1, int64_t depth,
+                                double* c, int64_t ldc) {
   RhVec8 lo[8], hi[8];
 #pragma GCC unroll 8
   for (int r = 0; r < 8; ++r) {
@@ -112,8 +112,8 @@ static void tile_8xw(const double* a, const double* const* b, int groups_wide, i
   }
 }
 
-static void tile_8x16(const double* a, const double* b0, const double* b1, int64_t depth,
-                      double* c, int64_t ldc) {
+static void tile_8x16(const double* a, const double* b0, const double* b1, int64_t depth, double* c,
+                      int64_t ldc) {
   const double* b[2] = {b0, b1};
   tile_8xw(a, b, 2, depth, c, ldc);
 }
@@ -126,27 +126,27 @@ static void tile_8x8(const double* a, const double* b0, int64_t depth, double* c
 #endif
 
 /* The tiles of row group i: from its own column group to the last. */
-#define RH_PANEL_GRAM_BODY(TILES_OF_GROUP)                                  \
-  const int64_t group_size = stride * RH_PANEL_WIDTH;                      \
-  for (int64_t i = 0; i < groups; ++i) {                                   \
-    const double* a = scaled + i * group_size;                             \
-    double* row = c + i * RH_PANEL_WIDTH * ldc;                            \
-    TILES_OF_GROUP                                                         \
+#define RH_PANEL_GRAM_BODY(TILES_OF_GROUP)            \
+  const int64_t group_size = stride * RH_PANEL_WIDTH; \
+  for (int64_t i = 0; i < groups; ++i) {              \
+    const double* a = scaled + i * group_size;        \
+    double* row = c + i * RH_PANEL_WIDTH * ldc;       \
+    TILES_OF_GROUP                                    \
   }
 
-#define RH_TILES_8X16                                                                   \
-  int64_t g = i;                                                                        \
-  for (; g + 2 <= groups; g += 2) {                                                     \
-    tile_8x16(a, plain + g * group_size, plain + (g + 1) * group_size, depth,           \
-              row + g * RH_PANEL_WIDTH, ldc);                                           \
-  }                                                                                     \
-  if (g < groups) {                                                                     \
-    tile_8x8(a, plain + g * group_size, depth, row + g * RH_PANEL_WIDTH, ldc);          \
+#define RH_TILES_8X16                                                          \
+  int64_t g = i;                                                               \
+  for (; g + 2 <= groups; g += 2) {                                            \
+    tile_8x16(a, plain + g * group_size, plain + (g + 1) * group_size, depth,  \
+              row + g * RH_PANEL_WIDTH, ldc);                                  \
+  }                                                                            \
+  if (g < groups) {                                                            \
+    tile_8x8(a, plain + g * group_size, depth, row + g * RH_PANEL_WIDTH, ldc); \
   }
 
-#define RH_TILES_4X8                                                                     \
-  for (int64_t g = i; g < groups; ++g) {                                                 \
-    tile_4x8(a, plain + g * group_size, depth, row + g * RH_PANEL_WIDTH, ldc);           \
+#define RH_TILES_4X8                                                                         \
+  for (int64_t g = i; g < groups; ++g) {                                                     \
+    tile_4x8(a, plain + g * group_size, depth, row + g * RH_PANEL_WIDTH, ldc);               \
     tile_4x8(a + 4, plain + g * group_size, depth, row + 4 * ldc + g * RH_PANEL_WIDTH, ldc); \
   }
 
@@ -159,9 +159,10 @@ __attribute__((target("arch=x86-64-v4"))) static void panel_gram_avx512(
   RH_PANEL_GRAM_BODY(RH_TILES_8X16)
 }
 
-__attribute__((target("avx2,fma"))) static void panel_gram_avx2(
-    const double* scaled, const double* plain, int64_t depth, int64_t stride, int64_t groups,
-    double* c, int64_t ldc) {
+__attribute__((target("avx2,fma"))) static void panel_gram_avx2(const double* scaled,
+                                                                const double* plain, int64_t depth,
+                                                                int64_t stride, int64_t groups,
+                                                                double* c, int64_t ldc) {
   RH_PANEL_GRAM_BODY(RH_TILES_4X8)
 }
 
@@ -183,9 +184,8 @@ void rh_panel_gram_upper(const double* scaled, const double* plain, int64_t dept
 
 #else
 
-RH_MULTIVERSION void rh_panel_gram_upper(const double* scaled, const double* plain,
-                                         int64_t depth, int64_t stride, int64_t groups,
-                                         double* c, int64_t ldc) {
+RH_MULTIVERSION void rh_panel_gram_upper(const double* scaled, const double* plain, int64_t depth,
+                                         int64_t stride, int64_t groups, double* c, int64_t ldc) {
   RH_PANEL_GRAM_BODY(RH_TILES_8X16)
 }
 

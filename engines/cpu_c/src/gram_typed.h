@@ -4,8 +4,8 @@
  * RH_GRAM_DEPTH): `plain` gets the design values widened to double with the virtual intercept
  * column and zero padding, `scaled` the same values times scale[k]. */
 RH_MULTIVERSION static void RH_NAME(pack_chunk)(const RhBatchData* d, const int64_t* rows,
-                                                const double* scale, int64_t count,
-                                                int64_t groups, double* scaled, double* plain) {
+                                                const double* scale, int64_t count, int64_t groups,
+                                                double* scaled, double* plain) {
   const RH_T* x = (const RH_T*)d->x;
   const int64_t m = d->n_columns;
   const int64_t complete = m / RH_PANEL_WIDTH;
@@ -38,12 +38,9 @@ RH_MULTIVERSION static void RH_NAME(pack_chunk)(const RhBatchData* d, const int6
  * computed here from the widened row), `gram_plain` and `gram_scaled` only the rows whose
  * scale[k] is not zero, compacted, so the Gram's product runs over those rows alone. Returns
  * their count. */
-RH_MULTIVERSION static int64_t RH_NAME(pack_chunk_with_meat)(const RhBatchData* d,
-                                                             const int64_t* rows,
-                                                             const double* scale,
-                                                             const double* beta, double tau,
-                                                             int64_t count, int64_t groups,
-                                                             RhMeatPanels panels) {
+RH_MULTIVERSION static int64_t RH_NAME(pack_chunk_with_meat)(
+    const RhBatchData* d, const int64_t* rows, const double* scale, const double* beta, double tau,
+    int64_t count, int64_t groups, RhMeatPanels panels) {
   const RH_T* x = (const RH_T*)d->x;
   const RH_T* y = (const RH_T*)d->y;
   const RH_T* weights = (const RH_T*)d->weights;

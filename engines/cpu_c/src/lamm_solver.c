@@ -40,11 +40,11 @@ typedef struct RhBatchMass {
 
 /* Per iterate: f's parts at beta as the row pass computed them, and the sizes the bound uses. */
 typedef struct RhBoundState {
-  int symmetric;       /* J == J' bitwise, per batch */
-  int ready;           /* the terms below belong to the current beta */
+  int symmetric;        /* J == J' bitwise, per batch */
+  int ready;            /* the terms below belong to the current beta */
   double* j_delta;      /* J delta at beta (one of the two J delta slots) */
   double* j_delta_next; /* J delta at the candidate evaluated last */
-  double largest_beta; /* ||beta||_inf */
+  double largest_beta;  /* ||beta||_inf */
   double abs_quadratic; /* |delta|' |J| |delta| */
   double abs_linear;    /* |history|' |delta| */
 } RhBoundState;
@@ -54,16 +54,16 @@ typedef struct RhBoundState {
  * (plus the intercept). Threads split the rows; the order of the sums only moves the last bits
  * of a bound with a factor 4 to spare, and no result depends on it. */
 #if RH_HAVE_VECTORS
-#define RH_MASS_VECTOR(LOAD8)                                      \
-  for (; j + 8 <= m; j += 8) {                                     \
-    const RhVec8 v = rh_vec8_abs(LOAD8(xi + j));                   \
-    acc += rh_vec8_splat(wi) * v;                                  \
-    largest = rh_vec8_select(v > largest, v, largest);             \
+#define RH_MASS_VECTOR(LOAD8)                          \
+  for (; j + 8 <= m; j += 8) {                         \
+    const RhVec8 v = rh_vec8_abs(LOAD8(xi + j));       \
+    acc += rh_vec8_splat(wi) * v;                      \
+    largest = rh_vec8_select(v > largest, v, largest); \
   }
-#define RH_MASS_FINISH                                             \
-  local_x += rh_vec8_sum(acc);                                     \
-  for (int l = 0; l < 8; ++l) {                                    \
-    local_max = largest[l] > local_max ? largest[l] : local_max;   \
+#define RH_MASS_FINISH                                           \
+  local_x += rh_vec8_sum(acc);                                   \
+  for (int l = 0; l < 8; ++l) {                                  \
+    local_max = largest[l] > local_max ? largest[l] : local_max; \
   }
 #define RH_MASS_START RhVec8 acc = rh_vec8_zero(), largest = rh_vec8_zero();
 #else
@@ -71,50 +71,50 @@ typedef struct RhBoundState {
 #define RH_MASS_FINISH
 #define RH_MASS_START
 #endif
-#define RH_BATCH_MASS(T, LOAD8)                                                             \
-  RH_MULTIVERSION static void batch_mass_##T(const RhBatchData* d, RhBatchMass* mass) {    \
-    const T* x = (const T*)d->x;                                                            \
-    const T* y = (const T*)d->y;                                                            \
-    const T* w = (const T*)d->weights;                                                      \
-    const int64_t m = d->n_columns, n = d->n_rows;                                          \
-    const int prefetch = m * (int64_t)sizeof(T) <= 512;                                     \
-    double weighted_x = 0.0, largest_x = 0.0, weighted_y = 0.0, total_w = 0.0;              \
-    _Pragma("omp parallel if (n * m >= RH_PARALLEL_MIN_ROW_WORK)") {                        \
-      double local_x = 0.0, local_max = 0.0, local_y = 0.0, local_w = 0.0;                  \
-      RH_MASS_START                                                                         \
-      _Pragma("omp for schedule(static)") for (int64_t i = 0; i < n; ++i) {                 \
-        const T* xi = x + i * m;                                                            \
-        /* Narrow rows defeat the hardware prefetcher, as in row_pass_typed.h. */           \
-        if (prefetch && (i & 7) == 0 && i + 24 <= n) {                                      \
-          const char* ahead = (const char*)(x + (i + 16) * m);                              \
-          for (int64_t k = 0; k < 8 * m * (int64_t)sizeof(T); k += 64) {                   \
-            __builtin_prefetch(ahead + k);                                                  \
-          }                                                                                 \
-        }                                                                                   \
-        const double wi = w != NULL ? (double)w[i] : 1.0;                                   \
-        int64_t j = 0;                                                                      \
-        RH_MASS_VECTOR(LOAD8)                                                               \
-        for (; j < m; ++j) {                                                                \
-          const double v = fabs((double)xi[j]);                                             \
-          local_x += wi * v;                                                                \
-          local_max = v > local_max ? v : local_max;                                        \
-        }                                                                                   \
-        local_y += wi * fabs((double)y[i]);                                                 \
-        local_w += wi;                                                                      \
-      }                                                                                     \
-      RH_MASS_FINISH                                                                        \
-      _Pragma("omp critical(rh_batch_mass)") {                                              \
-        weighted_x += local_x;                                                              \
-        weighted_y += local_y;                                                              \
-        total_w += local_w;                                                                 \
-        largest_x = local_max > largest_x ? local_max : largest_x;                          \
-      }                                                                                     \
-    }                                                                                       \
-    const double intercept = d->append_intercept ? 1.0 : 0.0;                               \
-    mass->weighted_x = (weighted_x + intercept * total_w) * (1.0 + 1e-12);                  \
-    mass->max_row_x = ((double)m * largest_x + intercept) * (1.0 + 1e-12);                  \
-    mass->weighted_y = weighted_y * (1.0 + 1e-12);                                          \
-    mass->ready = 1;                                                                        \
+#define RH_BATCH_MASS(T, LOAD8)                                                         \
+  RH_MULTIVERSION static void batch_mass_##T(const RhBatchData* d, RhBatchMass* mass) { \
+    const T* x = (const T*)d->x;                                                        \
+    const T* y = (const T*)d->y;                                                        \
+    const T* w = (const T*)d->weights;                                                  \
+    const int64_t m = d->n_columns, n = d->n_rows;                                      \
+    const int prefetch = m * (int64_t)sizeof(T) <= 512;                                 \
+    double weighted_x = 0.0, largest_x = 0.0, weighted_y = 0.0, total_w = 0.0;          \
+    _Pragma("omp parallel if (n * m >= RH_PARALLEL_MIN_ROW_WORK)") {                    \
+      double local_x = 0.0, local_max = 0.0, local_y = 0.0, local_w = 0.0;              \
+      RH_MASS_START                                                                     \
+      _Pragma("omp for schedule(static)") for (int64_t i = 0; i < n; ++i) {             \
+        const T* xi = x + i * m;                                                        \
+        /* Narrow rows defeat the hardware prefetcher, as in row_pass_typed.h. */       \
+        if (prefetch && (i & 7) == 0 && i + 24 <= n) {                                  \
+          const char* ahead = (const char*)(x + (i + 16) * m);                          \
+          for (int64_t k = 0; k < 8 * m * (int64_t)sizeof(T); k += 64) {                \
+            __builtin_prefetch(ahead + k);                                              \
+          }                                                                             \
+        }                                                                               \
+        const double wi = w != NULL ? (double)w[i] : 1.0;                               \
+        int64_t j = 0;                                                                  \
+        RH_MASS_VECTOR(LOAD8)                                                           \
+        for (; j < m; ++j) {                                                            \
+          const double v = fabs((double)xi[j]);                                         \
+          local_x += wi * v;                                                            \
+          local_max = v > local_max ? v : local_max;                                    \
+        }                                                                               \
+        local_y += wi * fabs((double)y[i]);                                             \
+        local_w += wi;                                                                  \
+      }                                                                                 \
+      RH_MASS_FINISH                                                                    \
+      _Pragma("omp critical(rh_batch_mass)") {                                          \
+        weighted_x += local_x;                                                          \
+        weighted_y += local_y;                                                          \
+        total_w += local_w;                                                             \
+        largest_x = local_max > largest_x ? local_max : largest_x;                      \
+      }                                                                                 \
+    }                                                                                   \
+    const double intercept = d->append_intercept ? 1.0 : 0.0;                           \
+    mass->weighted_x = (weighted_x + intercept * total_w) * (1.0 + 1e-12);              \
+    mass->max_row_x = ((double)m * largest_x + intercept) * (1.0 + 1e-12);              \
+    mass->weighted_y = weighted_y * (1.0 + 1e-12);                                      \
+    mass->ready = 1;                                                                    \
   }
 RH_BATCH_MASS(float, rh_vec8_load_f32)
 RH_BATCH_MASS(double, rh_vec8_load)
@@ -227,8 +227,8 @@ static void prepare_bound(const RhProblem* problem, RhBoundState* bound) {
 
 /* step' J step and |step|' |J| |step|, one eight-double vector per row chunk, over the rows
  * where step is non-zero. */
-RH_MULTIVERSION static void step_quadratic(const double* information, const double* step,
-                                           int64_t P, double* value, double* size) {
+RH_MULTIVERSION static void step_quadratic(const double* information, const double* step, int64_t P,
+                                           double* value, double* size) {
   double total = 0.0, abs_total = 0.0;
   for (int64_t i = 0; i < P; ++i) {
     const double si = step[i];
@@ -310,16 +310,15 @@ static int rejection_certain(const RhProblem* problem, const RhBatchMass* mass,
       4.0 * (gamma_dot * (2.0 * bound->abs_linear + 2.0 * abs_history_step) +
              2.0 * u * (fabs(at_beta->linear) + fabs(history_step)));
   /* Q's bound for a given step' J step (and its absolute size). */
-#define RH_QUADRATIC_BOUND(value, size)                                                     \
-  (at_beta->quadratic + sym_step + (value) -                                               \
+#define RH_QUADRATIC_BOUND(value, size)                                                   \
+  (at_beta->quadratic + sym_step + (value) -                                              \
    4.0 * (gamma_dot * (2.0 * bound->abs_quadratic + 3.0 * weighted_step + 3.0 * (size)) + \
           coordinates + 2.0 * u * (fabs(at_beta->quadratic) + fabs(sym_step) + fabs(value))))
   const double limit = upper + RH_LAMM_SLACK;
   /* step' J step lies in [-A, A]: certain with -A, hopeless with +A (no size error), and
    * in between, rarely, the O(P^2) value decides. */
   const double a = largest_step * row_weighted_step;
-  if (rh_assemble_objective(problem, loss_bound, RH_QUADRATIC_BOUND(-a, a), linear_bound) >
-      limit) {
+  if (rh_assemble_objective(problem, loss_bound, RH_QUADRATIC_BOUND(-a, a), linear_bound) > limit) {
     return 1;
   }
   if (!(rh_assemble_objective(problem, loss_bound, at_beta->quadratic + sym_step + a,

@@ -131,9 +131,8 @@ RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorB
     /* A step the line search cut short ends the solve only when it also changed f by at most
      * tol |f|: short because of the cut, it says nothing of the distance to the optimum, which
      * a first-order decrease of f reveals. */
-    const int settled =
-        accepted == 1 ||
-        objective - candidate_objective <= problem->tolerance * fabs(candidate_objective);
+    const int settled = accepted == 1 || objective - candidate_objective <=
+                                             problem->tolerance * fabs(candidate_objective);
     objective = candidate_objective;
     if (!rh_all_finite(ws->beta, P) || !isfinite(objective)) {
       return rh_fail(err, RH_CUDA_NUMERICAL_ERROR,

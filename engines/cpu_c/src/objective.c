@@ -105,8 +105,7 @@ RhCudaStatus rh_start_at_previous_parts(RhProblem* problem, double* objective,
   for (int64_t j = 0; j < problem->P; ++j) {
     ws->beta[j] = ws->beta0[j];
   }
-  *objective =
-      rh_objective_parts(problem, ws->beta, ws->gradient, ws->curvature, parts, j_delta);
+  *objective = rh_objective_parts(problem, ws->beta, ws->gradient, ws->curvature, parts, j_delta);
   if (!isfinite(*objective)) {
     RH_TRY(rh_check_design_values(&problem->data, err));
     return rh_fail(err, RH_CUDA_NUMERICAL_ERROR,

@@ -20,8 +20,8 @@
  * computed once per block): adds w rho(r) and w psi(r) to
  * the lane sums, writes w psi(r) to scores and c(r) to curvature. */
 RH_ALWAYS_INLINE void rh_eight_pieces(const double* residual, const double* weight, double tau,
-                                      double h, double slope, RhVec8* lane_loss,
-                                      RhVec8* lane_score, double* scores, double* curvature) {
+                                      double h, double slope, RhVec8* lane_loss, RhVec8* lane_score,
+                                      double* scores, double* curvature) {
 #if RH_HAVE_VECTORS
   const RhVec8 r = rh_vec8_load(residual), w = rh_vec8_load(weight);
   const RhVec8 a = rh_vec8_abs(r);
@@ -69,4 +69,3 @@ RH_ALWAYS_INLINE void rh_eight_pieces(const double* residual, const double* weig
 #undef RH_T
 #undef RH_NAME
 #undef RH_LOAD8
-

@@ -121,8 +121,8 @@ static inline void RH_NAME(prefetch_rows)(const RH_T* p, int64_t count) {
  * requested. Rows go eight at a time: their dots, the Huber pieces of the eight on one vector,
  * then the gradient while the rows are still in L1. */
 RH_KERNEL_ATTRIBUTES void RH_NAME(row_block)(const RhProblem* problem, const double* beta,
-                                               int64_t first, int64_t last, double* loss,
-                                               double* gradient, double* curvature) {
+                                             int64_t first, int64_t last, double* loss,
+                                             double* gradient, double* curvature) {
   const RhBatchData* d = &problem->data;
   const RH_T* x = (const RH_T*)d->x;
   const RH_T* y = (const RH_T*)d->y;
@@ -185,8 +185,8 @@ RH_KERNEL_ATTRIBUTES void RH_NAME(row_block)(const RhProblem* problem, const dou
 }
 
 RH_KERNEL_ATTRIBUTES void RH_NAME(predict_block)(const RH_T* x, int64_t first, int64_t last,
-                                                   int64_t m, double intercept,
-                                                   const double* beta, RH_T* out) {
+                                                 int64_t m, double intercept, const double* beta,
+                                                 RH_T* out) {
   for (int64_t i = first; i < last; ++i) {
     out[i] = (RH_T)(RH_NAME(row_dot)(x + i * m, beta, m) + intercept);
   }

@@ -39,8 +39,7 @@ static void set_up_problem(RhCudaEngine* engine, const RhCudaUpdateConfig* confi
   problem->ridge = config->ridge;
   problem->tolerance = config->tolerance;
   problem->total_weight = total;
-  problem->machine_eps = engine->dtype == RH_CUDA_DTYPE_FLOAT32 ? (double)FLT_EPSILON
-                                                                : DBL_EPSILON;
+  problem->machine_eps = engine->dtype == RH_CUDA_DTYPE_FLOAT32 ? (double)FLT_EPSILON : DBL_EPSILON;
   problem->used_fallback = 0;
 
   widen(engine->dtype, engine->coefficients, P, ws->beta0);
@@ -121,16 +120,15 @@ RhCudaStatus rh_engine_update(RhCudaEngine* engine, const RhCudaHostBatch* batch
   RH_TRY(rh_validate_batch(batch, "RhCudaHostBatch", config, P, engine->n_samples_seen,
                            engine->batch_count, engine->weight_sum, engine->elem_size,
                            &append_intercept, err));
-  RH_TRY(rh_check_header(diagnostics, "RhCudaDiagnostics", (uint32_t)sizeof(RhCudaDiagnostics),
-                         err));
+  RH_TRY(
+      rh_check_header(diagnostics, "RhCudaDiagnostics", (uint32_t)sizeof(RhCudaDiagnostics), err));
   if (state_out != NULL) {
     RH_TRY(rh_validate_state_out(state_out, err));
   }
-  RhBatchData data = {engine->dtype,   batch->x_design, batch->y,        batch->sample_weight,
-                      batch->n_rows,   batch->n_columns, P,              append_intercept};
+  RhBatchData data = {engine->dtype, batch->x_design,  batch->y, batch->sample_weight,
+                      batch->n_rows, batch->n_columns, P,        append_intercept};
   double batch_weight = 0.0;
-  RH_TRY(rh_check_batch_values(&data, batch->batch_weight, engine->weight_sum, &batch_weight,
-                               err));
+  RH_TRY(rh_check_batch_values(&data, batch->batch_weight, engine->weight_sum, &batch_weight, err));
   RH_TRY(rh_workspace_reserve(&engine->workspace, batch->n_rows, P, engine->elem_size, err));
 
   RhProblem problem;
@@ -147,8 +145,7 @@ RhCudaStatus rh_engine_update(RhCudaEngine* engine, const RhCudaHostBatch* batch
     rh_gram_and_meat(&problem, engine->workspace.gram_weighted_ready, engine->workspace.gram,
                      engine->workspace.batch_meat);
   } else {
-    rh_gram_at_curvature(&problem, engine->workspace.gram_weighted_ready,
-                         engine->workspace.gram);
+    rh_gram_at_curvature(&problem, engine->workspace.gram_weighted_ready, engine->workspace.gram);
   }
   RH_TRY(stage_state(engine, &problem, err));
   if (with_meat) {

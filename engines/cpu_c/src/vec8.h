@@ -55,23 +55,21 @@ typedef long long RhVec8Bits __attribute__((vector_size(64)));
 
 /* out[q] = rh_vec8_sum(acc[q]) for q < 8, as one vector: the same pairwise additions done
  * eight rows at a time by transposing shuffles. */
-#define RH_VEC8_SUM_EACH(acc, out)                                                          \
-  do {                                                                                      \
-    RhVec8 rh_p_[4], rh_c_[2];                                                              \
-    for (int rh_k_ = 0; rh_k_ < 4; ++rh_k_) {                                               \
-      rh_p_[rh_k_] = RH_SHUFFLE8((acc)[2 * rh_k_], (acc)[2 * rh_k_ + 1], 0, 1, 2, 3, 8, 9,  \
-                                 10, 11) +                                                  \
-                     RH_SHUFFLE8((acc)[2 * rh_k_], (acc)[2 * rh_k_ + 1], 4, 5, 6, 7, 12,    \
-                                 13, 14, 15);                                               \
-    }                                                                                       \
-    for (int rh_k_ = 0; rh_k_ < 2; ++rh_k_) {                                               \
-      rh_c_[rh_k_] = RH_SHUFFLE8(rh_p_[2 * rh_k_], rh_p_[2 * rh_k_ + 1], 0, 2, 4, 6, 8, 10, \
-                                 12, 14) +                                                  \
-                     RH_SHUFFLE8(rh_p_[2 * rh_k_], rh_p_[2 * rh_k_ + 1], 1, 3, 5, 7, 9, 11, \
-                                 13, 15);                                                   \
-    }                                                                                       \
-    (out) = RH_SHUFFLE8(rh_c_[0], rh_c_[1], 0, 2, 4, 6, 8, 10, 12, 14) +                    \
-            RH_SHUFFLE8(rh_c_[0], rh_c_[1], 1, 3, 5, 7, 9, 11, 13, 15);                     \
+#define RH_VEC8_SUM_EACH(acc, out)                                                         \
+  do {                                                                                     \
+    RhVec8 rh_p_[4], rh_c_[2];                                                             \
+    for (int rh_k_ = 0; rh_k_ < 4; ++rh_k_) {                                              \
+      rh_p_[rh_k_] =                                                                       \
+          RH_SHUFFLE8((acc)[2 * rh_k_], (acc)[2 * rh_k_ + 1], 0, 1, 2, 3, 8, 9, 10, 11) +  \
+          RH_SHUFFLE8((acc)[2 * rh_k_], (acc)[2 * rh_k_ + 1], 4, 5, 6, 7, 12, 13, 14, 15); \
+    }                                                                                      \
+    for (int rh_k_ = 0; rh_k_ < 2; ++rh_k_) {                                              \
+      rh_c_[rh_k_] =                                                                       \
+          RH_SHUFFLE8(rh_p_[2 * rh_k_], rh_p_[2 * rh_k_ + 1], 0, 2, 4, 6, 8, 10, 12, 14) + \
+          RH_SHUFFLE8(rh_p_[2 * rh_k_], rh_p_[2 * rh_k_ + 1], 1, 3, 5, 7, 9, 11, 13, 15);  \
+    }                                                                                      \
+    (out) = RH_SHUFFLE8(rh_c_[0], rh_c_[1], 0, 2, 4, 6, 8, 10, 12, 14) +                   \
+            RH_SHUFFLE8(rh_c_[0], rh_c_[1], 1, 3, 5, 7, 9, 11, 13, 15);                    \
   } while (0)
 
 #else
@@ -107,7 +105,9 @@ static inline RhVec8 rh_vec8_load_f32(const float* p) {
   }
   return v;
 }
-static inline void rh_vec8_store(double* p, RhVec8 v) { memcpy(p, v.lane, sizeof v.lane); }
+static inline void rh_vec8_store(double* p, RhVec8 v) {
+  memcpy(p, v.lane, sizeof v.lane);
+}
 static inline RhVec8 rh_vec8_fma(RhVec8 a, RhVec8 b, RhVec8 c) {
   for (int l = 0; l < 8; ++l) {
     c.lane[l] += a.lane[l] * b.lane[l];

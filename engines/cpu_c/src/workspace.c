@@ -15,7 +15,9 @@ typedef struct RhBufferSpec {
   size_t elem_size;
 } RhBufferSpec;
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 static size_t buffer_specs(RhWorkspace* ws, int64_t n, int64_t P, size_t elem_size,
                            RhBufferSpec* specs, int* overflow) {

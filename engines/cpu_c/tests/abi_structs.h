@@ -36,7 +36,7 @@ static inline RhCudaUpdateConfig rh_config(int64_t n_features_in, int32_t penalt
 }
 
 static inline RhCudaHostBatch rh_batch(const void* x, const void* y, const void* w, int64_t n,
-                                int64_t columns, double weight) {
+                                       int64_t columns, double weight) {
   RhCudaHostBatch b;
   memset(&b, 0, sizeof b);
   b.abi_version = RH_CUDA_ABI_VERSION;

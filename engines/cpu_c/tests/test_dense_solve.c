@@ -74,8 +74,8 @@ static void random_orthogonal(double* q, int P) {
 
 /* a = left diag(lambda) right' (row-major). With left == right the result is made exactly
  * symmetric (one triangle computed, mirrored), as the engine's information is. */
-static void spectral_matrix(const double* left, const double* right, const double* lambda,
-                            int P, double* a) {
+static void spectral_matrix(const double* left, const double* right, const double* lambda, int P,
+                            double* a) {
   const int symmetric = left == right;
   for (int i = 0; i < P; ++i) {
     for (int j = 0; j < (symmetric ? i + 1 : P); ++j) {
@@ -93,8 +93,8 @@ static void spectral_matrix(const double* left, const double* right, const doubl
 
 /* The minimum-norm solution of (left diag(lambda) right') x = b: right diag(1/lambda on the
  * support) left' b. */
-static void analytic_min_norm(const double* left, const double* right, const double* lambda,
-                              int P, const double* b, double* out) {
+static void analytic_min_norm(const double* left, const double* right, const double* lambda, int P,
+                              const double* b, double* out) {
   long double f[P_MAX];
   for (int k = 0; k < P; ++k) {
     long double c = 0.0L;
@@ -545,8 +545,8 @@ static void check_duplicated_columns_through_engine(int32_t dtype, int n, int P,
   const int f32 = dtype == RH_CUDA_DTYPE_FLOAT32;
   static double full[P_MAX], reduced[P_MAX];
   RhCudaDiagnostics dg_full, dg_reduced;
-  CHECK_STATUS(fit_one_batch(dtype, f32 ? (const void*)xf : xd, f32 ? (const void*)yf : yd, n,
-                             p, P, full, &dg_full),
+  CHECK_STATUS(fit_one_batch(dtype, f32 ? (const void*)xf : xd, f32 ? (const void*)yf : yd, n, p, P,
+                             full, &dg_full),
                RH_CUDA_SUCCESS);
   CHECK_STATUS(fit_one_batch(dtype, f32 ? (const void*)xrf : xr, f32 ? (const void*)yf : yd, n,
                              p - 1, P - 1, reduced, &dg_reduced),

@@ -26,7 +26,9 @@ static Snapshot snapshot(RhCudaEngine* engine) {
   return s;
 }
 
-static int same_state(const Snapshot* a, const Snapshot* b) { return memcmp(a, b, sizeof *a) == 0; }
+static int same_state(const Snapshot* a, const Snapshot* b) {
+  return memcmp(a, b, sizeof *a) == 0;
+}
 
 static RhCudaEngine* engine_with_one_batch(void) {
   RhCudaEngineOptions o = rh_options(RH_CUDA_DTYPE_FLOAT64, P_PARAMS);
@@ -435,14 +437,14 @@ static void test_restore_refusals_and_asymmetric_round_trip(void) {
   v.weight_sum = 99.5;
   const RhCudaHostStateView good = v;
   Snapshot before = snapshot(engine);
-#define EXPECT_RESTORE_FAILS(stmt, field)                                          \
-  do {                                                                             \
-    v = good;                                                                      \
-    stmt;                                                                          \
-    CHECK_STATUS(rh_cuda_engine_restore(engine, &v), RH_CUDA_INVALID_ARGUMENT);    \
-    CHECK_CONTAINS(rh_cuda_engine_last_error(engine), field);                      \
-    Snapshot rh_after_ = snapshot(engine);                                         \
-    CHECK(same_state(&before, &rh_after_));                                        \
+#define EXPECT_RESTORE_FAILS(stmt, field)                                       \
+  do {                                                                          \
+    v = good;                                                                   \
+    stmt;                                                                       \
+    CHECK_STATUS(rh_cuda_engine_restore(engine, &v), RH_CUDA_INVALID_ARGUMENT); \
+    CHECK_CONTAINS(rh_cuda_engine_last_error(engine), field);                   \
+    Snapshot rh_after_ = snapshot(engine);                                      \
+    CHECK(same_state(&before, &rh_after_));                                     \
   } while (0)
   EXPECT_RESTORE_FAILS(v.struct_size = 8, "struct_size");
   EXPECT_RESTORE_FAILS(v.abi_version = 0, "abi_version");
@@ -587,9 +589,9 @@ static void test_meat_and_old_size_state_structs(void) {
   RhCudaHostState old_state = s;
   old_state.struct_size = old_size;
   memcpy(old_out, &old_state, old_size);
-  CHECK_STATUS(rh_cuda_engine_update_host_with_state(engine, &b, &c, &d,
-                                                     (RhCudaHostState*)(void*)old_out),
-               RH_CUDA_SUCCESS);
+  CHECK_STATUS(
+      rh_cuda_engine_update_host_with_state(engine, &b, &c, &d, (RhCudaHostState*)(void*)old_out),
+      RH_CUDA_SUCCESS);
   memcpy(&old_state, old_out, old_size);
   CHECK(old_state.batch_count == 2);
   CHECK_STATUS(rh_cuda_engine_copy_state(engine, (RhCudaHostState*)(void*)old_out),

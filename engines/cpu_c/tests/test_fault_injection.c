@@ -74,10 +74,10 @@ static RhCudaStatus update(Fixture* f, int64_t rows, int32_t penalty, int weight
   double weight = (double)rows;
   if (weighted) {
     weight = 0.0;
-    for (int64_t i = 0; i < rows; ++i) weight += W64[i];
+    for (int64_t i = 0; i < rows; ++i)
+      weight += W64[i];
   }
-  RhCudaHostBatch b =
-      rh_batch(x_of(f), y_of(f), weighted ? W64 : NULL, rows, FEATURES, weight);
+  RhCudaHostBatch b = rh_batch(x_of(f), y_of(f), weighted ? W64 : NULL, rows, FEATURES, weight);
   f->out.diagnostics = rh_diagnostics();
   return rh_cuda_engine_update_host(f->engine, &b, &c, &f->out.diagnostics);
 }
@@ -92,8 +92,12 @@ static void fresh_f32(Fixture* f) {
   f->dtype = RH_CUDA_DTYPE_FLOAT32;
   f->engine = new_engine(f->dtype);
 }
-static void no_engine_f64(Fixture* f) { f->dtype = RH_CUDA_DTYPE_FLOAT64; }
-static void no_engine_f32(Fixture* f) { f->dtype = RH_CUDA_DTYPE_FLOAT32; }
+static void no_engine_f64(Fixture* f) {
+  f->dtype = RH_CUDA_DTYPE_FLOAT64;
+}
+static void no_engine_f32(Fixture* f) {
+  f->dtype = RH_CUDA_DTYPE_FLOAT32;
+}
 /* One small batch committed: the workspace exists but is too small for ROWS rows. */
 static void small_batch_f64(Fixture* f) {
   fresh_f64(f);
@@ -124,7 +128,8 @@ static RhCudaStatus op_create(Fixture* f) {
 static RhCudaStatus op_restore(Fixture* f) {
   double coefficients[PARAMS] = {0.5, -1.25, 2.0, 0.125};
   double information[PARAMS * PARAMS];
-  for (int k = 0; k < PARAMS * PARAMS; ++k) information[k] = k % (PARAMS + 1) == 0 ? 3.0 : 0.25;
+  for (int k = 0; k < PARAMS * PARAMS; ++k)
+    information[k] = k % (PARAMS + 1) == 0 ? 3.0 : 0.25;
   RhCudaHostStateView v = rh_state_view(coefficients, information);
   v.n_samples_seen = 120;
   v.batch_count = 3;
@@ -135,7 +140,9 @@ static RhCudaStatus op_restore(Fixture* f) {
 static RhCudaStatus op_update_newton(Fixture* f) {
   return update(f, ROWS, RH_CUDA_PENALTY_NONE, 0);
 }
-static RhCudaStatus op_update_l1(Fixture* f) { return update(f, ROWS, RH_CUDA_PENALTY_L1, 0); }
+static RhCudaStatus op_update_l1(Fixture* f) {
+  return update(f, ROWS, RH_CUDA_PENALTY_L1, 0);
+}
 static RhCudaStatus op_update_weighted(Fixture* f) {
   return update(f, ROWS, RH_CUDA_PENALTY_NONE, 1);
 }
@@ -214,7 +221,8 @@ static int64_t sweep(const char* name, void (*setup)(Fixture*), RhCudaStatus (*o
     setup(&f);
     Snapshot before;
     memset(&before, 0, sizeof before);
-    if (f.engine != NULL) before = snapshot(f.engine);
+    if (f.engine != NULL)
+      before = snapshot(f.engine);
 
     set_injection(k);
     RhCudaStatus status = op(&f);
@@ -233,8 +241,8 @@ static int64_t sweep(const char* name, void (*setup)(Fixture*), RhCudaStatus (*o
     const char* message =
         f.engine != NULL ? rh_cuda_engine_last_error(f.engine) : rh_cuda_last_error();
     if (status != RH_CUDA_ALLOCATION_FAILED || message[0] == '\0') {
-      fprintf(stderr, "%s, allocation %lld failed: status %d, message \"%s\"\n", name,
-              (long long)k, (int)status, message);
+      fprintf(stderr, "%s, allocation %lld failed: status %d, message \"%s\"\n", name, (long long)k,
+              (int)status, message);
     }
     CHECK_STATUS(status, RH_CUDA_ALLOCATION_FAILED);
     CHECK_CONTAINS(message, "allocat");
@@ -252,7 +260,8 @@ static int64_t sweep(const char* name, void (*setup)(Fixture*), RhCudaStatus (*o
   CHECK(in_a_row == TAIL);
   fprintf(stderr, "  %-40s %3lld allocation(s)%s", name, (long long)last_failure,
           last_failure > 0 ? ", each made to fail in turn" : ": nothing to fail");
-  if (absorbed > 0) fprintf(stderr, " (%lld absorbed)", (long long)absorbed);
+  if (absorbed > 0)
+    fprintf(stderr, " (%lld absorbed)", (long long)absorbed);
   fprintf(stderr, "\n");
   return last_failure;
 }
@@ -296,8 +305,10 @@ int main(void) {
     Y64[i] = v + 0.3 * rh_normal() + (i % 11 == 0 ? 6.0 : 0.0);
     W64[i] = (double)(1 + i % 3);
   }
-  for (int64_t k = 0; k < ROWS * FEATURES; ++k) X32[k] = (float)X64[k];
-  for (int64_t i = 0; i < ROWS; ++i) Y32[i] = (float)Y64[i];
+  for (int64_t k = 0; k < ROWS * FEATURES; ++k)
+    X32[k] = (float)X64[k];
+  for (int64_t i = 0; i < ROWS; ++i)
+    Y32[i] = (float)Y64[i];
   RUN_TEST(test_injection_is_live);
   RUN_TEST(test_every_allocation_of_create_restore_update_predict);
   fprintf(stderr, "%lld injected allocation failures, each refused cleanly\n",

@@ -1,7 +1,7 @@
 /* rh_refuse_value, the one writer of refused data values for both engines (rh_common.h): every
  * kind, both index shapes, the status, and a value that breaks no rule; and
- * rh_refuse_weight_sum, the one wording of a batch weight its weights disagree with. The expected texts are
- * the grammar of docs/abi.md ("Refused data values") written out by hand. */
+ * rh_refuse_weight_sum, the one wording of a batch weight its weights disagree with. The expected
+ * texts are the grammar of docs/abi.md ("Refused data values") written out by hand. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,8 +14,8 @@ static int failures = 0;
 /* rh_refuse_value(owner, field, index_or_row, column, value, rule) must return want_status
  * with exactly want_text. */
 static void expect(const char* owner, const char* field, int64_t index_or_row, int64_t column,
-                   double value, RhValueRule rule, RhCudaStatus want_status,
-                   const char* want_text, int line) {
+                   double value, RhValueRule rule, RhCudaStatus want_status, const char* want_text,
+                   int line) {
   RhErrorBuffer err;
   rh_error_clear(&err);
   RhCudaStatus status = rh_refuse_value(&err, owner, field, index_or_row, column, value, rule);
@@ -36,8 +36,8 @@ int main(void) {
          "RhCudaDeviceBatch.y[5] is nan: values must be finite", __LINE__);
   expect("RhCudaHostBatch", "y", 0, -1, (double)INFINITY, RH_VALUE_FINITE, INVALID,
          "RhCudaHostBatch.y[0] is inf: values must be finite", __LINE__);
-  expect("RhCudaPrediction", "x_design", INT64_MAX, INT64_MAX, (double)-INFINITY,
-         RH_VALUE_FINITE, INVALID,
+  expect("RhCudaPrediction", "x_design", INT64_MAX, INT64_MAX, (double)-INFINITY, RH_VALUE_FINITE,
+         INVALID,
          "RhCudaPrediction.x_design[9223372036854775807, 9223372036854775807] is -inf: values "
          "must be finite",
          __LINE__);

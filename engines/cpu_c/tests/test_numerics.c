@@ -18,8 +18,8 @@ typedef struct Fit {
 
 /* Fits the batches [0, n) in batches of batch_rows on a fresh float64 engine. */
 static Fit fit_stream(const void* x, const void* y, const void* w, int64_t n, int64_t columns,
-                      int64_t n_features, int64_t P, int64_t batch_rows,
-                      RhCudaUpdateConfig config, int32_t dtype) {
+                      int64_t n_features, int64_t P, int64_t batch_rows, RhCudaUpdateConfig config,
+                      int32_t dtype) {
   Fit fit;
   memset(&fit, 0, sizeof fit);
   RhCudaEngineOptions o = rh_options(dtype, P);
@@ -39,10 +39,9 @@ static Fit fit_stream(const void* x, const void* y, const void* w, int64_t n, in
         weight += dtype == RH_CUDA_DTYPE_FLOAT32 ? ((const float*)w)[i] : ((const double*)w)[i];
       }
     }
-    RhCudaHostBatch b = rh_batch((const char*)x + (size_t)(first * columns) * elem,
-                                 (const char*)y + (size_t)first * elem,
-                                 w ? (const char*)w + (size_t)first * elem : NULL, rows, columns,
-                                 weight);
+    RhCudaHostBatch b = rh_batch(
+        (const char*)x + (size_t)(first * columns) * elem, (const char*)y + (size_t)first * elem,
+        w ? (const char*)w + (size_t)first * elem : NULL, rows, columns, weight);
     fit.diagnostics = rh_diagnostics();
     fit.status = rh_cuda_engine_update_host(engine, &b, &config, &fit.diagnostics);
   }
@@ -103,8 +102,7 @@ static void solve_dense(double* a, double* b, int P) {
  * cover rows that leave a partial group of eight and a partial row block, columns below and
  * above the vector width, and float32 data (the same values widened, so only the stored state
  * is rounded). */
-static void check_least_squares_limit(int n, int p, int32_t dtype, double info_rtol,
-                                      double rtol) {
+static void check_least_squares_limit(int n, int p, int32_t dtype, double info_rtol, double rtol) {
   enum { MAX_N = 2100, MAX_PF = 13 };
   static double x[MAX_N * MAX_PF], y[MAX_N];
   static float xf[MAX_N * MAX_PF], yf[MAX_N];
@@ -126,9 +124,9 @@ static void check_least_squares_limit(int n, int p, int32_t dtype, double info_r
   RhCudaUpdateConfig c = rh_config(p, RH_CUDA_PENALTY_NONE);
   c.tau = 100.0;
   const int is_f32 = dtype == RH_CUDA_DTYPE_FLOAT32;
-  Fit fit = fit_stream(is_f32 ? (const void*)xf : (const void*)x,
-                       is_f32 ? (const void*)yf : (const void*)y, NULL, n, p, p, p + 1, n, c,
-                       dtype);
+  Fit fit =
+      fit_stream(is_f32 ? (const void*)xf : (const void*)x,
+                 is_f32 ? (const void*)yf : (const void*)y, NULL, n, p, p, p + 1, n, c, dtype);
   CHECK_STATUS(fit.status, RH_CUDA_SUCCESS);
   CHECK(fit.diagnostics.converged == 1);
   const int P = p + 1;
@@ -177,8 +175,8 @@ static void test_virtual_intercept_matches_explicit_ones_column(void) {
   for (int penalty = RH_CUDA_PENALTY_NONE; penalty <= RH_CUDA_PENALTY_L1; ++penalty) {
     RhCudaUpdateConfig c = rh_config(P_STREAM, penalty);
     c.tolerance = penalty == RH_CUDA_PENALTY_L1 ? 1e-7 : 1e-10;
-    Fit virtual_fit = fit_stream(SX, SY, NULL, N_STREAM, P_STREAM, P_STREAM, P_STREAM + 1, 3000,
-                                 c, RH_CUDA_DTYPE_FLOAT64);
+    Fit virtual_fit = fit_stream(SX, SY, NULL, N_STREAM, P_STREAM, P_STREAM, P_STREAM + 1, 3000, c,
+                                 RH_CUDA_DTYPE_FLOAT64);
     Fit explicit_fit = fit_stream(SX1, SY, NULL, N_STREAM, P_STREAM + 1, P_STREAM, P_STREAM + 1,
                                   3000, c, RH_CUDA_DTYPE_FLOAT64);
     CHECK_STATUS(virtual_fit.status, RH_CUDA_SUCCESS);

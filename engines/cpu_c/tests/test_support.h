@@ -13,48 +13,48 @@
 
 static int rh_test_failures = 0;
 
-#define CHECK(cond)                                                              \
-  do {                                                                           \
-    if (!(cond)) {                                                               \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
-      ++rh_test_failures;                                                        \
-    }                                                                            \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++rh_test_failures;                                                      \
+    }                                                                          \
   } while (0)
 
-#define CHECK_STATUS(call, expected)                                                       \
-  do {                                                                                     \
-    RhCudaStatus rh_got_ = (call);                                                         \
-    if (rh_got_ != (expected)) {                                                           \
-      fprintf(stderr, "%s:%d: %s returned %d, expected %d\n", __FILE__, __LINE__, #call,   \
-              (int)rh_got_, (int)(expected));                                              \
-      ++rh_test_failures;                                                                  \
-    }                                                                                      \
+#define CHECK_STATUS(call, expected)                                                     \
+  do {                                                                                   \
+    RhCudaStatus rh_got_ = (call);                                                       \
+    if (rh_got_ != (expected)) {                                                         \
+      fprintf(stderr, "%s:%d: %s returned %d, expected %d\n", __FILE__, __LINE__, #call, \
+              (int)rh_got_, (int)(expected));                                            \
+      ++rh_test_failures;                                                                \
+    }                                                                                    \
   } while (0)
 
-#define CHECK_CONTAINS(text, needle)                                                        \
-  do {                                                                                      \
-    const char* rh_text_ = (text);                                                          \
-    if (rh_text_ == NULL || strstr(rh_text_, (needle)) == NULL) {                           \
+#define CHECK_CONTAINS(text, needle)                                                         \
+  do {                                                                                       \
+    const char* rh_text_ = (text);                                                           \
+    if (rh_text_ == NULL || strstr(rh_text_, (needle)) == NULL) {                            \
       fprintf(stderr, "%s:%d: message \"%s\" does not mention \"%s\"\n", __FILE__, __LINE__, \
-              rh_text_ ? rh_text_ : "(null)", (needle));                                    \
-      ++rh_test_failures;                                                                   \
-    }                                                                                       \
+              rh_text_ ? rh_text_ : "(null)", (needle));                                     \
+      ++rh_test_failures;                                                                    \
+    }                                                                                        \
   } while (0)
 
-#define CHECK_CLOSE(a, b, rtol, atol)                                                       \
-  do {                                                                                      \
-    double rh_a_ = (a), rh_b_ = (b);                                                        \
-    if (!(fabs(rh_a_ - rh_b_) <= (atol) + (rtol)*fabs(rh_b_))) {                            \
+#define CHECK_CLOSE(a, b, rtol, atol)                                                        \
+  do {                                                                                       \
+    double rh_a_ = (a), rh_b_ = (b);                                                         \
+    if (!(fabs(rh_a_ - rh_b_) <= (atol) + (rtol) * fabs(rh_b_))) {                           \
       fprintf(stderr, "%s:%d: %s = %.17g not close to %s = %.17g\n", __FILE__, __LINE__, #a, \
-              rh_a_, #b, rh_b_);                                                            \
-      ++rh_test_failures;                                                                   \
-    }                                                                                       \
+              rh_a_, #b, rh_b_);                                                             \
+      ++rh_test_failures;                                                                    \
+    }                                                                                        \
   } while (0)
 
-#define RUN_TEST(fn)                                 \
-  do {                                               \
-    int rh_before_ = rh_test_failures;               \
-    fn();                                            \
+#define RUN_TEST(fn)                                                                   \
+  do {                                                                                 \
+    int rh_before_ = rh_test_failures;                                                 \
+    fn();                                                                              \
     fprintf(stderr, "%s %s\n", rh_test_failures == rh_before_ ? "PASS" : "FAIL", #fn); \
   } while (0)
 
@@ -76,7 +76,7 @@ static inline double rh_normal(void) {
 
 /* y = X beta + noise with heavy-tailed outliers every 17th row; X is n x p row-major. */
 static inline void rh_make_data(double* x, double* y, int64_t n, int64_t p, const double* beta,
-                         double intercept) {
+                                double intercept) {
   for (int64_t i = 0; i < n; ++i) {
     double v = intercept;
     for (int64_t j = 0; j < p; ++j) {

@@ -29,7 +29,8 @@ RhCudaStatus guarded(RhErrorBuffer* err, Body&& body) noexcept {
 
 // Turns a validator's status (message already in `scratch`) into an exception.
 inline void require(RhCudaStatus status, const RhErrorBuffer& scratch) {
-  if (status != RH_CUDA_SUCCESS) throw EngineError(status, scratch.text);
+  if (status != RH_CUDA_SUCCESS)
+    throw EngineError(status, scratch.text);
 }
 
 }  // namespace rh

@@ -33,25 +33,30 @@ class GrowingBuffer {
   explicit GrowingBuffer(MemoryKind kind = MemoryKind::Device) : kind_(kind) {}
   GrowingBuffer(const GrowingBuffer&) = delete;
   GrowingBuffer& operator=(const GrowingBuffer&) = delete;
-  ~GrowingBuffer() { reset(); }
+  ~GrowingBuffer() {
+    reset();
+  }
 
   // The stream that orders this buffer's allocations and frees (device buffers), and the pool they
   // come from (null: plain cudaMalloc). Pinned buffers only use the stream for the capture check.
   // Rebinding a buffer that holds memory frees it first, on the old stream.
   void bind(cudaStream_t stream, cudaMemPool_t pool) noexcept {
-    if (bound_ && (stream != stream_ || pool != pool_)) reset();
+    if (bound_ && (stream != stream_ || pool != pool_))
+      reset();
     stream_ = stream;
     pool_ = pool;
     bound_ = true;
   }
 
   void reserve(size_t bytes, const char* what) {
-    if (bytes <= capacity_) return;
+    if (bytes <= capacity_)
+      return;
     if (kind_ == MemoryKind::Device && !bound_) {
       fail(RH_CUDA_INTERNAL_ERROR,
            "internal error: device buffer for %s is not bound to an engine stream", what);
     }
-    if (bound_) refuse_during_capture(what);
+    if (bound_)
+      refuse_during_capture(what);
     reset();
     void* fresh = nullptr;
     cudaError_t rc = cudaSuccess;
@@ -75,14 +80,15 @@ class GrowingBuffer {
     // Kernels and cuBLAS rely on cudaMalloc's 256-byte alignment; the pool gives at least that.
     if (reinterpret_cast<uintptr_t>(fresh) % 256 != 0) {
       reset();
-      fail(RH_CUDA_INTERNAL_ERROR, "internal error: %s allocated at %p, not 256-byte aligned",
-           what, fresh);
+      fail(RH_CUDA_INTERNAL_ERROR, "internal error: %s allocated at %p, not 256-byte aligned", what,
+           fresh);
     }
   }
 
   // Frees the memory (device buffers: queued on the bound stream) and leaves the buffer empty.
   void reset() noexcept {
-    if (ptr_ == nullptr) return;
+    if (ptr_ == nullptr)
+      return;
     if (kind_ == MemoryKind::PinnedHost) {
       cudaFreeHost(ptr_);
     } else if (pool_ != nullptr) {
@@ -95,10 +101,18 @@ class GrowingBuffer {
   }
 
   template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
-  void* data() const { return ptr_; }
-  size_t capacity() const { return capacity_; }
-  MemoryKind kind() const { return kind_; }
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+  void* data() const {
+    return ptr_;
+  }
+  size_t capacity() const {
+    return capacity_;
+  }
+  MemoryKind kind() const {
+    return kind_;
+  }
   void swap(GrowingBuffer& other) noexcept {
     std::swap(ptr_, other.ptr_);
     std::swap(capacity_, other.capacity_);

@@ -12,8 +12,8 @@
 
 #include "engine_error.hpp"
 #include "kernels.hpp"
-#include "test_switches.hpp"
 #include "memory_access.hpp"
+#include "test_switches.hpp"
 
 namespace rh {
 
@@ -64,16 +64,23 @@ struct ResourceSet {
   ResourceSet(const ResourceSet&) = delete;
   ResourceSet& operator=(const ResourceSet&) = delete;
   ~ResourceSet() {
-    if (stream != nullptr) cudaStreamSynchronize(stream);
-    if (svd_params != nullptr) cusolverDnDestroyGesvdjInfo(svd_params);
-    if (solver != nullptr) cusolverDnDestroy(solver);
-    if (blas != nullptr) cublasDestroy(blas);
+    if (stream != nullptr)
+      cudaStreamSynchronize(stream);
+    if (svd_params != nullptr)
+      cusolverDnDestroyGesvdjInfo(svd_params);
+    if (solver != nullptr)
+      cusolverDnDestroy(solver);
+    if (blas != nullptr)
+      cublasDestroy(blas);
     blas_work.reset();
-    if (stream != nullptr) cudaStreamSynchronize(stream);
+    if (stream != nullptr)
+      cudaStreamSynchronize(stream);
     for (cudaEvent_t event : chunk_events) {
-      if (event != nullptr) cudaEventDestroy(event);
+      if (event != nullptr)
+        cudaEventDestroy(event);
     }
-    if (stream != nullptr) cudaStreamDestroy(stream);
+    if (stream != nullptr)
+      cudaStreamDestroy(stream);
     // The pinned buffers free themselves (cudaFreeHost) as members.
   }
 
@@ -115,7 +122,8 @@ class ResourcePool {
           }
         }
       }
-      if (found == nullptr) return nullptr;
+      if (found == nullptr)
+        return nullptr;
       const cudaError_t alive = cudaStreamQuery(found->stream);
       if (alive == cudaSuccess || alive == cudaErrorNotReady) {
         return std::unique_ptr<ResourceSet>(found);
@@ -133,7 +141,8 @@ class ResourcePool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       size_t idle_here = 0;
-      for (const ResourceSet* s : idle_) idle_here += s->device == set->device ? 1 : 0;
+      for (const ResourceSet* s : idle_)
+        idle_here += s->device == set->device ? 1 : 0;
       if (idle_here < kMaxIdleSetsPerDevice) {
         idle_.push_back(set.release());
         return;
@@ -147,7 +156,8 @@ class ResourcePool {
   cudaMemPool_t memory_pool(int device) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = memory_pools_.find(device);
-    if (found != memory_pools_.end()) return found->second;
+    if (found != memory_pools_.end())
+      return found->second;
     int supported = 0;
     if (cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) !=
         cudaSuccess) {
@@ -198,8 +208,8 @@ std::unique_ptr<ResourceSet> make_resource_set(int device) {
   set->blas_work.bind(set->stream, set->memory);
   // A fixed workspace keeps cuBLAS from allocating during graph capture.
   set->blas_work.reserve(kBlasWorkspaceBytes, "cuBLAS workspace");
-  for (GrowingBuffer* pinned : {&set->host_scalars, &set->host_state, &set->host_chunks[0],
-                                &set->host_chunks[1]}) {
+  for (GrowingBuffer* pinned :
+       {&set->host_scalars, &set->host_state, &set->host_chunks[0], &set->host_chunks[1]}) {
     pinned->bind(set->stream, nullptr);
   }
   return set;
@@ -209,7 +219,8 @@ std::unique_ptr<ResourceSet> make_resource_set(int device) {
 
 DeviceScope::DeviceScope(int device) {
   check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
-  if (previous_ != device) check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  if (previous_ != device)
+    check_cuda(cudaSetDevice(device), "cudaSetDevice");
 }
 
 DeviceScope::~DeviceScope() {
@@ -264,7 +275,8 @@ void Engine::create(const RhCudaEngineOptions& options) {
 
   // An idle set of this device, or a new one. From here release() hands it back.
   std::unique_ptr<ResourceSet> set = ResourcePool::instance().take(device);
-  if (set == nullptr) set = make_resource_set(device);
+  if (set == nullptr)
+    set = make_resource_set(device);
   resources = set.release();
   stream = resources->stream;
   chunk_events[0] = resources->chunk_events[0];
@@ -272,11 +284,11 @@ void Engine::create(const RhCudaEngineOptions& options) {
   blas = resources->blas;
   solver = resources->solver;
   svd_params = resources->svd_params;
-  resources->for_each_carried(ws, [](GrowingBuffer& pooled, GrowingBuffer& mine) {
-    mine.swap(pooled);
-  });
+  resources->for_each_carried(
+      ws, [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
   ws.for_each([&](GrowingBuffer& b) {
-    if (b.kind() == MemoryKind::Device) b.bind(stream, resources->memory);
+    if (b.kind() == MemoryKind::Device)
+      b.bind(stream, resources->memory);
   });
   for (CommittedState* state : {&committed, &scratch}) {
     state->coefficients.bind(stream, resources->memory);
@@ -318,8 +330,8 @@ void Engine::create(const RhCudaEngineOptions& options) {
   reserve_elems(ws.trial_terms, kLammMaxGroup * 4, sizeof(double), "LAMM trial terms");
   reserve_elems(ws.scalars, 1, sizeof(DeviceScalars), "solver scalars");
   reserve_elems(ws.trial_partials,
-                int64_t{kMaxRowBlocks} * std::max(kLineSearchTrials, kLammMaxGroup),
-                sizeof(double), "line-search partials");
+                int64_t{kMaxRowBlocks} * std::max(kLineSearchTrials, kLammMaxGroup), sizeof(double),
+                "line-search partials");
   reserve_elems(ws.row_partials, int64_t{kMaxRowBlocks} * 2, sizeof(double), "row partials");
   reserve_elems(ws.xtu_partials, int64_t{kMaxRowBlocks} * kWideRowColumns, sizeof(double),
                 "X'u partials");
@@ -335,20 +347,20 @@ void Engine::create(const RhCudaEngineOptions& options) {
     const int n = static_cast<int>(P);
     int potrf_work = 0, getrf_work = 0, svd_work = 0;
     double* H = ws.hessian.as<double>();
-    check_cusolver(
-        cusolverDnDpotrf_bufferSize(solver, kCholeskyFill, n, H, n, &potrf_work),
-        "cusolverDnDpotrf_bufferSize");
+    check_cusolver(cusolverDnDpotrf_bufferSize(solver, kCholeskyFill, n, H, n, &potrf_work),
+                   "cusolverDnDpotrf_bufferSize");
     check_cusolver(cusolverDnDgetrf_bufferSize(solver, n, n, H, n, &getrf_work),
                    "cusolverDnDgetrf_bufferSize");
-    check_cusolver(cusolverDnDgesvdj_bufferSize(solver, CUSOLVER_EIG_MODE_VECTOR, 0, n, n, H, n,
-                                                ws.singular_values.as<double>(),
-                                                ws.left_vectors.as<double>(), n,
-                                                ws.right_vectors.as<double>(), n, &svd_work,
-                                                svd_params),
-                   "cusolverDnDgesvdj_bufferSize");
+    check_cusolver(
+        cusolverDnDgesvdj_bufferSize(solver, CUSOLVER_EIG_MODE_VECTOR, 0, n, n, H, n,
+                                     ws.singular_values.as<double>(), ws.left_vectors.as<double>(),
+                                     n, ws.right_vectors.as<double>(), n, &svd_work, svd_params),
+        "cusolverDnDgesvdj_bufferSize");
     int elems = potrf_work;
-    if (getrf_work > elems) elems = getrf_work;
-    if (svd_work > elems) elems = svd_work;
+    if (getrf_work > elems)
+      elems = getrf_work;
+    if (svd_work > elems)
+      elems = svd_work;
     resources->solver_work_elems = elems;
     resources->solver_sized_for = P;
   }
@@ -372,14 +384,13 @@ void Engine::create(const RhCudaEngineOptions& options) {
 }
 
 void Engine::release() noexcept {
-  if (resources == nullptr) return;
+  if (resources == nullptr)
+    return;
   std::unique_ptr<ResourceSet> set(resources);
   resources = nullptr;
   // The pinned buffers and the cuBLAS workspace go back with the set; every other buffer is
   // freed in stream order, after whatever is still queued on the stream.
-  set->for_each_carried(ws, [](GrowingBuffer& pooled, GrowingBuffer& mine) {
-    mine.swap(pooled);
-  });
+  set->for_each_carried(ws, [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
   ws.for_each([](GrowingBuffer& b) { b.reset(); });
   for (CommittedState* state : {&committed, &scratch}) {
     state->coefficients.reset();
@@ -389,7 +400,8 @@ void Engine::release() noexcept {
   // Once the stream has drained, the frees above are complete: any stream may reuse the memory.
   const cudaError_t drained = cudaStreamSynchronize(stream);
   for (cudaGraphExec_t& exec : graph_cache) {
-    if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
+    if (exec != nullptr)
+      (void)cudaGraphExecDestroy(exec);
     exec = nullptr;
   }
   stream = nullptr;
@@ -403,13 +415,16 @@ void Engine::release() noexcept {
     set.reset();
     return;
   }
-  for (GrowingBuffer* pinned : {&set->host_scalars, &set->host_state, &set->host_chunks[0],
-                                &set->host_chunks[1]}) {
-    if (pinned->capacity() > kMaxPooledPinnedBytes) pinned->reset();
+  for (GrowingBuffer* pinned :
+       {&set->host_scalars, &set->host_state, &set->host_chunks[0], &set->host_chunks[1]}) {
+    if (pinned->capacity() > kMaxPooledPinnedBytes)
+      pinned->reset();
   }
   ResourcePool::instance().give_back(std::move(set));
 }
 
-void Engine::synchronize() { check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); }
+void Engine::synchronize() {
+  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+}
 
 }  // namespace rh

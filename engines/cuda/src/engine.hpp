@@ -61,9 +61,9 @@ struct Workspace {
   GrowingBuffer equilibration;
   // Row-sized, grown to the largest batch.
   GrowingBuffer x_stage, y_stage, w_stage, residual, score, scaled_rows, row_partials;
-  GrowingBuffer xtu_partials;   // per row-pass block, kWideRowColumns each
-  GrowingBuffer bad_partials;   // per validation block, kBadKinds first bad indices
-  GrowingBuffer commit_flags;   // per commit block, a non-finite flag
+  GrowingBuffer xtu_partials;  // per row-pass block, kWideRowColumns each
+  GrowingBuffer bad_partials;  // per validation block, kBadKinds first bad indices
+  GrowingBuffer commit_flags;  // per commit block, a non-finite flag
   // Per-chunk partial Grams (split over rows), reduced in a fixed order.
   GrowingBuffer gram_partials;
   GrowingBuffer prediction_stage;
@@ -80,15 +80,49 @@ struct Workspace {
   // fails to compile when a member is added without being listed here.
   template <class F>
   void for_each(F&& f) {
-    for (GrowingBuffer* b :
-         {&beta, &beta0, &dir, &grad, &jdelta, &jdir, &information64, &hessian, &gram, &xtu,
-          &singular_values, &left_vectors, &right_vectors, &svd_scratch, &pivots, &solver_info,
-          &solver_work, &blas_work, &candidates, &candidate_deltas, &candidate_jdeltas,
-          &trial_terms, &scalars, &trial_partials, &majoriser_gram, &equilibration, &x_stage,
-          &y_stage,
-          &w_stage, &residual, &score, &scaled_rows, &row_partials, &xtu_partials,
-          &bad_partials, &commit_flags, &gram_partials, &prediction_stage, &host_scalars,
-          &host_predictions, &host_state, &host_chunks[0], &host_chunks[1]}) {
+    for (GrowingBuffer* b : {&beta,
+                             &beta0,
+                             &dir,
+                             &grad,
+                             &jdelta,
+                             &jdir,
+                             &information64,
+                             &hessian,
+                             &gram,
+                             &xtu,
+                             &singular_values,
+                             &left_vectors,
+                             &right_vectors,
+                             &svd_scratch,
+                             &pivots,
+                             &solver_info,
+                             &solver_work,
+                             &blas_work,
+                             &candidates,
+                             &candidate_deltas,
+                             &candidate_jdeltas,
+                             &trial_terms,
+                             &scalars,
+                             &trial_partials,
+                             &majoriser_gram,
+                             &equilibration,
+                             &x_stage,
+                             &y_stage,
+                             &w_stage,
+                             &residual,
+                             &score,
+                             &scaled_rows,
+                             &row_partials,
+                             &xtu_partials,
+                             &bad_partials,
+                             &commit_flags,
+                             &gram_partials,
+                             &prediction_stage,
+                             &host_scalars,
+                             &host_predictions,
+                             &host_state,
+                             &host_chunks[0],
+                             &host_chunks[1]}) {
       f(*b);
     }
   }
@@ -110,7 +144,9 @@ struct Engine {
   Engine() = default;
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
-  ~Engine() { release(); }
+  ~Engine() {
+    release();
+  }
 
   int device = 0;
   int32_t dtype = RH_CUDA_DTYPE_FLOAT64;
@@ -142,7 +178,9 @@ struct Engine {
   int64_t small_dense_max = 0;
   int small_dense_threads = 0;
 
-  bool graphs_enabled() const { return (enabled_flags & RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS) != 0; }
+  bool graphs_enabled() const {
+    return (enabled_flags & RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS) != 0;
+  }
   double dtype_epsilon() const;
 
   void create(const RhCudaEngineOptions& options);

@@ -26,24 +26,28 @@ void refuse_value(const char* owner, const char* field, int64_t index_or_row, in
 
 // Test builds: the fault-injection sweep's failure in place of a successful result.
 static cudaError_t injected(cudaError_t rc) {
-  if (rc != cudaSuccess || !fault_injected_here()) return rc;
+  if (rc != cudaSuccess || !fault_injected_here())
+    return rc;
   return fault_injection_kind() == FaultKind::Allocation ? cudaErrorMemoryAllocation
-                                                          : cudaErrorUnknown;
+                                                         : cudaErrorUnknown;
 }
 static cublasStatus_t injected(cublasStatus_t rc) {
-  if (rc != CUBLAS_STATUS_SUCCESS || !fault_injected_here()) return rc;
+  if (rc != CUBLAS_STATUS_SUCCESS || !fault_injected_here())
+    return rc;
   return fault_injection_kind() == FaultKind::Allocation ? CUBLAS_STATUS_ALLOC_FAILED
-                                                          : CUBLAS_STATUS_EXECUTION_FAILED;
+                                                         : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 static cusolverStatus_t injected(cusolverStatus_t rc) {
-  if (rc != CUSOLVER_STATUS_SUCCESS || !fault_injected_here()) return rc;
+  if (rc != CUSOLVER_STATUS_SUCCESS || !fault_injected_here())
+    return rc;
   return fault_injection_kind() == FaultKind::Allocation ? CUSOLVER_STATUS_ALLOC_FAILED
-                                                          : CUSOLVER_STATUS_EXECUTION_FAILED;
+                                                         : CUSOLVER_STATUS_EXECUTION_FAILED;
 }
 
 void check_cuda(cudaError_t rc, const char* what) {
   rc = injected(rc);
-  if (rc == cudaSuccess) return;
+  if (rc == cudaSuccess)
+    return;
   if (rc == cudaErrorMemoryAllocation) {
     fail(RH_CUDA_ALLOCATION_FAILED, "%s: %s", what, cudaGetErrorString(rc));
   }
@@ -52,21 +56,26 @@ void check_cuda(cudaError_t rc, const char* what) {
 
 void check_cublas(cublasStatus_t rc, const char* what) {
   rc = injected(rc);
-  if (rc == CUBLAS_STATUS_SUCCESS) return;
-  if (rc == CUBLAS_STATUS_ALLOC_FAILED) fail(RH_CUDA_ALLOCATION_FAILED, "%s: cuBLAS allocation failed", what);
+  if (rc == CUBLAS_STATUS_SUCCESS)
+    return;
+  if (rc == CUBLAS_STATUS_ALLOC_FAILED)
+    fail(RH_CUDA_ALLOCATION_FAILED, "%s: cuBLAS allocation failed", what);
   fail(RH_CUDA_CUBLAS_ERROR, "%s: cuBLAS status %d (%s)", what, static_cast<int>(rc),
        cublasGetStatusString(rc));
 }
 
 void check_cusolver(cusolverStatus_t rc, const char* what) {
   rc = injected(rc);
-  if (rc == CUSOLVER_STATUS_SUCCESS) return;
+  if (rc == CUSOLVER_STATUS_SUCCESS)
+    return;
   if (rc == CUSOLVER_STATUS_ALLOC_FAILED) {
     fail(RH_CUDA_ALLOCATION_FAILED, "%s: cuSOLVER allocation failed", what);
   }
   fail(RH_CUDA_CUSOLVER_ERROR, "%s: cuSOLVER status %d", what, static_cast<int>(rc));
 }
 
-void check_launch(const char* kernel) { check_cuda(cudaGetLastError(), kernel); }
+void check_launch(const char* kernel) {
+  check_cuda(cudaGetLastError(), kernel);
+}
 
 }  // namespace rh

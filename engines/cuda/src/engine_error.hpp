@@ -17,7 +17,9 @@ class EngineError : public std::runtime_error {
  public:
   EngineError(RhCudaStatus status, const std::string& message)
       : std::runtime_error(message), status_(status) {}
-  RhCudaStatus status() const noexcept { return status_; }
+  RhCudaStatus status() const noexcept {
+    return status_;
+  }
 
  private:
   RhCudaStatus status_;

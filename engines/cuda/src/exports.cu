@@ -34,16 +34,21 @@ RhCudaStatus on_engine(RhCudaEngine* engine, Body&& body) noexcept {
 }
 
 void require_out(const void* ptr, const char* name) {
-  if (ptr == nullptr) rh::fail(RH_CUDA_INVALID_ARGUMENT, "%s is null", name);
+  if (ptr == nullptr)
+    rh::fail(RH_CUDA_INVALID_ARGUMENT, "%s is null", name);
 }
 
 }  // namespace
 
 extern "C" {
 
-RH_CUDA_API uint32_t rh_cuda_abi_version(void) { return RH_CUDA_ABI_VERSION; }
+RH_CUDA_API uint32_t rh_cuda_abi_version(void) {
+  return RH_CUDA_ABI_VERSION;
+}
 
-RH_CUDA_API const char* rh_cuda_last_error(void) { return rh_thread_error()->text; }
+RH_CUDA_API const char* rh_cuda_last_error(void) {
+  return rh_thread_error()->text;
+}
 
 RH_CUDA_API RhCudaStatus rh_cuda_is_available(int32_t* available) {
   return rh::guarded(rh_thread_error(), [&] {
@@ -78,7 +83,8 @@ RH_CUDA_API RhCudaStatus rh_cuda_runtime_info(RhCudaRuntimeInfo* info) {
 // buffers come from (and go back to) a mutex-guarded pool of idle per-device sets (engine.cu).
 RH_CUDA_API RhCudaStatus rh_cuda_engine_create(const RhCudaEngineOptions* options,
                                                RhCudaEngine** out_engine) {
-  if (out_engine != nullptr) *out_engine = nullptr;
+  if (out_engine != nullptr)
+    *out_engine = nullptr;
   return rh::guarded(rh_thread_error(), [&] {
     require_out(out_engine, "out_engine");
     RhErrorBuffer scratch{};
@@ -107,7 +113,8 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_create(const RhCudaEngineOptions* option
 
 // Waits for the engine's stream (not the device), then returns its resource set to the pool.
 RH_CUDA_API RhCudaStatus rh_cuda_engine_destroy(RhCudaEngine* engine) {
-  if (engine == nullptr) return RH_CUDA_SUCCESS;
+  if (engine == nullptr)
+    return RH_CUDA_SUCCESS;
   return rh::guarded(rh_thread_error(), [&] {
     rh::DeviceScope scope(engine->impl.device);
     engine->impl.release();
@@ -178,9 +185,9 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_features(RhCudaEngine* engine,
                                                  RhCudaEngineFeatures* features) {
   return on_engine(engine, [&](rh::Engine& e) {
     RhErrorBuffer scratch{};
-    rh::require(rh_check_header(features, "RhCudaEngineFeatures", sizeof(RhCudaEngineFeatures),
-                                &scratch),
-                scratch);
+    rh::require(
+        rh_check_header(features, "RhCudaEngineFeatures", sizeof(RhCudaEngineFeatures), &scratch),
+        scratch);
     features->requested_flags = e.requested_flags;
     features->enabled_flags = e.enabled_flags;
     features->graph_captures = e.graphs.captures;

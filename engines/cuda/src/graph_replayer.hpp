@@ -53,17 +53,21 @@ class GraphReplayer {
       // Anything else (std::bad_alloc) propagates, but never with the stream left capturing.
       cudaGraph_t partial = nullptr;
       (void)cudaStreamEndCapture(e_.stream, &partial);
-      if (partial != nullptr) cudaGraphDestroy(partial);
+      if (partial != nullptr)
+        cudaGraphDestroy(partial);
       (void)cudaGetLastError();
       throw;
     }
     cudaGraph_t graph = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(e_.stream, &graph);
     const bool captured = enqueued && ended == cudaSuccess && graph != nullptr;
-    if (captured) e_.graphs.captures += 1;
+    if (captured)
+      e_.graphs.captures += 1;
     const bool ok = captured && install(graph);
-    if (graph != nullptr) cudaGraphDestroy(graph);  // an executable graph does not need it
-    if (!ok) (void)cudaGetLastError();
+    if (graph != nullptr)
+      cudaGraphDestroy(graph);  // an executable graph does not need it
+    if (!ok)
+      (void)cudaGetLastError();
     return ok;
   }
 
@@ -73,7 +77,8 @@ class GraphReplayer {
     cudaGraphExec_t& exec = e_.graph_cache[slot_];
     if (exec != nullptr) {
       cudaGraphExecUpdateResultInfo info{};
-      if (cudaGraphExecUpdate(exec, graph, &info) == cudaSuccess) return true;
+      if (cudaGraphExecUpdate(exec, graph, &info) == cudaSuccess)
+        return true;
       (void)cudaGetLastError();
       (void)cudaGraphExecDestroy(exec);
       exec = nullptr;

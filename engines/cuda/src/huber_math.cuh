@@ -9,9 +9,12 @@ namespace rh {
 
 __device__ __forceinline__ bool should_run(const DeviceScalars* sc, int when) {
   const int state = sc->state;
-  if (when == kRunWhileRunning) return state == kRunning;
-  if (when == kRunWhileFresh) return state == kRunning || sc->fresh;
-  if (when == kRunWhenEnded) return solve_ended(*sc);
+  if (when == kRunWhileRunning)
+    return state == kRunning;
+  if (when == kRunWhileFresh)
+    return state == kRunning || sc->fresh;
+  if (when == kRunWhenEnded)
+    return solve_ended(*sc);
   return state != kInvalidData;
 }
 
@@ -27,15 +30,19 @@ __device__ __forceinline__ double huber_psi(double r, double tau) {
 // Derivative of the paper's quadratic-transition score: a trapezoid with ramps of half-width h
 // around +-tau.
 __device__ __forceinline__ double smoothed_curvature(double r, double tau, double h) {
-  if (r < -tau - h || r > tau + h) return 0.0;
-  if (r <= -tau + h) return 0.5 + (r + tau) / (2.0 * h);
-  if (r >= tau - h) return 0.5 - (r - tau) / (2.0 * h);
+  if (r < -tau - h || r > tau + h)
+    return 0.0;
+  if (r <= -tau + h)
+    return 0.5 + (r + tau) / (2.0 * h);
+  if (r >= tau - h)
+    return 0.5 - (r - tau) / (2.0 * h);
   return 1.0;
 }
 
 __device__ __forceinline__ double soft_threshold(double v, double t) {
   const double m = fabs(v) - t;
-  if (m <= 0.0) return 0.0;
+  if (m <= 0.0)
+    return 0.0;
   return v > 0.0 ? m : -m;
 }
 
@@ -44,7 +51,8 @@ __device__ __forceinline__ double sign_of(double v) {
 }
 
 __device__ __forceinline__ double warp_sum(double v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xffffffffu, v, offset);
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v += __shfl_down_sync(0xffffffffu, v, offset);
   return __shfl_sync(0xffffffffu, v, 0);
 }
 
@@ -55,11 +63,13 @@ template <int Threads>
 __device__ __forceinline__ double block_sum(double v, double* shared) {
   constexpr int kBlockWarps = Threads / 32;
   v = warp_sum(v);
-  if ((threadIdx.x & 31) == 0) shared[threadIdx.x >> 5] = v;
+  if ((threadIdx.x & 31) == 0)
+    shared[threadIdx.x >> 5] = v;
   __syncthreads();
   double total = 0.0;
 #pragma unroll
-  for (int w = 0; w < kBlockWarps; ++w) total += shared[w];
+  for (int w = 0; w < kBlockWarps; ++w)
+    total += shared[w];
   __syncthreads();
   return total;
 }
@@ -68,20 +78,21 @@ __device__ __forceinline__ double block_sum(double v, double* shared) {
 // values with the fixed shuffle tree, one barrier, then thread k adds the warp totals of value
 // k in warp order and writes it to out[k]. `shared` holds at least N * Threads / 32 doubles.
 template <int Threads, int N>
-__device__ __forceinline__ void block_sums_to(const double (&acc)[N], double* shared,
-                                              double* out) {
+__device__ __forceinline__ void block_sums_to(const double (&acc)[N], double* shared, double* out) {
   constexpr int kBlockWarps = Threads / 32;
   const int warp = threadIdx.x >> 5;
 #pragma unroll
   for (int k = 0; k < N; ++k) {
     const double v = warp_sum(acc[k]);
-    if ((threadIdx.x & 31) == 0) shared[warp * N + k] = v;
+    if ((threadIdx.x & 31) == 0)
+      shared[warp * N + k] = v;
   }
   __syncthreads();
   if (threadIdx.x < N) {
     double total = 0.0;
 #pragma unroll
-    for (int w = 0; w < kBlockWarps; ++w) total += shared[w * N + threadIdx.x];
+    for (int w = 0; w < kBlockWarps; ++w)
+      total += shared[w * N + threadIdx.x];
     out[threadIdx.x] = total;
   }
 }

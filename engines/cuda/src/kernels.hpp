@@ -33,8 +33,7 @@ void launch_row_pass(const RowView<T>& rows, const double* beta, double tau,
                      double* partials, double* xtu_partials, RunWhen when, cudaStream_t s);
 template <class T>
 void launch_newton_trials(const RowView<T>& rows, const double* residual, const double* dir,
-                          double tau, const DeviceScalars* sc, double* partials,
-                          cudaStream_t s);
+                          double tau, const DeviceScalars* sc, double* partials, cudaStream_t s);
 template <class T>
 void launch_lamm_trials(const RowView<T>& rows, const double* candidates, int count, double tau,
                         const DeviceScalars* sc, double* partials, cudaStream_t s);
@@ -76,9 +75,9 @@ void launch_assemble_hessian(const T* gram, const double* J, const BatchConstant
 // out = sum over chunks of the chunk-major partial P x P Grams, in chunk order.
 template <class T>
 void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, T* out, cudaStream_t s);
-// P <= Engine::small_dense_max, while running: assemble H, factor it (Cholesky), set factor_ok with the
-// same test as launch_check_cholesky (refused: kNeedsFallback), solve H dir = g and form
-// jdir = J dir, in one single-block kernel.
+// P <= Engine::small_dense_max, while running: assemble H, factor it (Cholesky), set factor_ok with
+// the same test as launch_check_cholesky (refused: kNeedsFallback), solve H dir = g and form jdir =
+// J dir, in one single-block kernel.
 template <class T>
 void launch_small_cholesky_solve(const T* gram, const double* J, const BatchConstants& k,
                                  DeviceScalars* sc, const double* g, double* dir, double* jdir,
@@ -113,9 +112,8 @@ void launch_newton_select(const double* partials, int blocks, const double* dir,
                           DeviceScalars* sc, double* beta, cudaStream_t s);
 // dir = V S^+ U' g from an SVD (columns of U and V, S descending), singular values at or below
 // eps P S[0] dropped; *rank = the number kept.
-void launch_svd_solve(const double* U, const double* S, const double* V, const double* g,
-                      int64_t P, double eps, double* scratch, double* dir, int* rank,
-                      cudaStream_t s);
+void launch_svd_solve(const double* U, const double* S, const double* V, const double* g, int64_t P,
+                      double eps, double* scratch, double* dir, int* rank, cudaStream_t s);
 // The linear-solve ladder's equilibration (docs/decisions.md, "Linear solve ladder"):
 // d_i = rh_equilibration_factor(H_ii) (or 1 when unit) and dg = d * g, setting
 // DeviceScalars.equilibrated_finite; launch_equilibrate_matrix then scales H to diag(d) H diag(d)
@@ -129,10 +127,10 @@ void launch_scale_vector(double* v, const double* d, int64_t P, cudaStream_t s);
 // One group of LAMM attempts (count a multiple of kLammChunk, at most kLammMaxGroup): the
 // candidates and their bound terms, J delta, then the pick of the first acceptable one; the
 // pick's `group` says what a group without one leads to (LammGroup).
-void launch_lamm_candidates(int first_attempt, int count, const double* beta,
-                            const double* beta0, const double* g, const BatchConstants& k,
-                            const DeviceScalars* sc, double* candidates, double* deltas,
-                            double* trial_terms, cudaStream_t s);
+void launch_lamm_candidates(int first_attempt, int count, const double* beta, const double* beta0,
+                            const double* g, const BatchConstants& k, const DeviceScalars* sc,
+                            double* candidates, double* deltas, double* trial_terms,
+                            cudaStream_t s);
 void launch_lamm_quadratic(const double* J, const double* deltas, int count, int64_t P,
                            const DeviceScalars* sc, double* jdeltas, cudaStream_t s);
 void launch_lamm_pick(int count, LammGroup group, const double* partials, int blocks,

@@ -81,7 +81,8 @@ void solve_lamm(UpdateContext<T>& ctx) {
       enqueue_bound_attempts(ctx);
     } else {
       const int64_t queued = std::min(chunk, ctx.max_iter - done);
-      for (int64_t i = 0; i < queued; ++i) iteration.run([&] { enqueue_iteration(ctx); });
+      for (int64_t i = 0; i < queued; ++i)
+        iteration.run([&] { enqueue_iteration(ctx); });
     }
     // The Gram at the final beta for the finish; X'u is not needed. Queued after every chunk;
     // the row pass runs only in the chunk that ended the solve (cuBLAS's GEMM cannot skip: in
@@ -90,7 +91,8 @@ void solve_lamm(UpdateContext<T>& ctx) {
     ctx.enqueue_finish();
     ctx.wait_for_status();
     const DeviceScalars& s = ctx.status();
-    if (solve_ended(s)) return;
+    if (solve_ended(s))
+      return;
     done = s.iterations;
     // The pause does not count its iteration, so done < max_iter here.
     paused = s.state == kNeedsLammBound;

@@ -1,8 +1,8 @@
 // The Newton step's solve ladder (docs/decisions.md, "Linear solve ladder"): Cholesky when H is
 // bitwise symmetric, then, on the equilibrated system, LU with partial pivoting, then the SVD.
 // All in double. Systems of
-// up to Engine::small_dense_max parameters are factored and solved by one single-block kernel; larger
-// ones by cuSOLVER. The same ladder solves with the majoriser M = [G_m + J] / N + ridge I of
+// up to Engine::small_dense_max parameters are factored and solved by one single-block kernel;
+// larger ones by cuSOLVER. The same ladder solves with the majoriser M = [G_m + J] / N + ridge I of
 // the Newton fallback (docs/algorithm.md, "Unpenalised"): the matrix is assembled from
 // whichever Gram the caller passes.
 #include "engine_error.hpp"
@@ -44,8 +44,8 @@ void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram) {
   // H is stored whole, so either triangle will do: cuSOLVER's lower factorisation measured
   // faster on an H200 (cusolverDnDpotrf, float64: n = 91 54 us vs 74 us upper; n = 257 139 us
   // vs 231 us).
-  check_cusolver(cusolverDnDpotrf(e.solver, kCholeskyFill, n, e.ws.hessian.as<double>(),
-                                  n, e.ws.solver_work.as<double>(), e.solver_work_elems,
+  check_cusolver(cusolverDnDpotrf(e.solver, kCholeskyFill, n, e.ws.hessian.as<double>(), n,
+                                  e.ws.solver_work.as<double>(), e.solver_work_elems,
                                   e.ws.solver_info.as<int>()),
                  "cusolverDnDpotrf");
   launch_check_cholesky<T>(e.ws.hessian.as<double>(), e.ws.solver_info.as<int>(), gram,
@@ -55,23 +55,24 @@ void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram) {
 template <class T>
 void enqueue_cholesky_solve(UpdateContext<T>& ctx) {
   refuse_if_injected(ctx);
-  if (ctx.small_dense()) return;  // the attempt already solved for the direction
+  if (ctx.small_dense())
+    return;  // the attempt already solved for the direction
   Engine& e = ctx.e;
   const int n = static_cast<int>(ctx.k.P);
   check_cuda(cudaMemcpyAsync(e.ws.dir.as<double>(), ctx.grad(), ctx.k.P * sizeof(double),
                              cudaMemcpyDeviceToDevice, e.stream),
              "cudaMemcpyAsync (rhs)");
-  check_cusolver(cusolverDnDpotrs(e.solver, kCholeskyFill, n, 1,
-                                  e.ws.hessian.as<double>(), n, e.ws.dir.as<double>(), n,
-                                  e.ws.solver_info.as<int>()),
+  check_cusolver(cusolverDnDpotrs(e.solver, kCholeskyFill, n, 1, e.ws.hessian.as<double>(), n,
+                                  e.ws.dir.as<double>(), n, e.ws.solver_info.as<int>()),
                  "cusolverDnDpotrs");
 }
 
 // LU's pivot test and the SVD's rank cutoff compare columns with each other, so both run on the
 // equilibrated system diag(d) H diag(d) y = d g, dir = d y (docs/decisions.md, "Linear solve
-// ladder"): raw units alone never make H look singular. H is assembled anew before each factorisation
-// (cuSOLVER overwrites it). Synchronisations: one for LU's verdict, and on the SVD rung one for
-// its rank and, when the equilibrated system is rank deficient, one for the rank of H itself.
+// ladder"): raw units alone never make H look singular. H is assembled anew before each
+// factorisation (cuSOLVER overwrites it). Synchronisations: one for LU's verdict, and on the SVD
+// rung one for its rank and, when the equilibrated system is rank deficient, one for the rank of H
+// itself.
 template <class T>
 void solve_without_cholesky(UpdateContext<T>& ctx, const T* gram) {
   refuse_if_injected(ctx);
@@ -90,7 +91,8 @@ void solve_without_cholesky(UpdateContext<T>& ctx, const T* gram) {
   bool unit = false;  // d = 1: the equilibrated matrix overflowed, H goes on unscaled
   auto assemble_system = [&] {
     assemble(ctx, gram);
-    if (!unit) launch_equilibrate_matrix(H, d, P, sc, e.stream);
+    if (!unit)
+      launch_equilibrate_matrix(H, d, P, sc, e.stream);
   };
   auto lu_factor = [&] {
     check_cusolver(cusolverDnDgetrf(e.solver, n, n, H, n, e.ws.solver_work.as<double>(),
@@ -115,24 +117,23 @@ void solve_without_cholesky(UpdateContext<T>& ctx, const T* gram) {
   if (ctx.status().factor_ok) {
     check_cuda(cudaMemcpyAsync(dir, dg, P * sizeof(double), cudaMemcpyDeviceToDevice, e.stream),
                "cudaMemcpyAsync (rhs)");
-    check_cusolver(cusolverDnDgetrs(e.solver, CUBLAS_OP_N, n, 1, H, n, e.ws.pivots.as<int>(),
-                                    dir, n, info),
-                   "cusolverDnDgetrs");
+    check_cusolver(
+        cusolverDnDgetrs(e.solver, CUBLAS_OP_N, n, 1, H, n, e.ws.pivots.as<int>(), dir, n, info),
+        "cusolverDnDgetrs");
     launch_scale_vector(dir, d, P, e.stream);
     return;
   }
   ctx.used_svd = true;
   auto svd_solve = [&](const double* rhs) {
-    check_cusolver(cusolverDnDgesvdj(e.solver, CUSOLVER_EIG_MODE_VECTOR, 0, n, n, H, n,
-                                     e.ws.singular_values.as<double>(),
-                                     e.ws.left_vectors.as<double>(), n,
-                                     e.ws.right_vectors.as<double>(), n,
-                                     e.ws.solver_work.as<double>(), e.solver_work_elems, info,
-                                     e.svd_params),
-                   "cusolverDnDgesvdj");
+    check_cusolver(
+        cusolverDnDgesvdj(e.solver, CUSOLVER_EIG_MODE_VECTOR, 0, n, n, H, n,
+                          e.ws.singular_values.as<double>(), e.ws.left_vectors.as<double>(), n,
+                          e.ws.right_vectors.as<double>(), n, e.ws.solver_work.as<double>(),
+                          e.solver_work_elems, info, e.svd_params),
+        "cusolverDnDgesvdj");
     launch_svd_solve(e.ws.left_vectors.as<double>(), e.ws.singular_values.as<double>(),
-                     e.ws.right_vectors.as<double>(), rhs, P, eps,
-                     e.ws.svd_scratch.as<double>(), dir, &sc->svd_rank, e.stream);
+                     e.ws.right_vectors.as<double>(), rhs, P, eps, e.ws.svd_scratch.as<double>(),
+                     dir, &sc->svd_rank, e.stream);
     ctx.enqueue_readback();
     ctx.wait_for_status();
     return ctx.status().svd_rank;
@@ -143,13 +144,14 @@ void solve_without_cholesky(UpdateContext<T>& ctx, const T* gram) {
     // Rank deficient after equilibration. Where the cutoff on H itself keeps the same rank
     // (collinear columns of like scale), the step is H's minimum-norm solution, the norm of
     // beta; where raw units make it cut more, the equilibrated one.
-    check_cuda(cudaMemcpyAsync(equilibrated_dir, dir, P * sizeof(double),
-                               cudaMemcpyDeviceToDevice, e.stream),
+    check_cuda(cudaMemcpyAsync(equilibrated_dir, dir, P * sizeof(double), cudaMemcpyDeviceToDevice,
+                               e.stream),
                "cudaMemcpyAsync (equilibrated solution)");
     assemble(ctx, gram);
-    if (svd_solve(ctx.grad()) == rank) return;
-    check_cuda(cudaMemcpyAsync(dir, equilibrated_dir, P * sizeof(double),
-                               cudaMemcpyDeviceToDevice, e.stream),
+    if (svd_solve(ctx.grad()) == rank)
+      return;
+    check_cuda(cudaMemcpyAsync(dir, equilibrated_dir, P * sizeof(double), cudaMemcpyDeviceToDevice,
+                               e.stream),
                "cudaMemcpyAsync (equilibrated solution)");
   }
   launch_scale_vector(dir, d, P, e.stream);

@@ -18,7 +18,8 @@ __global__ void meat_rows_kernel(RowView<T> rows, const double* beta, double tau
        i += stride) {
     const T* xi = rows.x + i * rows.ldx;
     double fit = rows.ncols_x < rows.P ? beta[rows.P - 1] : 0.0;
-    for (int64_t j = 0; j < rows.ncols_x; ++j) fit += static_cast<double>(xi[j]) * beta[j];
+    for (int64_t j = 0; j < rows.ncols_x; ++j)
+      fit += static_cast<double>(xi[j]) * beta[j];
     const double psi = huber_psi(static_cast<double>(rows.y[i]) - fit, tau);
     const double w = rows.w == nullptr ? 1.0 : static_cast<double>(rows.w[i]);
     const double root = sqrt(w) * fabs(psi);
@@ -26,7 +27,8 @@ __global__ void meat_rows_kernel(RowView<T> rows, const double* beta, double tau
     for (int64_t j = 0; j < rows.ncols_x; ++j) {
       out[j] = static_cast<T>(root * static_cast<double>(xi[j]));
     }
-    if (rows.ncols_x < rows.P) out[rows.P - 1] = static_cast<T>(root);
+    if (rows.ncols_x < rows.P)
+      out[rows.P - 1] = static_cast<T>(root);
   }
 }
 
@@ -41,9 +43,11 @@ __global__ void add_meat_kernel(const double* meat, const T* gram, int64_t P, do
        idx += stride) {
     const double value = meat[idx] + static_cast<double>(gram[mirrored_upper_index(idx, P)]);
     meat_out[idx] = value;
-    if (!isfinite(value)) bad = 1;
+    if (!isfinite(value))
+      bad = 1;
   }
-  if (bad) atomicOr(nonfinite, 1);
+  if (bad)
+    atomicOr(nonfinite, 1);
 }
 
 int grid_for(int64_t count) {

@@ -43,7 +43,8 @@ int usable_cpus() {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) == 0) {
     const int n = CPU_COUNT(&set);
-    if (n > 0) return n;
+    if (n > 0)
+      return n;
   }
 #endif
   const unsigned n = std::thread::hardware_concurrency();
@@ -97,8 +98,8 @@ class CopyWorkers {
     job.len = len;
     job.parts = parts;
     // Slices are whole cache lines, so two threads never write one line.
-    job.slice = ((len + static_cast<size_t>(parts) - 1) / static_cast<size_t>(parts) + 63) &
-                ~size_t{63};
+    job.slice =
+        ((len + static_cast<size_t>(parts) - 1) / static_cast<size_t>(parts) + 63) & ~size_t{63};
     {
       std::lock_guard<std::mutex> lock(mutex_);
       queue_.push_back(&job);
@@ -109,14 +110,17 @@ class CopyWorkers {
       int part = 0;
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (job.claimed == job.parts) break;
+        if (job.claimed == job.parts)
+          break;
         part = job.claimed++;
-        if (job.claimed == job.parts) unqueue(&job);
+        if (job.claimed == job.parts)
+          unqueue(&job);
       }
       job.run(part);
     }
     // The slices workers claimed take about as long as the caller's own.
-    while (job.finished.load(std::memory_order_acquire) != job.parts) cpu_relax();
+    while (job.finished.load(std::memory_order_acquire) != job.parts)
+      cpu_relax();
   }
 
  private:
@@ -154,8 +158,10 @@ class CopyWorkers {
   }
 
   void start_workers(int wanted) {
-    if (wanted > kMaxThreadsSetting - 1) wanted = kMaxThreadsSetting - 1;
-    if (started_.load(std::memory_order_acquire) >= wanted) return;
+    if (wanted > kMaxThreadsSetting - 1)
+      wanted = kMaxThreadsSetting - 1;
+    if (started_.load(std::memory_order_acquire) >= wanted)
+      return;
     std::lock_guard<std::mutex> lock(mutex_);
     while (!spawn_failed_ && started_.load(std::memory_order_relaxed) < wanted) {
       try {
@@ -183,7 +189,8 @@ class CopyWorkers {
       }
       Job* job = queue_.front();
       const int part = job->claimed++;
-      if (job->claimed == job->parts) unqueue(job);
+      if (job->claimed == job->parts)
+        unqueue(job);
       lock.unlock();
       job->run(part);
       lock.lock();
@@ -192,21 +199,24 @@ class CopyWorkers {
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Job*> queue_;           // jobs with unclaimed slices
-  std::atomic<int> queued_{0};       // queue_.size(), read without the lock while spinning
+  std::deque<Job*> queue_;      // jobs with unclaimed slices
+  std::atomic<int> queued_{0};  // queue_.size(), read without the lock while spinning
   std::atomic<int> started_{0};
-  bool spawn_failed_ = false;        // guarded by mutex_
+  bool spawn_failed_ = false;  // guarded by mutex_
 };
 
 // The chunk length for a transfer of `bytes`. Each chunk costs a hand-off to the copy threads,
 // an event wait and a DMA launch (~10 us), and the last chunk's DMA overlaps nothing: about
 // sqrt(bytes * 512 KiB) balances the two (23.6 MB -> 3.5 MB chunks, 256 MB -> 11.3 MB).
 size_t chunk_bytes(size_t bytes) {
-  if (bytes <= kMinChunk) return bytes;
+  if (bytes <= kMinChunk)
+    return bytes;
   size_t chunk = static_cast<size_t>(std::sqrt(static_cast<double>(bytes) * 524288.0));
   chunk = (chunk + kChunkGrain - 1) / kChunkGrain * kChunkGrain;
-  if (chunk < kMinChunk) chunk = kMinChunk;
-  if (chunk > kMaxChunk) chunk = kMaxChunk;
+  if (chunk < kMinChunk)
+    chunk = kMinChunk;
+  if (chunk > kMaxChunk)
+    chunk = kMaxChunk;
   return chunk;
 }
 
@@ -214,13 +224,15 @@ size_t chunk_bytes(size_t bytes) {
 // few transfers and are not reallocated for every new batch size.
 size_t chunk_capacity(size_t chunk) {
   size_t capacity = kMinChunk;
-  while (capacity < chunk) capacity <<= 1;
+  while (capacity < chunk)
+    capacity <<= 1;
   return capacity;
 }
 
 int copy_parts(const Engine& e, size_t len) {
   const size_t by_size = len / kMinBytesPerThread;
-  if (by_size <= 1 || e.staging_threads <= 1) return 1;
+  if (by_size <= 1 || e.staging_threads <= 1)
+    return 1;
   return by_size < static_cast<size_t>(e.staging_threads) ? static_cast<int>(by_size)
                                                           : e.staging_threads;
 }
@@ -230,16 +242,15 @@ int copy_parts(const Engine& e, size_t len) {
 void configure_staging(Engine& e) {
   e.staging = staging_mode_setting();
   const int cpus = usable_cpus();
-  const int threads =
-      staging_threads_setting(cpus < kDefaultMaxThreads ? cpus : kDefaultMaxThreads,
-                              kMaxThreadsSetting);
+  const int threads = staging_threads_setting(cpus < kDefaultMaxThreads ? cpus : kDefaultMaxThreads,
+                                              kMaxThreadsSetting);
   e.staging_threads = threads < cpus ? threads : cpus;
 }
 
-void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
-                          int64_t row_grain,
+void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst, int64_t row_grain,
                           const std::function<void(int64_t, int64_t)>& landed) {
-  if (src.n <= 0) return;
+  if (src.n <= 0)
+    return;
   // Per row: x_row_bytes of x, then one element of y and of w where given.
   struct Piece {
     void* to;
@@ -252,27 +263,31 @@ void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
   // Queues the DMA of rows [first, first + rows) of `piece` from `from` (the caller's array in
   // plain mode, a pinned chunk otherwise).
   auto dma = [&](const Piece& piece, const void* from, int64_t first, size_t rows) {
-    check_cuda(cudaMemcpyAsync(static_cast<char*>(piece.to) +
-                                   static_cast<size_t>(first) * piece.row_bytes,
-                               from, rows * piece.row_bytes, cudaMemcpyHostToDevice, e.stream),
-               "cudaMemcpyAsync (host batch)");
+    check_cuda(
+        cudaMemcpyAsync(static_cast<char*>(piece.to) + static_cast<size_t>(first) * piece.row_bytes,
+                        from, rows * piece.row_bytes, cudaMemcpyHostToDevice, e.stream),
+        "cudaMemcpyAsync (host batch)");
   };
   if (e.staging == StagingMode::Plain) {
     // Pageable memory: the runtime copies it through its own staging before returning.
     for (const Piece& piece : pieces) {
-      if (piece.row_bytes > 0) dma(piece, piece.from, 0, static_cast<size_t>(src.n));
+      if (piece.row_bytes > 0)
+        dma(piece, piece.from, 0, static_cast<size_t>(src.n));
     }
     landed(0, src.n);
     return;
   }
   // Chunks of whole grains of rows, about chunk_bytes(total) each.
   size_t row_bytes = 0;
-  for (const Piece& piece : pieces) row_bytes += piece.row_bytes;
+  for (const Piece& piece : pieces)
+    row_bytes += piece.row_bytes;
   const int64_t grain = row_grain > 0 ? row_grain : 1;
   const size_t target = chunk_bytes(row_bytes * static_cast<size_t>(src.n));
   int64_t chunk_rows = static_cast<int64_t>(target / row_bytes) / grain * grain;
-  if (chunk_rows < grain) chunk_rows = grain;
-  if (chunk_rows > src.n) chunk_rows = src.n;
+  if (chunk_rows < grain)
+    chunk_rows = grain;
+  if (chunk_rows > src.n)
+    chunk_rows = src.n;
   const size_t capacity = chunk_capacity(static_cast<size_t>(chunk_rows) * row_bytes);
   e.ws.host_chunks[0].reserve(capacity, "pinned staging chunk");
   e.ws.host_chunks[1].reserve(capacity, "pinned staging chunk");
@@ -283,7 +298,8 @@ void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
     check_cuda(cudaEventSynchronize(e.chunk_events[slot]), "cudaEventSynchronize");
     char* pinned = e.ws.host_chunks[slot].as<char>();
     for (const Piece& piece : pieces) {
-      if (piece.row_bytes == 0) continue;
+      if (piece.row_bytes == 0)
+        continue;
       const size_t len = rows * piece.row_bytes;
       const char* from =
           static_cast<const char*>(piece.from) + static_cast<size_t>(first) * piece.row_bytes;

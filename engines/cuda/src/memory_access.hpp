@@ -41,8 +41,7 @@ struct DeviceRows {
 // engine-owned pinned chunks, several host threads per chunk, so the host copy of one chunk
 // overlaps the DMA of the previous chunk and the work `landed` queued for it; plain staging
 // hands the pageable arrays to cudaMemcpyAsync and calls landed once for all rows.
-void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
-                          int64_t row_grain,
+void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst, int64_t row_grain,
                           const std::function<void(int64_t, int64_t)>& landed);
 
 // Element `index` of a device (or managed) array of `elem`-byte floats (4: float, 8: double),

@@ -82,7 +82,8 @@ void solve_newton(UpdateContext<T>& ctx) {
   ctx.gradient(kRunWhileRunning, true);
 
   // A wasted iteration costs launches that return at once, except cuBLAS's X'u and Gram and,
-  // above Engine::small_dense_max, cuSOLVER's potrf/potrs, which cannot (UpdateContext::later_chunk).
+  // above Engine::small_dense_max, cuSOLVER's potrf/potrs, which cannot
+  // (UpdateContext::later_chunk).
   int64_t chunk = ctx.first_chunk;
   int paused = kRunning;  // the needs_host state the last chunk ended in, if any
   int64_t done = 0;
@@ -104,7 +105,8 @@ void solve_newton(UpdateContext<T>& ctx) {
     ctx.enqueue_finish();
     ctx.wait_for_status();
     const DeviceScalars& s = ctx.status();
-    if (solve_ended(s)) return;
+    if (solve_ended(s))
+      return;
     done = s.iterations;
     // A paused iteration is finished on the host before the Cholesky path resumes with the
     // next one; the pause does not count the iteration, so done < max_iter here.

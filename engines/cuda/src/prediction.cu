@@ -17,8 +17,8 @@ namespace {
 // such value's row and column, before any output is written.
 // `value` is the design's element at `index` (read back from device input by the caller).
 [[noreturn]] void refuse_nonfinite(const RhCudaPrediction& req, int64_t index, double value) {
-  refuse_value("RhCudaPrediction", "x_design", index / req.n_columns, index % req.n_columns,
-               value, RH_VALUE_FINITE);
+  refuse_value("RhCudaPrediction", "x_design", index / req.n_columns, index % req.n_columns, value,
+               RH_VALUE_FINITE);
 }
 
 constexpr unsigned long long kAllFinite = ~0ull;
@@ -48,8 +48,8 @@ void require_finite_device_design(Engine& e, const RhCudaPrediction& req) {
   constexpr int kThreads = 256;
   const int64_t wanted = (count + kThreads - 1) / kThreads;
   const int blocks = static_cast<int>(wanted < 1024 ? wanted : 1024);
-  first_nonfinite_kernel<T><<<blocks, kThreads, 0, e.stream>>>(
-      static_cast<const T*>(req.x_design), count, first);
+  first_nonfinite_kernel<T>
+      <<<blocks, kThreads, 0, e.stream>>>(static_cast<const T*>(req.x_design), count, first);
   check_launch("first_nonfinite_kernel");
   unsigned long long found = kAllFinite;
   check_cuda(cudaMemcpyAsync(&found, first, sizeof found, cudaMemcpyDeviceToHost, e.stream),
@@ -64,10 +64,9 @@ void require_finite_device_design(Engine& e, const RhCudaPrediction& req) {
 template <class T>
 void require_finite_host_design(const RhCudaPrediction& req) {
   const int64_t count = req.n_rows * req.n_columns;
-  const int64_t bad =
-      sizeof(T) == sizeof(float)
-          ? rh_first_nonfinite_f32(static_cast<const float*>(req.x_design), count)
-          : rh_first_nonfinite_f64(static_cast<const double*>(req.x_design), count);
+  const int64_t bad = sizeof(T) == sizeof(float)
+                          ? rh_first_nonfinite_f32(static_cast<const float*>(req.x_design), count)
+                          : rh_first_nonfinite_f64(static_cast<const double*>(req.x_design), count);
   if (bad >= 0) {
     refuse_nonfinite(req, bad, static_cast<double>(static_cast<const T*>(req.x_design)[bad]));
   }
@@ -77,7 +76,8 @@ void require_finite_host_design(const RhCudaPrediction& req) {
 // growing series of requests pins memory a logarithmic number of times.
 size_t host_prediction_capacity(const GrowingBuffer& b, size_t bytes) {
   constexpr size_t kMinPinned = size_t{64} << 10;
-  if (bytes <= b.capacity()) return bytes;
+  if (bytes <= b.capacity())
+    return bytes;
   size_t wanted = bytes > kMinPinned ? bytes : kMinPinned;
   const size_t grown = b.capacity() + b.capacity() / 2;
   return wanted > grown ? wanted : grown;
@@ -95,8 +95,13 @@ size_t host_prediction_capacity(const GrowingBuffer& b, size_t bytes) {
 //    Either way no work of a failed call is still running when it returns.
 template <class T>
 void predict_typed(Engine& e, const RhCudaPrediction& req) {
-  RowView<T> rows{static_cast<const T*>(req.x_design), nullptr, nullptr, req.n_rows,
-                  req.n_columns, req.n_columns, e.P};
+  RowView<T> rows{static_cast<const T*>(req.x_design),
+                  nullptr,
+                  nullptr,
+                  req.n_rows,
+                  req.n_columns,
+                  req.n_columns,
+                  e.P};
   if (req.input_location == RH_CUDA_MEMORY_DEVICE) {
     require_finite_device_design<T>(e, req);
     launch_predict<T>(rows, e.committed.coefficients.as<T>(), static_cast<T*>(req.prediction),
@@ -113,15 +118,16 @@ void predict_typed(Engine& e, const RhCudaPrediction& req) {
   // After the staging buffers exist: a request too large to stage is refused without its
   // host rows being read.
   require_finite_host_design<T>(req);
-  const HostRows from{req.x_design, nullptr, nullptr,
-                      static_cast<size_t>(req.n_columns) * sizeof(T), sizeof(T), req.n_rows};
+  const HostRows from{req.x_design, nullptr,
+                      nullptr,      static_cast<size_t>(req.n_columns) * sizeof(T),
+                      sizeof(T),    req.n_rows};
   stage_rows_to_device(e, from, DeviceRows{e.ws.x_stage.data(), nullptr, nullptr}, 1,
                        [](int64_t, int64_t) {});
   rows.x = e.ws.x_stage.as<T>();
   launch_predict<T>(rows, e.committed.coefficients.as<T>(), e.ws.prediction_stage.as<T>(),
                     e.stream);
-  check_cuda(cudaMemcpyAsync(e.ws.host_predictions.data(), e.ws.prediction_stage.data(),
-                             out_bytes, cudaMemcpyDeviceToHost, e.stream),
+  check_cuda(cudaMemcpyAsync(e.ws.host_predictions.data(), e.ws.prediction_stage.data(), out_bytes,
+                             cudaMemcpyDeviceToHost, e.stream),
              "cudaMemcpyAsync (prediction)");
   e.synchronize();
   // Nothing can fail from here: the caller's array is written only by a call that succeeds.
@@ -133,8 +139,7 @@ void predict_typed(Engine& e, const RhCudaPrediction& req) {
 void predict(Engine& e, const RhCudaPrediction* request) {
   RhErrorBuffer scratch{};
   int append_intercept = 0;
-  require(rh_validate_prediction(request, e.P, e.elem_size, &append_intercept, &scratch),
-          scratch);
+  require(rh_validate_prediction(request, e.P, e.elem_size, &append_intercept, &scratch), scratch);
   if (request->input_location == RH_CUDA_MEMORY_DEVICE) {
     require_device_memory(e, request->x_design, "RhCudaPrediction.x_design");
     require_device_memory(e, request->prediction, "RhCudaPrediction.prediction");

@@ -10,7 +10,8 @@
 namespace rh {
 
 int row_team(int64_t ncols_x) {
-  if (ncols_x > kWideRowColumns) return 32;
+  if (ncols_x > kWideRowColumns)
+    return 32;
   return ncols_x > kNarrowRowColumns ? 8 : 1;
 }
 
@@ -53,20 +54,21 @@ __device__ __forceinline__ double team_sum(double v) {
   const unsigned mask =
       Team == 32 ? 0xffffffffu : ((1u << Team) - 1u) << ((threadIdx.x & 31) & ~(Team - 1));
 #pragma unroll
-  for (int offset = Team / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(mask, v, offset);
+  for (int offset = Team / 2; offset > 0; offset >>= 1)
+    v += __shfl_xor_sync(mask, v, offset);
   return v;
 }
 
 template <int Team, class T, class V>
-__device__ __forceinline__ double row_dot(const RowView<T>& rows, int64_t i, int lane,
-                                          const V* v) {
+__device__ __forceinline__ double row_dot(const RowView<T>& rows, int64_t i, int lane, const V* v) {
   const T* xi = rows.x + i * rows.ldx;
   double dot = 0.0;
   for (int64_t j = lane; j < rows.ncols_x; j += Team) {
     dot += static_cast<double>(xi[j]) * static_cast<double>(v[j]);
   }
   dot = team_sum<Team>(dot);
-  if (rows.ncols_x < rows.P) dot += static_cast<double>(v[rows.P - 1]);
+  if (rows.ncols_x < rows.P)
+    dot += static_cast<double>(v[rows.P - 1]);
   return dot;
 }
 
@@ -85,7 +87,8 @@ __global__ void validate_rows_kernel(RowView<T> rows, int64_t tile_rows, int fir
                                      double* weight_partials, unsigned long long* bad_partials) {
   __shared__ double shared[kThreads];
   __shared__ unsigned long long bad[kBadKinds];
-  if (threadIdx.x < kBadKinds) bad[threadIdx.x] = kNoIndex;
+  if (threadIdx.x < kBadKinds)
+    bad[threadIdx.x] = kNoIndex;
   __syncthreads();
   const int tile = first_tile + static_cast<int>(blockIdx.x);
   const int64_t begin = tile * tile_rows;
@@ -100,7 +103,8 @@ __global__ void validate_rows_kernel(RowView<T> rows, int64_t tile_rows, int fir
         break;
       }
     }
-    if (lane != 0) continue;
+    if (lane != 0)
+      continue;
     if (!isfinite(static_cast<double>(rows.y[i]))) {
       atomicMin(&bad[1], static_cast<unsigned long long>(i));
     }
@@ -113,15 +117,18 @@ __global__ void validate_rows_kernel(RowView<T> rows, int64_t tile_rows, int fir
     wsum += w;
   }
   const double total = block_sum<kThreads>(wsum, shared);  // its barriers also settle `bad`
-  if (threadIdx.x == 0) weight_partials[tile] = total;
-  if (threadIdx.x < kBadKinds) bad_partials[kBadKinds * tile + threadIdx.x] = bad[threadIdx.x];
+  if (threadIdx.x == 0)
+    weight_partials[tile] = total;
+  if (threadIdx.x < kBadKinds)
+    bad_partials[kBadKinds * tile + threadIdx.x] = bad[threadIdx.x];
 }
 
 // Columns of X'u one lane accumulates when the row pass forms X'u itself (rows of at most
 // kWideRowColumns stored columns): lane l of a team of Team lanes owns columns l, l + Team, ...
 template <int Team>
 constexpr int xtu_slots() {
-  if (Team == 1) return static_cast<int>(kNarrowRowColumns);
+  if (Team == 1)
+    return static_cast<int>(kNarrowRowColumns);
   return Team >= kWideRowColumns ? 1 : static_cast<int>(kWideRowColumns) / Team;
 }
 
@@ -129,7 +136,8 @@ template <class T, int Team>
 __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
                                 const DeviceScalars* sc, double* residual, T* score, T* scaled,
                                 double* partials, double* xtu_partials, int when) {
-  if (!should_run(sc, when)) return;
+  if (!should_run(sc, when))
+    return;
   constexpr int kSlots = xtu_slots<Team>();
   __shared__ double shared[kThreads];
   const RowTeam<Team> team;
@@ -138,7 +146,8 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
   double score_acc = 0.0;
   double xtu_acc[kSlots];
 #pragma unroll
-  for (int k = 0; k < kSlots; ++k) xtu_acc[k] = 0.0;
+  for (int k = 0; k < kSlots; ++k)
+    xtu_acc[k] = 0.0;
   for (int64_t i = team.first; i < rows.n; i += team.stride) {
     const double r = static_cast<double>(rows.y[i]) - row_dot<Team>(rows, i, team.lane, beta);
     const double w = row_weight(rows, i);
@@ -151,20 +160,24 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
       for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
         out[j] = static_cast<T>(root * static_cast<double>(xi[j]));
       }
-      if (rows.ncols_x < rows.P && team.lane == 0) out[rows.P - 1] = static_cast<T>(root);
+      if (rows.ncols_x < rows.P && team.lane == 0)
+        out[rows.P - 1] = static_cast<T>(root);
     }
     if (Team < kWideRowColumns && xtu_partials != nullptr) {
 #pragma unroll
       for (int k = 0; k < kSlots; ++k) {
         const int64_t j = team.lane + k * Team;
-        if (j < rows.ncols_x) xtu_acc[k] += static_cast<double>(xi[j]) * u;
+        if (j < rows.ncols_x)
+          xtu_acc[k] += static_cast<double>(xi[j]) * u;
       }
     }
-    if (team.lane != 0) continue;
+    if (team.lane != 0)
+      continue;
     rho_acc += w * huber_rho(r, tau);
     score_acc += u;
     residual[i] = r;
-    if (xtu_partials == nullptr) score[i] = static_cast<T>(u);
+    if (xtu_partials == nullptr)
+      score[i] = static_cast<T>(u);
   }
   const double rho_total = block_sum<kThreads>(rho_acc, shared);
   const double score_total = block_sum<kThreads>(score_acc, shared);
@@ -172,7 +185,8 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
     partials[2 * blockIdx.x] = rho_total;
     partials[2 * blockIdx.x + 1] = score_total;
   }
-  if (xtu_partials == nullptr || Team >= kWideRowColumns) return;
+  if (xtu_partials == nullptr || Team >= kWideRowColumns)
+    return;
   // The lanes that own the same columns, summed with a fixed butterfly, then the warps in
   // order: X'u partials of this block, column j at xtu_partials[block * kWideRowColumns + j].
   const int lane = threadIdx.x & 31;
@@ -181,13 +195,16 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
   for (int k = 0; k < kSlots; ++k) {
     double v = xtu_acc[k];
 #pragma unroll
-    for (int offset = Team; offset < 32; offset <<= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    if (lane < Team) shared[warp * kWideRowColumns + lane + k * Team] = v;
+    for (int offset = Team; offset < 32; offset <<= 1)
+      v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (lane < Team)
+      shared[warp * kWideRowColumns + lane + k * Team] = v;
   }
   __syncthreads();
   if (threadIdx.x < rows.ncols_x) {
     double total = 0.0;
-    for (int w = 0; w < kThreads / 32; ++w) total += shared[w * kWideRowColumns + threadIdx.x];
+    for (int w = 0; w < kThreads / 32; ++w)
+      total += shared[w * kWideRowColumns + threadIdx.x];
     xtu_partials[blockIdx.x * kWideRowColumns + threadIdx.x] = total;
   }
 }
@@ -199,7 +216,8 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
 template <class T, int Team>
 __global__ void majoriser_rows_kernel(RowView<T> rows, const double* residual, double tau,
                                       const DeviceScalars* sc, T* scaled) {
-  if (sc->state != kRunning) return;
+  if (sc->state != kRunning)
+    return;
   const RowTeam<Team> team;
   const double h = sc->bandwidth;
   for (int64_t i = team.first; i < rows.n; i += team.stride) {
@@ -211,7 +229,8 @@ __global__ void majoriser_rows_kernel(RowView<T> rows, const double* residual, d
     for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
       out[j] = static_cast<T>(root * static_cast<double>(xi[j]));
     }
-    if (rows.ncols_x < rows.P && team.lane == 0) out[rows.P - 1] = static_cast<T>(root);
+    if (rows.ncols_x < rows.P && team.lane == 0)
+      out[rows.P - 1] = static_cast<T>(root);
   }
 }
 
@@ -220,7 +239,8 @@ __global__ void majoriser_rows_kernel(RowView<T> rows, const double* residual, d
 template <class T, int Team>
 __global__ void weighted_square_norms_kernel(RowView<T> rows, const DeviceScalars* sc,
                                              double* partials) {
-  if (sc->state != kRunning) return;
+  if (sc->state != kRunning)
+    return;
   __shared__ double shared[kThreads];
   const RowTeam<Team> team;
   double acc = 0.0;
@@ -232,12 +252,15 @@ __global__ void weighted_square_norms_kernel(RowView<T> rows, const DeviceScalar
       squares += v * v;
     }
     squares = team_sum<Team>(squares);
-    if (team.lane != 0) continue;
-    if (rows.ncols_x < rows.P) squares += 1.0;
+    if (team.lane != 0)
+      continue;
+    if (rows.ncols_x < rows.P)
+      squares += 1.0;
     acc += row_weight(rows, i) * squares;
   }
   const double total = block_sum<kThreads>(acc, shared);
-  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+  if (threadIdx.x == 0)
+    partials[blockIdx.x] = total;
 }
 
 // Every line-search trial in one pass: the candidate beta - t d has residual r + t (x . d).
@@ -250,13 +273,15 @@ __global__ void weighted_square_norms_kernel(RowView<T> rows, const DeviceScalar
 template <class T, int Team>
 __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, const double* dir,
                                      double tau, const DeviceScalars* sc, double* partials) {
-  if (sc->state != kRunning) return;
+  if (sc->state != kRunning)
+    return;
   constexpr int kPerLane = (kLineSearchTrials + Team - 1) / Team;
   __shared__ double shared[kLineSearchTrials * (kThreads / 32)];
   const RowTeam<Team> team;
   double acc[kPerLane];
 #pragma unroll
-  for (int m = 0; m < kPerLane; ++m) acc[m] = 0.0;
+  for (int m = 0; m < kPerLane; ++m)
+    acc[m] = 0.0;
   for (int64_t i = team.first; i < rows.n; i += team.stride) {
     const double q = row_dot<Team>(rows, i, team.lane, dir);
     const double r = residual[i];
@@ -266,7 +291,8 @@ __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, co
       const int trial = team.lane + Team * m;
       // t = 2^-trial (its exponent bits), exactly the repeated halving of the reference.
       const double t = __longlong_as_double(static_cast<long long>(1023 - trial) << 52);
-      if (trial < kLineSearchTrials) acc[m] += w * huber_rho(r + t * q, tau);
+      if (trial < kLineSearchTrials)
+        acc[m] += w * huber_rho(r + t * q, tau);
     }
   }
   // Per warp: Team == 1 sums all 32 lanes with warp_sum's tree; wider teams combine the teams
@@ -280,16 +306,19 @@ __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, co
       v = warp_sum(v);
     } else {
 #pragma unroll
-      for (int offset = 16; offset >= Team; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+      for (int offset = 16; offset >= Team; offset >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, offset);
     }
     const int trial = Team == 1 ? m : lane + Team * m;
-    if (lane < Team && trial < kLineSearchTrials) shared[warp * kLineSearchTrials + trial] = v;
+    if (lane < Team && trial < kLineSearchTrials)
+      shared[warp * kLineSearchTrials + trial] = v;
   }
   __syncthreads();
   if (threadIdx.x < kLineSearchTrials) {
     double total = 0.0;
 #pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w) total += shared[w * kLineSearchTrials + threadIdx.x];
+    for (int w = 0; w < kThreads / 32; ++w)
+      total += shared[w * kLineSearchTrials + threadIdx.x];
     // Trial-major: the select kernel reads each trial's block partials contiguously.
     partials[threadIdx.x * gridDim.x + blockIdx.x] = total;
   }
@@ -298,37 +327,45 @@ __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, co
 // The objective sums of `count` LAMM candidates (a multiple of kLammChunk), kLammChunk per pass
 // over the rows; partials[block * count + a].
 template <class T, int Team>
-__global__ void lamm_trials_kernel(RowView<T> rows, const double* candidates, int count,
-                                   double tau, const DeviceScalars* sc, double* partials) {
-  if (sc->state != kRunning || sc->lamm_accepted) return;
+__global__ void lamm_trials_kernel(RowView<T> rows, const double* candidates, int count, double tau,
+                                   const DeviceScalars* sc, double* partials) {
+  if (sc->state != kRunning || sc->lamm_accepted)
+    return;
   __shared__ double shared[kLammChunk * (kThreads / 32)];
   const RowTeam<Team> team;
   for (int first = 0; first < count; first += kLammChunk) {
     const double* chunk = candidates + first * rows.P;
     double acc[kLammChunk];
 #pragma unroll
-    for (int k = 0; k < kLammChunk; ++k) acc[k] = 0.0;
+    for (int k = 0; k < kLammChunk; ++k)
+      acc[k] = 0.0;
     for (int64_t i = team.first; i < rows.n; i += team.stride) {
       const T* xi = rows.x + i * rows.ldx;
       double dot[kLammChunk];
 #pragma unroll
-      for (int k = 0; k < kLammChunk; ++k) dot[k] = 0.0;
+      for (int k = 0; k < kLammChunk; ++k)
+        dot[k] = 0.0;
       for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
         const double xv = static_cast<double>(xi[j]);
 #pragma unroll
-        for (int k = 0; k < kLammChunk; ++k) dot[k] += xv * chunk[k * rows.P + j];
+        for (int k = 0; k < kLammChunk; ++k)
+          dot[k] += xv * chunk[k * rows.P + j];
       }
 #pragma unroll
-      for (int k = 0; k < kLammChunk; ++k) dot[k] = team_sum<Team>(dot[k]);
-      if (team.lane != 0) continue;
+      for (int k = 0; k < kLammChunk; ++k)
+        dot[k] = team_sum<Team>(dot[k]);
+      if (team.lane != 0)
+        continue;
       if (rows.ncols_x < rows.P) {
 #pragma unroll
-        for (int k = 0; k < kLammChunk; ++k) dot[k] += chunk[k * rows.P + rows.P - 1];
+        for (int k = 0; k < kLammChunk; ++k)
+          dot[k] += chunk[k * rows.P + rows.P - 1];
       }
       const double y = static_cast<double>(rows.y[i]);
       const double w = row_weight(rows, i);
 #pragma unroll
-      for (int k = 0; k < kLammChunk; ++k) acc[k] += w * huber_rho(y - dot[k], tau);
+      for (int k = 0; k < kLammChunk; ++k)
+        acc[k] += w * huber_rho(y - dot[k], tau);
     }
     block_sums_to<kThreads>(acc, shared, partials + blockIdx.x * count + first);
     __syncthreads();  // the next chunk reuses `shared`
@@ -340,7 +377,8 @@ __global__ void predict_kernel(RowView<T> rows, const T* coef, T* out) {
   const RowTeam<Team> team;
   for (int64_t i = team.first; i < rows.n; i += team.stride) {
     const double dot = row_dot<Team>(rows, i, team.lane, coef);
-    if (team.lane == 0) out[i] = static_cast<T>(dot);
+    if (team.lane == 0)
+      out[i] = static_cast<T>(dot);
   }
 }
 
@@ -348,18 +386,18 @@ __global__ void predict_kernel(RowView<T> rows, const T* coef, T* out) {
 
 // Launches kernel<T, 1>, kernel<T, 8> or kernel<T, 32> (the batch's row team) on `blocks`
 // blocks; RH_LAUNCH_ROWS on the row grid of the batch.
-#define RH_LAUNCH_TEAMS(kernel, T, rows, blocks, s, ...)                                    \
-  do {                                                                                      \
-    const int blocks_ = (blocks);                                                           \
-    const int team_ = row_team((rows).ncols_x);                                             \
-    if (team_ == 32) {                                                                      \
-      kernel<T, 32><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__);                              \
-    } else if (team_ == 8) {                                                                \
-      kernel<T, 8><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__);                               \
-    } else {                                                                                \
-      kernel<T, 1><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__);                               \
-    }                                                                                       \
-    check_launch(#kernel);                                                                  \
+#define RH_LAUNCH_TEAMS(kernel, T, rows, blocks, s, ...)       \
+  do {                                                         \
+    const int blocks_ = (blocks);                              \
+    const int team_ = row_team((rows).ncols_x);                \
+    if (team_ == 32) {                                         \
+      kernel<T, 32><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__); \
+    } else if (team_ == 8) {                                   \
+      kernel<T, 8><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__);  \
+    } else {                                                   \
+      kernel<T, 1><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__);  \
+    }                                                          \
+    check_launch(#kernel);                                     \
   } while (0)
 
 #define RH_LAUNCH_ROWS(kernel, T, rows, s, ...) \
@@ -369,7 +407,8 @@ template <class T>
 void launch_validate_rows(const RowView<T>& rows, int first_tile, int end_tile,
                           double* weight_partials, unsigned long long* bad_partials,
                           cudaStream_t s) {
-  if (end_tile <= first_tile) return;
+  if (end_tile <= first_tile)
+    return;
   RH_LAUNCH_TEAMS(validate_rows_kernel, T, rows, end_tile - first_tile, s, rows,
                   validation_tile_rows(rows.n, rows.ncols_x), first_tile, weight_partials,
                   bad_partials);
@@ -385,8 +424,7 @@ void launch_row_pass(const RowView<T>& rows, const double* beta, double tau,
 
 template <class T>
 void launch_newton_trials(const RowView<T>& rows, const double* residual, const double* dir,
-                          double tau, const DeviceScalars* sc, double* partials,
-                          cudaStream_t s) {
+                          double tau, const DeviceScalars* sc, double* partials, cudaStream_t s) {
   RH_LAUNCH_ROWS(newton_trials_kernel, T, rows, s, rows, residual, dir, tau, sc, partials);
 }
 
@@ -413,20 +451,19 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
   RH_LAUNCH_ROWS(predict_kernel, T, rows, s, rows, coef, out);
 }
 
-#define RH_INSTANTIATE_ROW_KERNELS(T)                                                          \
-  template void launch_validate_rows<T>(const RowView<T>&, int, int, double*,                \
-                                        unsigned long long*, cudaStream_t);                    \
-  template void launch_row_pass<T>(const RowView<T>&, const double*, double,                  \
-                                   const DeviceScalars*, double*, T*, T*, double*, double*,    \
-                                   RunWhen, cudaStream_t);                                     \
-  template void launch_newton_trials<T>(const RowView<T>&, const double*, const double*,      \
-                                        double, const DeviceScalars*, double*, cudaStream_t);  \
-  template void launch_lamm_trials<T>(const RowView<T>&, const double*, int, double,          \
-                                      const DeviceScalars*, double*, cudaStream_t);            \
-  template void launch_majoriser_rows<T>(const RowView<T>&, const double*, double,            \
-                                         const DeviceScalars*, T*, cudaStream_t);              \
-  template void launch_weighted_square_norms<T>(const RowView<T>&, const DeviceScalars*,      \
-                                                double*, cudaStream_t);                        \
+#define RH_INSTANTIATE_ROW_KERNELS(T)                                                              \
+  template void launch_validate_rows<T>(const RowView<T>&, int, int, double*, unsigned long long*, \
+                                        cudaStream_t);                                             \
+  template void launch_row_pass<T>(const RowView<T>&, const double*, double, const DeviceScalars*, \
+                                   double*, T*, T*, double*, double*, RunWhen, cudaStream_t);      \
+  template void launch_newton_trials<T>(const RowView<T>&, const double*, const double*, double,   \
+                                        const DeviceScalars*, double*, cudaStream_t);              \
+  template void launch_lamm_trials<T>(const RowView<T>&, const double*, int, double,               \
+                                      const DeviceScalars*, double*, cudaStream_t);                \
+  template void launch_majoriser_rows<T>(const RowView<T>&, const double*, double,                 \
+                                         const DeviceScalars*, T*, cudaStream_t);                  \
+  template void launch_weighted_square_norms<T>(const RowView<T>&, const DeviceScalars*, double*,  \
+                                                cudaStream_t);                                     \
   template void launch_predict<T>(const RowView<T>&, const T*, T*, cudaStream_t);
 
 RH_INSTANTIATE_ROW_KERNELS(float)

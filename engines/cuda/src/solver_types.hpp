@@ -111,13 +111,13 @@ struct DeviceScalars {
   int iterations;
   int factor_ok;
   int lamm_accepted;
-  int fresh;             // the last Newton step moved beta (see kRunWhileFresh)
-  int zero_newton_step;  // the paused iteration's Newton step left beta as it was: its
-                         // majoriser step must strictly decrease f, else the zero step stands
-  int commit_nonfinite;  // the state built by the commit kernels has a non-finite value
+  int fresh;                // the last Newton step moved beta (see kRunWhileFresh)
+  int zero_newton_step;     // the paused iteration's Newton step left beta as it was: its
+                            // majoriser step must strictly decrease f, else the zero step stands
+  int commit_nonfinite;     // the state built by the commit kernels has a non-finite value
   int equilibrated_finite;  // the linear solve's diag(d) H diag(d) is finite (linear_solve.cu)
   int svd_rank;             // singular values kept by the last SVD solve
-  int max_iter;          // the update's iteration limit (set with the rest at the start)
+  int max_iter;             // the update's iteration limit (set with the rest at the start)
 };
 
 #if defined(__CUDACC__)
@@ -138,7 +138,8 @@ inline RH_HOST_DEVICE bool needs_host(int state) {
 // and the solve goes on (its iteration is not counted yet, so max_iter cannot have been
 // reached); kInvalidData: the host refuses the batch first.
 inline RH_HOST_DEVICE bool solve_ended(const DeviceScalars& s) {
-  if (s.state == kInvalidData) return false;
+  if (s.state == kInvalidData)
+    return false;
   return s.iterations >= s.max_iter || (s.state != kRunning && !needs_host(s.state));
 }
 
@@ -173,8 +174,8 @@ struct BatchConstants {
   int64_t P;
   int has_weights;
   int l1;
-  int use_history;      // l1 and s0 > 0
-  int fit_intercept;    // the last coefficient is never penalised
+  int use_history;    // l1 and s0 > 0
+  int fit_intercept;  // the last coefficient is never penalised
   // float32 L1: LAMM decides on float32 values (docs/decisions.md "Float32 oracle"):
   // candidates rounded to float, the objective assembled in float from once-rounded sums.
   int float_lamm;

@@ -14,7 +14,8 @@ template <class T>
 bool bitwise_symmetric(const T* a, int64_t P) {
   for (int64_t r = 0; r < P; ++r) {
     for (int64_t c = r + 1; c < P; ++c) {
-      if (std::memcmp(&a[r * P + c], &a[c * P + r], sizeof(T)) != 0) return false;
+      if (std::memcmp(&a[r * P + c], &a[c * P + r], sizeof(T)) != 0)
+        return false;
     }
   }
   return true;
@@ -50,15 +51,14 @@ void restore_state(Engine& e, const RhCudaHostStateView* view) {
   }
   int with_meat = 0;
   require(rh_validate_state_meat(view, P, &with_meat, &scratch), scratch);
-  const bool symmetric =
-      e.dtype == RH_CUDA_DTYPE_FLOAT32
-          ? bitwise_symmetric(static_cast<const float*>(view->information), P)
-          : bitwise_symmetric(static_cast<const double*>(view->information), P);
+  const bool symmetric = e.dtype == RH_CUDA_DTYPE_FLOAT32
+                             ? bitwise_symmetric(static_cast<const float*>(view->information), P)
+                             : bitwise_symmetric(static_cast<const double*>(view->information), P);
   check_cuda(cudaMemcpyAsync(e.scratch.coefficients.data(), view->coefficients, P * e.elem_size,
                              cudaMemcpyHostToDevice, e.stream),
              "cudaMemcpyAsync (restore coefficients)");
-  check_cuda(cudaMemcpyAsync(e.scratch.information.data(), view->information,
-                             P * P * e.elem_size, cudaMemcpyHostToDevice, e.stream),
+  check_cuda(cudaMemcpyAsync(e.scratch.information.data(), view->information, P * P * e.elem_size,
+                             cudaMemcpyHostToDevice, e.stream),
              "cudaMemcpyAsync (restore information)");
   if (with_meat) {
     check_cuda(cudaMemcpyAsync(e.scratch.meat.data(), view->meat, P * P * sizeof(double),
@@ -66,7 +66,8 @@ void restore_state(Engine& e, const RhCudaHostStateView* view) {
                "cudaMemcpyAsync (restore meat)");
   }
   e.synchronize();
-  if (with_meat) e.committed.meat.swap(e.scratch.meat);
+  if (with_meat)
+    e.committed.meat.swap(e.scratch.meat);
   e.committed.meat_available = with_meat != 0;
   e.committed.coefficients.swap(e.scratch.coefficients);
   e.committed.information.swap(e.scratch.information);

@@ -19,8 +19,8 @@ __device__ __forceinline__ double mask_of(const BatchConstants& k, int64_t j) {
 }
 
 // Fixed-order sum of partials[b * stride + column] over b, done by one warp.
-__device__ __forceinline__ double warp_column_sum(const double* partials, int blocks,
-                                                  int stride, int column) {
+__device__ __forceinline__ double warp_column_sum(const double* partials, int blocks, int stride,
+                                                  int column) {
   const int lane = threadIdx.x & 31;
   // Every load first (row grids have at most kMaxRowBlocks blocks: one memory latency, not one
   // per load), then the sum in block order.
@@ -34,9 +34,11 @@ __device__ __forceinline__ double warp_column_sum(const double* partials, int bl
   double acc = 0.0;
 #pragma unroll
   for (int m = 0; m < kPerLane; ++m) {
-    if (lane + 32 * m < blocks) acc += loaded[m];
+    if (lane + 32 * m < blocks)
+      acc += loaded[m];
   }
-  for (int b = lane + 32 * kPerLane; b < blocks; b += 32) acc += partials[b * stride + column];
+  for (int b = lane + 32 * kPerLane; b < blocks; b += 32)
+    acc += partials[b * stride + column];
   return warp_sum(acc);
 }
 
@@ -55,13 +57,13 @@ __device__ __forceinline__ double float_objective(double L, double Q, double N, 
 template <class T>
 __global__ void begin_update_kernel(const double* weight_partials,
                                     const unsigned long long* bad_partials, int blocks,
-                                    BatchConstants k, const T* coefficients,
-                                    const T* information, double* beta0, double* beta, double* J,
-                                    DeviceScalars* sc) {
+                                    BatchConstants k, const T* coefficients, const T* information,
+                                    double* beta0, double* beta, double* J, DeviceScalars* sc) {
   if (blockIdx.x == 0) {
     __shared__ double shared[kThreads];
     __shared__ unsigned long long bad[kBadKinds];
-    if (threadIdx.x < kBadKinds) bad[threadIdx.x] = kNoIndex;
+    if (threadIdx.x < kBadKinds)
+      bad[threadIdx.x] = kNoIndex;
     __syncthreads();
     double acc = 0.0;
     unsigned long long first[kBadKinds] = {kNoIndex, kNoIndex, kNoIndex, kNoIndex};
@@ -72,7 +74,8 @@ __global__ void begin_update_kernel(const double* weight_partials,
       }
     }
     for (int kind = 0; kind < kBadKinds; ++kind) {
-      if (first[kind] != kNoIndex) atomicMin(&bad[kind], first[kind]);
+      if (first[kind] != kNoIndex)
+        atomicMin(&bad[kind], first[kind]);
     }
     const double batch_weight = block_sum<kThreads>(acc, shared);  // also settles `bad`
     if (threadIdx.x == 0) {
@@ -117,16 +120,18 @@ __global__ void begin_update_kernel(const double* weight_partials,
 template <class T>
 __global__ void gradient_kernel(const double* J, const double* beta, const double* beta0,
                                 const T* xtu, const double* xtu_partials, int64_t ncols_x,
-                                BatchConstants k,
-                                const double* partials, int blocks, int set_objective,
-                                DeviceScalars* sc, double* g, double* jdelta, int when) {
-  if (!should_run(sc, when)) return;
+                                BatchConstants k, const double* partials, int blocks,
+                                int set_objective, DeviceScalars* sc, double* g, double* jdelta,
+                                int when) {
+  if (!should_run(sc, when))
+    return;
   __shared__ double sums[2];
   const int warp = threadIdx.x >> 5;
   const int lane = threadIdx.x & 31;
   if (warp < 2) {
     const double total = warp_column_sum(partials, blocks, 2, warp);
-    if (lane == 0) sums[warp] = total;
+    if (lane == 0)
+      sums[warp] = total;
   }
   __syncthreads();
   if (blockIdx.x == 0 && threadIdx.x == 0) {
@@ -139,9 +144,11 @@ __global__ void gradient_kernel(const double* J, const double* beta, const doubl
     }
   }
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-  if (j >= k.P) return;
+  if (j >= k.P)
+    return;
   double acc = 0.0;
-  for (int64_t c = lane; c < k.P; c += 32) acc += J[j * k.P + c] * (beta[c] - beta0[c]);
+  for (int64_t c = lane; c < k.P; c += 32)
+    acc += J[j * k.P + c] * (beta[c] - beta0[c]);
   acc = warp_sum(acc);
   double xtu_j = sums[1];  // the intercept column of an appended intercept is all ones
   if (j < ncols_x) {
@@ -150,17 +157,19 @@ __global__ void gradient_kernel(const double* J, const double* beta, const doubl
                                   static_cast<int>(j))
                 : static_cast<double>(xtu[j]);
   }
-  if (lane != 0) return;
-  g[j] = (-xtu_j + acc) / sc->total_weight -
-         sc->history_coef * sign_of(beta0[j]) * mask_of(k, j);
+  if (lane != 0)
+    return;
+  g[j] = (-xtu_j + acc) / sc->total_weight - sc->history_coef * sign_of(beta0[j]) * mask_of(k, j);
   jdelta[j] = acc;
-  if (j == 0) sc->lamm_accepted = 0;
+  if (j == 0)
+    sc->lamm_accepted = 0;
 }
 
 template <class T>
 __global__ void assemble_hessian_kernel(const T* gram, const double* J, BatchConstants k,
                                         const DeviceScalars* sc, double* H) {
-  if (sc->state != kRunning) return;
+  if (sc->state != kRunning)
+    return;
   const int64_t P = k.P;
   const int64_t total = P * P;
   const double inv_n = 1.0 / sc->total_weight;
@@ -184,7 +193,8 @@ __global__ void sum_gram_partials_kernel(const T* partials, int chunks, int64_t 
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < PP;
        idx += stride) {
     double acc = 0.0;
-    for (int c = 0; c < chunks; ++c) acc += static_cast<double>(partials[c * PP + idx]);
+    for (int c = 0; c < chunks; ++c)
+      acc += static_cast<double>(partials[c * PP + idx]);
     out[idx] = static_cast<T>(acc);
   }
 }
@@ -196,12 +206,14 @@ template <class T>
 __global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int64_t PP, T* out) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
-  for (int64_t idx = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;
-       idx < PP; idx += warps) {
+  for (int64_t idx = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5; idx < PP;
+       idx += warps) {
     double acc = 0.0;
-    for (int c = lane; c < chunks; c += 32) acc += static_cast<double>(partials[c * PP + idx]);
+    for (int c = lane; c < chunks; c += 32)
+      acc += static_cast<double>(partials[c * PP + idx]);
     acc = warp_sum(acc);
-    if (lane == 0) out[idx] = static_cast<T>(acc);
+    if (lane == 0)
+      out[idx] = static_cast<T>(acc);
   }
 }
 
@@ -227,7 +239,8 @@ template <int Slots>
 __device__ __forceinline__ double slot_value(const double (&v)[Slots], int slot) {
   double out = 0.0;
 #pragma unroll
-  for (int s = 0; s < Slots; ++s) out = s == slot ? v[s] : out;
+  for (int s = 0; s < Slots; ++s)
+    out = s == slot ? v[s] : out;
   return out;
 }
 
@@ -235,12 +248,13 @@ template <class T, int Slots>
 __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, BatchConstants k,
                                             DeviceScalars* sc, const double* g, double* dir,
                                             double* jdir) {
-  if (sc->state != kRunning) return;
+  if (sc->state != kRunning)
+    return;
   extern __shared__ double smem[];
   const int P = static_cast<int>(k.P);
-  double* A = smem;               // P x P, row-major; the upper triangle becomes U
-  double* pivots = A + P * P;     // P: d_kk, the squared diagonal of U
-  double* inv_root = pivots + P;  // P: 1 / sqrt(d_kk)
+  double* A = smem;                 // P x P, row-major; the upper triangle becomes U
+  double* pivots = A + P * P;       // P: d_kk, the squared diagonal of U
+  double* inv_root = pivots + P;    // P: 1 / sqrt(d_kk)
   double* diagonal = inv_root + P;  // P: H's diagonal, for the pivot test
   double* solution = diagonal + P;  // P: dir, for J dir
   const int tid = threadIdx.x;
@@ -254,9 +268,11 @@ __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, Batc
     const int j = idx - i * P;
     if (i <= j) {
       const double value = (static_cast<double>(gram[i + static_cast<int64_t>(j) * P]) +
-                            J[static_cast<int64_t>(i) * P + j]) * inv_n;
+                            J[static_cast<int64_t>(i) * P + j]) *
+                           inv_n;
       A[idx] = i == j ? value + k.ridge : value;
-      if (i == j) diagonal[i] = A[idx];
+      if (i == j)
+        diagonal[i] = A[idx];
     }
   }
   __syncthreads();
@@ -270,7 +286,8 @@ __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, Batc
     const double ir = inv_root[kk];
     if (kk > 0) {
       const double previous = inv_root[kk - 1];
-      for (int j = kk + tid; j < P; j += nthreads) A[(kk - 1) * P + j] *= previous;
+      for (int j = kk + tid; j < P; j += nthreads)
+        A[(kk - 1) * P + j] *= previous;
     }
     const double* pivot_row = A + kk * P;
     for (int i = kk + 1 + warp; i < P; i += warps) {
@@ -289,7 +306,8 @@ __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, Batc
       for (int s = 0; s < Slots; ++s) {
         const int j = i + lane + 32 * s;
         updated[s] -= ui * (pivot_part[s] * ir);
-        if (j < P) row[j] = updated[s];
+        if (j < P)
+          row[j] = updated[s];
       }
       if (i == kk + 1 && lane == 0) {  // the next pivot is final: its root for the next column
         pivots[i] = updated[0];
@@ -312,8 +330,10 @@ __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, Batc
 #pragma unroll
       for (int s = 0; s < Slots; ++s) {
         const int j = lane + 32 * s;
-        if (j > kk && j < P) r[s] -= A[kk * P + j] * zk;
-        if (j == kk) r[s] = zk;
+        if (j > kk && j < P)
+          r[s] -= A[kk * P + j] * zk;
+        if (j == kk)
+          r[s] = zk;
       }
     }
     for (int kk = P - 1; kk >= 0; --kk) {
@@ -321,8 +341,10 @@ __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, Batc
 #pragma unroll
       for (int s = 0; s < Slots; ++s) {
         const int j = lane + 32 * s;
-        if (j < kk) r[s] -= A[j * P + kk] * xk;
-        if (j == kk) r[s] = xk;
+        if (j < kk)
+          r[s] -= A[j * P + kk] * xk;
+        if (j == kk)
+          r[s] = xk;
       }
     }
 #pragma unroll
@@ -338,19 +360,23 @@ __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, Batc
   const double floor = 64.0 * static_cast<double>(P) * k.dtype_epsilon;
   for (int i = tid; i < P; i += nthreads) {
     const double d = pivots[i];
-    if (!isfinite(d) || !(d > floor * diagonal[i])) refused = 1;
+    if (!isfinite(d) || !(d > floor * diagonal[i]))
+      refused = 1;
   }
   refused = __syncthreads_or(refused);  // also publishes the solution to every warp
   // jdir = J dir, one row per warp, in the lane order and shuffle tree of matvec_kernel.
   for (int j = warp; j < P; j += warps) {
     double acc = 0.0;
-    for (int c = lane; c < P; c += 32) acc += J[static_cast<int64_t>(j) * P + c] * solution[c];
+    for (int c = lane; c < P; c += 32)
+      acc += J[static_cast<int64_t>(j) * P + c] * solution[c];
     acc = warp_sum(acc);
-    if (lane == 0) jdir[j] = acc;
+    if (lane == 0)
+      jdir[j] = acc;
   }
   if (tid == 0) {
     sc->factor_ok = refused ? 0 : 1;
-    if (refused) sc->state = kNeedsFallback;
+    if (refused)
+      sc->state = kNeedsFallback;
   }
 }
 
@@ -361,9 +387,11 @@ __global__ void small_cholesky_solve_kernel(const T* gram, const double* J, Batc
 template <class T>
 __global__ void check_cholesky_kernel(const double* factor, const int* info, const T* gram,
                                       const double* J, BatchConstants k, DeviceScalars* sc) {
-  if (sc->state != kRunning) return;
+  if (sc->state != kRunning)
+    return;
   __shared__ int refused_shared;
-  if (threadIdx.x == 0) refused_shared = 0;
+  if (threadIdx.x == 0)
+    refused_shared = 0;
   __syncthreads();
   const int64_t P = k.P;
   const double inv_n = 1.0 / sc->total_weight;
@@ -371,22 +399,24 @@ __global__ void check_cholesky_kernel(const double* factor, const int* info, con
   for (int64_t j = threadIdx.x; j < P; j += kThreads) {
     const double root = factor[j + j * P];
     const double pivot = root * root;
-    const double diagonal =
-        (static_cast<double>(gram[j + j * P]) + J[j * P + j]) * inv_n + k.ridge;
-    if (!isfinite(pivot) || !(pivot > floor * diagonal)) refused_shared = 1;
+    const double diagonal = (static_cast<double>(gram[j + j * P]) + J[j * P + j]) * inv_n + k.ridge;
+    if (!isfinite(pivot) || !(pivot > floor * diagonal))
+      refused_shared = 1;
   }
   __syncthreads();
   if (threadIdx.x == 0) {
     const int accepted = *info == 0 && !refused_shared;
     sc->factor_ok = accepted;
-    if (!accepted) sc->state = kNeedsFallback;
+    if (!accepted)
+      sc->state = kNeedsFallback;
   }
 }
 
 // LU (the host-driven fallback): every pivot finite, min |u_ii| > 64 P eps max |u_ii|.
-__global__ void check_factor_kernel(const double* factor, const int* info, int64_t P,
-                                    double eps, DeviceScalars* sc) {
-  if (sc->state != kRunning) return;
+__global__ void check_factor_kernel(const double* factor, const int* info, int64_t P, double eps,
+                                    DeviceScalars* sc) {
+  if (sc->state != kRunning)
+    return;
   __shared__ double lo_shared[kThreads];
   __shared__ double hi_shared[kThreads];
   __shared__ int finite_shared[kThreads];
@@ -395,7 +425,8 @@ __global__ void check_factor_kernel(const double* factor, const int* info, int64
   int finite = 1;
   for (int64_t i = threadIdx.x; i < P; i += kThreads) {
     const double d = fabs(factor[i + i * P]);
-    if (!isfinite(d)) finite = 0;
+    if (!isfinite(d))
+      finite = 0;
     lo = fmin(lo, d);
     hi = fmax(hi, d);
   }
@@ -419,19 +450,24 @@ __global__ void check_factor_kernel(const double* factor, const int* info, int64
 }
 
 __global__ void resume_kernel(DeviceScalars* sc) {
-  if (needs_host(sc->state)) sc->state = kRunning;
+  if (needs_host(sc->state))
+    sc->state = kRunning;
 }
 
 __global__ void matvec_kernel(const double* A, const double* v, const DeviceScalars* sc,
                               double* out, int64_t P) {
-  if (sc->state != kRunning) return;
+  if (sc->state != kRunning)
+    return;
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
-  if (j >= P) return;
+  if (j >= P)
+    return;
   double acc = 0.0;
-  for (int64_t c = lane; c < P; c += 32) acc += A[j * P + c] * v[c];
+  for (int64_t c = lane; c < P; c += 32)
+    acc += A[j * P + c] * v[c];
   acc = warp_sum(acc);
-  if (lane == 0) out[j] = acc;
+  if (lane == 0)
+    out[j] = acc;
 }
 
 // First trial index at which beta - t d rounds back to beta in every component (kLineSearchTrials
@@ -450,7 +486,8 @@ __device__ int vanishing_trial(const double* beta, const double* dir, int64_t P,
   shared[threadIdx.x] = first;
   __syncthreads();
   for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) shared[threadIdx.x] = max(shared[threadIdx.x], shared[threadIdx.x + s]);
+    if (threadIdx.x < s)
+      shared[threadIdx.x] = max(shared[threadIdx.x], shared[threadIdx.x + s]);
     __syncthreads();
   }
   const int result = shared[0];
@@ -477,14 +514,16 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
   if (sc->state != kRunning) {
     // A step queued after the solve ended: nothing moved, so the row pass after it has
     // nothing to refresh.
-    if (threadIdx.x == 0) sc->fresh = 0;
+    if (threadIdx.x == 0)
+      sc->fresh = 0;
     return;
   }
   const int warp = threadIdx.x >> 5;
   for (int t = warp; t < kLineSearchTrials; t += kWarps) {
     // The trials kernel writes trial-major partials: this trial's are contiguous.
     const double total = warp_column_sum(partials + static_cast<int64_t>(t) * blocks, blocks, 1, 0);
-    if ((threadIdx.x & 31) == 0) trial_sums[t] = total;
+    if ((threadIdx.x & 31) == 0)
+      trial_sums[t] = total;
   }
   double a = 0.0, b = 0.0, c = 0.0;
   for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
@@ -498,7 +537,8 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
   c = block_sum<kThreads>(c, shared);
   const int vanishes_from = vanishing_trial(beta, dir, k.P, shared_index);
   double nonzero = 0.0;
-  for (int64_t j = threadIdx.x; j < k.P; j += kThreads) nonzero += dir[j] != 0.0 ? 1.0 : 0.0;
+  for (int64_t j = threadIdx.x; j < k.P; j += kThreads)
+    nonzero += dir[j] != 0.0 ? 1.0 : 0.0;
   nonzero = block_sum<kThreads>(nonzero, shared);
   // Thread 0's: a step the line search cut short ends the solve only when it also changed f by
   // at most tol |f| (short because of the cut, it says nothing of the distance to the optimum,
@@ -514,9 +554,8 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
     chosen_step = 0.0;
     sc->objective = F;
     for (int trial = 0; trial < kLineSearchTrials; ++trial) {
-      const double f = trial >= vanishes_from
-                           ? F
-                           : (trial_sums[trial] + 0.5 * (a - t * b + t * t * c)) / N;
+      const double f =
+          trial >= vanishes_from ? F : (trial_sums[trial] + 0.5 * (a - t * b + t * t * c)) / N;
       if (f < F || (f == F && !strict)) {
         chosen_step = t;
         chosen = trial;
@@ -533,7 +572,8 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
       sc->objective = F;
     }
     settled = chosen == 0 || F - sc->objective <= k.tolerance * fabs(sc->objective);
-    if (chosen_step != 0.0 || majoriser) sc->iterations += 1;
+    if (chosen_step != 0.0 || majoriser)
+      sc->iterations += 1;
   }
   __syncthreads();
   const double t = chosen_step;
@@ -559,7 +599,8 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
     }
     // The decrease the majoriser's quadratic model predicts for the full step.
     double gd = 0.0;
-    for (int64_t j = threadIdx.x; j < k.P; j += kThreads) gd += g[j] * dir[j];
+    for (int64_t j = threadIdx.x; j < k.P; j += kThreads)
+      gd += g[j] * dir[j];
     gd = block_sum<kThreads>(gd, shared);
     if (threadIdx.x == 0) {
       sc->state =
@@ -590,27 +631,29 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
 }
 
 // Minimum-norm solve through A = U S V^T: dir = V S^+ U^T g, small singular values dropped.
-__global__ void svd_solve_kernel(const double* U, const double* S, const double* V,
-                                 const double* g, int64_t P, double eps, double* scratch,
-                                 double* dir, int* rank) {
+__global__ void svd_solve_kernel(const double* U, const double* S, const double* V, const double* g,
+                                 int64_t P, double eps, double* scratch, double* dir, int* rank) {
   const double cutoff = eps * static_cast<double>(P) * S[0];
   for (int64_t col = threadIdx.x; col < P; col += kThreads) {
     double acc = 0.0;
     if (S[col] > cutoff) {
-      for (int64_t r = 0; r < P; ++r) acc += U[r + col * P] * g[r];
+      for (int64_t r = 0; r < P; ++r)
+        acc += U[r + col * P] * g[r];
       acc /= S[col];
     }
     scratch[col] = acc;
   }
   if (threadIdx.x == 0) {
     int kept = 0;
-    for (int64_t col = 0; col < P; ++col) kept += S[col] > cutoff;
+    for (int64_t col = 0; col < P; ++col)
+      kept += S[col] > cutoff;
     *rank = kept;
   }
   __syncthreads();
   for (int64_t r = threadIdx.x; r < P; r += kThreads) {
     double acc = 0.0;
-    for (int64_t col = 0; col < P; ++col) acc += V[r + col * P] * scratch[col];
+    for (int64_t col = 0; col < P; ++col)
+      acc += V[r + col * P] * scratch[col];
     dir[r] = acc;
   }
 }
@@ -625,7 +668,8 @@ __global__ void equilibration_kernel(const double* H, const double* g, int64_t P
     d[i] = f;
     dg[i] = f * g[i];
   }
-  if (blockIdx.x == 0 && threadIdx.x == 0) sc->equilibrated_finite = 1;
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    sc->equilibrated_finite = 1;
 }
 
 __global__ void equilibrate_matrix_kernel(double* H, const double* d, int64_t P,
@@ -635,7 +679,8 @@ __global__ void equilibrate_matrix_kernel(double* H, const double* d, int64_t P,
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const double v = H[idx] * d[idx % P] * d[idx / P];
     H[idx] = v;
-    if (!isfinite(v)) sc->equilibrated_finite = 0;
+    if (!isfinite(v))
+      sc->equilibrated_finite = 0;
   }
 }
 
@@ -652,22 +697,25 @@ __global__ void scale_vector_kernel(double* v, const double* d, int64_t P) {
 // reduction (the same shuffle tree and warp order as block_sum, so the same bits).
 __global__ void lamm_candidates_kernel(int first_attempt, int count, const double* beta,
                                        const double* beta0, const double* g, BatchConstants k,
-                                       const DeviceScalars* sc, double* candidates,
-                                       double* deltas, double* trial_terms) {
-  if (sc->state != kRunning || sc->lamm_accepted) return;
+                                       const DeviceScalars* sc, double* candidates, double* deltas,
+                                       double* trial_terms) {
+  if (sc->state != kRunning || sc->lamm_accepted)
+    return;
   __shared__ double shared[3 * kLammChunk * kWarps];
   __shared__ double sums[3 * kLammChunk];
   for (int c0 = 0; c0 < count; c0 += kLammChunk) {
     double acc[3 * kLammChunk];
 #pragma unroll
-    for (int i = 0; i < 3 * kLammChunk; ++i) acc[i] = 0.0;
+    for (int i = 0; i < 3 * kLammChunk; ++i)
+      acc[i] = 0.0;
     for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
       const double m = mask_of(k, j);
 #pragma unroll
       for (int a = 0; a < kLammChunk; ++a) {
         const double phi = ldexp(sc->phi, first_attempt + c0 + a);
         double cand = soft_threshold(beta[j] - g[j] / phi, m * sc->lambda / phi);
-        if (k.float_lamm) cand = static_cast<double>(static_cast<float>(cand));
+        if (k.float_lamm)
+          cand = static_cast<double>(static_cast<float>(cand));
         const double step = cand - beta[j];
         const double delta = cand - beta0[j];
         candidates[(c0 + a) * k.P + j] = cand;
@@ -693,26 +741,31 @@ __global__ void lamm_candidates_kernel(int first_attempt, int count, const doubl
   }
 }
 
-__global__ void lamm_quadratic_kernel(const double* J, const double* deltas, int count,
-                                      int64_t P, const DeviceScalars* sc, double* jdeltas) {
-  if (sc->state != kRunning || sc->lamm_accepted) return;
+__global__ void lamm_quadratic_kernel(const double* J, const double* deltas, int count, int64_t P,
+                                      const DeviceScalars* sc, double* jdeltas) {
+  if (sc->state != kRunning || sc->lamm_accepted)
+    return;
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int lane = threadIdx.x & 31;
-  if (j >= P) return;
+  if (j >= P)
+    return;
   for (int c0 = 0; c0 < count; c0 += kLammChunk) {
     const double* chunk = deltas + c0 * P;
     double acc[kLammChunk];
 #pragma unroll
-    for (int a = 0; a < kLammChunk; ++a) acc[a] = 0.0;
+    for (int a = 0; a < kLammChunk; ++a)
+      acc[a] = 0.0;
     for (int64_t c = lane; c < P; c += 32) {
       const double Jjc = J[j * P + c];
 #pragma unroll
-      for (int a = 0; a < kLammChunk; ++a) acc[a] += Jjc * chunk[a * P + c];
+      for (int a = 0; a < kLammChunk; ++a)
+        acc[a] += Jjc * chunk[a * P + c];
     }
 #pragma unroll
     for (int a = 0; a < kLammChunk; ++a) {
       const double total = warp_sum(acc[a]);
-      if (lane == 0) jdeltas[(c0 + a) * P + j] = total;
+      if (lane == 0)
+        jdeltas[(c0 + a) * P + j] = total;
     }
   }
 }
@@ -726,7 +779,8 @@ __global__ void lamm_pick_kernel(int count, int group, const double* partials, i
                                  const double* candidates, const double* deltas,
                                  const double* jdeltas, const double* trial_terms, BatchConstants k,
                                  DeviceScalars* sc, double* beta) {
-  if (sc->state != kRunning || sc->lamm_accepted) return;
+  if (sc->state != kRunning || sc->lamm_accepted)
+    return;
   __shared__ double shared[kLammChunk * kWarps];
   __shared__ double rho_sums[kLammMaxGroup];
   __shared__ double quad[kLammMaxGroup];
@@ -734,12 +788,14 @@ __global__ void lamm_pick_kernel(int count, int group, const double* partials, i
   const int warp = threadIdx.x >> 5;
   for (int a = warp; a < count; a += kWarps) {
     const double total = warp_column_sum(partials, blocks, count, a);
-    if ((threadIdx.x & 31) == 0) rho_sums[a] = total;
+    if ((threadIdx.x & 31) == 0)
+      rho_sums[a] = total;
   }
   for (int c0 = 0; c0 < count; c0 += kLammChunk) {
     double acc[kLammChunk];
 #pragma unroll
-    for (int a = 0; a < kLammChunk; ++a) acc[a] = 0.0;
+    for (int a = 0; a < kLammChunk; ++a)
+      acc[a] = 0.0;
     for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
 #pragma unroll
       for (int a = 0; a < kLammChunk; ++a) {
@@ -758,7 +814,8 @@ __global__ void lamm_pick_kernel(int count, int group, const double* partials, i
                               : (rho_sums[a] + 0.5 * quad[a]) / N - D;
       // A candidate equal to beta bit for bit has objective exactly F ("The line search at
       // the rounding floor"), whatever the row sums' last bits.
-      if (trial_terms[a * 4 + 1] == 0.0) f = sc->objective;
+      if (trial_terms[a * 4 + 1] == 0.0)
+        f = sc->objective;
       if (f <= trial_terms[a * 4 + 0] + RH_LAMM_SLACK) {
         chosen = a;
         sc->objective = f;
@@ -766,8 +823,10 @@ __global__ void lamm_pick_kernel(int count, int group, const double* partials, i
         break;
       }
     }
-    if (chosen >= 0 || group == kLammGroupBound) sc->iterations += 1;
-    if (chosen < 0 && group == kLammGroupRest) sc->state = kNeedsLammBound;
+    if (chosen >= 0 || group == kLammGroupBound)
+      sc->iterations += 1;
+    if (chosen < 0 && group == kLammGroupRest)
+      sc->state = kNeedsLammBound;
     if (chosen < 0 && group == kLammGroupBound) {
       const double* last = trial_terms + (count - 1) * 4;
       const double predicted = last[3] * last[1] / 2.0;
@@ -777,7 +836,8 @@ __global__ void lamm_pick_kernel(int count, int group, const double* partials, i
   }
   __syncthreads();
   const int a = chosen;
-  if (a < 0) return;
+  if (a < 0)
+    return;
   double norm2 = 0.0;
   for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
     const double value = candidates[a * k.P + j];
@@ -802,18 +862,23 @@ __global__ void lamm_pick_kernel(int count, int group, const double* partials, i
 // 41st attempt would have had: the group that follows tries phi, 2 phi, ..., 2^7 phi.
 __global__ void lamm_bound_kernel(const double* partials, int blocks, const double* J, int64_t P,
                                   DeviceScalars* sc) {
-  if (sc->state != kRunning) return;
+  if (sc->state != kRunning)
+    return;
   __shared__ double shared[kThreads];
   if (partials != nullptr) {
     double sum_w_x2 = 0.0;
-    for (int b = threadIdx.x; b < blocks; b += kThreads) sum_w_x2 += partials[b];
+    for (int b = threadIdx.x; b < blocks; b += kThreads)
+      sum_w_x2 += partials[b];
     double trace = 0.0;
-    for (int64_t j = threadIdx.x; j < P; j += kThreads) trace += J[j * P + j];
+    for (int64_t j = threadIdx.x; j < P; j += kThreads)
+      trace += J[j * P + j];
     sum_w_x2 = block_sum<kThreads>(sum_w_x2, shared);
     trace = block_sum<kThreads>(trace, shared);
-    if (threadIdx.x == 0) sc->lamm_bound = rh_lamm_phi_bound(sum_w_x2, trace, sc->total_weight);
+    if (threadIdx.x == 0)
+      sc->lamm_bound = rh_lamm_phi_bound(sum_w_x2, trace, sc->total_weight);
   }
-  if (threadIdx.x == 0) sc->phi = fmax(ldexp(sc->phi, kLammAttempts), sc->lamm_bound);
+  if (threadIdx.x == 0)
+    sc->phi = fmax(ldexp(sc->phi, kLammAttempts), sc->lamm_bound);
 }
 
 // J_new = J + G (mirrored) into the scratch information and, when exporting, into the pinned
@@ -825,7 +890,8 @@ __global__ void commit_information_kernel(const double* J, const T* gram, int64_
                                           const DeviceScalars* sc, T* info_out, T* host_info,
                                           int* block_flags) {
   if (!solve_ended(*sc)) {
-    if (threadIdx.x == 0) block_flags[blockIdx.x] = 0;
+    if (threadIdx.x == 0)
+      block_flags[blockIdx.x] = 0;
     return;
   }
   const int64_t total = P * P;
@@ -836,11 +902,14 @@ __global__ void commit_information_kernel(const double* J, const T* gram, int64_
     const double added = static_cast<double>(gram[mirrored_upper_index(idx, P)]);
     const T value = static_cast<T>(J[idx] + added);
     info_out[idx] = value;
-    if (host_info != nullptr) host_info[idx] = value;
-    if (!isfinite(static_cast<double>(value))) bad = 1;
+    if (host_info != nullptr)
+      host_info[idx] = value;
+    if (!isfinite(static_cast<double>(value)))
+      bad = 1;
   }
   bad = __syncthreads_or(bad);
-  if (threadIdx.x == 0) block_flags[blockIdx.x] = bad;
+  if (threadIdx.x == 0)
+    block_flags[blockIdx.x] = bad;
 }
 
 // The new coefficients (scratch state and, when exporting, the pinned host buffer), the
@@ -858,11 +927,14 @@ __global__ void commit_coefficients_kernel(const double* beta, BatchConstants k,
   for (int64_t j = threadIdx.x; ended && j < k.P; j += kThreads) {
     const T value = static_cast<T>(beta[j]);
     coef_out[j] = value;
-    if (host_coef != nullptr) host_coef[j] = value;
-    if (!isfinite(static_cast<double>(value))) bad = 1;
+    if (host_coef != nullptr)
+      host_coef[j] = value;
+    if (!isfinite(static_cast<double>(value)))
+      bad = 1;
     l1 += fabs(beta[j]) * mask_of(k, j);
   }
-  for (int b = threadIdx.x; b < flag_blocks; b += kThreads) bad |= block_flags[b];
+  for (int b = threadIdx.x; b < flag_blocks; b += kThreads)
+    bad |= block_flags[b];
   l1 = block_sum<kThreads>(l1, shared);
   bad = __syncthreads_or(bad);
   if (threadIdx.x == 0) {
@@ -873,7 +945,9 @@ __global__ void commit_coefficients_kernel(const double* beta, BatchConstants k,
   }
 }
 
-int warp_rows_blocks(int64_t P) { return static_cast<int>((P + kWarps - 1) / kWarps); }
+int warp_rows_blocks(int64_t P) {
+  return static_cast<int>((P + kWarps - 1) / kWarps);
+}
 
 int elementwise_blocks(int64_t count) {
   const int64_t wanted = (count + kThreads - 1) / kThreads;
@@ -898,8 +972,8 @@ void launch_gradient(const double* J, const double* beta, const double* beta0, c
                      const double* partials, int blocks, bool set_objective, DeviceScalars* sc,
                      double* g, double* jdelta, RunWhen when, cudaStream_t s) {
   gradient_kernel<T><<<warp_rows_blocks(k.P), kThreads, 0, s>>>(
-      J, beta, beta0, xtu, xtu_partials, ncols_x, k, partials, blocks, set_objective ? 1 : 0,
-      sc, g, jdelta, static_cast<int>(when));
+      J, beta, beta0, xtu, xtu_partials, ncols_x, k, partials, blocks, set_objective ? 1 : 0, sc, g,
+      jdelta, static_cast<int>(when));
   check_launch("gradient_kernel");
 }
 
@@ -913,11 +987,11 @@ void launch_assemble_hessian(const T* gram, const double* J, const BatchConstant
 template <class T>
 void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, T* out, cudaStream_t s) {
   if (chunks > 16) {
-    sum_gram_partials_warp_kernel<T><<<warp_rows_blocks(P * P), kThreads, 0, s>>>(
-        partials, chunks, P * P, out);
+    sum_gram_partials_warp_kernel<T>
+        <<<warp_rows_blocks(P * P), kThreads, 0, s>>>(partials, chunks, P * P, out);
   } else {
-    sum_gram_partials_kernel<T><<<elementwise_blocks(P * P), kThreads, 0, s>>>(partials, chunks,
-                                                                              P * P, out);
+    sum_gram_partials_kernel<T>
+        <<<elementwise_blocks(P * P), kThreads, 0, s>>>(partials, chunks, P * P, out);
   }
   check_launch("sum_gram_partials_kernel");
 }
@@ -966,8 +1040,8 @@ void launch_small_cholesky_slots(const T* gram, const double* J, const BatchCons
                                  DeviceScalars* sc, const double* g, double* dir, double* jdir,
                                  int threads, cudaStream_t s) {
   const size_t bytes = small_cholesky_shared_bytes(k.P);
-  small_cholesky_solve_kernel<T, Slots>
-      <<<1, threads > 0 ? threads : kSmallDenseThreads, bytes, s>>>(gram, J, k, sc, g, dir, jdir);
+  const int block = threads > 0 ? threads : kSmallDenseThreads;
+  small_cholesky_solve_kernel<T, Slots><<<1, block, bytes, s>>>(gram, J, k, sc, g, dir, jdir);
   check_launch("small_cholesky_solve_kernel");
 }
 
@@ -977,11 +1051,16 @@ void launch_small_cholesky_solve(const T* gram, const double* J, const BatchCons
                                  int threads, cudaStream_t s) {
   static_assert(kSmallDenseSlots == 5, "one case per slot count below");
   switch ((k.P + 31) / 32) {
-    case 1: return launch_small_cholesky_slots<T, 1>(gram, J, k, sc, g, dir, jdir, threads, s);
-    case 2: return launch_small_cholesky_slots<T, 2>(gram, J, k, sc, g, dir, jdir, threads, s);
-    case 3: return launch_small_cholesky_slots<T, 3>(gram, J, k, sc, g, dir, jdir, threads, s);
-    case 4: return launch_small_cholesky_slots<T, 4>(gram, J, k, sc, g, dir, jdir, threads, s);
-    default: return launch_small_cholesky_slots<T, 5>(gram, J, k, sc, g, dir, jdir, threads, s);
+    case 1:
+      return launch_small_cholesky_slots<T, 1>(gram, J, k, sc, g, dir, jdir, threads, s);
+    case 2:
+      return launch_small_cholesky_slots<T, 2>(gram, J, k, sc, g, dir, jdir, threads, s);
+    case 3:
+      return launch_small_cholesky_slots<T, 3>(gram, J, k, sc, g, dir, jdir, threads, s);
+    case 4:
+      return launch_small_cholesky_slots<T, 4>(gram, J, k, sc, g, dir, jdir, threads, s);
+    default:
+      return launch_small_cholesky_slots<T, 5>(gram, J, k, sc, g, dir, jdir, threads, s);
   }
 }
 
@@ -1018,17 +1097,15 @@ void launch_newton_select(const double* partials, int blocks, const double* dir,
   check_launch("newton_select_kernel");
 }
 
-void launch_svd_solve(const double* U, const double* S, const double* V, const double* g,
-                      int64_t P, double eps, double* scratch, double* dir, int* rank,
-                      cudaStream_t s) {
+void launch_svd_solve(const double* U, const double* S, const double* V, const double* g, int64_t P,
+                      double eps, double* scratch, double* dir, int* rank, cudaStream_t s) {
   svd_solve_kernel<<<1, kThreads, 0, s>>>(U, S, V, g, P, eps, scratch, dir, rank);
   check_launch("svd_solve_kernel");
 }
 
 void launch_equilibration(const double* H, const double* g, int64_t P, bool unit, double* d,
                           double* dg, DeviceScalars* sc, cudaStream_t s) {
-  equilibration_kernel<<<elementwise_blocks(P), kThreads, 0, s>>>(H, g, P, unit ? 1 : 0, d, dg,
-                                                                  sc);
+  equilibration_kernel<<<elementwise_blocks(P), kThreads, 0, s>>>(H, g, P, unit ? 1 : 0, d, dg, sc);
   check_launch("equilibration_kernel");
 }
 
@@ -1043,10 +1120,10 @@ void launch_scale_vector(double* v, const double* d, int64_t P, cudaStream_t s) 
   check_launch("scale_vector_kernel");
 }
 
-void launch_lamm_candidates(int first_attempt, int count, const double* beta,
-                            const double* beta0, const double* g, const BatchConstants& k,
-                            const DeviceScalars* sc, double* candidates, double* deltas,
-                            double* trial_terms, cudaStream_t s) {
+void launch_lamm_candidates(int first_attempt, int count, const double* beta, const double* beta0,
+                            const double* g, const BatchConstants& k, const DeviceScalars* sc,
+                            double* candidates, double* deltas, double* trial_terms,
+                            cudaStream_t s) {
   lamm_candidates_kernel<<<1, kThreads, 0, s>>>(first_attempt, count, beta, beta0, g, k, sc,
                                                 candidates, deltas, trial_terms);
   check_launch("lamm_candidates_kernel");
@@ -1054,8 +1131,7 @@ void launch_lamm_candidates(int first_attempt, int count, const double* beta,
 
 void launch_lamm_quadratic(const double* J, const double* deltas, int count, int64_t P,
                            const DeviceScalars* sc, double* jdeltas, cudaStream_t s) {
-  lamm_quadratic_kernel<<<warp_rows_blocks(P), kThreads, 0, s>>>(J, deltas, count, P, sc,
-                                                                  jdeltas);
+  lamm_quadratic_kernel<<<warp_rows_blocks(P), kThreads, 0, s>>>(J, deltas, count, P, sc, jdeltas);
   check_launch("lamm_quadratic_kernel");
 }
 
@@ -1082,29 +1158,28 @@ void launch_commit(const double* J, const T* gram, const double* beta, const Bat
   commit_information_kernel<T><<<blocks, kThreads, 0, s>>>(
       J, gram, k.P, sc, info_out, host_state != nullptr ? host_state + k.P : nullptr, block_flags);
   check_launch("commit_information_kernel");
-  commit_coefficients_kernel<T><<<1, kThreads, 0, s>>>(beta, k, block_flags, blocks, sc,
-                                                        coef_out, host_state, host_status);
+  commit_coefficients_kernel<T>
+      <<<1, kThreads, 0, s>>>(beta, k, block_flags, blocks, sc, coef_out, host_state, host_status);
   check_launch("commit_coefficients_kernel");
 }
 
-#define RH_INSTANTIATE_STEP_KERNELS(T)                                                         \
-  template void launch_begin_update<T>(const double*, const unsigned long long*, int,          \
-                                       const BatchConstants&, const T*, const T*, double*,      \
-                                       double*, double*, DeviceScalars*, cudaStream_t);         \
-  template void launch_gradient<T>(const double*, const double*, const double*, const T*,     \
-                                   const double*, int64_t, const BatchConstants&,              \
-                                   const double*, int, bool, DeviceScalars*, double*, double*, \
-                                   RunWhen, cudaStream_t);                                     \
-  template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,    \
-                                           const DeviceScalars*, double*, cudaStream_t);       \
-  template void launch_commit<T>(const double*, const T*, const double*,                      \
-                                 const BatchConstants&, DeviceScalars*, T*, T*, T*, int*,      \
-                                 DeviceScalars*, cudaStream_t);                                \
-  template void launch_sum_gram_partials<T>(const T*, int, int64_t, T*, cudaStream_t);         \
-  template void launch_small_cholesky_solve<T>(const T*, const double*, const BatchConstants&,  \
-                                               DeviceScalars*, const double*, double*, double*, \
-                                               int, cudaStream_t);                              \
-  template void launch_check_cholesky<T>(const double*, const int*, const T*, const double*,   \
+#define RH_INSTANTIATE_STEP_KERNELS(T)                                                            \
+  template void launch_begin_update<T>(const double*, const unsigned long long*, int,             \
+                                       const BatchConstants&, const T*, const T*, double*,        \
+                                       double*, double*, DeviceScalars*, cudaStream_t);           \
+  template void launch_gradient<T>(const double*, const double*, const double*, const T*,         \
+                                   const double*, int64_t, const BatchConstants&, const double*,  \
+                                   int, bool, DeviceScalars*, double*, double*, RunWhen,          \
+                                   cudaStream_t);                                                 \
+  template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,        \
+                                           const DeviceScalars*, double*, cudaStream_t);          \
+  template void launch_commit<T>(const double*, const T*, const double*, const BatchConstants&,   \
+                                 DeviceScalars*, T*, T*, T*, int*, DeviceScalars*, cudaStream_t); \
+  template void launch_sum_gram_partials<T>(const T*, int, int64_t, T*, cudaStream_t);            \
+  template void launch_small_cholesky_solve<T>(const T*, const double*, const BatchConstants&,    \
+                                               DeviceScalars*, const double*, double*, double*,   \
+                                               int, cudaStream_t);                                \
+  template void launch_check_cholesky<T>(const double*, const int*, const T*, const double*,      \
                                          const BatchConstants&, DeviceScalars*, cudaStream_t);
 
 RH_INSTANTIATE_STEP_KERNELS(float)

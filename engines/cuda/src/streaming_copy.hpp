@@ -21,10 +21,10 @@ inline bool cpu_has_streaming_copy() {
 }
 
 // Callers check cpu_has_streaming_copy() first.
-__attribute__((target("avx2"))) inline void copy_streaming(char* dst, const char* src,
-                                                            size_t len) {
+__attribute__((target("avx2"))) inline void copy_streaming(char* dst, const char* src, size_t len) {
   size_t head = (32 - reinterpret_cast<uintptr_t>(dst) % 32) % 32;
-  if (head > len) head = len;
+  if (head > len)
+    head = len;
   std::memcpy(dst, src, head);
   size_t i = head;
   for (; i + 128 <= len; i += 128) {
@@ -41,8 +41,12 @@ __attribute__((target("avx2"))) inline void copy_streaming(char* dst, const char
   std::memcpy(dst + i, src + i, len - i);
 }
 #else
-inline bool cpu_has_streaming_copy() { return false; }
-inline void copy_streaming(char* dst, const char* src, size_t len) { std::memcpy(dst, src, len); }
+inline bool cpu_has_streaming_copy() {
+  return false;
+}
+inline void copy_streaming(char* dst, const char* src, size_t len) {
+  std::memcpy(dst, src, len);
+}
 #endif
 
 }  // namespace rh

@@ -12,27 +12,31 @@ namespace rh {
 
 InjectedFailure injected_failure_setting() {
   const char* value = std::getenv("RH_CUDA_TEST_INJECT_FAILURE");
-  if (value != nullptr && std::strcmp(value, "cusolver") == 0) return InjectedFailure::Cusolver;
+  if (value != nullptr && std::strcmp(value, "cusolver") == 0)
+    return InjectedFailure::Cusolver;
   return InjectedFailure::None;
 }
 
 int64_t forced_chunk_setting() {
   const char* value = std::getenv("RH_CUDA_TEST_CHUNK");
-  if (value == nullptr) return 0;
+  if (value == nullptr)
+    return 0;
   const long long parsed = std::strtoll(value, nullptr, 10);
   return parsed > 0 ? parsed : 0;
 }
 
 int64_t small_dense_limit_setting(int64_t device_limit) {
   const char* value = std::getenv("RH_CUDA_TEST_SMALL_DENSE_MAX");
-  if (value == nullptr || value[0] == '\0') return device_limit;
+  if (value == nullptr || value[0] == '\0')
+    return device_limit;
   const long long parsed = std::strtoll(value, nullptr, 10);
   return parsed < 0 ? device_limit : std::min<int64_t>(parsed, device_limit);
 }
 
 int small_dense_threads_setting() {
   const char* value = std::getenv("RH_CUDA_TEST_SMALL_DENSE_THREADS");
-  if (value == nullptr || value[0] == '\0') return 0;
+  if (value == nullptr || value[0] == '\0')
+    return 0;
   const long parsed = std::strtol(value, nullptr, 10);
   return parsed >= 32 && parsed <= 1024 && parsed % 32 == 0 ? static_cast<int>(parsed) : 0;
 }
@@ -42,7 +46,8 @@ StagingMode staging_mode_setting() {
   if (mode == nullptr || mode[0] == '\0' || std::strcmp(mode, "pinned") == 0) {
     return StagingMode::Pinned;
   }
-  if (std::strcmp(mode, "plain") == 0) return StagingMode::Plain;
+  if (std::strcmp(mode, "plain") == 0)
+    return StagingMode::Plain;
   fail(RH_CUDA_INVALID_ARGUMENT,
        "environment variable RH_CUDA_STAGING is '%.64s': expected 'pinned' (the default) or "
        "'plain'",
@@ -51,7 +56,8 @@ StagingMode staging_mode_setting() {
 
 int staging_threads_setting(int fallback, int max_setting) {
   const char* asked = std::getenv("RH_CUDA_STAGING_THREADS");
-  if (asked == nullptr || asked[0] == '\0') return fallback;
+  if (asked == nullptr || asked[0] == '\0')
+    return fallback;
   char* end = nullptr;
   const long n = std::strtol(asked, &end, 10);
   if (end == asked || *end != '\0' || n < 1 || n > max_setting) {
@@ -78,33 +84,52 @@ void fault_injection_call_begin() {
   const long long k = setting != nullptr ? std::strtoll(setting, nullptr, 10) : 0;
   fault_sites_left = k > 0 ? k : 0;
   const char* kind = std::getenv("RH_CUDA_TEST_FAIL_KIND");
-  fault_kind = kind != nullptr && std::strcmp(kind, "error") == 0 ? FaultKind::Error
-                                                                  : FaultKind::Allocation;
+  fault_kind =
+      kind != nullptr && std::strcmp(kind, "error") == 0 ? FaultKind::Error : FaultKind::Allocation;
 }
 
 bool fault_injected_here() {
-  if (fault_sites_left == 0) return false;
+  if (fault_sites_left == 0)
+    return false;
   return --fault_sites_left == 0;
 }
 
-FaultKind fault_injection_kind() { return fault_kind; }
+FaultKind fault_injection_kind() {
+  return fault_kind;
+}
 
 #else
 
 void fault_injection_call_begin() {}
-bool fault_injected_here() { return false; }
-FaultKind fault_injection_kind() { return FaultKind::Allocation; }
+bool fault_injected_here() {
+  return false;
+}
+FaultKind fault_injection_kind() {
+  return FaultKind::Allocation;
+}
 
 #endif
 
 #if !defined(RH_CUDA_TESTING)
 
-InjectedFailure injected_failure_setting() { return InjectedFailure::None; }
-int64_t forced_chunk_setting() { return 0; }
-int64_t small_dense_limit_setting(int64_t device_limit) { return device_limit; }
-int small_dense_threads_setting() { return 0; }
-StagingMode staging_mode_setting() { return StagingMode::Pinned; }
-int staging_threads_setting(int fallback, int) { return fallback; }
+InjectedFailure injected_failure_setting() {
+  return InjectedFailure::None;
+}
+int64_t forced_chunk_setting() {
+  return 0;
+}
+int64_t small_dense_limit_setting(int64_t device_limit) {
+  return device_limit;
+}
+int small_dense_threads_setting() {
+  return 0;
+}
+StagingMode staging_mode_setting() {
+  return StagingMode::Pinned;
+}
+int staging_threads_setting(int fallback, int) {
+  return fallback;
+}
 
 #endif
 

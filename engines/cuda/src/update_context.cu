@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "engine_error.hpp"
-#include "rh_algorithm.h"
 #include "kernels.hpp"
 #include "meat.hpp"
 #include "memory_access.hpp"
+#include "rh_algorithm.h"
 
 namespace rh {
 
@@ -23,18 +23,15 @@ namespace {
 
 void gemv_transposed(cublasHandle_t h, const RowView<float>& rows, const float* u, float* out) {
   const float one = 1.0f, zero = 0.0f;
-  check_cublas(cublasSgemv(h, CUBLAS_OP_N, static_cast<int>(rows.ncols_x),
-                           static_cast<int>(rows.n), &one, rows.x, static_cast<int>(rows.ldx), u,
-                           1, &zero, out, 1),
+  check_cublas(cublasSgemv(h, CUBLAS_OP_N, static_cast<int>(rows.ncols_x), static_cast<int>(rows.n),
+                           &one, rows.x, static_cast<int>(rows.ldx), u, 1, &zero, out, 1),
                "cublasSgemv (X'u)");
 }
 
-void gemv_transposed(cublasHandle_t h, const RowView<double>& rows, const double* u,
-                     double* out) {
+void gemv_transposed(cublasHandle_t h, const RowView<double>& rows, const double* u, double* out) {
   const double one = 1.0, zero = 0.0;
-  check_cublas(cublasDgemv(h, CUBLAS_OP_N, static_cast<int>(rows.ncols_x),
-                           static_cast<int>(rows.n), &one, rows.x, static_cast<int>(rows.ldx), u,
-                           1, &zero, out, 1),
+  check_cublas(cublasDgemv(h, CUBLAS_OP_N, static_cast<int>(rows.ncols_x), static_cast<int>(rows.n),
+                           &one, rows.x, static_cast<int>(rows.ldx), u, 1, &zero, out, 1),
                "cublasDgemv (X'u)");
 }
 
@@ -47,15 +44,15 @@ void gemv_transposed(cublasHandle_t h, const RowView<double>& rows, const double
 cublasStatus_t gemm_chunks(cublasHandle_t h, int p, int rows, const float* a, long long stride_a,
                            float* c, long long stride_c, int chunks) {
   const float one = 1.0f, zero = 0.0f;
-  return cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, p, p, rows, &one, a, p, stride_a,
-                                   a, p, stride_a, &zero, c, p, stride_c, chunks);
+  return cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, p, p, rows, &one, a, p, stride_a, a,
+                                   p, stride_a, &zero, c, p, stride_c, chunks);
 }
 
-cublasStatus_t gemm_chunks(cublasHandle_t h, int p, int rows, const double* a,
-                           long long stride_a, double* c, long long stride_c, int chunks) {
+cublasStatus_t gemm_chunks(cublasHandle_t h, int p, int rows, const double* a, long long stride_a,
+                           double* c, long long stride_c, int chunks) {
   const double one = 1.0, zero = 0.0;
-  return cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, p, p, rows, &one, a, p, stride_a,
-                                   a, p, stride_a, &zero, c, p, stride_c, chunks);
+  return cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, p, p, rows, &one, a, p, stride_a, a,
+                                   p, stride_a, &zero, c, p, stride_c, chunks);
 }
 
 template <class T>
@@ -65,7 +62,8 @@ void gram_upper(Engine& e, int64_t P, int64_t n, const T* scaled, T* out) {
   check_cublas(gemm_chunks(e.blas, static_cast<int>(P), static_cast<int>(split.rows), scaled,
                            split.rows * P, target, P * P, split.chunks),
                "cublasGemmStridedBatched (Gram)");
-  if (split.chunks > 1) launch_sum_gram_partials<T>(target, split.chunks, P, out, e.stream);
+  if (split.chunks > 1)
+    launch_sum_gram_partials<T>(target, split.chunks, P, out, e.stream);
 }
 
 }  // namespace
@@ -83,12 +81,14 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu) {
   T* scaled = with_gram ? e.ws.scaled_rows.as<T>() : nullptr;
   double* xtu_partials = with_xtu && row_pass_xtu() ? e.ws.xtu_partials.as<double>() : nullptr;
   launch_row_pass<T>(rows, beta(), k.tau, device_scalars(), e.ws.residual.as<double>(),
-                     e.ws.score.as<T>(), scaled, e.ws.row_partials.as<double>(), xtu_partials,
-                     when, e.stream);
+                     e.ws.score.as<T>(), scaled, e.ws.row_partials.as<double>(), xtu_partials, when,
+                     e.stream);
   // cuBLAS cannot skip: queued past the end of a solve it recomputes X'u from unchanged scores,
   // bit for bit the same (and the Gram below from unchanged scaled rows).
-  if (with_xtu && !row_pass_xtu()) gemv_transposed(e.blas, rows, e.ws.score.as<T>(), xtu());
-  if (with_gram) gram_upper<T>(e, rows.P, rows.n, scaled, gram());
+  if (with_xtu && !row_pass_xtu())
+    gemv_transposed(e.blas, rows, e.ws.score.as<T>(), xtu());
+  if (with_gram)
+    gram_upper<T>(e, rows.P, rows.n, scaled, gram());
 }
 
 template <class T>
@@ -127,7 +127,8 @@ void UpdateContext<T>::enqueue_readback() {
 template <class T>
 void UpdateContext<T>::wait_for_status() {
   e.synchronize();
-  if (data_checked) return;
+  if (data_checked)
+    return;
   data_checked = true;
   const DeviceScalars& s = status();
   // The kernels record where the first bad value is; the value itself (for its kind in the
@@ -140,8 +141,7 @@ void UpdateContext<T>::wait_for_status() {
   }
   if (s.first_bad_y != kNoIndex) {
     const auto at = static_cast<int64_t>(s.first_bad_y);
-    refuse_value(batch_name, "y", at, -1, device_element(rows.y, at, sizeof(T)),
-                 RH_VALUE_FINITE);
+    refuse_value(batch_name, "y", at, -1, device_element(rows.y, at, sizeof(T)), RH_VALUE_FINITE);
   }
   if (s.first_bad_w != kNoIndex) {
     const auto at = static_cast<int64_t>(s.first_bad_w);

@@ -14,7 +14,9 @@ namespace rh {
 struct GramSplit {
   int chunks;
   int64_t rows;
-  int64_t padded_rows() const { return chunks * rows; }
+  int64_t padded_rows() const {
+    return chunks * rows;
+  }
 };
 GramSplit gram_split(int64_t n_rows, int64_t P);
 
@@ -38,21 +40,45 @@ struct UpdateContext {
   // of the solve; the batch fixes it).
   bool lamm_bound_ready = false;
 
-  DeviceScalars* device_scalars() const { return e.ws.scalars.as<DeviceScalars>(); }
-  const DeviceScalars& status() const { return *e.ws.host_scalars.as<DeviceScalars>(); }
-  double* beta() const { return e.ws.beta.as<double>(); }
-  double* beta0() const { return e.ws.beta0.as<double>(); }
-  double* grad() const { return e.ws.grad.as<double>(); }
-  double* jdelta() const { return e.ws.jdelta.as<double>(); }
-  double* information64() const { return e.ws.information64.as<double>(); }
-  T* gram() const { return e.ws.gram.as<T>(); }
-  T* majoriser_gram() const { return e.ws.majoriser_gram.as<T>(); }
-  T* xtu() const { return e.ws.xtu.as<T>(); }
+  DeviceScalars* device_scalars() const {
+    return e.ws.scalars.as<DeviceScalars>();
+  }
+  const DeviceScalars& status() const {
+    return *e.ws.host_scalars.as<DeviceScalars>();
+  }
+  double* beta() const {
+    return e.ws.beta.as<double>();
+  }
+  double* beta0() const {
+    return e.ws.beta0.as<double>();
+  }
+  double* grad() const {
+    return e.ws.grad.as<double>();
+  }
+  double* jdelta() const {
+    return e.ws.jdelta.as<double>();
+  }
+  double* information64() const {
+    return e.ws.information64.as<double>();
+  }
+  T* gram() const {
+    return e.ws.gram.as<T>();
+  }
+  T* majoriser_gram() const {
+    return e.ws.majoriser_gram.as<T>();
+  }
+  T* xtu() const {
+    return e.ws.xtu.as<T>();
+  }
 
   // The Newton system is small enough for the one-block Cholesky (launch_small_cholesky_solve).
-  bool small_dense() const { return k.P <= e.small_dense_max; }
+  bool small_dense() const {
+    return k.P <= e.small_dense_max;
+  }
   // The row pass forms X'u itself (narrow rows) instead of cuBLAS's gemv over the scores.
-  bool row_pass_xtu() const { return rows.ncols_x <= kWideRowColumns; }
+  bool row_pass_xtu() const {
+    return rows.ncols_x <= kWideRowColumns;
+  }
 
   // Residual, score and the objective partials at the current beta, then (with_xtu) X'u;
   // with_gram also forms X' diag(w c) X at this beta (the Newton Hessian, and the information

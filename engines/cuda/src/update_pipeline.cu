@@ -32,8 +32,12 @@ void reserve_rows(GrowingBuffer& buffer, int64_t count, size_t elem, const char*
 template <class T>
 RowView<T> place_batch(Engine& e, const RhCudaHostBatch& b, BatchLocation location) {
   const int64_t cells = b.n_rows * b.n_columns;  // overflow-checked by rh_validate_batch
-  RowView<T> rows{static_cast<const T*>(b.x_design), static_cast<const T*>(b.y),
-                  static_cast<const T*>(b.sample_weight), b.n_rows, b.n_columns, b.n_columns,
+  RowView<T> rows{static_cast<const T*>(b.x_design),
+                  static_cast<const T*>(b.y),
+                  static_cast<const T*>(b.sample_weight),
+                  b.n_rows,
+                  b.n_columns,
+                  b.n_columns,
                   e.P};
   double* weight_partials = e.ws.row_partials.as<double>();
   unsigned long long* bad_partials = e.ws.bad_partials.as<unsigned long long>();
@@ -44,14 +48,16 @@ RowView<T> place_batch(Engine& e, const RhCudaHostBatch& b, BatchLocation locati
   }
   reserve_rows(e.ws.x_stage, cells, sizeof(T), "staged design");
   reserve_rows(e.ws.y_stage, b.n_rows, sizeof(T), "staged targets");
-  if (b.sample_weight != nullptr) reserve_rows(e.ws.w_stage, b.n_rows, sizeof(T), "staged weights");
+  if (b.sample_weight != nullptr)
+    reserve_rows(e.ws.w_stage, b.n_rows, sizeof(T), "staged weights");
   RowView<T> staged = rows;
   staged.x = e.ws.x_stage.as<T>();
   staged.y = e.ws.y_stage.as<T>();
   staged.w = b.sample_weight != nullptr ? e.ws.w_stage.as<T>() : nullptr;
   const int64_t tile_rows = validation_tile_rows(rows.n, rows.ncols_x);
-  const HostRows from{b.x_design, b.y, b.sample_weight,
-                      static_cast<size_t>(b.n_columns) * sizeof(T), sizeof(T), b.n_rows};
+  const HostRows from{b.x_design,      b.y,
+                      b.sample_weight, static_cast<size_t>(b.n_columns) * sizeof(T),
+                      sizeof(T),       b.n_rows};
   const DeviceRows to{e.ws.x_stage.data(), e.ws.y_stage.data(),
                       b.sample_weight != nullptr ? e.ws.w_stage.data() : nullptr};
   stage_rows_to_device(e, from, to, tile_rows, [&](int64_t first, int64_t end) {
@@ -94,18 +100,19 @@ struct ChunkSizes {
 
 // Iterations to queue before the first synchronisation of an update: as many as the engine's
 // previous update needed (the batches of one stream tend to need alike), capped where a wasted
-// iteration is dear: cuSOLVER (Newton above Engine::small_dense_max) cannot skip its factorisation, nor
-// cuBLAS its Gram, so there the first chunk is at most 2, and 1 once the Gram alone (2 n P^2
+// iteration is dear: cuSOLVER (Newton above Engine::small_dense_max) cannot skip its factorisation,
+// nor cuBLAS its Gram, so there the first chunk is at most 2, and 1 once the Gram alone (2 n P^2
 // flops) outweighs a synchronisation many times over (above kHeavyGramFlops, about 50 us on an
 // H200). Later chunks: a few LAMM iterations (launches that return at once are cheap), Newton
 // one or two.
 constexpr double kHeavyGramFlops = 2e9;
 
 ChunkSizes chunk_sizes(const Engine& e, bool l1, int64_t n_rows) {
-  if (e.forced_chunk > 0) return {e.forced_chunk, e.forced_chunk};
+  if (e.forced_chunk > 0)
+    return {e.forced_chunk, e.forced_chunk};
   const bool cusolver = !l1 && e.P > e.small_dense_max;
-  const double gram_flops = 2.0 * static_cast<double>(n_rows) * static_cast<double>(e.P) *
-                            static_cast<double>(e.P);
+  const double gram_flops =
+      2.0 * static_cast<double>(n_rows) * static_cast<double>(e.P) * static_cast<double>(e.P);
   const int64_t cap = cusolver ? (gram_flops > kHeavyGramFlops ? 1 : 2) : 8;
   const int64_t hint = e.chunk_hint > 0 ? e.chunk_hint : (cusolver ? 2 : 4);
   return {std::min(hint, cap), l1 ? 4 : (cusolver ? 1 : 2)};
@@ -166,7 +173,8 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
   e.chunk_hint = s.iterations;
   // K only follows unpenalised streams: after L1 selection the intervals are not valid.
   const bool with_meat = e.committed.meat_available && !ctx.k.l1;
-  if (with_meat) accumulate_meat<T>(e, ctx.rows, ctx.beta(), c.tau);
+  if (with_meat)
+    accumulate_meat<T>(e, ctx.rows, ctx.beta(), c.tau);
   const bool export_meat = out != nullptr && rh_state_out_has_meat(out) && out->meat != nullptr;
   if (with_meat && export_meat) {
     check_cuda(cudaMemcpyAsync(out->meat, e.scratch.meat.data(), P * P * sizeof(double),
@@ -175,7 +183,8 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
     e.synchronize();
   }
 
-  if (with_meat) e.committed.meat.swap(e.scratch.meat);
+  if (with_meat)
+    e.committed.meat.swap(e.scratch.meat);
   e.committed.meat_available = with_meat;
   e.committed.coefficients.swap(e.scratch.coefficients);
   e.committed.information.swap(e.scratch.information);
@@ -221,7 +230,8 @@ void run_update(Engine& e, const RhCudaHostBatch* batch, BatchLocation location,
           scratch);
   require(rh_check_header(diagnostics, "RhCudaDiagnostics", sizeof(RhCudaDiagnostics), &scratch),
           scratch);
-  if (state != nullptr) require(rh_validate_state_out(state, &scratch), scratch);
+  if (state != nullptr)
+    require(rh_validate_state_out(state, &scratch), scratch);
   if (batch->n_rows > 2147483647) {
     fail(RH_CUDA_INVALID_ARGUMENT,
          "%s.n_rows %lld exceeds the CUDA engine's per-batch limit of 2147483647 rows", name,

@@ -44,8 +44,10 @@ class DeviceArray {
  public:
   DeviceArray(const std::vector<double>& values, size_t elem, size_t offset = 0) {
     const size_t bytes = values.size() * elem;
-    if (bytes == 0 && offset == 0) return;
-    if (cudaMalloc(&base_, bytes + offset) != cudaSuccess) std::exit(3);
+    if (bytes == 0 && offset == 0)
+      return;
+    if (cudaMalloc(&base_, bytes + offset) != cudaSuccess)
+      std::exit(3);
     std::vector<unsigned char> host(bytes);
     for (size_t i = 0; i < values.size(); ++i) {
       if (elem == 4) {
@@ -61,10 +63,14 @@ class DeviceArray {
     }
     bytes_ = bytes;
   }
-  ~DeviceArray() { cudaFree(base_); }
+  ~DeviceArray() {
+    cudaFree(base_);
+  }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
-  void* get() const { return ptr_; }
+  void* get() const {
+    return ptr_;
+  }
   std::vector<unsigned char> read() const {
     std::vector<unsigned char> out(bytes_);
     if (bytes_ > 0 && cudaMemcpy(out.data(), ptr_, bytes_, cudaMemcpyDeviceToHost) != cudaSuccess) {
@@ -117,9 +123,12 @@ double special(rhtest::Rng& rng) {
   return values[static_cast<int>(rng.uniform() * 3) % 3];
 }
 
-bool chance(rhtest::Rng& rng, double p) { return rng.uniform() < p; }
+bool chance(rhtest::Rng& rng, double p) {
+  return rng.uniform() < p;
+}
 int64_t range(rhtest::Rng& rng, int64_t lo, int64_t hi) {
-  return lo + static_cast<int64_t>(rng.uniform() * static_cast<double>(hi - lo + 1)) % (hi - lo + 1);
+  return lo +
+         static_cast<int64_t>(rng.uniform() * static_cast<double>(hi - lo + 1)) % (hi - lo + 1);
 }
 
 struct World {
@@ -131,8 +140,10 @@ struct World {
 };
 
 void new_world(World& w, rhtest::Rng& rng) {
-  if (w.engine != nullptr) rh_cuda_engine_destroy(w.engine);
-  if (w.twin != nullptr) rh_cuda_engine_destroy(w.twin);
+  if (w.engine != nullptr)
+    rh_cuda_engine_destroy(w.engine);
+  if (w.twin != nullptr)
+    rh_cuda_engine_destroy(w.twin);
   w.dtype = chance(rng, 0.5) ? RH_CUDA_DTYPE_FLOAT32 : RH_CUDA_DTYPE_FLOAT64;
   w.elem = w.dtype == RH_CUDA_DTYPE_FLOAT32 ? 4 : 8;
   w.p = range(rng, 1, 5);
@@ -160,9 +171,9 @@ void check_failure(const World& w, RhCudaStatus status, const State& before, con
 
 void check_outcome(const World& w, RhCudaStatus status, bool valid, bool extreme, const char* fn) {
   char detail[640];
-  const bool allowed = valid ? (status == RH_CUDA_SUCCESS ||
-                                (extreme && status == RH_CUDA_NUMERICAL_ERROR))
-                             : status == RH_CUDA_INVALID_ARGUMENT;
+  const bool allowed =
+      valid ? (status == RH_CUDA_SUCCESS || (extreme && status == RH_CUDA_NUMERICAL_ERROR))
+            : status == RH_CUDA_INVALID_ARGUMENT;
   if (!allowed) {
     std::snprintf(detail, sizeof detail, "%s returned %d for a %s call: %s", fn,
                   static_cast<int>(status), valid ? "valid" : "rule-breaking",
@@ -175,20 +186,24 @@ void fuzz_update(World& w, rhtest::Rng& rng) {
   const int64_t n = range(rng, 1, 40);
   const int64_t cols = chance(rng, 0.5) ? w.P : w.p;
   std::vector<double> x(static_cast<size_t>(n * cols)), y(static_cast<size_t>(n)), wt;
-  for (double& v : x) v = rng.normal();
-  for (double& v : y) v = rng.normal() * 2.0;
+  for (double& v : x)
+    v = rng.normal();
+  for (double& v : y)
+    v = rng.normal() * 2.0;
   const bool weighted = chance(rng, 0.4);
   double declared = static_cast<double>(n);
   if (weighted) {
     wt.resize(static_cast<size_t>(n));
     declared = 0.0;
     for (double& v : wt) {
-      v = w.dtype == RH_CUDA_DTYPE_FLOAT32 ? static_cast<double>(static_cast<float>(0.5 + rng.uniform()))
-                                           : 0.5 + rng.uniform();
+      v = w.dtype == RH_CUDA_DTYPE_FLOAT32
+              ? static_cast<double>(static_cast<float>(0.5 + rng.uniform()))
+              : 0.5 + rng.uniform();
       declared += v;
     }
   }
-  RhCudaUpdateConfig c = rhtest::config(w.p, chance(rng, 0.5) ? RH_CUDA_PENALTY_NONE : RH_CUDA_PENALTY_L1);
+  RhCudaUpdateConfig c =
+      rhtest::config(w.p, chance(rng, 0.5) ? RH_CUDA_PENALTY_NONE : RH_CUDA_PENALTY_L1);
   c.max_iter = 50;
   c.tolerance = 1e-8;
   bool valid = true;
@@ -198,10 +213,18 @@ void fuzz_update(World& w, rhtest::Rng& rng) {
   if (chance(rng, 0.5)) {
     valid = false;
     switch (range(rng, 0, 11)) {
-      case 0: null_x = true; break;
-      case 1: null_y = true; break;
-      case 2: offset_x = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1)); break;
-      case 3: offset_y = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1)); break;
+      case 0:
+        null_x = true;
+        break;
+      case 1:
+        null_y = true;
+        break;
+      case 2:
+        offset_x = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
+        break;
+      case 3:
+        offset_y = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
+        break;
       case 4:
         if (weighted) {
           offset_w = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
@@ -209,8 +232,12 @@ void fuzz_update(World& w, rhtest::Rng& rng) {
           declared += 1.0;  // without weights batch_weight must be n_rows exactly
         }
         break;
-      case 5: x[static_cast<size_t>(range(rng, 0, n * cols - 1))] = special(rng); break;
-      case 6: y[static_cast<size_t>(range(rng, 0, n - 1))] = special(rng); break;
+      case 5:
+        x[static_cast<size_t>(range(rng, 0, n * cols - 1))] = special(rng);
+        break;
+      case 6:
+        y[static_cast<size_t>(range(rng, 0, n - 1))] = special(rng);
+        break;
       case 7:
         if (weighted) {
           wt[static_cast<size_t>(range(rng, 0, n - 1))] = chance(rng, 0.5) ? special(rng) : -1.0;
@@ -218,10 +245,18 @@ void fuzz_update(World& w, rhtest::Rng& rng) {
           declared = 0.0;
         }
         break;
-      case 8: declared_rows = chance(rng, 0.5) ? 0 : -n; break;
-      case 9: declared_cols = w.P + 1; break;
-      case 10: c.bandwidth_scale = 1e-320; break;  // h subnormal at any N >= 1
-      default: declared *= weighted ? 1.01 : 2.0; break;
+      case 8:
+        declared_rows = chance(rng, 0.5) ? 0 : -n;
+        break;
+      case 9:
+        declared_cols = w.P + 1;
+        break;
+      case 10:
+        c.bandwidth_scale = 1e-320;
+        break;  // h subnormal at any N >= 1
+      default:
+        declared *= weighted ? 1.01 : 2.0;
+        break;
     }
   }
   // arrays of exactly the declared size (when the declared shape is the real one)
@@ -265,31 +300,42 @@ void fuzz_predict(World& w, rhtest::Rng& rng) {
   const int64_t n = range(rng, 1, 40);
   const int64_t cols = chance(rng, 0.5) ? w.P : w.p;
   std::vector<double> x(static_cast<size_t>(n * cols)), canary(static_cast<size_t>(n), 7.25);
-  for (double& v : x) v = rng.normal();
+  for (double& v : x)
+    v = rng.normal();
   bool valid = true, null_x = false, null_out = false;
   size_t offset_x = 0, offset_out = 0;
   if (chance(rng, 0.5)) {
     valid = false;
     switch (range(rng, 0, 4)) {
-      case 0: null_x = true; break;
-      case 1: null_out = true; break;
-      case 2: offset_x = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1)); break;
-      case 3: offset_out = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1)); break;
-      default: x[static_cast<size_t>(range(rng, 0, n * cols - 1))] = special(rng); break;
+      case 0:
+        null_x = true;
+        break;
+      case 1:
+        null_out = true;
+        break;
+      case 2:
+        offset_x = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
+        break;
+      case 3:
+        offset_out = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
+        break;
+      default:
+        x[static_cast<size_t>(range(rng, 0, n * cols - 1))] = special(rng);
+        break;
     }
   }
   DeviceArray dx(x, w.elem, offset_x), dout(canary, w.elem, offset_out);
   const std::vector<unsigned char> out_before = dout.read();
-  RhCudaPrediction q = rhtest::prediction(null_x ? nullptr : dx.get(),
-                                          null_out ? nullptr : dout.get(), n, w.p,
-                                          RH_CUDA_MEMORY_DEVICE);
+  RhCudaPrediction q = rhtest::prediction(
+      null_x ? nullptr : dx.get(), null_out ? nullptr : dout.get(), n, w.p, RH_CUDA_MEMORY_DEVICE);
   q.n_columns = cols;
   const State before = copy_state(w.engine, w.P);
   const RhCudaStatus status = rh_cuda_engine_predict(w.engine, &q);
   check_outcome(w, status, valid, false, "predict (device)");
   if (status != RH_CUDA_SUCCESS) {
     check_failure(w, status, before, "predict (device)");
-    if (dout.read() != out_before) finding("a refused prediction wrote its output", "device");
+    if (dout.read() != out_before)
+      finding("a refused prediction wrote its output", "device");
   }
 }
 
@@ -314,7 +360,8 @@ int main(int argc, char** argv) {
   new_world(w, rng);
   const double start = rhtest::now_us();
   for (call_index = 0; call_index < opt.calls; ++call_index) {
-    if (chance(rng, 0.02)) new_world(w, rng);
+    if (chance(rng, 0.02))
+      new_world(w, rng);
     if (chance(rng, 0.6)) {
       fuzz_update(w, rng);
     } else {

@@ -100,7 +100,9 @@ struct Data {
   void* device_x[2] = {nullptr, nullptr};
   void* device_y[2] = {nullptr, nullptr};
   void* device_out[2] = {nullptr, nullptr};
-  static int slot(int32_t dtype) { return dtype == RH_CUDA_DTYPE_FLOAT32 ? 0 : 1; }
+  static int slot(int32_t dtype) {
+    return dtype == RH_CUDA_DTYPE_FLOAT32 ? 0 : 1;
+  }
   const void* x(int32_t dtype) const {
     return dtype == RH_CUDA_DTYPE_FLOAT32 ? static_cast<const void*>(b32.x.data())
                                           : static_cast<const void*>(b64.x.data());
@@ -115,7 +117,8 @@ struct Data {
       const int s = slot(dtype);
       const size_t xb = static_cast<size_t>(kRows * kFeatures) * elem;
       const size_t yb = static_cast<size_t>(kRows) * elem;
-      if (cudaMalloc(&device_x[s], xb) != cudaSuccess || cudaMalloc(&device_y[s], yb) != cudaSuccess ||
+      if (cudaMalloc(&device_x[s], xb) != cudaSuccess ||
+          cudaMalloc(&device_y[s], yb) != cudaSuccess ||
           cudaMalloc(&device_out[s], yb) != cudaSuccess ||
           cudaMemcpy(device_x[s], x(dtype), xb, cudaMemcpyHostToDevice) != cudaSuccess ||
           cudaMemcpy(device_y[s], y(dtype), yb, cudaMemcpyHostToDevice) != cudaSuccess) {
@@ -157,17 +160,25 @@ RhCudaStatus host_update(Fixture& f, int64_t rows, int32_t penalty, RhCudaHostSt
 // An update of a set-up: its diagnostics are not part of the operation's Outcome.
 void setup_update(Fixture& f, int64_t rows) {
   RhCudaDiagnostics ignored;
-  RH_CHECK_STATUS(host_update(f, rows, RH_CUDA_PENALTY_NONE, nullptr, &ignored),
-                  RH_CUDA_SUCCESS);
+  RH_CHECK_STATUS(host_update(f, rows, RH_CUDA_PENALTY_NONE, nullptr, &ignored), RH_CUDA_SUCCESS);
 }
 
 // ----------------------------------------------------------------- set-ups (never injected)
-void fresh_f64(Fixture& f) { f.dtype = RH_CUDA_DTYPE_FLOAT64; f.engine = new_engine(f.dtype); }
-void fresh_f32(Fixture& f) { f.dtype = RH_CUDA_DTYPE_FLOAT32; f.engine = new_engine(f.dtype); }
-void no_engine_f64(Fixture& f) { f.dtype = RH_CUDA_DTYPE_FLOAT64; }
+void fresh_f64(Fixture& f) {
+  f.dtype = RH_CUDA_DTYPE_FLOAT64;
+  f.engine = new_engine(f.dtype);
+}
+void fresh_f32(Fixture& f) {
+  f.dtype = RH_CUDA_DTYPE_FLOAT32;
+  f.engine = new_engine(f.dtype);
+}
+void no_engine_f64(Fixture& f) {
+  f.dtype = RH_CUDA_DTYPE_FLOAT64;
+}
 void no_engine_pool_drained(Fixture& f) {
   f.dtype = RH_CUDA_DTYPE_FLOAT32;
-  for (RhCudaEngine*& d : f.drainers) d = new_engine(RH_CUDA_DTYPE_FLOAT64);
+  for (RhCudaEngine*& d : f.drainers)
+    d = new_engine(RH_CUDA_DTYPE_FLOAT64);
 }
 void small_batch_f64(Fixture& f) {
   fresh_f64(f);
@@ -191,16 +202,20 @@ void full_batch_f32(Fixture& f) {
 RhCudaStatus op_create(Fixture& f) {
   RhCudaEngineOptions o = rhtest::options(f.dtype, kParams);
   const RhCudaStatus status = rh_cuda_engine_create(&o, &f.engine);
-  if (status != RH_CUDA_SUCCESS) RH_CHECK(f.engine == nullptr);
+  if (status != RH_CUDA_SUCCESS)
+    RH_CHECK(f.engine == nullptr);
   return status;
 }
 RhCudaStatus op_restore(Fixture& f) {
   double coefficients[kParams] = {0.5, -1.25, 2.0, 0.125};
   double information[kParams * kParams];
-  for (int k = 0; k < kParams * kParams; ++k) information[k] = k % (kParams + 1) == 0 ? 3.0 : 0.25;
+  for (int k = 0; k < kParams * kParams; ++k)
+    information[k] = k % (kParams + 1) == 0 ? 3.0 : 0.25;
   float coefficients32[kParams], information32[kParams * kParams];
-  for (int k = 0; k < kParams; ++k) coefficients32[k] = static_cast<float>(coefficients[k]);
-  for (int k = 0; k < kParams * kParams; ++k) information32[k] = static_cast<float>(information[k]);
+  for (int k = 0; k < kParams; ++k)
+    coefficients32[k] = static_cast<float>(coefficients[k]);
+  for (int k = 0; k < kParams * kParams; ++k)
+    information32[k] = static_cast<float>(information[k]);
   const bool f32 = f.dtype == RH_CUDA_DTYPE_FLOAT32;
   RhCudaHostStateView v{};
   v.abi_version = RH_CUDA_ABI_VERSION;
@@ -265,7 +280,8 @@ size_t prediction_bytes(const Fixture& f) {
 bool canary_intact(const Fixture& f) {
   const auto* bytes = reinterpret_cast<const unsigned char*>(f.out.predictions);
   for (size_t i = 0; i < sizeof f.out.predictions; ++i) {
-    if (bytes[i] != kCanary) return false;
+    if (bytes[i] != kCanary)
+      return false;
   }
   return true;
 }
@@ -274,7 +290,8 @@ RhCudaStatus op_predict_host(Fixture& f) {
   std::memset(f.out.predictions, kCanary, sizeof f.out.predictions);
   RhCudaPrediction q = rhtest::prediction(data->x(f.dtype), f.out.predictions, kRows, kFeatures);
   const RhCudaStatus status = rh_cuda_engine_predict(f.engine, &q);
-  if (status != RH_CUDA_SUCCESS && !canary_intact(f)) f.output_changed = true;
+  if (status != RH_CUDA_SUCCESS && !canary_intact(f))
+    f.output_changed = true;
   return status;
 }
 RhCudaStatus op_predict_device(Fixture& f) {
@@ -286,15 +303,16 @@ RhCudaStatus op_predict_device(Fixture& f) {
     std::fprintf(stderr, "copying the canary to the device output failed\n");
     ++failures();
   }
-  RhCudaPrediction q = rhtest::prediction(data->device_x[s], data->device_out[s], kRows,
-                                          kFeatures, RH_CUDA_MEMORY_DEVICE);
+  RhCudaPrediction q = rhtest::prediction(data->device_x[s], data->device_out[s], kRows, kFeatures,
+                                          RH_CUDA_MEMORY_DEVICE);
   const RhCudaStatus status = rh_cuda_engine_predict(f.engine, &q);
   if (cudaMemcpy(f.out.predictions, data->device_out[s], bytes, cudaMemcpyDeviceToHost) !=
       cudaSuccess) {
     std::fprintf(stderr, "copying the device output back failed\n");
     ++failures();
   }
-  if (status != RH_CUDA_SUCCESS && !canary_intact(f)) f.output_changed = true;
+  if (status != RH_CUDA_SUCCESS && !canary_intact(f))
+    f.output_changed = true;
   return status;
 }
 
@@ -310,7 +328,8 @@ void set_injection(long long k, const char* kind) {
 }
 
 void finish_outcome(Fixture& f) {
-  if (f.engine != nullptr) f.out.state = snapshot(f.engine);
+  if (f.engine != nullptr)
+    f.out.state = snapshot(f.engine);
 }
 
 void teardown(Fixture& f) {
@@ -323,7 +342,8 @@ void teardown(Fixture& f) {
 }
 
 bool expected_status(RhCudaStatus status, const char* kind) {
-  if (std::strcmp(kind, "allocation") == 0) return status == RH_CUDA_ALLOCATION_FAILED;
+  if (std::strcmp(kind, "allocation") == 0)
+    return status == RH_CUDA_ALLOCATION_FAILED;
   // An error injected into a device allocation is that allocation failing, whatever its code.
   return status == RH_CUDA_CUDA_ERROR || status == RH_CUDA_CUBLAS_ERROR ||
          status == RH_CUDA_CUSOLVER_ERROR || status == RH_CUDA_ALLOCATION_FAILED;
@@ -340,10 +360,11 @@ long long total_failures = 0;
 void compare_outcome(const char* name, const char* kind, long long k, const char* run,
                      const Fixture& f, const Outcome& reference) {
   const Outcome& got = f.out;
-  if (std::memcmp(&got, &reference, sizeof got) == 0) return;
+  if (std::memcmp(&got, &reference, sizeof got) == 0)
+    return;
   ++failures();
-  std::fprintf(stderr, "%s, %s, fault site %lld: the %s differs from the reference in:", name,
-               kind, k, run);
+  std::fprintf(stderr, "%s, %s, fault site %lld: the %s differs from the reference in:", name, kind,
+               k, run);
   if (std::memcmp(&got.state, &reference.state, sizeof got.state) != 0) {
     std::fprintf(stderr, " [committed state]");
   }
@@ -358,7 +379,8 @@ void compare_outcome(const char* name, const char* kind, long long k, const char
     const auto* a = reinterpret_cast<const unsigned char*>(got.predictions);
     const auto* b = reinterpret_cast<const unsigned char*>(reference.predictions);
     size_t first = 0;
-    while (a[first] == b[first]) ++first;
+    while (a[first] == b[first])
+      ++first;
     const size_t row = first / elem;
     double va = 0.0, vb = 0.0;
     if (row < static_cast<size_t>(kRows)) {
@@ -388,12 +410,13 @@ void compare_outcome(const char* name, const char* kind, long long k, const char
 const char* only = nullptr;
 
 // min_sites: the fewest fault sites the operation must show (a sweep that injects nothing
-// would pass vacuously; every ABI call's first fault site is DeviceScope's cudaGetDevice). write_sites: how many of the operation's last fault sites may leave
-// the caller's output changed after a failure (the documented promise: 0 but for a device
-// predict, 2).
+// would pass vacuously; every ABI call's first fault site is DeviceScope's cudaGetDevice).
+// write_sites: how many of the operation's last fault sites may leave the caller's output changed
+// after a failure (the documented promise: 0 but for a device predict, 2).
 void sweep(const char* name, const char* kind, void (*setup)(Fixture&),
            RhCudaStatus (*op)(Fixture&), long long min_sites = 1, long long write_sites = 0) {
-  if (only != nullptr && std::strstr(name, only) == nullptr) return;
+  if (only != nullptr && std::strstr(name, only) == nullptr)
+    return;
   Fixture reference;
   std::memset(&reference.out, 0, sizeof reference.out);
   set_injection(0, kind);
@@ -410,7 +433,8 @@ void sweep(const char* name, const char* kind, void (*setup)(Fixture&),
     setup(f);
     Snapshot before;
     std::memset(&before, 0, sizeof before);
-    if (f.engine != nullptr) before = snapshot(f.engine);
+    if (f.engine != nullptr)
+      before = snapshot(f.engine);
     set_injection(k, kind);
     const RhCudaStatus status = op(f);
     set_injection(0, kind);
@@ -442,7 +466,8 @@ void sweep(const char* name, const char* kind, void (*setup)(Fixture&),
         ++failures();
       }
     }
-    if (f.output_changed) output_changed_at.push_back(k);
+    if (f.output_changed)
+      output_changed_at.push_back(k);
     std::memset(&f.out, 0, sizeof f.out);
     f.output_changed = false;
     RH_CHECK_STATUS(op(f), RH_CUDA_SUCCESS);  // the next call, without injection, succeeds
@@ -451,8 +476,8 @@ void sweep(const char* name, const char* kind, void (*setup)(Fixture&),
     teardown(f);
   }
   if (in_a_row != kTail) {
-    std::fprintf(stderr, "%s, %s: still failing at fault site %lld (--max-k %lld)\n", name,
-                 kind, last_failure, max_k);
+    std::fprintf(stderr, "%s, %s: still failing at fault site %lld (--max-k %lld)\n", name, kind,
+                 last_failure, max_k);
     ++failures();
   }
   if (last_failure < min_sites) {
@@ -502,8 +527,9 @@ int main(int argc, char** argv) {
     const RhCudaStatus status = op_create(f);
     set_injection(0, "allocation");
     if (status == RH_CUDA_SUCCESS) {
-      std::printf("FAIL cuda_fault_sweep: RH_CUDA_TEST_FAIL_CALL=1 did not fail create: this "
-                  "library was built without RH_FAULT_INJECTION\n");
+      std::printf(
+          "FAIL cuda_fault_sweep: RH_CUDA_TEST_FAIL_CALL=1 did not fail create: this "
+          "library was built without RH_FAULT_INJECTION\n");
       rh_cuda_engine_destroy(f.engine);
       return 1;
     }

@@ -27,7 +27,9 @@ using namespace rhtest;
 
 namespace {
 
-const char* dtype_name(int32_t dtype) { return dtype == RH_CUDA_DTYPE_FLOAT32 ? "f32" : "f64"; }
+const char* dtype_name(int32_t dtype) {
+  return dtype == RH_CUDA_DTYPE_FLOAT32 ? "f32" : "f64";
+}
 
 template <class T>
 struct Prepared {
@@ -61,8 +63,8 @@ void lifecycle(int32_t dtype, int reps) {
   Prepared<T> in(4096, 16, RH_CUDA_PENALTY_NONE);
   RhCudaEngineOptions o = options(dtype, in.P);
   HostState<T> out(in.P);
-  std::vector<double> cycle, cycle_create, cycle_update, cycle_destroy, create_only,
-      destroy_only, steady;
+  std::vector<double> cycle, cycle_create, cycle_update, cycle_destroy, create_only, destroy_only,
+      steady;
   bool ok = true;
   for (int r = 0; r < reps + 3 && ok; ++r) {
     RhCudaEngine* e = nullptr;
@@ -73,8 +75,9 @@ void lifecycle(int32_t dtype, int reps) {
     ok = ok && rh_cuda_engine_update_host_with_state(e, &in.view, &in.cfg, &d, &out.view) ==
                    RH_CUDA_SUCCESS;
     const double t2 = now_us();
-    if (!ok) std::printf("  %s lifecycle failed: %s\n", dtype_name(dtype),
-                         e ? rh_cuda_engine_last_error(e) : rh_cuda_last_error());
+    if (!ok)
+      std::printf("  %s lifecycle failed: %s\n", dtype_name(dtype),
+                  e ? rh_cuda_engine_last_error(e) : rh_cuda_last_error());
     rh_cuda_engine_destroy(e);
     const double t3 = now_us();
     if (r >= 3) {
@@ -107,7 +110,8 @@ void lifecycle(int32_t dtype, int reps) {
           RH_CUDA_SUCCESS) {
         break;
       }
-      if (r >= 3) steady.push_back(now_us() - t0);
+      if (r >= 3)
+        steady.push_back(now_us() - t0);
     }
     rh_cuda_engine_destroy(primed);
   }
@@ -119,12 +123,14 @@ void lifecycle(int32_t dtype, int reps) {
     for (int i = 0; i < 7; ++i) {
       const double t0 = now_us();
       rh_cuda_engine_create(&o, &alive[i]);
-      if (i >= 5) create_empty_pool.push_back(now_us() - t0);
+      if (i >= 5)
+        create_empty_pool.push_back(now_us() - t0);
     }
     for (int i = 0; i < 7; ++i) {
       const double t0 = now_us();
       rh_cuda_engine_destroy(alive[i]);
-      if (i >= 5) destroy_full_pool.push_back(now_us() - t0);
+      if (i >= 5)
+        destroy_full_pool.push_back(now_us() - t0);
     }
   }
   std::printf("%-4s %10.1f %10.1f %10.1f %10.1f | %10.1f %10.1f | %10.1f | %10.1f %10.1f\n",
@@ -134,7 +140,10 @@ void lifecycle(int32_t dtype, int reps) {
 }
 
 void set_staging(const char* mode, const char* threads) {
-  if (mode != nullptr) setenv("RH_CUDA_STAGING", mode, 1); else unsetenv("RH_CUDA_STAGING");
+  if (mode != nullptr)
+    setenv("RH_CUDA_STAGING", mode, 1);
+  else
+    unsetenv("RH_CUDA_STAGING");
   if (threads != nullptr) {
     setenv("RH_CUDA_STAGING_THREADS", threads, 1);
   } else {
@@ -159,17 +168,19 @@ void staging(int64_t rows, int64_t p, int reps) {
     const double t0 = now_us();
     cudaMemcpy(dx, in.data.x.data(), xb, cudaMemcpyHostToDevice);
     cudaMemcpy(dy, in.data.y.data(), yb, cudaMemcpyHostToDevice);
-    if (r >= 2) copy_times.push_back(now_us() - t0);
+    if (r >= 2)
+      copy_times.push_back(now_us() - t0);
   }
   RhCudaDeviceBatch db{};
   std::memcpy(&db, &in.view, sizeof db);
   db.x_design = dx;
   db.y = dy;
   const double mb = static_cast<double>(xb + yb) / 1e6;
-  std::printf("%lld x %lld f64 (%.1f MB; pageable cudaMemcpy %.1f us = %.1f GB/s; floor at "
-              "55 GB/s %.1f us)\n",
-              static_cast<long long>(rows), static_cast<long long>(p), mb, median(copy_times),
-              mb * 1e3 / median(copy_times), mb * 1e3 / 55.0);
+  std::printf(
+      "%lld x %lld f64 (%.1f MB; pageable cudaMemcpy %.1f us = %.1f GB/s; floor at "
+      "55 GB/s %.1f us)\n",
+      static_cast<long long>(rows), static_cast<long long>(p), mb, median(copy_times),
+      mb * 1e3 / median(copy_times), mb * 1e3 / 55.0);
   // GB/s: the batch's bytes over the extra time host input costs (the effective host path).
   std::printf("  %-16s %12s %12s %12s %10s\n", "staging", "host us", "device us", "extra us",
               "GB/s");
@@ -178,12 +189,9 @@ void staging(int64_t rows, int64_t p, int reps) {
     const char* mode;
     const char* threads;
   };
-  const Mode modes[] = {{"plain", "plain", nullptr},
-                        {"pinned x1", "pinned", "1"},
-                        {"pinned x4", "pinned", "4"},
-                        {"pinned x8", "pinned", "8"},
-                        {"pinned x12", "pinned", "12"},
-                        {"pinned x16", "pinned", "16"},
+  const Mode modes[] = {{"plain", "plain", nullptr},         {"pinned x1", "pinned", "1"},
+                        {"pinned x4", "pinned", "4"},        {"pinned x8", "pinned", "8"},
+                        {"pinned x12", "pinned", "12"},      {"pinned x16", "pinned", "16"},
                         {"pinned default", nullptr, nullptr}};
   for (const Mode& m : modes) {
     set_staging(m.mode, m.threads);
@@ -209,7 +217,8 @@ void staging(int64_t rows, int64_t p, int reps) {
                      : rh_cuda_engine_update_host_with_state(e, &in.view, &in.cfg, &d,
                                                              &out.view)) == RH_CUDA_SUCCESS;
         const double t = now_us() - t0;
-        if (r >= 2) (device ? device_times : host_times).push_back(t);
+        if (r >= 2)
+          (device ? device_times : host_times).push_back(t);
       }
     }
     if (!ok) {
@@ -240,12 +249,13 @@ int main(int argc, char** argv) {
     rh_cuda_engine_create(&o, &e);
     const double t1 = now_us();
     rh_cuda_engine_destroy(e);
-    std::printf("first create of the process (context + libraries + empty pool): %.1f us, its "
-                "destroy %.1f us\n\n",
-                t1 - t0, now_us() - t1);
+    std::printf(
+        "first create of the process (context + libraries + empty pool): %.1f us, its "
+        "destroy %.1f us\n\n",
+        t1 - t0, now_us() - t1);
     std::printf("latency shape 4,096 x 16, penalty none, host input; medians of %d, us\n", reps);
-    std::printf("%-4s %10s %10s %10s %10s | %10s %10s | %10s | %10s %10s\n", "", "cycle",
-                "create", "update", "destroy", "create", "destroy", "steady", "create", "destroy");
+    std::printf("%-4s %10s %10s %10s %10s | %10s %10s | %10s | %10s %10s\n", "", "cycle", "create",
+                "update", "destroy", "create", "destroy", "steady", "create", "destroy");
     std::printf("%-4s %10s %10s %10s %10s | %10s %10s | %10s | %10s %10s\n", "", "c+u+d",
                 "in cycle", "in cycle", "in cycle", "alone", "alone", "update", "no idle",
                 "pool full");
@@ -255,8 +265,7 @@ int main(int argc, char** argv) {
   }
   if (section == "all" || section == "staging") {
     const int staging_reps = std::max(3, reps / 2);
-    std::printf("host vs device input, penalty none, medians of %d (interleaved)\n",
-                staging_reps);
+    std::printf("host vs device input, penalty none, medians of %d (interleaved)\n", staging_reps);
     staging(65536, 32, staging_reps);
     staging(32768, 90, staging_reps);
     staging(1000000, 32, staging_reps);

@@ -57,7 +57,8 @@ void time_shape(const Shape& s, int32_t dtype, uint64_t flags, int reps) {
   for (int penalty : {RH_CUDA_PENALTY_NONE, RH_CUDA_PENALTY_L1}) {
     RhCudaUpdateConfig c = config(s.p, penalty);
     c.tolerance = 1e-7;
-    if (max_iter_override > 0) c.max_iter = max_iter_override;
+    if (max_iter_override > 0)
+      c.max_iter = max_iter_override;
     for (bool device : {false, true}) {
       RhCudaHostBatch hb = data.view();
       RhCudaDeviceBatch db{};
@@ -72,20 +73,24 @@ void time_shape(const Shape& s, int32_t dtype, uint64_t flags, int reps) {
         const double t0 = now_us();
         st = device ? rh_cuda_engine_update_device_with_state(e, &db, &c, &d, &out.view)
                     : rh_cuda_engine_update_host_with_state(e, &hb, &c, &d, &out.view);
-        if (r >= 2) times.push_back(now_us() - t0);
+        if (r >= 2)
+          times.push_back(now_us() - t0);
       }
       if (st != RH_CUDA_SUCCESS) {
-        std::printf("%-10s %s %-4s %-6s FAILED: %s\n", s.name, dtype == RH_CUDA_DTYPE_FLOAT32 ? "f32" : "f64",
-                    penalty ? "l1" : "none", device ? "device" : "host", rh_cuda_engine_last_error(e));
+        std::printf("%-10s %s %-4s %-6s FAILED: %s\n", s.name,
+                    dtype == RH_CUDA_DTYPE_FLOAT32 ? "f32" : "f64", penalty ? "l1" : "none",
+                    device ? "device" : "host", rh_cuda_engine_last_error(e));
         continue;
       }
-      std::printf("%-10s %7lld x %-4lld %s %-4s %-6s %-6s update %9.1f us (min %9.1f)  it %3lld conv %d fb %d | pageable copy %9.1f us\n",
-                  s.name, static_cast<long long>(s.rows), static_cast<long long>(s.p),
-                  dtype == RH_CUDA_DTYPE_FLOAT32 ? "f32" : "f64", penalty ? "l1" : "none",
-                  device ? "device" : "host", flags & RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS ? "graph" : "eager",
-                  median(times), *std::min_element(times.begin(), times.end()),
-                  static_cast<long long>(d.iterations), d.converged, d.used_regularized_fallback,
-                  median(copy_times));
+      std::printf(
+          "%-10s %7lld x %-4lld %s %-4s %-6s %-6s update %9.1f us (min %9.1f)  it %3lld conv %d fb "
+          "%d | pageable copy %9.1f us\n",
+          s.name, static_cast<long long>(s.rows), static_cast<long long>(s.p),
+          dtype == RH_CUDA_DTYPE_FLOAT32 ? "f32" : "f64", penalty ? "l1" : "none",
+          device ? "device" : "host", flags & RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS ? "graph" : "eager",
+          median(times), *std::min_element(times.begin(), times.end()),
+          static_cast<long long>(d.iterations), d.converged, d.used_regularized_fallback,
+          median(copy_times));
     }
   }
   rh_cuda_engine_destroy(e);
@@ -104,15 +109,22 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 3 ? argv[3] : "both";
   const std::string dtypes = argc > 4 ? argv[4] : "both";
   max_iter_override = argc > 5 ? std::atoi(argv[5]) : 0;
-  const Shape shapes[] = {{"latency", 4096, 16}, {"reference", 32768, 90}, {"wide", 4096, 256},
-                          {"streaming", 65536, 32}, {"big", 1000000, 32}};
+  const Shape shapes[] = {{"latency", 4096, 16},
+                          {"reference", 32768, 90},
+                          {"wide", 4096, 256},
+                          {"streaming", 65536, 32},
+                          {"big", 1000000, 32}};
   for (const Shape& s : shapes) {
-    if (only_shape != "all" && only_shape != s.name) continue;
+    if (only_shape != "all" && only_shape != s.name)
+      continue;
     for (uint64_t flags : {uint64_t{0}, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS}) {
       const bool graph = flags != 0;
-      if ((mode == "eager" && graph) || (mode == "graph" && !graph)) continue;
-      if (dtypes != "f64") time_shape<float>(s, RH_CUDA_DTYPE_FLOAT32, flags, reps);
-      if (dtypes != "f32") time_shape<double>(s, RH_CUDA_DTYPE_FLOAT64, flags, reps);
+      if ((mode == "eager" && graph) || (mode == "graph" && !graph))
+        continue;
+      if (dtypes != "f64")
+        time_shape<float>(s, RH_CUDA_DTYPE_FLOAT32, flags, reps);
+      if (dtypes != "f32")
+        time_shape<double>(s, RH_CUDA_DTYPE_FLOAT64, flags, reps);
     }
   }
   return 0;

@@ -43,7 +43,8 @@ double threaded_copy(char* dst, const char* src, size_t bytes, int threads, bool
       }
     });
   }
-  for (auto& th : team) th.join();
+  for (auto& th : team)
+    th.join();
   return now_us() - t0;
 }
 
@@ -59,7 +60,8 @@ int main(int argc, char** argv) {
     return 77;
   }
   std::vector<char> src(bytes);
-  for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<char>(i * 131);
+  for (size_t i = 0; i < bytes; ++i)
+    src[i] = static_cast<char>(i * 131);
   char *pinned = nullptr, *pinned2 = nullptr, *dev = nullptr;
   cudaHostAlloc(&pinned, bytes, cudaHostAllocDefault);
   cudaHostAlloc(&pinned2, bytes, cudaHostAllocDefault);
@@ -85,15 +87,17 @@ int main(int argc, char** argv) {
   std::vector<double> registered;
   for (int r = 0; r < reps; ++r) {
     const double t0 = now_us();
-    if (cudaHostRegister(src.data(), bytes, cudaHostRegisterDefault) != cudaSuccess) break;
+    if (cudaHostRegister(src.data(), bytes, cudaHostRegisterDefault) != cudaSuccess)
+      break;
     cudaMemcpyAsync(dev, src.data(), bytes, cudaMemcpyHostToDevice, s);
     cudaStreamSynchronize(s);
     cudaHostUnregister(src.data());
     registered.push_back(now_us() - t0);
   }
   const double gb = static_cast<double>(bytes) / 1e3;  // bytes / us = MB/s; / 1e3 -> GB/s
-  std::printf("%zu MB: DMA pinned->device %.1f us (%.1f GB/s); pageable cudaMemcpy %.1f us (%.1f GB/s)\n",
-              mb, median(dma), gb / median(dma), median(pageable), gb / median(pageable));
+  std::printf(
+      "%zu MB: DMA pinned->device %.1f us (%.1f GB/s); pageable cudaMemcpy %.1f us (%.1f GB/s)\n",
+      mb, median(dma), gb / median(dma), median(pageable), gb / median(pageable));
   if (!registered.empty()) {
     std::printf("  cudaHostRegister + DMA + cudaHostUnregister %.1f us (%.1f GB/s)\n",
                 median(registered), gb / median(registered));
@@ -106,10 +110,12 @@ int main(int argc, char** argv) {
     for (int variant = 0; variant < 4; ++variant) {
       const bool nt = variant >= 2;
       const bool with_dma = variant % 2 == 1;
-      if (nt && !avx2) continue;
+      if (nt && !avx2)
+        continue;
       std::vector<double> times;
       for (int r = 0; r < reps; ++r) {
-        if (with_dma) cudaMemcpyAsync(dev, pinned2, bytes, cudaMemcpyHostToDevice, s);
+        if (with_dma)
+          cudaMemcpyAsync(dev, pinned2, bytes, cudaMemcpyHostToDevice, s);
         times.push_back(threaded_copy(pinned, src.data(), bytes, threads, nt));
         cudaStreamSynchronize(s);
       }
@@ -118,7 +124,8 @@ int main(int argc, char** argv) {
     std::printf("%8d %22.1f %22.1f %22.1f %22.1f\n", threads, result[0], result[1], result[2],
                 result[3]);
   }
-  if (std::memcmp(pinned, src.data(), bytes) != 0) std::printf("COPY MISMATCH\n");
+  if (std::memcmp(pinned, src.data(), bytes) != 0)
+    std::printf("COPY MISMATCH\n");
   cudaFree(dev);
   cudaFreeHost(pinned);
   cudaFreeHost(pinned2);

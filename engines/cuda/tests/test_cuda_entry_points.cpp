@@ -31,14 +31,17 @@ constexpr int64_t kFeatures = 4;
 bool last_error_mentions(const RhCudaEngine* engine, const char* needle) {
   const char* text = engine ? rh_cuda_engine_last_error(engine) : rh_cuda_last_error();
   const bool found = text != nullptr && std::strstr(text, needle) != nullptr;
-  if (!found) std::fprintf(stderr, "  expected '%s' in error text '%s'\n", needle, text ? text : "(null)");
+  if (!found)
+    std::fprintf(stderr, "  expected '%s' in error text '%s'\n", needle, text ? text : "(null)");
   return found;
 }
 
 struct Snapshot {
   explicit Snapshot(int64_t P) : state(P) {}
   HostState<double> state;
-  void take(RhCudaEngine* e) { RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &state.view), RH_CUDA_SUCCESS); }
+  void take(RhCudaEngine* e) {
+    RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &state.view), RH_CUDA_SUCCESS);
+  }
   bool same_as(const Snapshot& other) const {
     return state.coef == other.state.coef && state.info == other.state.info &&
            state.view.n_samples_seen == other.state.view.n_samples_seen &&
@@ -64,7 +67,8 @@ void test_library_queries() {
   RH_CHECK(last_error_mentions(nullptr, "RhCudaRuntimeInfo"));
   info.struct_size = sizeof info;
   RH_CHECK_STATUS(rh_cuda_runtime_info(&info), RH_CUDA_SUCCESS);
-  RH_CHECK(info.runtime_version >= 12000 && info.driver_version >= info.runtime_version / 1000 * 1000);
+  RH_CHECK(info.runtime_version >= 12000 &&
+           info.driver_version >= info.runtime_version / 1000 * 1000);
   RH_CHECK(info.device_count == count);
   RH_CHECK_STATUS(rh_cuda_runtime_info(nullptr), RH_CUDA_INVALID_ARGUMENT);
   std::printf("runtime %d driver %d devices %d\n", info.runtime_version, info.driver_version,
@@ -122,8 +126,10 @@ void test_null_engine_everywhere() {
   RH_CHECK_STATUS(rh_cuda_engine_restore(nullptr, &v), RH_CUDA_INVALID_ARGUMENT);
   RH_CHECK_STATUS(rh_cuda_engine_copy_state(nullptr, &s.view), RH_CUDA_INVALID_ARGUMENT);
   RH_CHECK_STATUS(rh_cuda_engine_update_host(nullptr, &b, &c, &d), RH_CUDA_INVALID_ARGUMENT);
-  RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(nullptr, &b, &c, &d, &s.view), RH_CUDA_INVALID_ARGUMENT);
-  RH_CHECK_STATUS(rh_cuda_engine_update_device_with_state(nullptr, &db, &c, &d, &s.view), RH_CUDA_INVALID_ARGUMENT);
+  RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(nullptr, &b, &c, &d, &s.view),
+                  RH_CUDA_INVALID_ARGUMENT);
+  RH_CHECK_STATUS(rh_cuda_engine_update_device_with_state(nullptr, &db, &c, &d, &s.view),
+                  RH_CUDA_INVALID_ARGUMENT);
   RH_CHECK_STATUS(rh_cuda_engine_stream(nullptr, &stream), RH_CUDA_INVALID_ARGUMENT);
   RH_CHECK_STATUS(rh_cuda_engine_predict(nullptr, &p), RH_CUDA_INVALID_ARGUMENT);
   RH_CHECK_STATUS(rh_cuda_engine_synchronize(nullptr), RH_CUDA_INVALID_ARGUMENT);
@@ -143,7 +149,8 @@ void expect_refused(RhCudaEngine* e, const char* what, RhCudaStatus expected, co
                  rh_cuda_engine_last_error(e));
     ++failures();
   }
-  if (needle != nullptr) RH_CHECK(last_error_mentions(e, needle));
+  if (needle != nullptr)
+    RH_CHECK(last_error_mentions(e, needle));
   after.take(e);
   if (!before.same_as(after)) {
     std::fprintf(stderr, "  %s: committed state changed by a refused call\n", what);
@@ -172,81 +179,103 @@ void test_update_misuse(RhCudaEngine* e) {
 
   RhCudaUpdateConfig cc = c;
   cc.struct_size = 8;
-  expect_refused(e, "config struct_size", RH_CUDA_INVALID_ARGUMENT, "struct_size", [&] { return update(gb, cc); });
+  expect_refused(e, "config struct_size", RH_CUDA_INVALID_ARGUMENT, "struct_size",
+                 [&] { return update(gb, cc); });
   cc = c;
   cc.abi_version = 3;
-  expect_refused(e, "config abi_version", RH_CUDA_INVALID_ARGUMENT, "abi_version", [&] { return update(gb, cc); });
+  expect_refused(e, "config abi_version", RH_CUDA_INVALID_ARGUMENT, "abi_version",
+                 [&] { return update(gb, cc); });
   cc = c;
   cc.penalty = 9;
-  expect_refused(e, "unknown penalty", RH_CUDA_INVALID_ARGUMENT, "penalty", [&] { return update(gb, cc); });
+  expect_refused(e, "unknown penalty", RH_CUDA_INVALID_ARGUMENT, "penalty",
+                 [&] { return update(gb, cc); });
   cc = c;
   cc.reserved0 = 1;
-  expect_refused(e, "config reserved0", RH_CUDA_INVALID_ARGUMENT, "reserved0", [&] { return update(gb, cc); });
+  expect_refused(e, "config reserved0", RH_CUDA_INVALID_ARGUMENT, "reserved0",
+                 [&] { return update(gb, cc); });
   cc = c;
   cc.max_iter = 0;
-  expect_refused(e, "max_iter", RH_CUDA_INVALID_ARGUMENT, "max_iter", [&] { return update(gb, cc); });
+  expect_refused(e, "max_iter", RH_CUDA_INVALID_ARGUMENT, "max_iter",
+                 [&] { return update(gb, cc); });
   cc = c;
   cc.tau = std::numeric_limits<double>::quiet_NaN();
   expect_refused(e, "tau NaN", RH_CUDA_INVALID_ARGUMENT, "tau", [&] { return update(gb, cc); });
   cc = c;
   cc.lambda_scale = -1.0;
-  expect_refused(e, "lambda_scale", RH_CUDA_INVALID_ARGUMENT, "lambda_scale", [&] { return update(gb, cc); });
+  expect_refused(e, "lambda_scale", RH_CUDA_INVALID_ARGUMENT, "lambda_scale",
+                 [&] { return update(gb, cc); });
   cc = c;
   cc.n_features_in = kP + 3;
-  expect_refused(e, "n_features_in", RH_CUDA_INVALID_ARGUMENT, "n_features_in", [&] { return update(gb, cc); });
+  expect_refused(e, "n_features_in", RH_CUDA_INVALID_ARGUMENT, "n_features_in",
+                 [&] { return update(gb, cc); });
 
   RhCudaHostBatch b = gb;
   b.struct_size = 16;
-  expect_refused(e, "batch struct_size", RH_CUDA_INVALID_ARGUMENT, "struct_size", [&] { return update(b, c); });
+  expect_refused(e, "batch struct_size", RH_CUDA_INVALID_ARGUMENT, "struct_size",
+                 [&] { return update(b, c); });
   b = gb;
   b.abi_version = 0;
-  expect_refused(e, "batch abi_version", RH_CUDA_INVALID_ARGUMENT, "abi_version", [&] { return update(b, c); });
+  expect_refused(e, "batch abi_version", RH_CUDA_INVALID_ARGUMENT, "abi_version",
+                 [&] { return update(b, c); });
   b = gb;
   b.n_columns = kP + 1;
-  expect_refused(e, "n_columns off", RH_CUDA_INVALID_ARGUMENT, "n_columns", [&] { return update(b, c); });
+  expect_refused(e, "n_columns off", RH_CUDA_INVALID_ARGUMENT, "n_columns",
+                 [&] { return update(b, c); });
   b = gb;
   b.n_rows = 0;
   expect_refused(e, "n_rows 0", RH_CUDA_INVALID_ARGUMENT, "n_rows", [&] { return update(b, c); });
   b = gb;
   b.n_rows = int64_t{1} << 62;
   b.batch_weight = static_cast<double>(b.n_rows);
-  expect_refused(e, "overflowing size", RH_CUDA_INVALID_ARGUMENT, nullptr, [&] { return update(b, c); });
+  expect_refused(e, "overflowing size", RH_CUDA_INVALID_ARGUMENT, nullptr,
+                 [&] { return update(b, c); });
   b = gb;
   b.x_design = nullptr;
   expect_refused(e, "null x", RH_CUDA_INVALID_ARGUMENT, "x_design", [&] { return update(b, c); });
   b = gb;
   b.batch_weight = 63.0;
-  expect_refused(e, "batch_weight without weights", RH_CUDA_INVALID_ARGUMENT, "batch_weight", [&] { return update(b, c); });
+  expect_refused(e, "batch_weight without weights", RH_CUDA_INVALID_ARGUMENT, "batch_weight",
+                 [&] { return update(b, c); });
 
   Batch<double> bad = good;
   bad.x[3 * bad.cols + 2] = std::numeric_limits<double>::quiet_NaN();
-  expect_refused(e, "NaN in X", RH_CUDA_INVALID_ARGUMENT, "RhCudaHostBatch.x_design[3, 2] is nan: values must be finite", [&] { return update(bad.view(), c); });
+  expect_refused(e, "NaN in X", RH_CUDA_INVALID_ARGUMENT,
+                 "RhCudaHostBatch.x_design[3, 2] is nan: values must be finite",
+                 [&] { return update(bad.view(), c); });
   bad = good;
   bad.y[9] = std::numeric_limits<double>::infinity();
-  expect_refused(e, "Inf in y", RH_CUDA_INVALID_ARGUMENT, "RhCudaHostBatch.y[9] is inf: values must be finite", [&] { return update(bad.view(), c); });
+  expect_refused(e, "Inf in y", RH_CUDA_INVALID_ARGUMENT,
+                 "RhCudaHostBatch.y[9] is inf: values must be finite",
+                 [&] { return update(bad.view(), c); });
   bad = good;
   bad.w[4] = std::numeric_limits<double>::quiet_NaN();
   b = bad.view(true);
   b.batch_weight = good.view(true).batch_weight;  // the claimed sum stays finite; the data is not
-  expect_refused(e, "NaN in w", RH_CUDA_INVALID_ARGUMENT, "RhCudaHostBatch.sample_weight[4] is nan: values must be finite", [&] { return update(b, c); });
+  expect_refused(e, "NaN in w", RH_CUDA_INVALID_ARGUMENT,
+                 "RhCudaHostBatch.sample_weight[4] is nan: values must be finite",
+                 [&] { return update(b, c); });
   bad = good;
   bad.w[5] = -1.0;
-  expect_refused(e, "negative w", RH_CUDA_INVALID_ARGUMENT, "RhCudaHostBatch.sample_weight[5] is negative: values must be >= 0 (this one is -1)", [&] { return update(bad.view(true), c); });
+  expect_refused(
+      e, "negative w", RH_CUDA_INVALID_ARGUMENT,
+      "RhCudaHostBatch.sample_weight[5] is negative: values must be >= 0 (this one is -1)",
+      [&] { return update(bad.view(true), c); });
   b = good.view(true);
   b.batch_weight *= 1.01;
-  expect_refused(e, "weight sum mismatch", RH_CUDA_INVALID_ARGUMENT, "batch_weight", [&] { return update(b, c); });
+  expect_refused(e, "weight sum mismatch", RH_CUDA_INVALID_ARGUMENT, "batch_weight",
+                 [&] { return update(b, c); });
 
   // Device entry point given host memory.
   RhCudaDeviceBatch db{};
   std::memcpy(&db, &gb, sizeof db);
   HostState<double> out(kP);
-  expect_refused(e, "host pointers as device batch", RH_CUDA_INVALID_ARGUMENT, "RhCudaDeviceBatch.x_design", [&] {
-    RhCudaDiagnostics dd = diagnostics();
-    return rh_cuda_engine_update_device_with_state(e, &db, &c, &dd, &out.view);
-  });
-  expect_refused(e, "null state out", RH_CUDA_INVALID_ARGUMENT, nullptr, [&] {
-    return rh_cuda_engine_update_host_with_state(e, &gb, &c, &d, nullptr);
-  });
+  expect_refused(e, "host pointers as device batch", RH_CUDA_INVALID_ARGUMENT,
+                 "RhCudaDeviceBatch.x_design", [&] {
+                   RhCudaDiagnostics dd = diagnostics();
+                   return rh_cuda_engine_update_device_with_state(e, &db, &c, &dd, &out.view);
+                 });
+  expect_refused(e, "null state out", RH_CUDA_INVALID_ARGUMENT, nullptr,
+                 [&] { return rh_cuda_engine_update_host_with_state(e, &gb, &c, &d, nullptr); });
 }
 
 void test_predict_misuse_and_services(RhCudaEngine* e) {
@@ -284,7 +313,8 @@ void test_predict_misuse_and_services(RhCudaEngine* e) {
 
 void test_restore_misuse(RhCudaEngine* e) {
   HostState<double> s(kP);
-  for (int64_t i = 0; i < kP; ++i) s.coef[i] = 0.1 * static_cast<double>(i);
+  for (int64_t i = 0; i < kP; ++i)
+    s.coef[i] = 0.1 * static_cast<double>(i);
   RhCudaHostStateView v{};
   v.abi_version = RH_CUDA_ABI_VERSION;
   v.struct_size = sizeof v;
@@ -295,16 +325,23 @@ void test_restore_misuse(RhCudaEngine* e) {
   v.weight_sum = 10.0;
   RhCudaHostStateView w = v;
   w.batch_count = 0;
-  expect_refused(e, "batch_count inconsistent", RH_CUDA_INVALID_ARGUMENT, "batch_count", [&] { return rh_cuda_engine_restore(e, &w); });
+  expect_refused(e, "batch_count inconsistent", RH_CUDA_INVALID_ARGUMENT, "batch_count",
+                 [&] { return rh_cuda_engine_restore(e, &w); });
   w = v;
   w.struct_size = 40;
-  expect_refused(e, "state struct_size", RH_CUDA_INVALID_ARGUMENT, "struct_size", [&] { return rh_cuda_engine_restore(e, &w); });
+  expect_refused(e, "state struct_size", RH_CUDA_INVALID_ARGUMENT, "struct_size",
+                 [&] { return rh_cuda_engine_restore(e, &w); });
   s.info[7] = std::numeric_limits<double>::infinity();
-  expect_refused(e, "Inf in information", RH_CUDA_INVALID_ARGUMENT, "RhCudaHostStateView.information[1, 2] is inf: values must be finite", [&] { return rh_cuda_engine_restore(e, &v); });
+  expect_refused(e, "Inf in information", RH_CUDA_INVALID_ARGUMENT,
+                 "RhCudaHostStateView.information[1, 2] is inf: values must be finite",
+                 [&] { return rh_cuda_engine_restore(e, &v); });
   s.info[7] = 0.0;
   s.coef[2] = std::numeric_limits<double>::quiet_NaN();
-  expect_refused(e, "NaN in coefficients", RH_CUDA_INVALID_ARGUMENT, "RhCudaHostStateView.coefficients[2] is nan: values must be finite", [&] { return rh_cuda_engine_restore(e, &v); });
-  expect_refused(e, "null view", RH_CUDA_INVALID_ARGUMENT, nullptr, [&] { return rh_cuda_engine_restore(e, nullptr); });
+  expect_refused(e, "NaN in coefficients", RH_CUDA_INVALID_ARGUMENT,
+                 "RhCudaHostStateView.coefficients[2] is nan: values must be finite",
+                 [&] { return rh_cuda_engine_restore(e, &v); });
+  expect_refused(e, "null view", RH_CUDA_INVALID_ARGUMENT, nullptr,
+                 [&] { return rh_cuda_engine_restore(e, nullptr); });
   HostState<double> out(kP);
   out.view.struct_size = 8;
   RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &out.view), RH_CUDA_INVALID_ARGUMENT);
@@ -325,13 +362,19 @@ struct Case {
   std::vector<unsigned char> x, y, w;
   double batch_weight = 0.0;
 
-  int64_t P() const { return p + (intercept ? 1 : 0); }
-  size_t elem() const { return dtype == RH_CUDA_DTYPE_FLOAT32 ? sizeof(float) : sizeof(double); }
+  int64_t P() const {
+    return p + (intercept ? 1 : 0);
+  }
+  size_t elem() const {
+    return dtype == RH_CUDA_DTYPE_FLOAT32 ? sizeof(float) : sizeof(double);
+  }
   RhCudaHostBatch view() const {
     // n_columns = p: the engine appends the intercept column.
     return host_batch(x.data(), y.data(), weighted ? w.data() : nullptr, n, p, batch_weight);
   }
-  RhCudaUpdateConfig update_config() const { return config(p, penalty); }
+  RhCudaUpdateConfig update_config() const {
+    return config(p, penalty);
+  }
 };
 
 template <class T>
@@ -378,7 +421,9 @@ struct Outcome {
   uintptr_t stream = 0;
 };
 
-bool same_double(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+bool same_double(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
 
 bool same_bits(const Outcome& a, const Outcome& b) {
   return a.status == RH_CUDA_SUCCESS && b.status == RH_CUDA_SUCCESS && a.coef == b.coef &&
@@ -393,7 +438,8 @@ bool same_bits(const Outcome& a, const Outcome& b) {
 }
 
 void describe_mismatch(const char* what, const Case& c, const Outcome& got, const Outcome& want) {
-  std::fprintf(stderr, "  %s (%s): status %d/%d (%s), iterations %lld/%lld, objective %.17g/%.17g, "
+  std::fprintf(stderr,
+               "  %s (%s): status %d/%d (%s), iterations %lld/%lld, objective %.17g/%.17g, "
                "coefficients %s, information %s\n",
                what, c.name, static_cast<int>(got.status), static_cast<int>(want.status),
                got.error.c_str(), static_cast<long long>(got.diag.iterations),
@@ -422,7 +468,8 @@ Outcome update(RhCudaEngine* e, const Case& c, const DeviceBatchCopy* device = n
     out.status =
         rh_cuda_engine_update_device_with_state(e, device->batch(), &cfg, &out.diag, &state);
   }
-  if (out.status != RH_CUDA_SUCCESS) out.error = rh_cuda_engine_last_error(e);
+  if (out.status != RH_CUDA_SUCCESS)
+    out.error = rh_cuda_engine_last_error(e);
   out.n_seen = state.n_samples_seen;
   out.batches = state.batch_count;
   out.lambda = state.previous_lambda;
@@ -496,7 +543,8 @@ void test_engines_from_pooled_resources_match_fresh_ones() {
       RhCudaEngineOptions o = options(c.dtype, c.P(), c.flags);
       RhCudaEngine* e = nullptr;
       RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
-      if (e != nullptr) alive.push_back(e);
+      if (e != nullptr)
+        alive.push_back(e);
     }
     for (size_t i = 0; i < alive.size(); ++i) {
       const Case& c = cases[i % cases.size()];
@@ -506,7 +554,8 @@ void test_engines_from_pooled_resources_match_fresh_ones() {
         ++failures();
       }
     }
-    for (RhCudaEngine* e : alive) RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
+    for (RhCudaEngine* e : alive)
+      RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
   }
   // An engine that failed an update is returned to the pool too; the next one must not notice.
   {
@@ -534,7 +583,8 @@ void test_engines_from_pooled_resources_match_fresh_ones() {
 void test_engines_created_from_two_threads() {
   const std::vector<Case> cases = lifecycle_cases();
   std::vector<Outcome> reference;
-  for (const Case& c : cases) reference.push_back(fresh_fit(c));
+  for (const Case& c : cases)
+    reference.push_back(fresh_fit(c));
   constexpr int kThreads = 2, kRounds = 12;
   int mismatches[kThreads] = {0, 0};
   std::vector<std::thread> threads;
@@ -550,7 +600,8 @@ void test_engines_created_from_two_threads() {
       }
     });
   }
-  for (std::thread& th : threads) th.join();
+  for (std::thread& th : threads)
+    th.join();
   for (int t = 0; t < kThreads; ++t) {
     if (mismatches[t] != 0) {
       std::fprintf(stderr, "  thread %d: %d of %d lifecycles differed from a fresh engine\n", t,
@@ -611,11 +662,10 @@ RhCudaEngine* create_with_staging(const RhCudaEngineOptions& o, const StagingMod
 
 void test_staged_host_input_equals_device_input() {
   // Larger than the old 8 MB chunk and many of the adaptive ones; odd lengths, weights.
-  const Case cases[] = {
-      make_case("f64 none weighted 33001 x 32", RH_CUDA_DTYPE_FLOAT64, 33001, 32, true, 0,
-                RH_CUDA_PENALTY_NONE, true, 41),
-      make_case("f32 l1 20001 x 40", RH_CUDA_DTYPE_FLOAT32, 20001, 40, true, 0,
-                RH_CUDA_PENALTY_L1, false, 42)};
+  const Case cases[] = {make_case("f64 none weighted 33001 x 32", RH_CUDA_DTYPE_FLOAT64, 33001, 32,
+                                  true, 0, RH_CUDA_PENALTY_NONE, true, 41),
+                        make_case("f32 l1 20001 x 40", RH_CUDA_DTYPE_FLOAT32, 20001, 40, true, 0,
+                                  RH_CUDA_PENALTY_L1, false, 42)};
   for (const Case& c : cases) {
     const DeviceBatchCopy device(c.view(), c.elem(), c.name);
     Outcome want;
@@ -624,7 +674,8 @@ void test_staged_host_input_equals_device_input() {
       RhCudaEngineOptions o = options(c.dtype, c.P(), c.flags);
       RhCudaEngine* e = nullptr;
       RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
-      if (e == nullptr) continue;
+      if (e == nullptr)
+        continue;
       want = update(e, c, &device);
       RH_CHECK_STATUS(want.status, RH_CUDA_SUCCESS);
       void* out = nullptr;
@@ -637,7 +688,8 @@ void test_staged_host_input_equals_device_input() {
     }
     for (const StagingMode& m : kStagingModes) {
       RhCudaEngine* e = create_with_staging(options(c.dtype, c.P(), c.flags), m);
-      if (e == nullptr) continue;
+      if (e == nullptr)
+        continue;
       const Outcome got = update(e, c);
       if (!same_bits(got, want)) {
         std::fprintf(stderr, "  staging %s, threads %s:\n", m.staging ? m.staging : "default",
@@ -692,7 +744,8 @@ void test_staged_chunks_report_the_first_bad_value() {
                    ".sample_weight[39998] is nan: values must be finite", b});
   for (const StagingMode& m : kStagingModes) {
     RhCudaEngine* e = create_with_staging(options(RH_CUDA_DTYPE_FLOAT64, p + 1), m);
-    if (e == nullptr) continue;
+    if (e == nullptr)
+      continue;
     RhCudaDiagnostics d = diagnostics();
     const RhCudaHostBatch first = good.view(true);
     RH_CHECK_STATUS(rh_cuda_engine_update_host(e, &first, &c, &d), RH_CUDA_SUCCESS);
@@ -713,8 +766,7 @@ void test_staged_chunks_report_the_first_bad_value() {
             e, bad.what, RH_CUDA_INVALID_ARGUMENT, bad.needle,
             [&] {
               RhCudaDiagnostics dd = diagnostics();
-              return rh_cuda_engine_update_device_with_state(e, device.batch(), &c, &dd,
-                                                             &out.view);
+              return rh_cuda_engine_update_device_with_state(e, device.batch(), &c, &dd, &out.view);
             },
             p + 1);
       }
@@ -730,8 +782,10 @@ void test_staging_settings_are_checked() {
   const struct {
     const char* name;
     const char* value;
-  } bad[] = {{"RH_CUDA_STAGING", "pinnedd"}, {"RH_CUDA_STAGING_THREADS", "0"},
-             {"RH_CUDA_STAGING_THREADS", "4x"}, {"RH_CUDA_STAGING_THREADS", "65"}};
+  } bad[] = {{"RH_CUDA_STAGING", "pinnedd"},
+             {"RH_CUDA_STAGING_THREADS", "0"},
+             {"RH_CUDA_STAGING_THREADS", "4x"},
+             {"RH_CUDA_STAGING_THREADS", "65"}};
   for (const auto& b : bad) {
     set_env(b.name, b.value);
     RhCudaEngine* e = reinterpret_cast<RhCudaEngine*>(0x1);
@@ -752,7 +806,8 @@ void test_allocation_failure() {
   {
     RhCudaEngine* ref = nullptr;
     RH_CHECK_STATUS(rh_cuda_engine_create(&o, &ref), RH_CUDA_SUCCESS);
-    if (ref == nullptr) return;
+    if (ref == nullptr)
+      return;
     want_first = update(ref, c);
     want_second = update(ref, c);
     RH_CHECK_STATUS(want_second.status, RH_CUDA_SUCCESS);
@@ -760,7 +815,8 @@ void test_allocation_failure() {
   }
   RhCudaEngine* e = nullptr;
   RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
-  if (e == nullptr) return;
+  if (e == nullptr)
+    return;
   const Outcome first = update(e, c);
   RH_CHECK(same_bits(first, want_first));
   auto state_bits = [&] {
@@ -837,7 +893,8 @@ void test_meat_and_old_size_state_structs() {
   RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
   RhCudaEngine* e = nullptr;
   RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
-  if (e == nullptr) return;
+  if (e == nullptr)
+    return;
   RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE);
   RhCudaHostBatch b = host_batch(x.data(), y.data(), nullptr, n, kFeatures, n);
   RhCudaDiagnostics d = diagnostics();
@@ -854,11 +911,13 @@ void test_meat_and_old_size_state_structs() {
     }
     const double psi = r > c.tau ? c.tau : (r < -c.tau ? -c.tau : r);
     for (int64_t j = 0; j < kP; ++j) {
-      for (int64_t k = 0; k < kP; ++k) expected[j * kP + k] += psi * psi * row[j] * row[k];
+      for (int64_t k = 0; k < kP; ++k)
+        expected[j * kP + k] += psi * psi * row[j] * row[k];
     }
   }
   double largest = 0.0;
-  for (double v : expected) largest = std::fmax(largest, std::fabs(v));
+  for (double v : expected)
+    largest = std::fmax(largest, std::fabs(v));
   RH_CHECK(max_abs_diff(meat.data(), expected.data(), meat.size()) <= 1e-10 * largest);
 
   const uint32_t old_size = static_cast<uint32_t>(offsetof(RhCudaHostState, meat));
@@ -869,8 +928,7 @@ void test_meat_and_old_size_state_structs() {
   if (old_out != nullptr && old_view != nullptr) {
     std::memcpy(old_out, &s.view, old_size);
     old_out->struct_size = old_size;
-    RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, old_out),
-                    RH_CUDA_SUCCESS);
+    RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, old_out), RH_CUDA_SUCCESS);
     RH_CHECK(old_out->batch_count == 2);
     RhCudaHostStateView v{};
     v.abi_version = RH_CUDA_ABI_VERSION;
@@ -908,8 +966,7 @@ void test_meat_and_old_size_state_structs() {
     s.view.struct_size = sizeof s.view;
     c.penalty = RH_CUDA_PENALTY_L1;
     c.lambda_scale = 0.5;
-    RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view),
-                    RH_CUDA_SUCCESS);
+    RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view), RH_CUDA_SUCCESS);
     RH_CHECK(s.view.meat_available == 0);
   }
   std::free(old_out);
@@ -992,7 +1049,8 @@ void test_misaligned_device_pointers_are_refused(RhCudaEngine* e) {
   for (int field = 0; field < 3; ++field) {
     RhCudaDeviceBatch b = *device.batch();
     (field == 0 ? b.x_design : field == 1 ? b.y : b.sample_weight) = shifted;
-    if (field == 2) b.batch_weight = 64.0;
+    if (field == 2)
+      b.batch_weight = 64.0;
     expect_refused(e, "misaligned device pointer", RH_CUDA_INVALID_ARGUMENT, "not aligned", [&] {
       RhCudaDiagnostics d = diagnostics();
       return rh_cuda_engine_update_device_with_state(e, &b, &c, &d, &state.view);
@@ -1015,9 +1073,9 @@ void test_misaligned_device_pointers_are_refused(RhCudaEngine* e) {
   RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
   RhCudaEngine* fresh = nullptr;
   RH_CHECK_STATUS(rh_cuda_engine_create(&o, &fresh), RH_CUDA_SUCCESS);
-  RH_CHECK_STATUS(rh_cuda_engine_update_device_with_state(fresh, device.batch(), &c, &d,
-                                                          &state.view),
-                  RH_CUDA_SUCCESS);
+  RH_CHECK_STATUS(
+      rh_cuda_engine_update_device_with_state(fresh, device.batch(), &c, &d, &state.view),
+      RH_CUDA_SUCCESS);
   rh_cuda_engine_destroy(fresh);
   cudaFree(raw);
 }

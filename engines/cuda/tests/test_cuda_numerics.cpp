@@ -31,13 +31,14 @@ std::vector<double> widen(const std::vector<T>& v) {
 // Runs `batches` batches (seeds 100, 101, ...) on a fresh engine and returns the final state.
 template <class T>
 Fit stream_fit(int32_t dtype, int32_t penalty, uint64_t flags, bool device, bool expanded,
-               bool weighted, int batches = 3, int64_t rows = 2000,
-               int64_t features = kFeatures, int64_t max_iter = 100) {
+               bool weighted, int batches = 3, int64_t rows = 2000, int64_t features = kFeatures,
+               int64_t max_iter = 100) {
   Fit fit;
   RhCudaEngineOptions o = options(dtype, features + 1, flags);
   RhCudaEngine* e = nullptr;
   fit.status = rh_cuda_engine_create(&o, &e);
-  if (fit.status != RH_CUDA_SUCCESS) return fit;
+  if (fit.status != RH_CUDA_SUCCESS)
+    return fit;
   HostState<T> state(features + 1);
   RhCudaUpdateConfig c = config(features, penalty);
   c.max_iter = max_iter;
@@ -53,7 +54,8 @@ Fit stream_fit(int32_t dtype, int32_t penalty, uint64_t flags, bool device, bool
     fit.status = rh_cuda_engine_update_device_with_state(e, device_batch.batch(), &c, &fit.diag,
                                                          &state.view);
   }
-  if (fit.status != RH_CUDA_SUCCESS) std::fprintf(stderr, "  stream_fit: %s\n", rh_cuda_engine_last_error(e));
+  if (fit.status != RH_CUDA_SUCCESS)
+    std::fprintf(stderr, "  stream_fit: %s\n", rh_cuda_engine_last_error(e));
   fit.coef = widen(state.coef);
   fit.info = widen(state.info);
   rh_cuda_engine_destroy(e);
@@ -64,19 +66,24 @@ Fit stream_fit(int32_t dtype, int32_t penalty, uint64_t flags, bool device, bool
 std::vector<double> solve_dense(std::vector<long double> A, std::vector<long double> b, int64_t n) {
   for (int64_t k = 0; k < n; ++k) {
     int64_t piv = k;
-    for (int64_t r = k + 1; r < n; ++r) if (fabsl(A[r * n + k]) > fabsl(A[piv * n + k])) piv = r;
-    for (int64_t c = 0; c < n; ++c) std::swap(A[k * n + c], A[piv * n + c]);
+    for (int64_t r = k + 1; r < n; ++r)
+      if (fabsl(A[r * n + k]) > fabsl(A[piv * n + k]))
+        piv = r;
+    for (int64_t c = 0; c < n; ++c)
+      std::swap(A[k * n + c], A[piv * n + c]);
     std::swap(b[k], b[piv]);
     for (int64_t r = k + 1; r < n; ++r) {
       const long double f = A[r * n + k] / A[k * n + k];
-      for (int64_t c = k; c < n; ++c) A[r * n + c] -= f * A[k * n + c];
+      for (int64_t c = k; c < n; ++c)
+        A[r * n + c] -= f * A[k * n + c];
       b[r] -= f * b[k];
     }
   }
   std::vector<double> x(n);
   for (int64_t r = n - 1; r >= 0; --r) {
     long double acc = b[r];
-    for (int64_t c = r + 1; c < n; ++c) acc -= A[r * n + c] * x[c];
+    for (int64_t c = r + 1; c < n; ++c)
+      acc -= A[r * n + c] * x[c];
     x[r] = static_cast<double>(acc / A[r * n + r]);
   }
   return x;
@@ -88,7 +95,8 @@ void test_large_tau_reproduces_ordinary_least_squares() {
   for (int64_t i = 0; i < data.n; ++i) {
     for (int64_t j = 0; j < kP; ++j) {
       rhs[j] += static_cast<long double>(data.x[i * kP + j]) * data.y[i];
-      for (int64_t k = 0; k < kP; ++k) A[j * kP + k] += static_cast<long double>(data.x[i * kP + j]) * data.x[i * kP + k];
+      for (int64_t k = 0; k < kP; ++k)
+        A[j * kP + k] += static_cast<long double>(data.x[i * kP + j]) * data.x[i * kP + k];
     }
   }
   const std::vector<double> ols = solve_dense(A, rhs, kP);
@@ -101,12 +109,15 @@ void test_large_tau_reproduces_ordinary_least_squares() {
   HostState<double> s(kP);
   RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view), RH_CUDA_SUCCESS);
   const double err = max_abs_diff(s.coef.data(), ols.data(), kP);
-  std::printf("OLS limit: max |beta - beta_ols| = %.3e, iterations %lld\n", err, static_cast<long long>(d.iterations));
+  std::printf("OLS limit: max |beta - beta_ols| = %.3e, iterations %lld\n", err,
+              static_cast<long long>(d.iterations));
   RH_CHECK(err < 1e-10);
   RH_CHECK(d.converged == 1 && d.used_regularized_fallback == 0);
   // Every residual lies inside (-tau + h, tau - h), so the information is exactly X'X.
   double info_err = 0.0;
-  for (int64_t j = 0; j < kP * kP; ++j) info_err = std::fmax(info_err, std::fabs(s.info[j] - static_cast<double>(A[j])) / (1.0 + std::fabs(static_cast<double>(A[j]))));
+  for (int64_t j = 0; j < kP * kP; ++j)
+    info_err = std::fmax(info_err, std::fabs(s.info[j] - static_cast<double>(A[j])) /
+                                       (1.0 + std::fabs(static_cast<double>(A[j]))));
   RH_CHECK(info_err < 1e-12);
   const double N = 3000.0;
   RH_CHECK(std::fabs(d.bandwidth - 1.0 / (std::sqrt(N) * std::log(6.0))) < 1e-15);
@@ -130,7 +141,8 @@ void test_l1_lambda_follows_the_closed_form() {
   RH_CHECK(d.converged == 1);
   HostState<double> s(kP);
   RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &s.view), RH_CUDA_SUCCESS);
-  RH_CHECK(s.view.previous_lambda == d.lambda_value && s.view.weight_sum == N && s.view.n_samples_seen == 500);
+  RH_CHECK(s.view.previous_lambda == d.lambda_value && s.view.weight_sum == N &&
+           s.view.n_samples_seen == 500);
   rh_cuda_engine_destroy(e);
 }
 
@@ -162,15 +174,18 @@ void test_appended_intercept_matches_expanded_design() {
 }
 
 void test_results_are_reproducible() {
-  Fit a = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, 0, false, false, true, 2, 70000);
-  Fit b = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, 0, false, false, true, 2, 70000);
+  Fit a = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, 0, false, false, true, 2,
+                            70000);
+  Fit b = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, 0, false, false, true, 2,
+                            70000);
   RH_CHECK(a.coef == b.coef && a.info == b.info && a.diag.objective == b.diag.objective);
 }
 
 void test_graphs_on_and_off_agree() {
   for (int penalty : {RH_CUDA_PENALTY_NONE, RH_CUDA_PENALTY_L1}) {
     Fit eager = stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, penalty, 0, false, false, true);
-    Fit graph = stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, penalty, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS, false, false, true);
+    Fit graph = stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, penalty, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS,
+                                   false, false, true);
     RH_CHECK(eager.status == RH_CUDA_SUCCESS && graph.status == RH_CUDA_SUCCESS);
     RH_CHECK(eager.coef == graph.coef && eager.info == graph.info);
     RH_CHECK(eager.diag.iterations == graph.diag.iterations);
@@ -238,12 +253,12 @@ void test_chunk_size_never_changes_results() {
                                          false, 3, 2000, cs.features, cs.max_iter));
     }
     unsetenv("RH_CUDA_TEST_CHUNK");
-    std::printf("chunks (%s, %lld features, max_iter %lld): last batch %lld iterations (f64), "
-                "%lld (f32)\n",
-                cs.penalty ? "l1" : "none", static_cast<long long>(cs.features),
-                static_cast<long long>(cs.max_iter),
-                static_cast<long long>(fits[0].diag.iterations),
-                static_cast<long long>(fits32[0].diag.iterations));
+    std::printf(
+        "chunks (%s, %lld features, max_iter %lld): last batch %lld iterations (f64), "
+        "%lld (f32)\n",
+        cs.penalty ? "l1" : "none", static_cast<long long>(cs.features),
+        static_cast<long long>(cs.max_iter), static_cast<long long>(fits[0].diag.iterations),
+        static_cast<long long>(fits32[0].diag.iterations));
     for (const std::vector<Fit>* group : {&fits, &fits32}) {
       const Fit& ref = group->front();
       for (const Fit& f : *group) {
@@ -254,7 +269,8 @@ void test_chunk_size_never_changes_results() {
         RH_CHECK(f.diag.objective == ref.diag.objective);
       }
     }
-    if (cs.max_iter <= 5) RH_CHECK(fits[0].diag.iterations <= cs.max_iter);
+    if (cs.max_iter <= 5)
+      RH_CHECK(fits[0].diag.iterations <= cs.max_iter);
   }
 }
 
@@ -295,7 +311,8 @@ void test_graph_cache_follows_changing_batches() {
                 (unsigned long long)f.graph_replays, (unsigned long long)f.graph_fallbacks);
     RH_CHECK(f.graph_captures == 5 && f.graph_fallbacks == 0);
     RH_CHECK(f.graph_replays >= 5);
-    for (RhCudaEngine* e : engines) rh_cuda_engine_destroy(e);
+    for (RhCudaEngine* e : engines)
+      rh_cuda_engine_destroy(e);
   }
 }
 
@@ -303,20 +320,22 @@ void test_fast_math_stays_close_to_strict_float32() {
   for (int64_t features : {kFeatures, int64_t{40}}) {
     Fit strict = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, 0, false, false,
                                    true, 3, 20000, features);
-    Fit fast = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE,
-                                 RH_CUDA_ENGINE_FLAG_FAST_MATH, false, false, true, 3, 20000,
-                                 features);
+    Fit fast =
+        stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE,
+                          RH_CUDA_ENGINE_FLAG_FAST_MATH, false, false, true, 3, 20000, features);
     RH_CHECK(strict.status == RH_CUDA_SUCCESS && fast.status == RH_CUDA_SUCCESS);
     const double coef = max_rel_diff(fast.coef, strict.coef);
     const double info = max_rel_diff(fast.info, strict.info);
-    std::printf("FAST_MATH (TF32) vs strict float32, %lld features: coef rel diff %.3e, "
-                "information rel diff %.3e\n",
-                static_cast<long long>(features), coef, info);
+    std::printf(
+        "FAST_MATH (TF32) vs strict float32, %lld features: coef rel diff %.3e, "
+        "information rel diff %.3e\n",
+        static_cast<long long>(features), coef, info);
     RH_CHECK(coef < 1e-2 && info < 1e-2);
     // At 41 parameters cuBLAS runs the float32 Gram on TF32 tensor cores (H200, CUDA 13:
     // information rel diff 1.4e-4), which shows the flag reaches cuBLAS; at 7 it picks a
     // kernel without tensor cores and nothing changes.
-    if (features == 40) RH_CHECK(info > 0.0);
+    if (features == 40)
+      RH_CHECK(info > 0.0);
   }
 }
 
@@ -328,7 +347,8 @@ void test_singular_system_takes_the_minimum_norm_solution() {
   for (int64_t features : {kFeatures, int64_t{40}}) {
     const int64_t P = features + 1;
     Batch<double> data = make_batch<double>(21, 400, features, true, true, 0.0);
-    for (int64_t i = 0; i < data.n; ++i) data.x[i * P + 1] = data.x[i * P + 0];
+    for (int64_t i = 0; i < data.n; ++i)
+      data.x[i * P + 1] = data.x[i * P + 0];
     // The minimum-norm solution: least squares without column 1 (tau = 100 leaves every
     // residual in the quadratic zone, ridge 0), its column-0 coefficient split in two halves.
     const int64_t R = P - 1;
@@ -337,13 +357,15 @@ void test_singular_system_takes_the_minimum_norm_solution() {
       for (int64_t a = 0; a < R; ++a) {
         const long double xa = data.x[i * P + (a == 0 ? 0 : a + 1)];
         rhs[a] += xa * data.y[i];
-        for (int64_t b = 0; b < R; ++b) A[a * R + b] += xa * data.x[i * P + (b == 0 ? 0 : b + 1)];
+        for (int64_t b = 0; b < R; ++b)
+          A[a * R + b] += xa * data.x[i * P + (b == 0 ? 0 : b + 1)];
       }
     }
     const std::vector<double> reduced = solve_dense(A, rhs, R);
     std::vector<double> expected(static_cast<size_t>(P));
     expected[0] = expected[1] = 0.5 * reduced[0];
-    for (int64_t j = 2; j < P; ++j) expected[j] = reduced[j - 1];
+    for (int64_t j = 2; j < P; ++j)
+      expected[j] = reduced[j - 1];
     std::vector<std::vector<double>> results;
     for (const char* chunk : {"1", "5"}) {
       setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
@@ -358,8 +380,8 @@ void test_singular_system_takes_the_minimum_norm_solution() {
       RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view),
                       RH_CUDA_SUCCESS);
       std::printf("singular (%lld features, chunk %s): fallback %d, beta0 %.12f beta1 %.12f\n",
-                  static_cast<long long>(features), chunk, d.used_regularized_fallback,
-                  s.coef[0], s.coef[1]);
+                  static_cast<long long>(features), chunk, d.used_regularized_fallback, s.coef[0],
+                  s.coef[1]);
       const double err = max_abs_diff(s.coef.data(), expected.data(), P);
       std::printf("  max |beta - minimum-norm least squares| = %.3e\n", err);
       RH_CHECK(d.used_regularized_fallback == 1);
@@ -378,9 +400,11 @@ void test_asymmetric_restore_round_trips_and_is_kept() {
   RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
   HostState<double> in(kP);
   Rng rng(5);
-  for (int64_t j = 0; j < kP; ++j) in.coef[j] = rng.normal();
+  for (int64_t j = 0; j < kP; ++j)
+    in.coef[j] = rng.normal();
   for (int64_t r = 0; r < kP; ++r) {
-    for (int64_t c = 0; c < kP; ++c) in.info[r * kP + c] = (r == c ? 800.0 : 0.0) + 3.0 * rng.normal();
+    for (int64_t c = 0; c < kP; ++c)
+      in.info[r * kP + c] = (r == c ? 800.0 : 0.0) + 3.0 * rng.normal();
   }
   RhCudaHostStateView v{};
   v.abi_version = RH_CUDA_ABI_VERSION;
@@ -396,7 +420,8 @@ void test_asymmetric_restore_round_trips_and_is_kept() {
   RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &out.view), RH_CUDA_SUCCESS);
   RH_CHECK(std::memcmp(in.coef.data(), out.coef.data(), kP * sizeof(double)) == 0);
   RH_CHECK(std::memcmp(in.info.data(), out.info.data(), kP * kP * sizeof(double)) == 0);
-  RH_CHECK(out.view.n_samples_seen == 1000 && out.view.batch_count == 2 && out.view.weight_sum == 1000.0);
+  RH_CHECK(out.view.n_samples_seen == 1000 && out.view.batch_count == 2 &&
+           out.view.weight_sum == 1000.0);
 
   Batch<double> data = make_batch<double>(8, 600, kFeatures, true, false);
   RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE);
@@ -441,12 +466,14 @@ void test_injected_solver_failure_rolls_back() {
   RhCudaHostBatch b = data.view();
   RhCudaDiagnostics d = diagnostics();
   HostState<double> out(kP);
-  RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &out.view), RH_CUDA_CUSOLVER_ERROR);
+  RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &out.view),
+                  RH_CUDA_CUSOLVER_ERROR);
   RH_CHECK(std::strstr(rh_cuda_engine_last_error(e), "injected") != nullptr);
   RH_CHECK(out.coef == std::vector<double>(kP, 0.0));  // the export target was not written
   RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &out.view), RH_CUDA_SUCCESS);
   RH_CHECK(out.coef == in.coef && out.info == in.info);
-  RH_CHECK(out.view.n_samples_seen == 50 && out.view.batch_count == 1 && out.view.weight_sum == 50.0);
+  RH_CHECK(out.view.n_samples_seen == 50 && out.view.batch_count == 1 &&
+           out.view.weight_sum == 50.0);
   // The L1 solver needs no linear solve and still works on the same engine afterwards.
   c.penalty = RH_CUDA_PENALTY_L1;
   c.lambda_scale = 0.5;
@@ -482,7 +509,8 @@ void test_device_prediction_matches_host_prediction() {
   double worst = 0.0;
   for (int64_t i = 0; i < 1000; ++i) {
     double expect = s.coef[kFeatures];
-    for (int64_t j = 0; j < kFeatures; ++j) expect += static_cast<double>(data.x[i * kFeatures + j]) * s.coef[j];
+    for (int64_t j = 0; j < kFeatures; ++j)
+      expect += static_cast<double>(data.x[i * kFeatures + j]) * s.coef[j];
     worst = std::fmax(worst, std::fabs(expect - host_out[i]) / (1.0 + std::fabs(expect)));
   }
   RH_CHECK(worst < 1e-6);
@@ -499,13 +527,15 @@ template <class T>
 void compare_with_cpu(void* lib, int32_t dtype, int32_t penalty, double rtol,
                       int64_t features = kFeatures) {
   using Create = RhCudaStatus (*)(const RhCudaEngineOptions*, RhCudaEngine**);
-  using Update = RhCudaStatus (*)(RhCudaEngine*, const RhCudaHostBatch*, const RhCudaUpdateConfig*, RhCudaDiagnostics*, RhCudaHostState*);
+  using Update = RhCudaStatus (*)(RhCudaEngine*, const RhCudaHostBatch*, const RhCudaUpdateConfig*,
+                                  RhCudaDiagnostics*, RhCudaHostState*);
   using Destroy = RhCudaStatus (*)(RhCudaEngine*);
   auto create = cpu_symbol<Create>(lib, "rh_cuda_engine_create");
   auto update = cpu_symbol<Update>(lib, "rh_cuda_engine_update_host_with_state");
   auto destroy = cpu_symbol<Destroy>(lib, "rh_cuda_engine_destroy");
   RH_CHECK(create && update && destroy);
-  if (!create || !update || !destroy) return;
+  if (!create || !update || !destroy)
+    return;
   RhCudaEngineOptions o = options(dtype, features + 1);
   o.device_id = -1;
   RhCudaEngine* cpu = nullptr;
@@ -522,9 +552,12 @@ void compare_with_cpu(void* lib, int32_t dtype, int32_t penalty, double rtol,
   Fit gpu = stream_fit<T>(dtype, penalty, 0, false, false, true, 3, 2000, features);
   const double coef = max_rel_diff(gpu.coef, widen(state.coef));
   const double info = max_rel_diff(gpu.info, widen(state.info));
-  std::printf("vs librh_cpu (p %lld, %s, %s): coef rel diff %.3e, info rel diff %.3e, iterations cuda %lld cpu %lld\n",
-              static_cast<long long>(features), dtype == RH_CUDA_DTYPE_FLOAT32 ? "float32" : "float64", penalty ? "l1" : "none", coef,
-              info, static_cast<long long>(gpu.diag.iterations), static_cast<long long>(d.iterations));
+  std::printf(
+      "vs librh_cpu (p %lld, %s, %s): coef rel diff %.3e, info rel diff %.3e, iterations cuda %lld "
+      "cpu %lld\n",
+      static_cast<long long>(features), dtype == RH_CUDA_DTYPE_FLOAT32 ? "float32" : "float64",
+      penalty ? "l1" : "none", coef, info, static_cast<long long>(gpu.diag.iterations),
+      static_cast<long long>(d.iterations));
   RH_CHECK(coef < rtol && info < rtol);
   RH_CHECK(gpu.diag.converged == d.converged);
 }

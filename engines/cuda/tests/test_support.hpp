@@ -25,7 +25,8 @@ inline double now_us() {
 }
 
 inline double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
+  if (v.empty())
+    return 0.0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
@@ -35,23 +36,22 @@ inline int& failures() {
   return count;
 }
 
-#define RH_CHECK(cond)                                                                   \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);      \
-      ++rhtest::failures();                                                              \
-    }                                                                                    \
+#define RH_CHECK(cond)                                                              \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
+      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++rhtest::failures();                                                         \
+    }                                                                               \
   } while (0)
 
-#define RH_CHECK_STATUS(call, expected)                                                  \
-  do {                                                                                   \
-    const RhCudaStatus rh_got_ = (call);                                                 \
-    if (rh_got_ != (expected)) {                                                         \
-      std::fprintf(stderr, "%s:%d: %s returned %d, expected %d (%s)\n", __FILE__,         \
-                   __LINE__, #call, static_cast<int>(rh_got_), static_cast<int>(expected), \
-                   rh_cuda_last_error());                                                \
-      ++rhtest::failures();                                                              \
-    }                                                                                    \
+#define RH_CHECK_STATUS(call, expected)                                                            \
+  do {                                                                                             \
+    const RhCudaStatus rh_got_ = (call);                                                           \
+    if (rh_got_ != (expected)) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s returned %d, expected %d (%s)\n", __FILE__, __LINE__, #call, \
+                   static_cast<int>(rh_got_), static_cast<int>(expected), rh_cuda_last_error());   \
+      ++rhtest::failures();                                                                        \
+    }                                                                                              \
   } while (0)
 
 // ctest maps 77 to SKIPPED (SKIP_RETURN_CODE); the reason is printed so a skip is never silent.
@@ -143,7 +143,8 @@ struct Batch {
   int64_t n = 0, cols = 0;
   RhCudaHostBatch view(bool weighted = false) const {
     double sum = 0.0;
-    for (T v : w) sum += static_cast<double>(v);
+    for (T v : w)
+      sum += static_cast<double>(v);
     return host_batch(x.data(), y.data(), weighted ? w.data() : nullptr, n, cols,
                       weighted ? sum : static_cast<double>(n));
   }
@@ -157,7 +158,8 @@ class DeviceBatchCopy {
     const size_t rows = static_cast<size_t>(host.n_rows);
     x_ = upload(host.x_design, rows * static_cast<size_t>(host.n_columns) * elem, what);
     y_ = upload(host.y, rows * elem, what);
-    if (host.sample_weight != nullptr) w_ = upload(host.sample_weight, rows * elem, what);
+    if (host.sample_weight != nullptr)
+      w_ = upload(host.sample_weight, rows * elem, what);
     std::memcpy(&batch_, &host, sizeof batch_);
     batch_.x_design = x_;
     batch_.y = y_;
@@ -170,8 +172,12 @@ class DeviceBatchCopy {
   }
   DeviceBatchCopy(const DeviceBatchCopy&) = delete;
   DeviceBatchCopy& operator=(const DeviceBatchCopy&) = delete;
-  const RhCudaDeviceBatch* batch() const { return &batch_; }
-  const void* x() const { return x_; }
+  const RhCudaDeviceBatch* batch() const {
+    return &batch_;
+  }
+  const void* x() const {
+    return x_;
+  }
 
  private:
   static void* upload(const void* host, size_t bytes, const char* what) {
@@ -223,9 +229,11 @@ Batch<T> make_batch(uint64_t seed, int64_t n, int64_t p, bool intercept, bool ex
       b.x[i * b.cols + j] = static_cast<T>(v);
       target += static_cast<double>(static_cast<T>(v)) * (0.5 + 0.25 * static_cast<double>(j % 5));
     }
-    if (intercept && expanded) b.x[i * b.cols + p] = T(1);
+    if (intercept && expanded)
+      b.x[i * b.cols + p] = T(1);
     target += 0.2 * rng.normal();
-    if (i % 50 == 7) target += outlier_scale * rng.normal();
+    if (i % 50 == 7)
+      target += outlier_scale * rng.normal();
     b.y[i] = static_cast<T>(target);
     b.w[i] = static_cast<T>(1 + (i % 3));
   }
@@ -246,7 +254,8 @@ struct HostState {
 
 inline double max_abs_diff(const double* a, const double* b, size_t n) {
   double worst = 0.0;
-  for (size_t i = 0; i < n; ++i) worst = std::fmax(worst, std::fabs(a[i] - b[i]));
+  for (size_t i = 0; i < n; ++i)
+    worst = std::fmax(worst, std::fabs(a[i] - b[i]));
   return worst;
 }
 
