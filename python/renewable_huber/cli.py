@@ -530,10 +530,12 @@ def _strict_stop_message(model, where: str, checkpoint, previous, save, holds: s
 
 
 class _SaveCadence:
-    """When `fit` (and `fit --dask`) writes its checkpoint: after every `every` batches and/or
-    once `seconds` have passed since the last save, checked after each batch; counts saves."""
+    """When `fit` (and `fit --dask`) writes its checkpoint: never without one (path None),
+    else after every `every` batches and/or once `seconds` have passed since the last save,
+    checked after each batch; counts saves."""
 
-    def __init__(self, every: int | None, seconds: float | None):
+    def __init__(self, path: str | None, every: int | None, seconds: float | None):
+        self.path = path
         self.every = every or 0
         self.seconds = seconds or 0.0
         self.saves = 0
@@ -547,6 +549,8 @@ class _SaveCadence:
         self.since_save += 1
 
     def due(self) -> bool:
+        if not self.path:
+            return False
         if self.every and self.since_save >= self.every:
             return True
         return bool(self.seconds) and time.monotonic() - self.last_save >= self.seconds
@@ -555,6 +559,15 @@ class _SaveCadence:
         self.saves += 1
         self.since_save = 0
         self.last_save = time.monotonic()
+
+    def failure_note(self, holds: str | None) -> str:
+        """The end of an error line: what the checkpoint holds after the failure (nothing is
+        written because of one); `holds` None when this run wrote none."""
+        if not self.path:
+            return ""
+        if holds is None:
+            return f"; {self.path} was not written by this run"
+        return f"; {self.path} holds {holds} (continue with --resume {self.path})"
 
 
 class _FitRun:
@@ -573,7 +586,7 @@ class _FitRun:
         every, seconds = args.checkpoint_every, args.checkpoint_seconds
         if seconds is None:
             seconds = DEFAULT_CHECKPOINT_SECONDS if every is None else 0.0
-        self.cadence = _SaveCadence(every, seconds)
+        self.cadence = _SaveCadence(args.checkpoint, every, seconds)
         self.seconds_taken = 0.0
         # Set by the first Ctrl-C: the batch under way finishes, the model is saved, the run
         # stops; `consistent` is False while the model may hold a batch the counters do not.
@@ -599,7 +612,7 @@ class _FitRun:
                     self._fit(chunk, previous)
                     bar.update(table.progress_position - shown)
                     shown = table.progress_position
-                    if self._save_due():
+                    if self.cadence.due():
                         self._save()
                     if keep_previous:
                         previous = self.model.state_dict()
@@ -673,9 +686,6 @@ class _FitRun:
 
     # -- checkpoints --------------------------------------------------------------------
 
-    def _save_due(self) -> bool:
-        return bool(self.args.checkpoint) and self.cadence.due()
-
     def _save(self, payload=None, rows=None) -> None:
         from .checkpoint import save_checkpoint
 
@@ -686,13 +696,9 @@ class _FitRun:
         self.saved_rows = rows
 
     def _checkpoint_state(self) -> str:
-        """What the checkpoint holds after a failure (nothing is written because of one)."""
-        if not self.args.checkpoint:
-            return ""
-        if self.saved_rows is None:
-            return f"; {self.args.checkpoint} was not written by this run"
-        return (f"; {self.args.checkpoint} holds the first {self.saved_rows:,} data rows of "
-                f"{self.args.data} (continue with --resume {self.args.checkpoint})")
+        return self.cadence.failure_note(
+            None if self.saved_rows is None
+            else f"the first {self.saved_rows:,} data rows of {self.args.data}")
 
     def _strict_message(self, previous, where: str) -> str:
         """Saves the last converged state (--checkpoint) and says what the checkpoint holds."""

@@ -54,3 +54,14 @@ def cpu_library():
 def cuda_library():
     """Path of librh_cuda, exported as RH_CUDA_LIBRARY for the module's duration."""
     yield from _library_fixture("native_cuda")
+
+
+@pytest.fixture(scope="module")
+def cuda_engine(cuda_library):
+    """librh_cuda found and usable here (a GPU and its driver); skips with the reason when not."""
+    from renewable_huber.backends.native import unavailable_reason
+
+    reason = unavailable_reason("native_cuda")
+    if reason is not None:
+        pytest.skip(f"native_cuda unavailable here: {reason}")
+    return cuda_library

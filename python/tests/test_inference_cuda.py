@@ -9,17 +9,10 @@ import pytest
 from inference_support import P_FEATURES, batches, config, reference_stream, state_fields
 
 from renewable_huber import RenewableHuberRegressor
-from renewable_huber.backends.native import NativeBackend, unavailable_reason
+from renewable_huber.backends.native import NativeBackend
 from renewable_huber.state import RenewableState
 
-pytestmark = pytest.mark.cuda
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cuda_available(cuda_library):
-    reason = unavailable_reason("native_cuda")
-    if reason is not None:
-        pytest.skip(f"native_cuda unavailable here: {reason}")
+pytestmark = [pytest.mark.cuda, pytest.mark.usefixtures("cuda_engine")]
 
 
 @pytest.mark.parametrize("dtype,rtol", [(np.float64, 1e-7), (np.float32, 2e-3)])

@@ -12,20 +12,12 @@ import pytest
 from float32_checks import assert_float32_close, flat_radius
 
 from renewable_huber import core
-from renewable_huber.backends.native import NativeBackend, unavailable_reason
+from renewable_huber.backends.native import NativeBackend
 from renewable_huber.config import UpdateConfig
 from renewable_huber.exceptions import BackendContractError, ValidationError
 from renewable_huber.state import RenewableState
 
-pytestmark = pytest.mark.cuda
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cuda_available(cuda_library):
-    reason = unavailable_reason("native_cuda")
-    if reason is not None:
-        pytest.skip(f"native_cuda unavailable here: {reason}")
-    return cuda_library
+pytestmark = [pytest.mark.cuda, pytest.mark.usefixtures("cuda_engine")]
 
 
 @pytest.fixture(scope="module")

@@ -108,12 +108,7 @@ def engine(request):
     if request.param == "native_cpu":
         request.getfixturevalue("cpu_library")
         return {"backend": "native_cpu"}
-    request.getfixturevalue("cuda_library")
-    from renewable_huber.backends.native import unavailable_reason
-
-    reason = unavailable_reason("native_cuda")
-    if reason is not None:
-        pytest.skip(f"native_cuda unavailable here: {reason}")
+    request.getfixturevalue("cuda_engine")
     return {"backend": "native_cuda", "device": "cuda"}
 
 

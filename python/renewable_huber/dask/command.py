@@ -319,7 +319,7 @@ class _ClusterRun:
         if every is None and seconds is None:
             # A cluster batch costs far more than writing the model: after every batch.
             every, seconds = 1, 0.0
-        self.cadence = _SaveCadence(every, seconds)
+        self.cadence = _SaveCadence(args.checkpoint, every, seconds)
 
     def _groups(self):
         """(first, end) partition ranges of the batches: K partitions counted from the run's
@@ -398,7 +398,7 @@ class _ClusterRun:
                               f"{warning.iterations} iterations ({warning.reason})")
                 if keep:
                     previous = model.state_dict()
-                if self._save_due():
+                if self.cadence.due():
                     self._save(previous, self.held)
                 bar.update(end - first)
         except KeyboardInterrupt:
@@ -409,9 +409,6 @@ class _ClusterRun:
         if args.checkpoint and self.saved != self.held:
             self._save(previous, self.held)
 
-    def _save_due(self) -> bool:
-        return bool(self.args.checkpoint) and self.cadence.due()
-
     def _save(self, state, held: tuple[int, int]) -> None:
         from ..checkpoint import save_checkpoint
 
@@ -420,14 +417,9 @@ class _ClusterRun:
         self.saved = held
 
     def _saved_text(self) -> str:
-        """What the checkpoint holds after a failure (nothing is written because of one)."""
-        if not self.args.checkpoint:
-            return ""
-        if self.saved is None:
-            return f"; {self.args.checkpoint} was not written by this run"
-        return (f"; {self.args.checkpoint} holds the first {self.saved[0]:,} partitions "
-                f"({self.saved[1]:,} rows) of the dataset (continue with --resume "
-                f"{self.args.checkpoint})")
+        return self.cadence.failure_note(
+            None if self.saved is None
+            else f"the first {self.saved[0]:,} partitions ({self.saved[1]:,} rows) of the dataset")
 
     def _interrupted(self, last_state) -> Interrupted:
         """Ctrl-C stops at once; the batch under way is dropped, the batches completed before
