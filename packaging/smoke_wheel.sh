@@ -55,17 +55,7 @@ if [ "$offline" = 0 ]; then
 else
   "${pip[@]}" install --no-index --no-deps "${wheels[@]}"
   site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-  "$PYTHON" - >"$site/zz-borrowed-array-libraries.pth" <<'PY'
-import importlib.util, os
-folders = []
-for name in ("numpy", "cupy", "cupy_backends", "fastrlock"):
-    spec = importlib.util.find_spec(name)
-    if spec and spec.origin:
-        folder = os.path.dirname(os.path.dirname(spec.origin))
-        if folder not in folders:
-            folders.append(folder)
-print("\n".join(folders))
-PY
+  "$PYTHON" "$ROOT"/packaging/array_library_folders.py >"$site/zz-borrowed-array-libraries.pth"
   if [ -n "$cuda_major" ]; then
     libdir="${RH_SMOKE_CUDA_LIBDIR:?--offline with a CUDA wheel needs RH_SMOKE_CUDA_LIBDIR}"
     link_into() {  # link_into FOLDER PATTERN...: NVIDIA's wheel layout, filled from libdir

@@ -25,17 +25,7 @@ python3 -m venv /tmp/rh-smoke-venv
 # The device has no network to fetch NumPy/CuPy: the host's copies are appended through a .pth
 # file (after the venv's own site-packages, so the wheel's package is the one imported).
 venv_site="$(/tmp/rh-smoke-venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-python3 - >"$venv_site/host-array-libraries.pth" <<'PY'
-import importlib.util, os
-folders = []
-for name in ("numpy", "cupy", "cupy_backends", "fastrlock"):
-    spec = importlib.util.find_spec(name)
-    if spec and spec.origin:
-        folder = os.path.dirname(os.path.dirname(spec.origin))
-        if folder not in folders:
-            folders.append(folder)
-print("\n".join(folders))
-PY
+python3 "$REPO_ROOT"/packaging/array_library_folders.py >"$venv_site/host-array-libraries.pth"
 # native_cpu must come from the wheel itself, not the cmake build exported above.
 (cd /tmp && env -u RH_CPU_LIBRARY /tmp/rh-smoke-venv/bin/python "$REPO_ROOT/runbooks/scripts/wheel_smoke.py")
 step "stage 1 PASSED"
