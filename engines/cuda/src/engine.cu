@@ -59,6 +59,9 @@ struct ResourceSet {
   // cuSOLVER's workspace answer for the last P (a function of P alone on one device).
   int64_t solver_sized_for = -1;
   int solver_work_elems = 0;
+  // The one-block Cholesky's limit on this device (configure_small_dense: the kernels'
+  // shared-memory opt-in is set once per set, not per engine).
+  int64_t small_dense_max = 0;
 
   ResourceSet() = default;
   ResourceSet(const ResourceSet&) = delete;
@@ -205,6 +208,7 @@ std::unique_ptr<ResourceSet> make_resource_set(int device) {
   check_cublas(cublasCreate(&set->blas), "cublasCreate");
   check_cusolver(cusolverDnCreate(&set->solver), "cusolverDnCreate");
   check_cusolver(cusolverDnCreateGesvdjInfo(&set->svd_params), "cusolverDnCreateGesvdjInfo");
+  set->small_dense_max = configure_small_dense(device, kSmallDenseCap);
   set->blas_work.bind(set->stream, set->memory);
   // A fixed workspace keeps cuBLAS from allocating during graph capture.
   set->blas_work.reserve(kBlasWorkspaceBytes, "cuBLAS workspace");
@@ -258,8 +262,6 @@ void Engine::create(const RhCudaEngineOptions& options) {
   }
   chunk_hint = 0;
   configure_staging(*this);
-  small_dense_max = small_dense_limit_setting(configure_small_dense(device, kSmallDenseCap));
-  small_dense_threads = small_dense_threads_setting();
 
   int64_t PP = 0;
   if (rh_mul_i64(P, P, &PP) != 0) {
@@ -284,6 +286,8 @@ void Engine::create(const RhCudaEngineOptions& options) {
   blas = resources->blas;
   solver = resources->solver;
   svd_params = resources->svd_params;
+  small_dense_max = small_dense_limit_setting(resources->small_dense_max);
+  small_dense_threads = small_dense_threads_setting();
   resources->for_each_carried(
       ws, [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
   ws.for_each([&](GrowingBuffer& b) {

@@ -83,7 +83,8 @@ void launch_small_cholesky_solve(const T* gram, const double* J, const BatchCons
                                  DeviceScalars* sc, const double* g, double* dir, double* jdir,
                                  int threads, cudaStream_t s);
 // The largest P, at most cap, whose one-block Cholesky fits the device's opt-in shared memory
-// per block; lets the kernel use that much. Called at engine creation (device current).
+// per block; lets the kernel use that much. Called when a resource set is made (device
+// current).
 int64_t configure_small_dense(int device, int64_t cap);
 // While running, on cuSOLVER's Cholesky factor of H = (G + J) / N + ridge I: accepts it when
 // info == 0 and every squared pivot exceeds 64 P eps times H's own diagonal entry (recomputed
