@@ -287,7 +287,6 @@ void Engine::create(const RhCudaEngineOptions& options) {
   solver = resources->solver;
   svd_params = resources->svd_params;
   small_dense_max = small_dense_limit_setting(resources->small_dense_max);
-  small_dense_threads = small_dense_threads_setting();
   resources->for_each_carried(
       ws, [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
   ws.for_each([&](GrowingBuffer& b) {

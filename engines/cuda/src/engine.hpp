@@ -173,10 +173,9 @@ struct Engine {
   // synchronises (update_pipeline.cu, chunk_sizes). Speed only; never changes a result.
   int64_t chunk_hint = 0;
   int64_t forced_chunk = 0;  // a fixed chunk size, for the tests (test_switches.hpp)
-  // Newton systems of at most this many parameters use the one-block Cholesky (configured at
-  // creation from the device's shared memory); its block size (0: the kernel's default).
+  // Newton systems of at most this many parameters use the one-block Cholesky (the resource
+  // set's limit from the device's shared memory, or the tests' lower cap).
   int64_t small_dense_max = 0;
-  int small_dense_threads = 0;
 
   bool graphs_enabled() const {
     return (enabled_flags & RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS) != 0;

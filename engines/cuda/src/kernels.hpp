@@ -81,7 +81,7 @@ void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, T* out, 
 template <class T>
 void launch_small_cholesky_solve(const T* gram, const double* J, const BatchConstants& k,
                                  DeviceScalars* sc, const double* g, double* dir, double* jdir,
-                                 int threads, cudaStream_t s);
+                                 cudaStream_t s);
 // The largest P, at most cap, whose one-block Cholesky fits the device's opt-in shared memory
 // per block; lets the kernel use that much. Called when a resource set is made (device
 // current).

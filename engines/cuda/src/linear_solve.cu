@@ -36,7 +36,7 @@ void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram) {
     // Factor, acceptance test, the solve for the next direction and J dir in one kernel.
     launch_small_cholesky_solve<T>(gram, ctx.information64(), ctx.k, ctx.device_scalars(),
                                    ctx.grad(), e.ws.dir.as<double>(), e.ws.jdir.as<double>(),
-                                   e.small_dense_threads, e.stream);
+                                   e.stream);
     return;
   }
   const int n = static_cast<int>(ctx.k.P);

@@ -33,14 +33,6 @@ int64_t small_dense_limit_setting(int64_t device_limit) {
   return parsed < 0 ? device_limit : std::min<int64_t>(parsed, device_limit);
 }
 
-int small_dense_threads_setting() {
-  const char* value = std::getenv("RH_CUDA_TEST_SMALL_DENSE_THREADS");
-  if (value == nullptr || value[0] == '\0')
-    return 0;
-  const long parsed = std::strtol(value, nullptr, 10);
-  return parsed >= 32 && parsed <= 1024 && parsed % 32 == 0 ? static_cast<int>(parsed) : 0;
-}
-
 StagingMode staging_mode_setting() {
   const char* mode = std::getenv("RH_CUDA_STAGING");
   if (mode == nullptr || mode[0] == '\0' || std::strcmp(mode, "pinned") == 0) {
@@ -120,9 +112,6 @@ int64_t forced_chunk_setting() {
 }
 int64_t small_dense_limit_setting(int64_t device_limit) {
   return device_limit;
-}
-int small_dense_threads_setting() {
-  return 0;
 }
 StagingMode staging_mode_setting() {
   return StagingMode::Pinned;

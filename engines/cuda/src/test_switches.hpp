@@ -17,9 +17,6 @@ int64_t forced_chunk_setting();
 // RH_CUDA_TEST_SMALL_DENSE_MAX=N: the one-block Cholesky up to min(N, device_limit) parameters
 // (0: cuSOLVER for every P); device_limit when unset.
 int64_t small_dense_limit_setting(int64_t device_limit);
-// RH_CUDA_TEST_SMALL_DENSE_THREADS=N (a multiple of 32 up to 1024): the one-block Cholesky's
-// block size; 0 (the kernel's default) when unset.
-int small_dense_threads_setting();
 // RH_CUDA_STAGING = pinned (default) | plain.
 StagingMode staging_mode_setting();
 // RH_CUDA_STAGING_THREADS = 1..max_setting host copy threads; `fallback` when unset.
