@@ -249,6 +249,7 @@ void Engine::create(const RhCudaEngineOptions& options) {
   enabled_flags = requested_flags;
   injected = injected_failure_setting();
   forced_chunk = forced_chunk_setting();
+  separate_meat_pass = separate_meat_pass_setting();
   // The commit kernels write the exported state and the status block straight into pinned host
   // memory, which needs unified addressing (every 64-bit Linux/Windows CUDA setup has it).
   int unified = 0;

@@ -61,6 +61,9 @@ struct Workspace {
   GrowingBuffer equilibration;
   // Row-sized, grown to the largest batch.
   GrowingBuffer x_stage, y_stage, w_stage, residual, score, scaled_rows, row_partials;
+  // K's scaled design sqrt(w) |psi(r)| x at the final beta (Gram-padded like scaled_rows),
+  // reserved only for updates that keep K.
+  GrowingBuffer meat_rows;
   GrowingBuffer xtu_partials;  // per row-pass block, kWideRowColumns each
   GrowingBuffer bad_partials;  // per validation block, kBadKinds first bad indices
   GrowingBuffer commit_flags;  // per commit block, a non-finite flag
@@ -73,6 +76,9 @@ struct Workspace {
   // has succeeded (prediction.cu); engine-owned, not pooled.
   GrowingBuffer host_predictions{MemoryKind::PinnedHost};
   GrowingBuffer host_state{MemoryKind::PinnedHost};
+  // The exported K and meat.cu's non-finite flag after it; engine-owned, reserved only for
+  // updates that keep K.
+  GrowingBuffer host_meat{MemoryKind::PinnedHost};
   GrowingBuffer host_chunks[2] = {GrowingBuffer{MemoryKind::PinnedHost},
                                   GrowingBuffer{MemoryKind::PinnedHost}};
 
@@ -113,6 +119,7 @@ struct Workspace {
                              &score,
                              &scaled_rows,
                              &row_partials,
+                             &meat_rows,
                              &xtu_partials,
                              &bad_partials,
                              &commit_flags,
@@ -121,13 +128,14 @@ struct Workspace {
                              &host_scalars,
                              &host_predictions,
                              &host_state,
+                             &host_meat,
                              &host_chunks[0],
                              &host_chunks[1]}) {
       f(*b);
     }
   }
 };
-static_assert(sizeof(Workspace) == 43 * sizeof(GrowingBuffer),
+static_assert(sizeof(Workspace) == 45 * sizeof(GrowingBuffer),
               "Workspace gained or lost a member: list it in Workspace::for_each and update 43");
 
 struct GraphCounters {
@@ -173,6 +181,8 @@ struct Engine {
   // synchronises (update_pipeline.cu, chunk_sizes). Speed only; never changes a result.
   int64_t chunk_hint = 0;
   int64_t forced_chunk = 0;  // a fixed chunk size, for the tests (test_switches.hpp)
+  // K's rows always from meat.cu's own pass, never the solver's row pass (test_switches.hpp).
+  bool separate_meat_pass = false;
   // Newton systems of at most this many parameters use the one-block Cholesky (the resource
   // set's limit from the device's shared memory, or the tests' lower cap).
   int64_t small_dense_max = 0;

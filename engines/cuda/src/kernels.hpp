@@ -27,10 +27,12 @@ template <class T>
 void launch_validate_rows(const RowView<T>& rows, int first_tile, int end_tile,
                           double* weight_partials, unsigned long long* bad_partials,
                           cudaStream_t s);
+// meat_scaled (nullptr: none): where the pass at the beta the solve ended on writes K's scaled
+// rows, setting DeviceScalars.meat_rows_final (meat.cu).
 template <class T>
-void launch_row_pass(const RowView<T>& rows, const double* beta, double tau,
-                     const DeviceScalars* sc, double* residual, T* score, T* scaled,
-                     double* partials, double* xtu_partials, RunWhen when, cudaStream_t s);
+void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, DeviceScalars* sc,
+                     double* residual, T* score, T* scaled, T* meat_scaled, double* partials,
+                     double* xtu_partials, RunWhen when, cudaStream_t s);
 template <class T>
 void launch_newton_trials(const RowView<T>& rows, const double* residual, const double* dir,
                           double tau, const DeviceScalars* sc, double* partials, cudaStream_t s);

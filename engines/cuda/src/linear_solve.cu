@@ -17,7 +17,7 @@ template <class T>
 void refuse_if_injected(UpdateContext<T>& ctx) {
   if (ctx.e.injected == InjectedFailure::Cusolver) {
     fail(RH_CUDA_CUSOLVER_ERROR,
-         "linear solve failed: injected cuSOLVER failure (RH_CUDA_TEST_INJECT_FAILURE=cusolver)");
+         "linear solve failed: injected cuSOLVER failure (the test build's switch)");
   }
 }
 

@@ -132,12 +132,30 @@ constexpr int xtu_slots() {
   return Team >= kWideRowColumns ? 1 : static_cast<int>(kWideRowColumns) / Team;
 }
 
+// Row i of a scaled design for a Gram GEMM: root x_i, the appended intercept column as root.
+template <int Team, class T>
+__device__ __forceinline__ void write_scaled_row(const RowView<T>& rows, int64_t i, int lane,
+                                                 double root, T* scaled) {
+  const T* xi = rows.x + i * rows.ldx;
+  T* out = scaled + i * rows.P;
+  for (int64_t j = lane; j < rows.ncols_x; j += Team)
+    out[j] = static_cast<T>(root * static_cast<double>(xi[j]));
+  if (rows.ncols_x < rows.P && lane == 0)
+    out[rows.P - 1] = static_cast<T>(root);
+}
+
 template <class T, int Team>
-__global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
-                                const DeviceScalars* sc, double* residual, T* score, T* scaled,
+__global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau, DeviceScalars* sc,
+                                double* residual, T* score, T* scaled, T* meat_scaled,
                                 double* partials, double* xtu_partials, int when) {
   if (!should_run(sc, when))
     return;
+  // The row pass at the beta the solve ended on (the step that ended it moved beta, or max_iter
+  // was reached) also writes sqrt(w) |psi(r)| x for K's Gram (meat.cu), so K costs no pass of
+  // its own over the batch. Every block sees the same state; one thread records the answer.
+  const bool meat_here = meat_scaled != nullptr && solve_ended(*sc);
+  if (meat_scaled != nullptr && blockIdx.x == 0 && threadIdx.x == 0)
+    sc->meat_rows_final = meat_here ? 1 : 0;
   constexpr int kSlots = xtu_slots<Team>();
   __shared__ double shared[kThreads];
   const RowTeam<Team> team;
@@ -152,17 +170,14 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
     const double r = static_cast<double>(rows.y[i]) - row_dot<Team>(rows, i, team.lane, beta);
     const double w = row_weight(rows, i);
     const T* xi = rows.x + i * rows.ldx;
-    const double u = w * huber_psi(r, tau);  // every lane of the team has the same r
+    const double psi = huber_psi(r, tau);  // every lane of the team has the same r
+    const double u = w * psi;
     if (scaled != nullptr) {
       // sqrt(w c) X feeds the Gram GEMM, which then forms X' diag(w c) X.
-      const double root = sqrt(w * smoothed_curvature(r, tau, h));
-      T* out = scaled + i * rows.P;
-      for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
-        out[j] = static_cast<T>(root * static_cast<double>(xi[j]));
-      }
-      if (rows.ncols_x < rows.P && team.lane == 0)
-        out[rows.P - 1] = static_cast<T>(root);
+      write_scaled_row<Team>(rows, i, team.lane, sqrt(w * smoothed_curvature(r, tau, h)), scaled);
     }
+    if (meat_here)
+      write_scaled_row<Team>(rows, i, team.lane, sqrt(w) * fabs(psi), meat_scaled);
     if (Team < kWideRowColumns && xtu_partials != nullptr) {
 #pragma unroll
       for (int k = 0; k < kSlots; ++k) {
@@ -223,14 +238,7 @@ __global__ void majoriser_rows_kernel(RowView<T> rows, const double* residual, d
   for (int64_t i = team.first; i < rows.n; i += team.stride) {
     const double r = residual[i];
     const double m = rh_majoriser_weight(r, tau, smoothed_curvature(r, tau, h));
-    const double root = sqrt(row_weight(rows, i) * m);
-    const T* xi = rows.x + i * rows.ldx;
-    T* out = scaled + i * rows.P;
-    for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
-      out[j] = static_cast<T>(root * static_cast<double>(xi[j]));
-    }
-    if (rows.ncols_x < rows.P && team.lane == 0)
-      out[rows.P - 1] = static_cast<T>(root);
+    write_scaled_row<Team>(rows, i, team.lane, sqrt(row_weight(rows, i) * m), scaled);
   }
 }
 
@@ -415,11 +423,11 @@ void launch_validate_rows(const RowView<T>& rows, int first_tile, int end_tile,
 }
 
 template <class T>
-void launch_row_pass(const RowView<T>& rows, const double* beta, double tau,
-                     const DeviceScalars* sc, double* residual, T* score, T* scaled,
-                     double* partials, double* xtu_partials, RunWhen when, cudaStream_t s) {
+void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, DeviceScalars* sc,
+                     double* residual, T* score, T* scaled, T* meat_scaled, double* partials,
+                     double* xtu_partials, RunWhen when, cudaStream_t s) {
   RH_LAUNCH_ROWS(row_pass_kernel, T, rows, s, rows, beta, tau, sc, residual, score, scaled,
-                 partials, xtu_partials, static_cast<int>(when));
+                 meat_scaled, partials, xtu_partials, static_cast<int>(when));
 }
 
 template <class T>
@@ -454,8 +462,8 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
 #define RH_INSTANTIATE_ROW_KERNELS(T)                                                              \
   template void launch_validate_rows<T>(const RowView<T>&, int, int, double*, unsigned long long*, \
                                         cudaStream_t);                                             \
-  template void launch_row_pass<T>(const RowView<T>&, const double*, double, const DeviceScalars*, \
-                                   double*, T*, T*, double*, double*, RunWhen, cudaStream_t);      \
+  template void launch_row_pass<T>(const RowView<T>&, const double*, double, DeviceScalars*,       \
+                                   double*, T*, T*, T*, double*, double*, RunWhen, cudaStream_t);  \
   template void launch_newton_trials<T>(const RowView<T>&, const double*, const double*, double,   \
                                         const DeviceScalars*, double*, cudaStream_t);              \
   template void launch_lamm_trials<T>(const RowView<T>&, const double*, int, double,               \

@@ -117,6 +117,8 @@ struct DeviceScalars {
   int commit_nonfinite;     // the state built by the commit kernels has a non-finite value
   int equilibrated_finite;  // the linear solve's diag(d) H diag(d) is finite (linear_solve.cu)
   int svd_rank;             // singular values kept by the last SVD solve
+  int meat_rows_final;      // the last row pass that ran wrote K's scaled rows, the solve having
+                            // ended at its beta (meat.cu reads them instead of a pass of its own)
   int max_iter;             // the update's iteration limit (set with the rest at the start)
 };
 

@@ -25,6 +25,11 @@ int64_t forced_chunk_setting() {
   return parsed > 0 ? parsed : 0;
 }
 
+bool separate_meat_pass_setting() {
+  const char* value = std::getenv("RH_CUDA_TEST_MEAT_PASS");
+  return value != nullptr && std::strcmp(value, "separate") == 0;
+}
+
 int64_t small_dense_limit_setting(int64_t device_limit) {
   const char* value = std::getenv("RH_CUDA_TEST_SMALL_DENSE_MAX");
   if (value == nullptr || value[0] == '\0')
@@ -109,6 +114,9 @@ InjectedFailure injected_failure_setting() {
 }
 int64_t forced_chunk_setting() {
   return 0;
+}
+bool separate_meat_pass_setting() {
+  return false;
 }
 int64_t small_dense_limit_setting(int64_t device_limit) {
   return device_limit;

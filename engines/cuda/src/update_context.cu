@@ -79,10 +79,11 @@ template void gram_of_scaled_rows<double>(Engine&, int64_t, int64_t, const doubl
 template <class T>
 void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu) {
   T* scaled = with_gram ? e.ws.scaled_rows.as<T>() : nullptr;
+  T* meat_scaled = with_gram && with_meat ? e.ws.meat_rows.as<T>() : nullptr;
   double* xtu_partials = with_xtu && row_pass_xtu() ? e.ws.xtu_partials.as<double>() : nullptr;
   launch_row_pass<T>(rows, beta(), k.tau, device_scalars(), e.ws.residual.as<double>(),
-                     e.ws.score.as<T>(), scaled, e.ws.row_partials.as<double>(), xtu_partials, when,
-                     e.stream);
+                     e.ws.score.as<T>(), scaled, meat_scaled, e.ws.row_partials.as<double>(),
+                     xtu_partials, when, e.stream);
   // cuBLAS cannot skip: queued past the end of a solve it recomputes X'u from unchanged scores,
   // bit for bit the same (and the Gram below from unchanged scaled rows).
   if (with_xtu && !row_pass_xtu())
@@ -154,10 +155,11 @@ void UpdateContext<T>::wait_for_status() {
                  RH_VALUE_NONNEGATIVE);
   }
   if (s.weight_mismatch) {
+    // The message is written by the call: it must run before the text is read.
     RhErrorBuffer text{};
-    throw EngineError(rh_refuse_weight_sum(&text, batch_name, k.claimed_batch_weight,
-                                           s.batch_weight, k.previous_weight),
-                      text.text);
+    const RhCudaStatus status = rh_refuse_weight_sum(&text, batch_name, k.claimed_batch_weight,
+                                                     s.batch_weight, k.previous_weight);
+    throw EngineError(status, text.text);
   }
 }
 

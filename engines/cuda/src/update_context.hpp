@@ -34,6 +34,9 @@ struct UpdateContext {
   // against synchronisations and never change a result.
   int64_t first_chunk;
   int64_t later_chunk;
+  // The stream keeps K (unpenalised, meat available): the row passes at the final beta also
+  // write K's scaled rows into ws.meat_rows.
+  bool with_meat = false;
   bool used_svd = false;
   bool data_checked = false;
   // LAMM's curvature bound is in DeviceScalars.lamm_bound (computed at the first 40-rejection

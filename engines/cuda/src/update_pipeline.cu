@@ -131,6 +131,13 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
     reserve_rows(e.ws.gram_partials, int64_t{split.chunks} * P * P, sizeof(T), "Gram partials");
   }
 
+  // K only follows unpenalised streams: after L1 selection the intervals are not valid.
+  const bool with_meat = e.committed.meat_available && c.penalty != RH_CUDA_PENALTY_L1;
+  if (with_meat) {
+    reserve_rows(e.ws.meat_rows, split.padded_rows() * P, sizeof(T), "K's scaled design");
+    reserve_rows(e.ws.host_meat, P * P + 1, sizeof(double), "exported K");
+  }
+
   const ChunkSizes chunks = chunk_sizes(e, c.penalty == RH_CUDA_PENALTY_L1, b.n_rows);
   UpdateContext<T> ctx{e,
                        place_batch<T>(e, b, location),
@@ -141,13 +148,18 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
                        out != nullptr,
                        chunks.first,
                        chunks.later};
+  ctx.with_meat = with_meat;
 
   // The row pass writes the scaled rows of this batch only; the padding rows of the last Gram
-  // chunk must be zero.
+  // chunk must be zero (in K's scaled design too).
   if (split.padded_rows() > b.n_rows) {
-    check_cuda(cudaMemsetAsync(e.ws.scaled_rows.as<T>() + b.n_rows * P, 0,
-                               (split.padded_rows() - b.n_rows) * P * sizeof(T), e.stream),
+    const size_t padding = (split.padded_rows() - b.n_rows) * P * sizeof(T);
+    check_cuda(cudaMemsetAsync(e.ws.scaled_rows.as<T>() + b.n_rows * P, 0, padding, e.stream),
                "cudaMemsetAsync (Gram padding)");
+    if (with_meat) {
+      check_cuda(cudaMemsetAsync(e.ws.meat_rows.as<T>() + b.n_rows * P, 0, padding, e.stream),
+                 "cudaMemsetAsync (K's Gram padding)");
+    }
   }
   // place_batch queued the validation pass. Refused data move the state to kInvalidData:
   // everything queued after returns at once and the first synchronisation reports the reason
@@ -171,16 +183,11 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
          "state unchanged");
   }
   e.chunk_hint = s.iterations;
-  // K only follows unpenalised streams: after L1 selection the intervals are not valid.
-  const bool with_meat = e.committed.meat_available && !ctx.k.l1;
-  if (with_meat)
-    accumulate_meat<T>(e, ctx.rows, ctx.beta(), c.tau);
-  const bool export_meat = out != nullptr && rh_state_out_has_meat(out) && out->meat != nullptr;
-  if (with_meat && export_meat) {
-    check_cuda(cudaMemcpyAsync(out->meat, e.scratch.meat.data(), P * P * sizeof(double),
-                               cudaMemcpyDeviceToHost, e.stream),
-               "cudaMemcpyAsync (meat)");
-    e.synchronize();
+  const bool export_meat =
+      with_meat && out != nullptr && rh_state_out_has_meat(out) && out->meat != nullptr;
+  if (with_meat) {
+    accumulate_meat<T>(e, ctx.rows, e.ws.residual.as<double>(), c.tau, s.meat_rows_final != 0,
+                       export_meat);
   }
 
   if (with_meat)
@@ -207,6 +214,8 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
     out->batch_count = e.committed.batch_count;
     out->previous_lambda = e.committed.previous_lambda;
     out->weight_sum = e.committed.weight_sum;
+    if (export_meat)
+      std::memcpy(out->meat, e.ws.host_meat.data(), P * P * sizeof(double));
     if (rh_state_out_has_meat(out)) {
       out->meat_available = with_meat ? 1 : 0;
       out->reserved1 = 0;

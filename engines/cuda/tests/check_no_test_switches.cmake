@@ -1,8 +1,8 @@
 # The shipped librh_cuda reads no test switch from the environment: the names the test build
-# reads (test_switches.cpp) must not appear in it. Run as cmake -DLIBRARY=<path> -P <this>.
+# reads (test_switches.cpp: RH_CUDA_STAGING* and RH_CUDA_TEST_*) must not appear in it, so the
+# prefixes are searched. Run as cmake -DLIBRARY=<path> -P <this>.
 file(READ "${LIBRARY}" _rh_bytes HEX)
-foreach(_rh_name RH_CUDA_STAGING RH_CUDA_STAGING_THREADS RH_CUDA_TEST_CHUNK
-                 RH_CUDA_TEST_FAIL_CALL RH_CUDA_TEST_FAIL_KIND)
+foreach(_rh_name RH_CUDA_STAGING RH_CUDA_TEST_)
   string(HEX "${_rh_name}" _rh_hex)
   string(FIND "${_rh_bytes}" "${_rh_hex}" _rh_at)
   if(NOT _rh_at EQUAL -1)

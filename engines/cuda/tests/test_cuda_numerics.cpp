@@ -1,7 +1,8 @@
 // What librh_cuda computes: the OLS limit and the closed-form lambda/bandwidth (independent
 // math), agreement with librh_cpu, host/device and narrow/expanded input equality,
-// reproducibility, the SVD fallback on an exactly singular system, asymmetric restores,
-// rollback after an injected cuSOLVER failure, graphs on/off, and TF32 against strict float32.
+// reproducibility, K against its definition, the SVD fallback on an exactly singular system,
+// asymmetric restores, rollback after an injected cuSOLVER failure, graphs on/off, and TF32 against
+// strict float32.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
@@ -60,6 +61,109 @@ Fit stream_fit(int32_t dtype, int32_t penalty, uint64_t flags, bool device, bool
   fit.info = widen(state.info);
   rh_cuda_engine_destroy(e);
   return fit;
+}
+
+// K after a stream of `batches` batches (seeds 200, 201, ...), and K's definition evaluated here
+// in long double from the exported states: the sum over batches of X_b' diag(w psi(r_b)^2) X_b
+// with r_b the residuals at that batch's committed coefficients (appended intercept last).
+struct MeatStream {
+  std::vector<double> meat, expected;
+  int iterations = 0;
+  bool ok = false;
+};
+
+template <class T>
+MeatStream meat_stream(int64_t features, int64_t max_iter, uint64_t flags, bool device,
+                       int batches = 3) {
+  MeatStream out;
+  const int64_t P = features + 1;
+  const int32_t dtype = sizeof(T) == 4 ? RH_CUDA_DTYPE_FLOAT32 : RH_CUDA_DTYPE_FLOAT64;
+  RhCudaEngineOptions o = options(dtype, P, flags);
+  RhCudaEngine* e = nullptr;
+  if (rh_cuda_engine_create(&o, &e) != RH_CUDA_SUCCESS)
+    return out;
+  HostState<T> state(P);
+  out.meat.assign(static_cast<size_t>(P * P), 0.0);
+  state.view.meat = out.meat.data();
+  std::vector<long double> expected(static_cast<size_t>(P * P), 0.0L);
+  RhCudaUpdateConfig c = config(features, RH_CUDA_PENALTY_NONE);
+  c.max_iter = max_iter;
+  bool ok = true;
+  for (int b = 0; b < batches && ok; ++b) {
+    Batch<T> data = make_batch<T>(200 + b, 3000, features, true, false, 30.0);
+    RhCudaHostBatch hb = data.view(true);
+    RhCudaDiagnostics d = diagnostics();
+    if (device) {
+      const DeviceBatchCopy copy(hb, sizeof(T), "meat stream batch");
+      ok = rh_cuda_engine_update_device_with_state(e, copy.batch(), &c, &d, &state.view) ==
+           RH_CUDA_SUCCESS;
+    } else {
+      ok = rh_cuda_engine_update_host_with_state(e, &hb, &c, &d, &state.view) == RH_CUDA_SUCCESS;
+    }
+    ok = ok && state.view.meat_available == 1;
+    out.iterations = static_cast<int>(d.iterations);
+    for (int64_t i = 0; ok && i < data.n; ++i) {
+      std::vector<long double> x(static_cast<size_t>(P), 1.0L);
+      long double fit = 0.0L;
+      for (int64_t j = 0; j < P; ++j) {
+        if (j < features)
+          x[j] = static_cast<long double>(data.x[i * features + j]);
+        fit += x[j] * static_cast<long double>(state.coef[j]);
+      }
+      const long double r = static_cast<long double>(data.y[i]) - fit;
+      const long double psi = std::fmax(-c.tau, std::fmin(static_cast<double>(r), c.tau));
+      const long double scale = static_cast<long double>(data.w[i]) * psi * psi;
+      for (int64_t j = 0; j < P; ++j)
+        for (int64_t k = 0; k < P; ++k)
+          expected[j * P + k] += scale * x[j] * x[k];
+    }
+  }
+  if (!ok)
+    std::fprintf(stderr, "  meat_stream: %s\n", rh_cuda_engine_last_error(e));
+  rh_cuda_engine_destroy(e);
+  out.expected.assign(expected.begin(), expected.end());
+  out.ok = ok;
+  return out;
+}
+
+// K's rows come from the solver's row pass at the final beta, or (RH_CUDA_TEST_MEAT_PASS=
+// separate) from meat.cu's own pass over the residuals that row pass stored: both give the same
+// bits, and K equals its definition. Cases: one lane, 8 lanes and a warp per row; max_iter
+// ending the solve (the last row pass ran while the solve was still running); graphs; device
+// input; float32 (the Gram in float32, added in double).
+void test_meat_follows_its_definition() {
+  struct Case {
+    int64_t features;
+    int64_t max_iter;
+    uint64_t flags;
+    bool device;
+  };
+  const Case cases[] = {{kFeatures, 100, 0, false},
+                        {20, 100, 0, false},
+                        {40, 100, 0, true},
+                        {kFeatures, 2, 0, false},
+                        {20, 100, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS, true}};
+  for (const Case& cs : cases) {
+    const MeatStream fused = meat_stream<double>(cs.features, cs.max_iter, cs.flags, cs.device);
+    const MeatStream fused32 = meat_stream<float>(cs.features, cs.max_iter, cs.flags, cs.device);
+    setenv("RH_CUDA_TEST_MEAT_PASS", "separate", 1);
+    const MeatStream separate = meat_stream<double>(cs.features, cs.max_iter, cs.flags, cs.device);
+    const MeatStream separate32 = meat_stream<float>(cs.features, cs.max_iter, cs.flags, cs.device);
+    unsetenv("RH_CUDA_TEST_MEAT_PASS");
+    RH_CHECK(fused.ok && separate.ok && fused32.ok && separate32.ok);
+    const double rel = max_rel_diff(fused.meat, fused.expected);
+    const double rel32 = max_rel_diff(fused32.meat, fused32.expected);
+    std::printf(
+        "meat (%lld features, max_iter %lld%s%s): last batch %d iterations; vs its "
+        "definition rel %.3e (f64) %.3e (f32)\n",
+        static_cast<long long>(cs.features), static_cast<long long>(cs.max_iter),
+        cs.flags ? ", graphs" : "", cs.device ? ", device input" : "", fused.iterations, rel,
+        rel32);
+    RH_CHECK(rel < 1e-10);
+    RH_CHECK(rel32 < 1e-4);
+    RH_CHECK(fused.meat == separate.meat);
+    RH_CHECK(fused32.meat == separate32.meat);
+  }
 }
 
 // Dense solve by Gaussian elimination with partial pivoting, for the OLS reference.
@@ -600,6 +704,7 @@ int main() {
   test_asymmetric_restore_round_trips_and_is_kept();
   test_injected_solver_failure_rolls_back();
   test_device_prediction_matches_host_prediction();
+  test_meat_follows_its_definition();
 #ifdef RH_CPU_ENGINE_PATH
   test_agrees_with_the_cpu_engine();
 #else
