@@ -1,0 +1,259 @@
+"""The roofline model of benchmarks/roofline.py against hand-counted passes, and its table.
+
+Expected numbers are counted here from the engine's pass structure (docs in the module), not
+taken from the implementation: n rows, c features, P = c + 1, s bytes per value.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks import record, roofline, synthetic, validate  # noqa: E402
+
+CONSTANTS = {"bandwidth_bytes_per_s": 1e12, "gemm_float64_flops_per_s": 1e13,
+             "gemm_float32_flops_per_s": 2e13, "launch_s": 2e-6, "sync_s": 1e-5,
+             "host_to_device_bytes_per_s": 5e10}
+
+
+def device_json(**overrides) -> dict:
+    return {"schema": "renewable-huber-device-constants", "version": 1,
+            "created": "2026-01-01T00:00:00+00:00",
+            "fingerprint": {"name": "synthetic GPU", "compute_capability": "9.0",
+                            "memory_bytes": 2**37, "driver_version": 13000,
+                            "runtime_version": 13000},
+            "model": {**CONSTANTS, **overrides}}
+
+
+def device(**overrides) -> roofline.DeviceConstants:
+    return roofline.DeviceConstants.from_json(device_json(**overrides))
+
+
+def test_ideal_floor_of_one_newton_batch():
+    # 4,096 x 16 float64, 5 iterations: 5 reads of X and y (17 columns of 8 bytes), 5 Grams of
+    # 2 * 4096 * 17^2 flops, 5 launches, 1 synchronisation, nothing over PCIe (device input).
+    work = roofline.ideal_work(4096, 16, 8, 5, l1=False, host=False)
+    assert work.bytes == 5 * 4096 * 17 * 8 == 2_785_280
+    assert work.flops == 5 * 2 * 4096 * 289 == 11_837_440
+    assert (work.launches, work.syncs, work.transfer_bytes) == (5, 1, 0)
+    t = work.seconds(device(), "float64")
+    assert t["memory"] == pytest.approx(2.78528e-6)
+    assert t["gram"] == pytest.approx(1.183744e-6)
+    assert t["launch"] == pytest.approx(1e-5) and t["sync"] == pytest.approx(1e-5)
+    assert t["total"] == pytest.approx(2.78528e-6 + 1.183744e-6 + 2e-5)
+    # LAMM: one Gram at the solution; host input adds the batch once over the link.
+    lamm = roofline.ideal_work(4096, 16, 4, 3, l1=True, host=True)
+    assert lamm.bytes == 3 * 4096 * 17 * 4
+    assert lamm.flops == 2 * 4096 * 289
+    assert lamm.transfer_bytes == 4096 * 17 * 4
+    assert lamm.seconds(device(), "float32")["transfer"] == pytest.approx(278_528 / 5e10)
+    # zero iterations still read the batch once
+    assert roofline.ideal_work(100, 3, 8, 0, l1=False, host=False).bytes == 100 * 4 * 8
+
+
+def test_engine_floor_of_a_newton_batch_with_the_one_block_cholesky():
+    # 4,096 x 16 float64, 5 iterations, a new engine: first chunk 4, later chunks 2, so 6
+    # iterations are queued over 2 synchronisations and one runs past the end.
+    n, c, s = 4096, 16, 8
+    batch = n * (c + 1) * s  # X and y
+    scaled = n * (c + 1) * s  # sqrt(w c) x with the intercept column
+    row_pass = batch + 8 * n + scaled  # X'u inside the pass (c <= 32): no scores written
+    gemm = scaled
+    trials = n * c * s + 8 * n  # X and the residuals
+    expected_bytes = batch + (row_pass + gemm) + 5 * (trials + row_pass + gemm) + 1 * gemm
+    # 2 * 4096 * 17^2 per Gram: the starting one, 5 real and 1 queued past the end
+    expected_flops = 7 * 2 * 4096 * 17 * 17
+    # Gram in 32 chunks of 128 rows (264 tiles wanted, 4096 / 128 chunks possible): GEMM and
+    # the partial sum. Fixed: validation, begin, row pass, GEMM, sum, gradient, 2 commits;
+    # per queued iteration: Cholesky, trials, select, row pass, GEMM, sum, gradient.
+    expected_launches = 6 + 2 + 6 * 7
+    work = roofline.engine_work(n, c, s, 5, l1=False, host=False, hint=0)
+    assert work.bytes == expected_bytes == 14_123_008
+    assert work.flops == expected_flops == 16_572_416
+    assert (work.launches, work.syncs) == (expected_launches, 2) == (50, 2)
+    t = work.seconds(device(), "float64")
+    assert t["total"] == pytest.approx(14_123_008 / 1e12 + 16_572_416 / 1e13 + 50 * 2e-6
+                                       + 2 * 1e-5)
+
+
+def test_engine_floor_of_a_lamm_batch_on_host_input():
+    # 4,096 x 16 float32 L1, 3 iterations, new engine: one chunk of 4 (one queued past the end).
+    n, c, s = 4096, 16, 4
+    batch = n * (c + 1) * s
+    scaled = n * (c + 1) * s
+    row_pass = batch + 8 * n  # X'u inside the pass, no Gram
+    final_row_pass = batch + 8 * n + scaled + n * s  # scaled rows and scores for the Gram
+    expected_bytes = (batch  # validation
+                      + row_pass  # at the starting beta
+                      + 3 * (batch + row_pass)  # first attempt group's trials + row pass
+                      + scaled  # the chunk's GEMM
+                      + final_row_pass)
+    # validation, begin, row pass, gradient, commit; 4 queued iterations of 8 attempt-group
+    # launches, row pass, gradient; after the chunk: row pass, GEMM, partial sum.
+    expected_launches = 5 + 4 * 10 + 3
+    work = roofline.engine_work(n, c, s, 3, l1=True, host=True, hint=0)
+    assert work.bytes == expected_bytes == 3_244_032
+    assert work.flops == 2 * 4096 * 17 * 17
+    assert (work.launches, work.syncs) == (expected_launches, 1) == (48, 1)
+    assert work.transfer_bytes == batch
+
+
+def test_engine_floor_on_the_cusolver_path():
+    # 4,096 x 256 float64 Newton: P = 257 > 160 so cuSOLVER factors; 2 n P^2 = 5.4e8 <= 2e9 so
+    # the first chunk is 2 and later chunks 1: 4 iterations in chunks 2, 1, 1.
+    n, c, s, P = 4096, 256, 8, 257
+    assert roofline.chunk_sizes(l1=False, cusolver=True, n=n, P=P, hint=0) == (2, 1)
+    assert roofline.queued_iterations(4, 2, 1) == (4, 3)
+    # Gram: 25 tiles of 64 -> 264 // 25 = 10 chunks of 410 rows = 4,100 rows: 4 zeroed rows
+    assert roofline.gram_split(n, P) == (10, 410)
+    batch = n * (c + 1) * s
+    scaled = n * P * s
+    gemv = n * c * s + n * s  # X'u by cuBLAS over the scores (c > 32)
+    row_pass = batch + 8 * n + scaled + n * s
+    trials = n * c * s + 8 * n
+    padding = 4 * P * s
+    expected = batch + padding + 5 * (row_pass + gemv + scaled) + 4 * trials
+    work = roofline.engine_work(n, c, s, 4, l1=False, host=False, hint=0)
+    assert work.bytes == expected == 210_870_304
+    assert work.flops == 5 * 2 * n * P * P
+    # fixed: validation, begin, memset, row pass, gemv, GEMM, sum, gradient, 3 commits;
+    # per iteration: assemble, potrf, check, copy, potrs, J dir, trials, select, row pass,
+    # gemv, GEMM, sum, gradient
+    assert work.launches == 8 + 3 + 4 * 13 == 63
+    # a heavy Gram (200,000 x 1,024: 2 n P^2 = 4.2e11) queues one iteration per chunk
+    assert roofline.chunk_sizes(l1=False, cusolver=True, n=50_000, P=1025, hint=9) == (1, 1)
+    # a primed engine starts with its previous count, capped at 8
+    assert roofline.chunk_sizes(l1=False, cusolver=False, n=n, P=17, hint=12) == (8, 2)
+    assert roofline.chunk_sizes(l1=True, cusolver=False, n=n, P=17, hint=3) == (3, 4)
+    # max_iter bounds the queue
+    assert roofline.queued_iterations(100, 8, 2, max_iter=100) == (100, 47)
+
+
+def _case(**kwargs):
+    return synthetic.case(label="native_cuda", engine="native_cuda", **kwargs)
+
+
+def test_batches_and_the_steady_chunk_hint():
+    # reference: 100,000 rows in batches of 32,768 -> three full batches and 1,696 rows
+    case = _case(samples=[0.01], shape="reference", iterations=[5, 2, 2, 2])
+    assert roofline.batch_rows(case["shape"], "partial_fit") == [32768] * 3 + [1696]
+    assert roofline.batch_rows(case["shape"], "fit") == [100_000]
+    cold = roofline.case_floors(case, device())
+    # cold: chunks 4 + 2 for 5 iterations, then the previous count (5, 2, 2) covers 2 at once
+    assert cold["engine_work"]["syncs"] == 2 + 1 + 1 + 1
+    assert cold["ideal_work"]["syncs"] == 4
+    steady = roofline.case_floors({**case, "lifecycle": "steady"}, device())
+    # steady: the primed engine last needed 2 (the final batch), so 2 + 2 + 2 for 5
+    assert steady["engine_work"]["syncs"] == 3 + 1 + 1 + 1
+    with pytest.raises(ValueError, match="3 iteration counts for 4 batches"):
+        roofline.case_floors({**case, "iterations": [1, 2, 3]}, device())
+
+
+def _record():
+    cases = [
+        _case(samples=[0.002, 0.0021, 0.0019], iterations=[6]),
+        _case(samples=[0.004, 0.004, 0.0041], penalty="l1", transport="device", iterations=[8]),
+        _case(samples=[0.02, 0.021, 0.019], shape="wide", iterations=[7, 3, 2, 2]),
+        synthetic.case(label="cupy", engine="cupy", samples=[0.05, 0.05, 0.05]),
+    ]
+    return synthetic.build([("cupy", "cupy"), ("native_cuda", "native_cuda")], cases)
+
+
+def test_table_from_a_valid_record(tmp_path):
+    pytest.importorskip("jsonschema")
+    data = _record()
+    assert validate.problems(data) == []
+    record.write(data, tmp_path / "r.json")
+    (tmp_path / "d.json").write_text(json.dumps(device_json()))
+    out, js = tmp_path / "table.md", tmp_path / "table.json"
+    assert roofline.main(["--record", str(tmp_path / "r.json"), "--device",
+                          str(tmp_path / "d.json"), "--out", str(out), "--json", str(js)]) == 0
+    text = out.read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "case" not in line]
+    assert len(rows) == 3  # the cupy case is not tabled
+    assert rows[0].startswith("| latency 4,096x16 (4,096) float64 none cold partial_fit host")
+    assert "synthetic GPU" in text and "ideal" in text and "engine" in text
+    payload = json.loads(js.read_text())
+    first = payload["cases"][0]
+    # the latency case: 6 iterations, ideal = 6 reads + 6 Grams + 6 launches + 1 sync + PCIe
+    batch = 4096 * 17 * 8
+    ideal = (6 * batch / 1e12 + 6 * 2 * 4096 * 289 / 1e13 + 6 * 2e-6 + 1e-5 + batch / 5e10)
+    assert first["ideal_s"] == pytest.approx(ideal)
+    assert first["achieved_s"] == 0.002
+    assert first["achieved_over_ideal"] == pytest.approx(0.002 / ideal)
+    assert payload["device"]["fingerprint"]["name"] == "synthetic GPU"
+    # the wide case goes through cuSOLVER: named among the causes of the remaining gap
+    assert "cuSOLVER" in payload["cases"][2]["gap"]
+
+
+@pytest.mark.parametrize("overrides, bound", [
+    ({"launch_s": 1e-3}, "launch-bound"),
+    ({"sync_s": 1.0}, "synchronisation-bound"),
+    ({"bandwidth_bytes_per_s": 1e6}, "bandwidth-bound"),
+    ({"gemm_float64_flops_per_s": 1e6}, "Gram-bound"),
+    ({"host_to_device_bytes_per_s": 1e3}, "PCIe-bound"),
+])
+def test_gap_names_the_dominant_term(overrides, bound):
+    case = _case(samples=[0.002], iterations=[6])
+    [row] = roofline.table_rows([case], device(**overrides))
+    assert row["gap"].startswith(bound)
+    terms = row["engine_terms_s"]
+    assert max(roofline.TERMS, key=terms.get) == {
+        "launch-bound": "launch", "synchronisation-bound": "sync", "bandwidth-bound": "memory",
+        "Gram-bound": "gram", "PCIe-bound": "transfer"}[bound]
+
+
+def test_gap_at_or_beyond_the_engine_floor():
+    fast = _case(samples=[1e-9], iterations=[6])
+    [row] = roofline.table_rows([fast], device())
+    assert row["gap"].endswith("at the engine floor")
+    slow = _case(samples=[1.0], iterations=[6])
+    [row] = roofline.table_rows([slow], device())
+    assert "beyond it" in row["gap"] and "engine creation" in row["gap"]
+
+
+def test_bad_inputs_are_refused_with_a_reason(tmp_path, capsys):
+    record.write(_record(), tmp_path / "r.json")
+    bad = device_json()
+    bad["model"]["launch_s"] = -1
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    assert roofline.main(["--record", str(tmp_path / "r.json"), "--device",
+                          str(tmp_path / "bad.json")]) == 2
+    assert "'launch_s' = -1 is not a positive finite number" in capsys.readouterr().err
+    (tmp_path / "other.json").write_text(json.dumps({"schema": "x"}))
+    assert roofline.main(["--record", str(tmp_path / "r.json"), "--device",
+                          str(tmp_path / "other.json")]) == 2
+    assert "not a renewable-huber-device-constants v1 file" in capsys.readouterr().err
+    (tmp_path / "d.json").write_text(json.dumps(device_json()))
+    assert roofline.main(["--record", str(tmp_path / "r.json"), "--device",
+                          str(tmp_path / "d.json"), "--engine", "native_cpu"]) == 2
+    assert "no case of engine 'native_cpu'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        roofline.main(["--record", str(tmp_path / "r.json")])  # no --device
+    with pytest.raises(SystemExit):
+        roofline.main([])  # neither mode
+
+
+def test_measure_device_without_cupy_says_what_is_missing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy raises ImportError
+    out = tmp_path / "device.json"
+    assert roofline.main(["--measure-device", str(out)]) == 2
+    assert "--measure-device needs CuPy" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_measure_device_on_a_gpu(tmp_path):
+    cp = pytest.importorskip("cupy", reason="CuPy is not installed: no device to measure")
+    try:
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            pytest.skip("no CUDA device")
+    except cp.cuda.runtime.CUDARuntimeError as exc:
+        pytest.skip(f"no usable CUDA device: {exc}")
+    data = roofline.measure_device(repeats=2, bandwidth_bytes=64 << 20, gemm_size=512,
+                                   launches=50, copy_bytes=8 << 20)
+    constants = roofline.DeviceConstants.from_json(data)  # every model value positive, finite
+    assert constants.sync >= 0 and data["fingerprint"]["name"]
+    assert data["fingerprint"]["compute_capability"].count(".") == 1
