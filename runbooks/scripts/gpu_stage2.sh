@@ -2,7 +2,7 @@
 # GPU host stage 2, performance: interleaved A/B native_cuda (candidate) vs cupy (baseline) and
 # vs the peer's CuPy backend (renewable-huber 0.7.1, from .whl/peer/), penalties none and l1,
 # host and device transports, then the large profile. Writes records,
-# gates and plots into RESULTS (default $OUT/stage2, else benchmarks/records/DATE-gpu).
+# gates, plots and roofline tables (benchmarks/roofline.py) into RESULTS (default $OUT/stage2, else benchmarks/records/DATE-gpu).
 # Exit 0 only when every gate passed. Expects RH_CUDA_LIBRARY (stage 1 exports it) and .whl/.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 cd "$REPO_ROOT"
@@ -16,6 +16,11 @@ if ! python3 -c "import jsonschema" 2>/dev/null; then
 fi
 export PYTHONPATH="$REPO_ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
 status=0
+# The device constants of the roofline tables (a few seconds; a failure here costs the tables,
+# not the gates).
+step "device constants for the roofline tables"
+python3 benchmarks/roofline.py --measure-device "$RESULTS/device.json" \
+  || echo "roofline: device constants not measured; no roofline tables" >&2
 for profile in ${PROFILES:-standard large}; do
   step "A/B native_cuda vs cupy, profile $profile"
   python3 benchmarks/ab.py --baseline-engine cupy --candidate-engine native_cuda \
@@ -24,6 +29,11 @@ for profile in ${PROFILES:-standard large}; do
     --operations partial_fit --rounds "${ROUNDS:-9}" --no-progress \
     --data-dir /tmp --out-dir "$RESULTS/$profile" || status=1
   python3 benchmarks/plot.py "$RESULTS/$profile/gate.json" --out "$RESULTS/$profile/gate.png"
+  if [ -f "$RESULTS/device.json" ] && [ -f "$RESULTS/$profile/merged.json" ]; then
+    python3 benchmarks/roofline.py --record "$RESULTS/$profile/merged.json" \
+      --device "$RESULTS/device.json" --out "$RESULTS/$profile/roofline.md" \
+      --json "$RESULTS/$profile/roofline.json" || echo "roofline: no table for $profile" >&2
+  fi
   # The competitor: renewable-huber 0.7.1's CuPy backend, from its wheel in .whl/peer/, in its
   # own site folder (the runner never hands our PYTHONPATH to a peer), same data and rounds.
   if compgen -G ".whl/peer/renewable_huber-0.7.1-*.whl" > /dev/null; then
