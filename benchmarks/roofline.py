@@ -671,6 +671,10 @@ def main(argv: list[str] | None = None) -> int:
         except MissingDependency as exc:
             print(f"roofline: {exc}", file=sys.stderr)
             return 2
+        except RuntimeError as exc:  # CuPy's CUDA errors: no device, no driver, out of memory
+            print(f"roofline: measuring the device failed: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+            return 2
         args.measure_device.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         print(json.dumps(data["model"], indent=2))
         return 0

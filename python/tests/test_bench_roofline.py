@@ -257,3 +257,15 @@ def test_measure_device_on_a_gpu(tmp_path):
     constants = roofline.DeviceConstants.from_json(data)  # every model value positive, finite
     assert constants.sync >= 0 and data["fingerprint"]["name"]
     assert data["fingerprint"]["compute_capability"].count(".") == 1
+
+
+def test_measure_device_failure_is_reported(tmp_path, monkeypatch, capsys):
+    def no_device(**_):
+        raise RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")
+
+    monkeypatch.setattr(roofline, "measure_device", no_device)
+    out = tmp_path / "device.json"
+    assert roofline.main(["--measure-device", str(out)]) == 2
+    assert "measuring the device failed: RuntimeError: cudaErrorNoDevice" in (
+        capsys.readouterr().err)
+    assert not out.exists()
