@@ -207,6 +207,8 @@ def chunk_sizes(*, l1: bool, cusolver: bool, n: int, P: int, hint: int) -> tuple
 
 def queued_iterations(k: int, first: int, later: int, max_iter: int = MAX_ITER) -> tuple[int, int]:
     """(iterations queued, synchronisations) for a solve that needed k iterations."""
+    if not 0 <= k <= max_iter:
+        raise ValueError(f"{k} iterations in a batch: the engine stops at max_iter {max_iter}")
     queued = min(first, max_iter)
     syncs = 1
     while queued < k:

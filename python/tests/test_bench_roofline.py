@@ -130,6 +130,8 @@ def test_engine_floor_on_the_cusolver_path():
     assert roofline.chunk_sizes(l1=True, cusolver=False, n=n, P=17, hint=3) == (3, 4)
     # max_iter bounds the queue
     assert roofline.queued_iterations(100, 8, 2, max_iter=100) == (100, 47)
+    with pytest.raises(ValueError, match="101 iterations in a batch"):
+        roofline.queued_iterations(101, 8, 2, max_iter=100)
 
 
 def _case(**kwargs):
