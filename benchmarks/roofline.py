@@ -52,7 +52,8 @@ launches, inference off), mirrored from engines/cuda/src:
 - LAMM iteration: two groups of four launches for the 40 attempts (the first group's 8
   candidates read X and y once; the second group returns at once), the row pass without the
   Gram, the gradient kernel; after every chunk the Gram's GEMM (and, in the chunk that ended
-  the solve, its row pass);
+  the solve, its row pass), or, when 2 n P^2 > 2e9, a status readback after every chunk and
+  the final row pass, GEMM and commit once, after the synchronisation that showed the end;
 - iterations are queued in chunks with one synchronisation each: the first chunk as long as the
   engine's previous update needed (4, or 2 where cuSOLVER factors, for a new engine; capped at
   8, 2 on the cuSOLVER path, 1 there when 2 n P^2 > 2e9), later chunks 2 (Newton), 1
@@ -91,7 +92,7 @@ DEVICE_VERSION = 1
 # librh_cuda's constants that decide its passes and launches (engines/cuda/src).
 WIDE_ROW_COLUMNS = 32  # X'u inside the row pass up to this many stored columns
 SMALL_DENSE_MAX = 160  # the one-block Cholesky's limit on an H200 (device dependent)
-HEAVY_GRAM_FLOPS = 2e9  # above it the cuSOLVER path queues one iteration per chunk
+HEAVY_GRAM_FLOPS = 2e9  # above it: cuSOLVER one iteration per chunk, LAMM's Gram once
 GRAM_CHUNK_ROWS = 128
 GRAM_TARGET_TILES = 264
 GRAM_MAX_CHUNKS = 256
@@ -280,10 +281,17 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
         # Iterations queued past the end: every launch, and cuBLAS's gemv in full.
         per_iteration_launches = 8 + 1 + gemv_launch + 1
         work.add(Work(bytes=wasted * gemv_bytes, launches=wasted * per_iteration_launches))
-        # After every chunk the final Gram's GEMM; the row pass feeding it runs once.
-        for _ in range(syncs):
+        if 2.0 * n * P * P > HEAVY_GRAM_FLOPS:
+            # A heavy Gram waits for a status readback that shows the end: one more
+            # synchronisation and one row pass + GEMM + commit, once.
+            work.add(Work(syncs=1, launches=2))  # the readback copy, the final commit
             work.add(gram_gemm())
-            work.add(Work(launches=1))  # its row pass kernel (returns at once but the last)
+            work.add(Work(launches=1))  # its row pass
+        else:
+            # After every chunk the final Gram's GEMM; the row pass feeding it runs once.
+            for _ in range(syncs):
+                work.add(gram_gemm())
+                work.add(Work(launches=1))  # its row pass kernel (returns at once but the last)
         work.add(Work(bytes=batch_bytes + 8 * n + scaled_bytes + n * s))
         return work
     solve_launches = 1 if not cusolver else 6  # one-block kernel | assemble, potrf, check,

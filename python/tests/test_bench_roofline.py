@@ -101,6 +101,19 @@ def test_engine_floor_of_a_lamm_batch_on_host_input():
     assert work.transfer_bytes == batch
 
 
+def test_lamm_with_a_heavy_gram_forms_it_once_after_one_more_synchronisation():
+    # 20,000 x 256 float64 L1 (2 n P^2 = 2.64e9 > 2e9), 9 iterations on a new engine: chunks of
+    # 4, 4, 4 (three synchronisations), then one readback-and-wait that shows the end: the
+    # Gram's flops once, where a light Gram would be formed after each of the three chunks.
+    n, P = 20_000, 257
+    heavy = roofline.engine_work(n, 256, 8, 9, l1=True, host=False, hint=0)
+    assert heavy.flops == 2 * n * P * P
+    assert heavy.syncs == 3 + 1
+    light = roofline.engine_work(2_000, 256, 8, 9, l1=True, host=False, hint=0)
+    assert light.flops == 3 * (2 * 2_000 * P * P)
+    assert light.syncs == 3
+
+
 def test_engine_floor_on_the_cusolver_path():
     # 4,096 x 256 float64 Newton: P = 257 > 160 so cuSOLVER factors; 2 n P^2 = 5.4e8 <= 2e9 so
     # the first chunk is 2 and later chunks 1: 4 iterations in chunks 2, 1, 1.

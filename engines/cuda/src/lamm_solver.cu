@@ -84,12 +84,19 @@ void solve_lamm(UpdateContext<T>& ctx) {
       for (int64_t i = 0; i < queued; ++i)
         iteration.run([&] { enqueue_iteration(ctx); });
     }
-    // The Gram at the final beta for the finish; X'u is not needed. Queued after every chunk;
-    // the row pass runs only in the chunk that ended the solve (cuBLAS's GEMM cannot skip: in
-    // the others it sums stale rows that the finish, skipping too, never reads).
-    ctx.row_pass(true, kRunWhenEnded, false);
-    ctx.enqueue_finish();
-    ctx.wait_for_status();
+    // The Gram at the final beta for the finish; X'u is not needed. Light Grams are queued
+    // after every chunk: the row pass runs only in the chunk that ended the solve (cuBLAS's
+    // GEMM cannot skip: in the others it sums stale rows that the finish, skipping too, never
+    // reads). A heavy Gram waits for the status to show the end: one more synchronisation.
+    if (ctx.gram_after_end) {
+      ctx.enqueue_readback();
+      ctx.wait_for_status();
+    }
+    if (!ctx.gram_after_end || solve_ended(ctx.status())) {
+      ctx.row_pass(true, kRunWhenEnded, false);
+      ctx.enqueue_finish();
+      ctx.wait_for_status();
+    }
     const DeviceScalars& s = ctx.status();
     if (solve_ended(s))
       return;

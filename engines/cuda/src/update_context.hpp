@@ -37,6 +37,11 @@ struct UpdateContext {
   // The stream keeps K (unpenalised, meat available): the row passes at the final beta also
   // write K's scaled rows into ws.meat_rows.
   bool with_meat = false;
+  // LAMM (which needs the Gram only at the solution): the finish's row pass and Gram are queued
+  // after a synchronisation has shown the solve ended, instead of after every chunk, where
+  // cuBLAS's GEMM cannot skip. Chosen when the Gram costs more than a synchronisation many
+  // times over (update_pipeline.cu, kHeavyGramFlops); never changes a result.
+  bool gram_after_end = false;
   bool used_svd = false;
   bool data_checked = false;
   // LAMM's curvature bound is in DeviceScalars.lamm_bound (computed at the first 40-rejection

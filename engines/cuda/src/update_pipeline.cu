@@ -96,6 +96,9 @@ BatchConstants batch_constants(const Engine& e, const RhCudaHostBatch& b,
 struct ChunkSizes {
   int64_t first;
   int64_t later;
+  // LAMM queues the finish's Gram only once a synchronisation has shown that the solve ended
+  // (UpdateContext::gram_after_end).
+  bool gram_after_end;
 };
 
 // Iterations to queue before the first synchronisation of an update: as many as the engine's
@@ -108,14 +111,15 @@ struct ChunkSizes {
 constexpr double kHeavyGramFlops = 2e9;
 
 ChunkSizes chunk_sizes(const Engine& e, bool l1, int64_t n_rows) {
-  if (e.forced_chunk > 0)
-    return {e.forced_chunk, e.forced_chunk};
-  const bool cusolver = !l1 && e.P > e.small_dense_max;
   const double gram_flops =
       2.0 * static_cast<double>(n_rows) * static_cast<double>(e.P) * static_cast<double>(e.P);
-  const int64_t cap = cusolver ? (gram_flops > kHeavyGramFlops ? 1 : 2) : 8;
+  const bool heavy_gram = gram_flops > kHeavyGramFlops;
+  if (e.forced_chunk > 0)
+    return {e.forced_chunk, e.forced_chunk, l1 && heavy_gram};
+  const bool cusolver = !l1 && e.P > e.small_dense_max;
+  const int64_t cap = cusolver ? (heavy_gram ? 1 : 2) : 8;
   const int64_t hint = e.chunk_hint > 0 ? e.chunk_hint : (cusolver ? 2 : 4);
-  return {std::min(hint, cap), l1 ? 4 : (cusolver ? 1 : 2)};
+  return {std::min(hint, cap), l1 ? 4 : (cusolver ? 1 : 2), l1 && heavy_gram};
 }
 
 template <class T>
@@ -149,6 +153,7 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
                        chunks.first,
                        chunks.later};
   ctx.with_meat = with_meat;
+  ctx.gram_after_end = chunks.gram_after_end;
 
   // The row pass writes the scaled rows of this batch only; the padding rows of the last Gram
   // chunk must be zero (in K's scaled design too).
