@@ -33,6 +33,10 @@
  * predicted is at most RH_ROUNDING_FLOOR_FACTOR * eps * |F| (eps of the working dtype): no
  * representable step can then decrease f measurably. */
 #define RH_ROUNDING_FLOOR_FACTOR 64.0
+/* The linear-solve ladder's relative pivot floor (docs/decisions.md, "Linear solve ladder"): a
+ * Cholesky or LU factor is refused when a pivot is not above RH_PIVOT_FACTOR * P * eps times
+ * its reference (rh_pivot_floor). */
+#define RH_PIVOT_FACTOR 64.0
 
 /* A batch's declared weight must match the sum of its sample weights to this relative
  * difference (the caller sums in its own order). */
@@ -99,6 +103,49 @@ RH_ALGORITHM_FN int rh_within_rounding(double predicted_decrease, double objecti
 RH_ALGORITHM_FN double rh_lamm_phi_bound(double sum_w_x2, double trace_information,
                                          double total_weight) {
   return (sum_w_x2 + trace_information) / total_weight;
+}
+
+/* The pivot floor of a P x P factorisation in a working dtype of machine epsilon eps: Cholesky
+ * refuses a squared pivot not above floor times its own column's diagonal, LU a smallest |u_ii|
+ * not above floor times the largest. */
+RH_ALGORITHM_FN double rh_pivot_floor(int64_t P, double eps) {
+  return RH_PIVOT_FACTOR * (double)P * eps;
+}
+
+/* The minimum-norm solve's rank cutoff: singular values (or |eigenvalues|) of a P x P matrix
+ * not above eps P times the largest are dropped. */
+RH_ALGORITHM_FN double rh_rank_cutoff(int64_t P, double eps, double largest) {
+  return eps * (double)P * largest;
+}
+
+/* The step test of both solvers: ||Delta|| <= tol (1 + ||beta||), beta the accepted iterate
+ * (norms passed already taken). */
+RH_ALGORITHM_FN int rh_step_converged(double step_norm, double beta_norm, double tolerance) {
+  return step_norm <= tolerance * (1.0 + beta_norm);
+}
+
+/* A Newton step the line search cut short ends the solve only when it also changed f by at most
+ * tol |f| (docs/algorithm.md, "Unpenalised"): F the objective before it, f after. */
+RH_ALGORITHM_FN int rh_decrease_settled(double F, double f, double tolerance) {
+  return F - f <= tolerance * fabs(f);
+}
+
+/* LAMM's model of f at a candidate beta + step: F + <g, step> + phi ||step||^2 / 2, from
+ * inner = <g, step> and squared = ||step||^2. */
+RH_ALGORITHM_FN double rh_lamm_upper(double F, double inner, double phi, double squared) {
+  return F + inner + phi * squared / 2.0;
+}
+
+/* 1 when LAMM accepts a candidate of objective f under its model's value `upper`. */
+RH_ALGORITHM_FN int rh_lamm_accepts(double f, double upper) {
+  return f <= upper + RH_LAMM_SLACK;
+}
+
+/* phi for the next iteration after an attempt at phi was accepted: max(phi / 2,
+ * RH_LAMM_PHI_FLOOR). */
+RH_ALGORITHM_FN double rh_lamm_relaxed_phi(double phi) {
+  const double relaxed = phi / 2.0;
+  return relaxed > RH_LAMM_PHI_FLOOR ? relaxed : RH_LAMM_PHI_FLOOR;
 }
 
 /* The linear-solve ladder's equilibration (docs/decisions.md, "Linear solve ladder"): the power

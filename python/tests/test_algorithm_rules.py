@@ -38,6 +38,7 @@ def test_the_c_header_and_the_reference_state_the_same_constants():
         "LAMM_PHI_FLOOR": rules.LAMM_PHI_FLOOR,
         "ROUNDING_FLOOR_FACTOR": rules.ROUNDING_FLOOR_FACTOR,
         "MIN_BANDWIDTH": rules.MIN_BANDWIDTH,
+        "PIVOT_FACTOR": rules.PIVOT_FACTOR,
     }
 
 

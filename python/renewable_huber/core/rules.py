@@ -22,12 +22,28 @@ MIN_BANDWIDTH = sys.float_info.min
 # A solve whose every step was rejected is converged when the decrease its last step predicted
 # is at most ROUNDING_FLOOR_FACTOR * eps * |F|.
 ROUNDING_FLOOR_FACTOR = 64.0
+# The linear-solve ladder's relative pivot floor (docs/decisions.md, "Linear solve ladder"): a
+# factorisation is refused when a pivot is not above PIVOT_FACTOR * P * eps times its reference.
+PIVOT_FACTOR = 64.0
 
 
 def within_rounding(predicted_decrease: float, objective: float, eps: float) -> bool:
     """No representable step can decrease f measurably: the decrease predicted for the last
     rejected step is within ROUNDING_FLOOR_FACTOR * eps * |F|."""
     return predicted_decrease <= ROUNDING_FLOOR_FACTOR * eps * abs(objective)
+
+
+def pivot_floor(n: int, eps: float) -> float:
+    """PIVOT_FACTOR * n * eps for an n x n factorisation in a dtype of machine epsilon eps:
+    Cholesky refuses a squared pivot not above it times its column's diagonal, LU a smallest
+    |u_ii| not above it times the largest (rh_pivot_floor)."""
+    return PIVOT_FACTOR * n * eps
+
+
+def rank_cutoff(n: int, eps: float, largest: float) -> float:
+    """The minimum-norm solve's cutoff: singular values of an n x n matrix not above
+    eps * n * largest are dropped (rh_rank_cutoff)."""
+    return eps * n * largest
 
 
 def majoriser_weights(xp, r, tau: float, curvature):
