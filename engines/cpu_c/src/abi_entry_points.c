@@ -141,13 +141,9 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_predict(RhCudaEngine* engine,
                    "host memory only");
   }
   const int64_t count = prediction->n_rows * prediction->n_columns;
-  int64_t bad = engine->dtype == RH_CUDA_DTYPE_FLOAT32
-                    ? rh_first_nonfinite_f32((const float*)prediction->x_design, count)
-                    : rh_first_nonfinite_f64((const double*)prediction->x_design, count);
+  int64_t bad = rh_first_nonfinite(engine->dtype, prediction->x_design, count);
   if (bad >= 0) {
-    const double value = engine->dtype == RH_CUDA_DTYPE_FLOAT32
-                             ? (double)((const float*)prediction->x_design)[bad]
-                             : ((const double*)prediction->x_design)[bad];
+    const double value = rh_value_at(engine->dtype, prediction->x_design, bad);
     return rh_refuse_value(err, "RhCudaPrediction", "x_design", bad / prediction->n_columns,
                            bad % prediction->n_columns, value, RH_VALUE_FINITE);
   }

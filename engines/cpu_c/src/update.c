@@ -1,7 +1,6 @@
 /* One renewable batch transition: validate everything, solve in the workspace, commit only
  * when every new value is finite. Nothing in the engine's committed state is written before
  * rh_engine_commit. */
-#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -39,7 +38,7 @@ static void set_up_problem(RhCudaEngine* engine, const RhCudaUpdateConfig* confi
   problem->ridge = config->ridge;
   problem->tolerance = config->tolerance;
   problem->total_weight = total;
-  problem->machine_eps = engine->dtype == RH_CUDA_DTYPE_FLOAT32 ? (double)FLT_EPSILON : DBL_EPSILON;
+  problem->machine_eps = rh_dtype_epsilon(engine->dtype);
   problem->used_fallback = 0;
 
   widen(engine->dtype, engine->coefficients, P, ws->beta0);
