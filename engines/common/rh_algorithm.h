@@ -23,6 +23,8 @@
 /* LAMM: phi, 2 phi, ..., 2^39 phi; then RH_LAMM_BOUND_ATTEMPTS more from
  * max(phi, rh_lamm_phi_bound(...)), doubling on rejection. */
 #define RH_LAMM_ATTEMPTS 40
+/* phi at the start of every batch's LAMM solve. */
+#define RH_LAMM_INITIAL_PHI 1.0
 #define RH_LAMM_BOUND_ATTEMPTS 8
 /* Absolute slack on LAMM's majorisation test, so rounding in f cannot reject an exact
  * majoriser. */
@@ -70,6 +72,14 @@ RH_ALGORITHM_FN double rh_lambda(int l1, double lambda_scale, double tau, double
   }
   const double log_p = log(n_features_in > 2 ? (double)n_features_in : 2.0);
   return lambda_scale * tau * sqrt(log_p / total_weight);
+}
+
+/* The historical subgradient's scale for L1 (docs/algorithm.md): (W / N) lambda_prev, W the
+ * weight before the batch, N the weight after it; the history term is that times sign(beta0) on
+ * the penalised coefficients. */
+RH_ALGORITHM_FN double rh_history_scale(double previous_weight, double total_weight,
+                                        double previous_lambda) {
+  return previous_weight / total_weight * previous_lambda;
 }
 
 /* 1 when the sample weights' sum is within RH_WEIGHT_SUM_RTOL of the declared batch weight and

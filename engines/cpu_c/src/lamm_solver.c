@@ -68,7 +68,7 @@ RhCudaStatus rh_solve_lamm(RhProblem* problem, RhSolveResult* result, RhErrorBuf
   double objective = 0.0;
   RhObjectiveParts parts = {0.0, 0.0, 0.0}, candidate_parts = {0.0, 0.0, 0.0};
   RH_TRY(rh_start_at_previous_parts(problem, &objective, &parts, bound.state.j_delta, err));
-  double phi = 1.0;
+  double phi = RH_LAMM_INITIAL_PHI;
   double phi_bound = 0.0; /* rh_lamm_phi_bound, once some iteration has needed it */
   int have_phi_bound = 0;
   result->converged = 0;

@@ -51,7 +51,7 @@ static void set_up_problem(RhCudaEngine* engine, const RhCudaUpdateConfig* confi
 #else
   const int with_history = config->penalty == RH_CUDA_PENALTY_L1 && engine->n_samples_seen > 0;
 #endif
-  const double history_scale = engine->weight_sum / total * engine->previous_lambda;
+  const double history_scale = rh_history_scale(engine->weight_sum, total, engine->previous_lambda);
   for (int64_t j = 0; j < P; ++j) {
     ws->mask[j] = fit_intercept && j == P - 1 ? 0.0 : 1.0;
     double sign = ws->beta0[j] > 0.0 ? 1.0 : (ws->beta0[j] < 0.0 ? -1.0 : 0.0);

@@ -48,8 +48,9 @@ __global__ void begin_update_kernel(const double* weight_partials,
       out.total_weight = N;
       out.bandwidth = rh_bandwidth(k.bandwidth_scale, N, k.n_features_in, k.tau);
       out.lambda = rh_lambda(k.l1, k.lambda_scale, k.tau, N, k.n_features_in);
-      out.history_coef = k.use_history ? (k.previous_weight / N) * k.previous_lambda : 0.0;
-      out.phi = 1.0;
+      out.history_coef =
+          k.use_history ? rh_history_scale(k.previous_weight, N, k.previous_lambda) : 0.0;
+      out.phi = RH_LAMM_INITIAL_PHI;
       out.first_bad_x = bad[0];
       out.first_bad_y = bad[1];
       out.first_bad_w = bad[2];

@@ -13,6 +13,7 @@ from .objective import RenewableProblem, curvature_bound, gradient, objective, r
 from .rules import (
     LAMM_ATTEMPTS,
     LAMM_BOUND_ATTEMPTS,
+    LAMM_INITIAL_PHI,
     LAMM_PHI_FLOOR,
     LAMM_SLACK,
     within_rounding,
@@ -26,7 +27,7 @@ def solve_lamm(problem: RenewableProblem, max_iter: int, tol: float) -> SolverRe
     beta = problem.beta0
     r = residual(problem, beta)
     F = objective(problem, beta, r)
-    phi = 1.0
+    phi = LAMM_INITIAL_PHI
     bound = None  # computed the first time 40 attempts are rejected
     for iteration in range(1, max_iter + 1):
         g = gradient(problem, beta, r)

@@ -4,6 +4,7 @@ and a test keeps the two equal."""
 
 from __future__ import annotations
 
+import math
 import sys
 
 # Newton's line search: t = 1, 1/2, ..., 2^-26 (the next halving would fall below 1e-8).
@@ -11,6 +12,8 @@ LINE_SEARCH_TRIALS = 27
 # LAMM: phi, 2 phi, ..., 2^39 phi, then LAMM_BOUND_ATTEMPTS more from max(phi, the curvature
 # bound), doubling on rejection.
 LAMM_ATTEMPTS = 40
+# phi at the start of every batch's LAMM solve.
+LAMM_INITIAL_PHI = 1.0
 LAMM_BOUND_ATTEMPTS = 8
 # Absolute slack on LAMM's majorisation test, so rounding in f cannot reject an exact majoriser.
 LAMM_SLACK = 1e-12
@@ -25,6 +28,21 @@ ROUNDING_FLOOR_FACTOR = 64.0
 # The linear-solve ladder's relative pivot floor (docs/decisions.md, "Linear solve ladder"): a
 # factorisation is refused when a pivot is not above PIVOT_FACTOR * P * eps times its reference.
 PIVOT_FACTOR = 64.0
+
+
+def _log_features(n_features_in: int) -> float:
+    return math.log(max(n_features_in, 2))
+
+
+def bandwidth(bandwidth_scale: float, weight_sum: float, n_features_in: int, tau: float) -> float:
+    """h = min(bandwidth_scale / (sqrt(N) * ln(max(p, 2))), tau), N the cumulative weight
+    (rh_bandwidth)."""
+    return min(bandwidth_scale / (math.sqrt(weight_sum) * _log_features(n_features_in)), tau)
+
+
+def l1_lambda(lambda_scale: float, tau: float, weight_sum: float, n_features_in: int) -> float:
+    """lambda = lambda_scale * tau * sqrt(ln(max(p, 2)) / N) for L1 (rh_lambda)."""
+    return lambda_scale * tau * math.sqrt(_log_features(n_features_in) / weight_sum)
 
 
 def within_rounding(predicted_decrease: float, objective: float, eps: float) -> bool:
@@ -54,6 +72,12 @@ def majoriser_weights(xp, r, tau: float, curvature):
     # tau / |r| only where |r| > tau, so a zero residual never divides.
     irls = xp.where(magnitude > tau, tau / xp.where(magnitude > tau, magnitude, tau), 1.0)
     return xp.maximum(curvature, irls.astype(r.dtype, copy=False))
+
+
+def history_scale(previous_weight: float, total_weight: float, previous_lambda: float) -> float:
+    """The L1 historical subgradient's scale (W / N) lambda_prev, W the weight before the batch
+    and N after it (rh_history_scale)."""
+    return previous_weight / total_weight * previous_lambda
 
 
 def lamm_phi_bound(sum_w_x2: float, trace_information: float, total_weight: float) -> float:
