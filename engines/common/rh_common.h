@@ -164,7 +164,7 @@ RhCudaStatus rh_validate_state_meat(const RhCudaHostStateView* state, int64_t n_
 /* Export target: header (as for the view), coefficients and information non-NULL. */
 RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, RhErrorBuffer* err);
 
-/* ------------------------------------------------------ array values (rh_nonfinite.c) */
+/* --------------------------------------------------- array values (rh_array_values.c) */
 
 /* Returns the index of the first non-finite value in data[0..count), or -1 when all are
  * finite. */
@@ -172,6 +172,8 @@ int64_t rh_first_nonfinite_f32(const float* data, int64_t count);
 int64_t rh_first_nonfinite_f64(const double* data, int64_t count);
 /* The same for an array of an ABI dtype (RH_CUDA_DTYPE_FLOAT32, else float64). */
 int64_t rh_first_nonfinite(int32_t dtype, const void* data, int64_t count);
+/* dst[0..count) = src's values as doubles (exact). */
+void rh_widen(int32_t dtype, const void* src, int64_t count, double* dst);
 /* data[index] of an array of an ABI dtype, as a double (exact: float widens exactly). Inline:
  * it also serves per-element loops. */
 static inline double rh_value_at(int32_t dtype, const void* data, int64_t index) {

@@ -3,21 +3,9 @@
  * rh_engine_commit. */
 #include <inttypes.h>
 #include <math.h>
-#include <string.h>
 
 #include "rh_algorithm.h"
 #include "solver_common.h"
-
-static void widen(int32_t dtype, const void* src, int64_t count, double* dst) {
-  if (dtype == RH_CUDA_DTYPE_FLOAT32) {
-    const float* s = (const float*)src;
-    for (int64_t i = 0; i < count; ++i) {
-      dst[i] = (double)s[i];
-    }
-  } else {
-    memcpy(dst, src, (size_t)count * sizeof(double));
-  }
-}
 
 static void set_up_problem(RhCudaEngine* engine, const RhCudaUpdateConfig* config,
                            const RhBatchData* data, double batch_weight, int fit_intercept,
@@ -41,8 +29,8 @@ static void set_up_problem(RhCudaEngine* engine, const RhCudaUpdateConfig* confi
   problem->machine_eps = rh_dtype_epsilon(engine->dtype);
   problem->used_fallback = 0;
 
-  widen(engine->dtype, engine->coefficients, P, ws->beta0);
-  widen(engine->dtype, engine->information, P * P, ws->information);
+  rh_widen(engine->dtype, engine->coefficients, P, ws->beta0);
+  rh_widen(engine->dtype, engine->information, P * P, ws->information);
   /* The historical L1 subgradient (W0/N) lambda0 sign(beta0) m enters only for L1 after a
    * first batch. RH_TEST_SKIP_HISTORY builds the conformance kit's deliberately broken
    * engine, which must be caught by the golden corpora. */

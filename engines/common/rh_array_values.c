@@ -1,6 +1,8 @@
-/* The scan for the first non-finite value of an array (rh_common.h), the engines' finiteness
- * check of host arrays: restored states, and batches the CPU engine reads. */
+/* Host arrays of an ABI dtype (rh_common.h): the scan for the first non-finite value (the
+ * engines' finiteness check of restored states, predictions and the CPU engine's batches), and
+ * the per-dtype dispatch written once for the engines. */
 #include <math.h>
+#include <string.h>
 
 #include "rh_common.h"
 
@@ -43,4 +45,15 @@ RH_DEFINE_FIRST_NONFINITE(rh_first_nonfinite_f64, double)
 int64_t rh_first_nonfinite(int32_t dtype, const void* data, int64_t count) {
   return dtype == RH_CUDA_DTYPE_FLOAT32 ? rh_first_nonfinite_f32((const float*)data, count)
                                         : rh_first_nonfinite_f64((const double*)data, count);
+}
+
+void rh_widen(int32_t dtype, const void* src, int64_t count, double* dst) {
+  if (dtype == RH_CUDA_DTYPE_FLOAT32) {
+    const float* s = (const float*)src;
+    for (int64_t i = 0; i < count; ++i) {
+      dst[i] = (double)s[i];
+    }
+  } else {
+    memcpy(dst, src, (size_t)count * sizeof(double));
+  }
 }
