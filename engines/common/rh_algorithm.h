@@ -51,6 +51,17 @@
 
 /* ----------------------------------------------------------------------------- formulas */
 
+/* rho(r) = r^2 / 2 for |r| <= tau, tau |r| - tau^2 / 2 beyond (docs/algorithm.md). */
+RH_ALGORITHM_FN double rh_huber_rho(double r, double tau) {
+  const double a = fabs(r);
+  return a <= tau ? 0.5 * r * r : tau * a - 0.5 * tau * tau;
+}
+
+/* sign(v): 1, -1, or 0 for 0 and NaN (the historical subgradient's sign of beta0). */
+RH_ALGORITHM_FN double rh_sign(double v) {
+  return v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : 0.0);
+}
+
 /* h = min(bandwidth_scale / (sqrt(N) ln(max(p, 2))), tau). */
 RH_ALGORITHM_FN double rh_bandwidth(double bandwidth_scale, double total_weight,
                                     int64_t n_features_in, double tau) {

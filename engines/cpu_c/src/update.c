@@ -42,8 +42,7 @@ static void set_up_problem(RhCudaEngine* engine, const RhCudaUpdateConfig* confi
   const double history_scale = rh_history_scale(engine->weight_sum, total, engine->previous_lambda);
   for (int64_t j = 0; j < P; ++j) {
     ws->mask[j] = fit_intercept && j == P - 1 ? 0.0 : 1.0;
-    double sign = ws->beta0[j] > 0.0 ? 1.0 : (ws->beta0[j] < 0.0 ? -1.0 : 0.0);
-    ws->history[j] = with_history ? history_scale * sign * ws->mask[j] : 0.0;
+    ws->history[j] = with_history ? history_scale * rh_sign(ws->beta0[j]) * ws->mask[j] : 0.0;
   }
 }
 

@@ -41,7 +41,7 @@ __global__ void lamm_candidates_kernel(int first_attempt, int count, const doubl
         deltas[(c0 + a) * k.P + j] = delta;
         acc[3 * a + 0] += g[j] * step;
         acc[3 * a + 1] += step * step;
-        acc[3 * a + 2] += delta * sign_of(beta0[j]) * m;
+        acc[3 * a + 2] += delta * rh_sign(beta0[j]) * m;
       }
     }
     block_sums_to<kThreads>(acc, shared, sums);

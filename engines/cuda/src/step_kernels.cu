@@ -120,7 +120,7 @@ __global__ void gradient_kernel(const double* J, const double* beta, const doubl
   }
   if (lane != 0)
     return;
-  g[j] = (-xtu_j + acc) / sc->total_weight - sc->history_coef * sign_of(beta0[j]) * mask_of(k, j);
+  g[j] = (-xtu_j + acc) / sc->total_weight - sc->history_coef * rh_sign(beta0[j]) * mask_of(k, j);
   jdelta[j] = acc;
   if (j == 0)
     sc->lamm_accepted = 0;
