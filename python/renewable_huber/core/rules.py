@@ -1,6 +1,6 @@
 """The algorithm's constants and scalar rules (docs/algorithm.md, "Solvers"), stated once for
-the reference core. engines/common/rh_algorithm.h states the same for the C and CUDA engines,
-and a test keeps the two equal."""
+the reference core. engines/common/rh_algorithm.h states the same for the C and CUDA engines
+(each function here names its C counterpart), and a test keeps the constants equal."""
 
 from __future__ import annotations
 
@@ -62,6 +62,36 @@ def rank_cutoff(n: int, eps: float, largest: float) -> float:
     """The minimum-norm solve's cutoff: singular values of an n x n matrix not above
     eps * n * largest are dropped (rh_rank_cutoff)."""
     return eps * n * largest
+
+
+def step_converged(xp, step, beta, tol: float) -> bool:
+    """The step test of both solvers: ||step||_2 <= tol * (1 + ||beta||_2), beta the newly
+    accepted iterate (rh_step_converged)."""
+    return float(xp.linalg.norm(step)) <= tol * (1.0 + float(xp.linalg.norm(beta)))
+
+
+def decrease_settled(F: float, f: float, tol: float) -> bool:
+    """A Newton step the line search cut short ends the solve only when it also changed the
+    objective by at most tol |f|, F before it and f after (rh_decrease_settled)."""
+    return F - f <= tol * abs(f)
+
+
+def lamm_upper(F: float, inner: float, phi: float, squared: float) -> float:
+    """LAMM's model F + <g, step> + phi ||step||^2 / 2 from inner = <g, step> and squared =
+    ||step||^2 (rh_lamm_upper)."""
+    return F + inner + phi * squared / 2.0
+
+
+def lamm_accepts(f: float, upper: float) -> bool:
+    """LAMM accepts a candidate of objective f under its model's value (rh_lamm_accepts)."""
+    return f <= upper + LAMM_SLACK
+
+
+def lamm_relaxed_phi(phi: float) -> float:
+    """phi for the next iteration after an accepted attempt: max(phi / 2, LAMM_PHI_FLOOR)
+    (rh_lamm_relaxed_phi)."""
+    relaxed = phi / 2.0
+    return relaxed if relaxed > LAMM_PHI_FLOOR else LAMM_PHI_FLOOR
 
 
 def majoriser_weights(xp, r, tau: float, curvature):
