@@ -11,8 +11,7 @@
 
 namespace rh {
 
-// Launch shapes: one warp per row of a P-row job, and a capped grid over `count` elements.
-constexpr int kWarps = kThreads / 32;
+constexpr int kWarps = kThreads / 32;  // warps of a kThreads block
 
 __device__ __forceinline__ double mask_of(const BatchConstants& k, int64_t j) {
   return (k.fit_intercept && j == k.P - 1) ? 0.0 : 1.0;
@@ -50,6 +49,8 @@ __device__ __forceinline__ double float_objective(double L, double Q, double N, 
       __fsub_rn(__fdiv_rn(sum, static_cast<float>(N)), static_cast<float>(D)));
 }
 
+// Launch shapes: blocks for one warp per row of a P-row job, and a capped grid over `count`
+// elements (the kernels stride over the rest).
 inline int warp_rows_blocks(int64_t P) {
   return static_cast<int>((P + kWarps - 1) / kWarps);
 }
