@@ -23,6 +23,8 @@
 /* LAMM: phi, 2 phi, ..., 2^39 phi; then RH_LAMM_BOUND_ATTEMPTS more from
  * max(phi, rh_lamm_phi_bound(...)), doubling on rejection. */
 #define RH_LAMM_ATTEMPTS 40
+/* phi at the start of every batch's LAMM solve. */
+#define RH_LAMM_INITIAL_PHI 1.0
 #define RH_LAMM_BOUND_ATTEMPTS 8
 /* Absolute slack on LAMM's majorisation test, so rounding in f cannot reject an exact
  * majoriser. */
@@ -33,6 +35,10 @@
  * predicted is at most RH_ROUNDING_FLOOR_FACTOR * eps * |F| (eps of the working dtype): no
  * representable step can then decrease f measurably. */
 #define RH_ROUNDING_FLOOR_FACTOR 64.0
+/* The linear-solve ladder's relative pivot floor (docs/decisions.md, "Linear solve ladder"): a
+ * Cholesky or LU factor is refused when a pivot is not above RH_PIVOT_FACTOR * P * eps times
+ * its reference (rh_pivot_floor). */
+#define RH_PIVOT_FACTOR 64.0
 
 /* A batch's declared weight must match the sum of its sample weights to this relative
  * difference (the caller sums in its own order). */
@@ -44,6 +50,17 @@
 #define RH_MIN_BANDWIDTH 2.2250738585072014e-308
 
 /* ----------------------------------------------------------------------------- formulas */
+
+/* rho(r) = r^2 / 2 for |r| <= tau, tau |r| - tau^2 / 2 beyond (docs/algorithm.md). */
+RH_ALGORITHM_FN double rh_huber_rho(double r, double tau) {
+  const double a = fabs(r);
+  return a <= tau ? 0.5 * r * r : tau * a - 0.5 * tau * tau;
+}
+
+/* sign(v): 1, -1, or 0 for 0 and NaN (the historical subgradient's sign of beta0). */
+RH_ALGORITHM_FN double rh_sign(double v) {
+  return v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : 0.0);
+}
 
 /* h = min(bandwidth_scale / (sqrt(N) ln(max(p, 2))), tau). */
 RH_ALGORITHM_FN double rh_bandwidth(double bandwidth_scale, double total_weight,
@@ -66,6 +83,14 @@ RH_ALGORITHM_FN double rh_lambda(int l1, double lambda_scale, double tau, double
   }
   const double log_p = log(n_features_in > 2 ? (double)n_features_in : 2.0);
   return lambda_scale * tau * sqrt(log_p / total_weight);
+}
+
+/* The historical subgradient's scale for L1 (docs/algorithm.md): (W / N) lambda_prev, W the
+ * weight before the batch, N the weight after it; the history term is that times sign(beta0) on
+ * the penalised coefficients. */
+RH_ALGORITHM_FN double rh_history_scale(double previous_weight, double total_weight,
+                                        double previous_lambda) {
+  return previous_weight / total_weight * previous_lambda;
 }
 
 /* 1 when the sample weights' sum is within RH_WEIGHT_SUM_RTOL of the declared batch weight and
@@ -99,6 +124,49 @@ RH_ALGORITHM_FN int rh_within_rounding(double predicted_decrease, double objecti
 RH_ALGORITHM_FN double rh_lamm_phi_bound(double sum_w_x2, double trace_information,
                                          double total_weight) {
   return (sum_w_x2 + trace_information) / total_weight;
+}
+
+/* The pivot floor of a P x P factorisation in a working dtype of machine epsilon eps: Cholesky
+ * refuses a squared pivot not above floor times its own column's diagonal, LU a smallest |u_ii|
+ * not above floor times the largest. */
+RH_ALGORITHM_FN double rh_pivot_floor(int64_t P, double eps) {
+  return RH_PIVOT_FACTOR * (double)P * eps;
+}
+
+/* The minimum-norm solve's rank cutoff: singular values (or |eigenvalues|) of a P x P matrix
+ * not above eps P times the largest are dropped. */
+RH_ALGORITHM_FN double rh_rank_cutoff(int64_t P, double eps, double largest) {
+  return eps * (double)P * largest;
+}
+
+/* The step test of both solvers: ||Delta|| <= tol (1 + ||beta||), beta the accepted iterate
+ * (norms passed already taken). */
+RH_ALGORITHM_FN int rh_step_converged(double step_norm, double beta_norm, double tolerance) {
+  return step_norm <= tolerance * (1.0 + beta_norm);
+}
+
+/* A Newton step the line search cut short ends the solve only when it also changed f by at most
+ * tol |f| (docs/algorithm.md, "Unpenalised"): F the objective before it, f after. */
+RH_ALGORITHM_FN int rh_decrease_settled(double F, double f, double tolerance) {
+  return F - f <= tolerance * fabs(f);
+}
+
+/* LAMM's model of f at a candidate beta + step: F + <g, step> + phi ||step||^2 / 2, from
+ * inner = <g, step> and squared = ||step||^2. */
+RH_ALGORITHM_FN double rh_lamm_upper(double F, double inner, double phi, double squared) {
+  return F + inner + phi * squared / 2.0;
+}
+
+/* 1 when LAMM accepts a candidate of objective f under its model's value `upper`. */
+RH_ALGORITHM_FN int rh_lamm_accepts(double f, double upper) {
+  return f <= upper + RH_LAMM_SLACK;
+}
+
+/* phi for the next iteration after an attempt at phi was accepted: max(phi / 2,
+ * RH_LAMM_PHI_FLOOR). */
+RH_ALGORITHM_FN double rh_lamm_relaxed_phi(double phi) {
+  const double relaxed = phi / 2.0;
+  return relaxed > RH_LAMM_PHI_FLOOR ? relaxed : RH_LAMM_PHI_FLOOR;
 }
 
 /* The linear-solve ladder's equilibration (docs/decisions.md, "Linear solve ladder"): the power

@@ -102,6 +102,9 @@ int rh_bytes(int64_t count, size_t elem_size, size_t* out);
 
 /* Element size of an RH_CUDA_DTYPE_* code; 0 for an unknown code. */
 size_t rh_dtype_size(int32_t dtype);
+/* The machine epsilon of an ABI dtype's working precision (FLT_EPSILON for float32, else
+ * DBL_EPSILON): the eps of every rounding rule in rh_algorithm.h. */
+double rh_dtype_epsilon(int32_t dtype);
 
 /* ----------------------------------------------------------------------------- validation */
 
@@ -161,10 +164,22 @@ RhCudaStatus rh_validate_state_meat(const RhCudaHostStateView* state, int64_t n_
 /* Export target: header (as for the view), coefficients and information non-NULL. */
 RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, RhErrorBuffer* err);
 
+/* --------------------------------------------------- array values (rh_array_values.c) */
+
 /* Returns the index of the first non-finite value in data[0..count), or -1 when all are
  * finite. */
 int64_t rh_first_nonfinite_f32(const float* data, int64_t count);
 int64_t rh_first_nonfinite_f64(const double* data, int64_t count);
+/* The same for an array of an ABI dtype (RH_CUDA_DTYPE_FLOAT32, else float64). */
+int64_t rh_first_nonfinite(int32_t dtype, const void* data, int64_t count);
+/* dst[0..count) = src's values as doubles (exact). */
+void rh_widen(int32_t dtype, const void* src, int64_t count, double* dst);
+/* data[index] of an array of an ABI dtype, as a double (exact: float widens exactly). Inline:
+ * it also serves per-element loops. */
+static inline double rh_value_at(int32_t dtype, const void* data, int64_t index) {
+  return dtype == RH_CUDA_DTYPE_FLOAT32 ? (double)((const float*)data)[index]
+                                        : ((const double*)data)[index];
+}
 
 #ifdef __cplusplus
 }

@@ -33,11 +33,13 @@ def test_the_c_header_and_the_reference_state_the_same_constants():
     assert constants == {
         "LINE_SEARCH_TRIALS": rules.LINE_SEARCH_TRIALS,
         "LAMM_ATTEMPTS": rules.LAMM_ATTEMPTS,
+        "LAMM_INITIAL_PHI": rules.LAMM_INITIAL_PHI,
         "LAMM_BOUND_ATTEMPTS": rules.LAMM_BOUND_ATTEMPTS,
         "LAMM_SLACK": rules.LAMM_SLACK,
         "LAMM_PHI_FLOOR": rules.LAMM_PHI_FLOOR,
         "ROUNDING_FLOOR_FACTOR": rules.ROUNDING_FLOOR_FACTOR,
         "MIN_BANDWIDTH": rules.MIN_BANDWIDTH,
+        "PIVOT_FACTOR": rules.PIVOT_FACTOR,
     }
 
 

@@ -141,22 +141,13 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_predict(RhCudaEngine* engine,
                    "host memory only");
   }
   const int64_t count = prediction->n_rows * prediction->n_columns;
-  int64_t bad = engine->dtype == RH_CUDA_DTYPE_FLOAT32
-                    ? rh_first_nonfinite_f32((const float*)prediction->x_design, count)
-                    : rh_first_nonfinite_f64((const double*)prediction->x_design, count);
+  int64_t bad = rh_first_nonfinite(engine->dtype, prediction->x_design, count);
   if (bad >= 0) {
-    const double value = engine->dtype == RH_CUDA_DTYPE_FLOAT32
-                             ? (double)((const float*)prediction->x_design)[bad]
-                             : ((const double*)prediction->x_design)[bad];
+    const double value = rh_value_at(engine->dtype, prediction->x_design, bad);
     return rh_refuse_value(err, "RhCudaPrediction", "x_design", bad / prediction->n_columns,
                            bad % prediction->n_columns, value, RH_VALUE_FINITE);
   }
-  const int64_t P = engine->n_parameters;
-  for (int64_t j = 0; j < P; ++j) {
-    engine->coefficients_f64[j] = engine->dtype == RH_CUDA_DTYPE_FLOAT32
-                                      ? (double)((const float*)engine->coefficients)[j]
-                                      : ((const double*)engine->coefficients)[j];
-  }
+  rh_widen(engine->dtype, engine->coefficients, engine->n_parameters, engine->coefficients_f64);
   rh_predict_rows(engine->dtype, prediction->x_design, prediction->n_rows, prediction->n_columns,
                   append_intercept, engine->coefficients_f64, prediction->prediction);
   return RH_CUDA_SUCCESS;

@@ -35,7 +35,7 @@ static int is_bitwise_symmetric(const double* a, int64_t P) {
  * after projecting out the earlier ones, a test invariant under diagonal scaling). */
 static int cholesky(const double* a, int64_t P, double eps, double* l) {
   memcpy(l, a, (size_t)(P * P) * sizeof(double));
-  const double floor = 64.0 * (double)P * eps;
+  const double floor = rh_pivot_floor(P, eps);
   for (int64_t j = 0; j < P; ++j) {
     double* lj = l + j * P;
     double diag = lj[j];
@@ -118,7 +118,7 @@ static int lu_solve(const double* a, int64_t P, double eps, double* lu, const do
       }
     }
   }
-  if (!(smallest > 64.0 * (double)P * eps * largest)) {
+  if (!(smallest > rh_pivot_floor(P, eps) * largest)) {
     return 0;
   }
   for (int64_t i = P - 1; i >= 0; --i) {
@@ -190,7 +190,7 @@ void rh_min_norm_jacobi_solve(const double* a, const double* rhs, int64_t P, dou
     sigma[j] = sqrt(dot(bt + j * P, bt + j * P, P));
     sigma_max = sigma[j] > sigma_max ? sigma[j] : sigma_max;
   }
-  const double cutoff = eps * (double)P * sigma_max;
+  const double cutoff = rh_rank_cutoff(P, eps, sigma_max);
   for (int64_t k = 0; k < P; ++k) {
     x[k] = 0.0;
   }
@@ -510,7 +510,7 @@ int rh_min_norm_symmetric_solve(const double* a, const double* rhs, int64_t P, d
   for (int64_t i = 0; i < P; ++i) {
     lambda_max = fmax(lambda_max, fabs(d[i]));
   }
-  const double cutoff = eps * (double)P * lambda_max;
+  const double cutoff = rh_rank_cutoff(P, eps, lambda_max);
   int64_t kept = 0;
   for (int64_t i = 0; i < P; ++i) {
     kept += fabs(d[i]) > cutoff;
@@ -535,7 +535,7 @@ int rh_min_norm_symmetric_solve(const double* a, const double* rhs, int64_t P, d
     for (int64_t i = 0; i < P; ++i) {
       lambda_max = fmax(lambda_max, fabs(d[i]));
     }
-    const double cut = eps * (double)P * lambda_max;
+    const double cut = rh_rank_cutoff(P, eps, lambda_max);
     /* e (free now) <- diag(f) Z' x; x <- Z e. */
     for (int64_t i = 0; i < P; ++i) {
       e[i] = fabs(d[i]) > cut ? dot4(zt + i * P, x, P) / d[i] : 0.0;

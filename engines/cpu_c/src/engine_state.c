@@ -62,14 +62,11 @@ void rh_engine_free(RhCudaEngine* engine) {
 
 static RhCudaStatus check_finite_array(const RhCudaEngine* engine, const void* data, int64_t count,
                                        const char* field, int as_matrix, RhErrorBuffer* err) {
-  int64_t bad = engine->dtype == RH_CUDA_DTYPE_FLOAT32
-                    ? rh_first_nonfinite_f32((const float*)data, count)
-                    : rh_first_nonfinite_f64((const double*)data, count);
+  int64_t bad = rh_first_nonfinite(engine->dtype, data, count);
   if (bad < 0) {
     return RH_CUDA_SUCCESS;
   }
-  double value = engine->dtype == RH_CUDA_DTYPE_FLOAT32 ? (double)((const float*)data)[bad]
-                                                        : ((const double*)data)[bad];
+  double value = rh_value_at(engine->dtype, data, bad);
   if (as_matrix) {
     return rh_refuse_value(err, "RhCudaHostStateView", field, bad / engine->n_parameters,
                            bad % engine->n_parameters, value, RH_VALUE_FINITE);

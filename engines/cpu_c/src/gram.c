@@ -112,8 +112,7 @@ static double weight_of(const RhBatchData* d, int64_t i) {
   if (d->weights == NULL) {
     return 1.0;
   }
-  return d->dtype == RH_CUDA_DTYPE_FLOAT32 ? (double)((const float*)d->weights)[i]
-                                           : ((const double*)d->weights)[i];
+  return rh_value_at(d->dtype, d->weights, i);
 }
 
 typedef enum RhRowSelection { RH_ROWS_ALL, RH_ROWS_CURVED, RH_ROWS_NOT_FLAT } RhRowSelection;

@@ -1,13 +1,11 @@
-/* The scalar pieces of docs/algorithm.md, inlined into the row passes. */
+/* The scalar pieces of docs/algorithm.md, inlined into the row passes (rho itself is
+ * rh_algorithm.h's rh_huber_rho). */
 #ifndef RH_HUBER_PIECES_H
 #define RH_HUBER_PIECES_H
 
 #include <math.h>
 
-static inline double rh_huber_loss(double r, double tau) {
-  double a = fabs(r);
-  return a <= tau ? 0.5 * r * r : tau * a - 0.5 * tau * tau;
-}
+#include "rh_algorithm.h"
 
 static inline double rh_huber_score(double r, double tau) {
   return r < -tau ? -tau : (r > tau ? tau : r);

@@ -131,14 +131,15 @@ RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorB
     /* A step the line search cut short ends the solve only when it also changed f by at most
      * tol |f|: short because of the cut, it says nothing of the distance to the optimum, which
      * a first-order decrease of f reveals. */
-    const int settled = accepted == 1 || objective - candidate_objective <=
-                                             problem->tolerance * fabs(candidate_objective);
+    const int settled =
+        accepted == 1 || rh_decrease_settled(objective, candidate_objective, problem->tolerance);
     objective = candidate_objective;
     if (!rh_all_finite(ws->beta, P) || !isfinite(objective)) {
       return rh_fail(err, RH_CUDA_NUMERICAL_ERROR,
                      "Newton iterate is not finite at iteration %" PRId64, it);
     }
-    if (settled && rh_norm2(delta, P) <= problem->tolerance * (1.0 + rh_norm2(ws->beta, P))) {
+    if (settled &&
+        rh_step_converged(rh_norm2(delta, P), rh_norm2(ws->beta, P), problem->tolerance)) {
       result->converged = 1;
       break;
     }

@@ -43,7 +43,7 @@ RH_ALWAYS_INLINE void rh_eight_pieces(const double* residual, const double* weig
 #else
   for (int q = 0; q < 8; ++q) {
     double score = weight[q] * rh_huber_score(residual[q], tau);
-    lane_loss->lane[q] += weight[q] * rh_huber_loss(residual[q], tau);
+    lane_loss->lane[q] += weight[q] * rh_huber_rho(residual[q], tau);
     lane_score->lane[q] += score;
     scores[q] = score;
     curvature[q] = rh_smoothed_curvature(residual[q], tau, h, slope);

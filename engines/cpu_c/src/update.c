@@ -1,24 +1,11 @@
 /* One renewable batch transition: validate everything, solve in the workspace, commit only
  * when every new value is finite. Nothing in the engine's committed state is written before
  * rh_engine_commit. */
-#include <float.h>
 #include <inttypes.h>
 #include <math.h>
-#include <string.h>
 
 #include "rh_algorithm.h"
 #include "solver_common.h"
-
-static void widen(int32_t dtype, const void* src, int64_t count, double* dst) {
-  if (dtype == RH_CUDA_DTYPE_FLOAT32) {
-    const float* s = (const float*)src;
-    for (int64_t i = 0; i < count; ++i) {
-      dst[i] = (double)s[i];
-    }
-  } else {
-    memcpy(dst, src, (size_t)count * sizeof(double));
-  }
-}
 
 static void set_up_problem(RhCudaEngine* engine, const RhCudaUpdateConfig* config,
                            const RhBatchData* data, double batch_weight, int fit_intercept,
@@ -39,11 +26,11 @@ static void set_up_problem(RhCudaEngine* engine, const RhCudaUpdateConfig* confi
   problem->ridge = config->ridge;
   problem->tolerance = config->tolerance;
   problem->total_weight = total;
-  problem->machine_eps = engine->dtype == RH_CUDA_DTYPE_FLOAT32 ? (double)FLT_EPSILON : DBL_EPSILON;
+  problem->machine_eps = rh_dtype_epsilon(engine->dtype);
   problem->used_fallback = 0;
 
-  widen(engine->dtype, engine->coefficients, P, ws->beta0);
-  widen(engine->dtype, engine->information, P * P, ws->information);
+  rh_widen(engine->dtype, engine->coefficients, P, ws->beta0);
+  rh_widen(engine->dtype, engine->information, P * P, ws->information);
   /* The historical L1 subgradient (W0/N) lambda0 sign(beta0) m enters only for L1 after a
    * first batch. RH_TEST_SKIP_HISTORY builds the conformance kit's deliberately broken
    * engine, which must be caught by the golden corpora. */
@@ -52,11 +39,10 @@ static void set_up_problem(RhCudaEngine* engine, const RhCudaUpdateConfig* confi
 #else
   const int with_history = config->penalty == RH_CUDA_PENALTY_L1 && engine->n_samples_seen > 0;
 #endif
-  const double history_scale = engine->weight_sum / total * engine->previous_lambda;
+  const double history_scale = rh_history_scale(engine->weight_sum, total, engine->previous_lambda);
   for (int64_t j = 0; j < P; ++j) {
     ws->mask[j] = fit_intercept && j == P - 1 ? 0.0 : 1.0;
-    double sign = ws->beta0[j] > 0.0 ? 1.0 : (ws->beta0[j] < 0.0 ? -1.0 : 0.0);
-    ws->history[j] = with_history ? history_scale * sign * ws->mask[j] : 0.0;
+    ws->history[j] = with_history ? history_scale * rh_sign(ws->beta0[j]) * ws->mask[j] : 0.0;
   }
 }
 

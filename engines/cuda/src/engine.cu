@@ -1,7 +1,6 @@
 #include "engine.hpp"
 
 #include <algorithm>
-#include <cfloat>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -219,51 +218,37 @@ std::unique_ptr<ResourceSet> make_resource_set(int device) {
   return set;
 }
 
-}  // namespace
+// Engine::create's steps, in the order it takes them.
 
-DeviceScope::DeviceScope(int device) {
-  check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
-  if (previous_ != device)
-    check_cuda(cudaSetDevice(device), "cudaSetDevice");
-}
-
-DeviceScope::~DeviceScope() {
-  int current = -1;
-  if (cudaGetDevice(&current) == cudaSuccess && current != previous_ && previous_ >= 0) {
-    cudaSetDevice(previous_);
-  }
-}
-
-double Engine::dtype_epsilon() const {
-  return dtype == RH_CUDA_DTYPE_FLOAT32 ? static_cast<double>(FLT_EPSILON) : DBL_EPSILON;
-}
-
-void Engine::create(const RhCudaEngineOptions& options) {
-  device = options.device_id;
-  dtype = options.dtype;
-  elem_size = rh_dtype_size(dtype);
-  P = options.n_parameters;
-  requested_flags = options.reserved0;
+// The engine's settings from validated options (and, in the test build, the test switches).
+void take_options(Engine& e, const RhCudaEngineOptions& options) {
+  e.device = options.device_id;
+  e.dtype = options.dtype;
+  e.elem_size = rh_dtype_size(e.dtype);
+  e.P = options.n_parameters;
+  e.requested_flags = options.reserved0;
   // Graphs are enabled when asked for; a capture that fails falls back to eager launches and is
   // counted. TF32 is only ever requested with float32 (rh_validate_options refuses float64).
-  enabled_flags = requested_flags;
-  injected = injected_failure_setting();
-  forced_chunk = forced_chunk_setting();
-  separate_meat_pass = separate_meat_pass_setting();
-  // The commit kernels write the exported state and the status block straight into pinned host
-  // memory, which needs unified addressing (every 64-bit Linux/Windows CUDA setup has it).
+  e.enabled_flags = e.requested_flags;
+  e.injected = injected_failure_setting();
+  e.forced_chunk = forced_chunk_setting();
+  e.separate_meat_pass = separate_meat_pass_setting();
+}
+
+// The commit kernels write the exported state and the status block straight into pinned host
+// memory, which needs unified addressing (every 64-bit Linux/Windows CUDA setup has it).
+void require_unified_addressing(int device) {
   int unified = 0;
-  if (cudaDeviceGetAttribute(&unified, cudaDevAttrUnifiedAddressing, options.device_id) !=
-          cudaSuccess ||
+  if (cudaDeviceGetAttribute(&unified, cudaDevAttrUnifiedAddressing, device) != cudaSuccess ||
       unified == 0) {
     (void)cudaGetLastError();
     fail(RH_CUDA_UNAVAILABLE,
-         "CUDA device %d does not support unified addressing, which librh_cuda needs",
-         static_cast<int>(options.device_id));
+         "CUDA device %d does not support unified addressing, which librh_cuda needs", device);
   }
-  chunk_hint = 0;
-  configure_staging(*this);
+}
 
+// P * P, refused when it overflows or P exceeds what cuSOLVER's 32-bit sizes take.
+int64_t matrix_elems(int64_t P) {
   int64_t PP = 0;
   if (rh_mul_i64(P, P, &PP) != 0) {
     fail(RH_CUDA_INVALID_ARGUMENT, "RhCudaEngineOptions.n_parameters %lld: P * P overflows",
@@ -275,56 +260,69 @@ void Engine::create(const RhCudaEngineOptions& options) {
          "(cuSOLVER takes 32-bit sizes for P x P)",
          static_cast<long long>(P));
   }
+  return PP;
+}
 
-  // An idle set of this device, or a new one. From here release() hands it back.
-  std::unique_ptr<ResourceSet> set = ResourcePool::instance().take(device);
+// An idle set of the engine's device, or a new one (from here release() hands it back): its
+// stream, events and library handles, and the buffers it carries; every device buffer is bound
+// to the stream and the device's pool.
+void lease_resources(Engine& e) {
+  std::unique_ptr<ResourceSet> set = ResourcePool::instance().take(e.device);
   if (set == nullptr)
-    set = make_resource_set(device);
-  resources = set.release();
-  stream = resources->stream;
-  chunk_events[0] = resources->chunk_events[0];
-  chunk_events[1] = resources->chunk_events[1];
-  blas = resources->blas;
-  solver = resources->solver;
-  svd_params = resources->svd_params;
-  small_dense_max = small_dense_limit_setting(resources->small_dense_max);
-  resources->for_each_carried(
-      ws, [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
-  ws.for_each([&](GrowingBuffer& b) {
+    set = make_resource_set(e.device);
+  e.resources = set.release();
+  ResourceSet& r = *e.resources;
+  e.stream = r.stream;
+  e.chunk_events[0] = r.chunk_events[0];
+  e.chunk_events[1] = r.chunk_events[1];
+  e.blas = r.blas;
+  e.solver = r.solver;
+  e.svd_params = r.svd_params;
+  e.small_dense_max = small_dense_limit_setting(r.small_dense_max);
+  r.for_each_carried(e.ws, [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
+  e.ws.for_each([&](GrowingBuffer& b) {
     if (b.kind() == MemoryKind::Device)
-      b.bind(stream, resources->memory);
+      b.bind(e.stream, r.memory);
   });
-  for (CommittedState* state : {&committed, &scratch}) {
-    state->coefficients.bind(stream, resources->memory);
-    state->information.bind(stream, resources->memory);
-    state->meat.bind(stream, resources->memory);
+  for (CommittedState* state : {&e.committed, &e.scratch}) {
+    state->coefficients.bind(e.stream, r.memory);
+    state->information.bind(e.stream, r.memory);
+    state->meat.bind(e.stream, r.memory);
   }
+}
 
-  // Everything a previous engine may have changed on the handles goes back to this engine's
-  // settings: a FAST_MATH engine's TF32 mode must never reach a strict one. cublasSetStream
-  // also drops the user workspace, so the workspace is set after it.
-  check_cublas(cublasSetStream(blas, stream), "cublasSetStream");
-  check_cublas(cublasSetWorkspace(blas, ws.blas_work.data(), ws.blas_work.capacity()),
+// Everything a previous engine may have changed on the handles goes back to this engine's
+// settings: a FAST_MATH engine's TF32 mode must never reach a strict one. cublasSetStream also
+// drops the user workspace, so the workspace is set after it.
+void reset_library_handles(Engine& e) {
+  check_cublas(cublasSetStream(e.blas, e.stream), "cublasSetStream");
+  check_cublas(cublasSetWorkspace(e.blas, e.ws.blas_work.data(), e.ws.blas_work.capacity()),
                "cublasSetWorkspace");
-  check_cublas(cublasSetMathMode(blas, (enabled_flags & RH_CUDA_ENGINE_FLAG_FAST_MATH)
-                                           ? CUBLAS_TF32_TENSOR_OP_MATH
-                                           : CUBLAS_DEFAULT_MATH),
+  check_cublas(cublasSetMathMode(e.blas, (e.enabled_flags & RH_CUDA_ENGINE_FLAG_FAST_MATH)
+                                             ? CUBLAS_TF32_TENSOR_OP_MATH
+                                             : CUBLAS_DEFAULT_MATH),
                "cublasSetMathMode");
-  check_cublas(cublasSetPointerMode(blas, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
-  check_cublas(cublasSetAtomicsMode(blas, CUBLAS_ATOMICS_NOT_ALLOWED), "cublasSetAtomicsMode");
-  check_cublas(cublasSetSmCountTarget(blas, 0), "cublasSetSmCountTarget");
-  check_cusolver(cusolverDnSetStream(solver, stream), "cusolverDnSetStream");
+  check_cublas(cublasSetPointerMode(e.blas, CUBLAS_POINTER_MODE_HOST), "cublasSetPointerMode");
+  check_cublas(cublasSetAtomicsMode(e.blas, CUBLAS_ATOMICS_NOT_ALLOWED), "cublasSetAtomicsMode");
+  check_cublas(cublasSetSmCountTarget(e.blas, 0), "cublasSetSmCountTarget");
+  check_cusolver(cusolverDnSetStream(e.solver, e.stream), "cusolverDnSetStream");
+}
 
+// The workspace's buffers whose sizes depend on P alone (PP = P * P); the batch-sized ones
+// grow with the batches.
+void reserve_workspace(Engine& e, int64_t PP) {
+  const int64_t P = e.P;
+  Workspace& ws = e.ws;
   for (GrowingBuffer* b : {&ws.beta, &ws.beta0, &ws.dir, &ws.grad, &ws.jdelta, &ws.jdir,
                            &ws.singular_values, &ws.svd_scratch}) {
     reserve_elems(*b, P, sizeof(double), "P-vector");
   }
-  reserve_elems(ws.xtu, P, elem_size, "X'u");
+  reserve_elems(ws.xtu, P, e.elem_size, "X'u");
   for (GrowingBuffer* b : {&ws.information64, &ws.hessian, &ws.left_vectors, &ws.right_vectors}) {
     reserve_elems(*b, PP, sizeof(double), "P x P matrix");
   }
-  reserve_elems(ws.gram, PP, elem_size, "Gram matrix");
-  reserve_elems(ws.majoriser_gram, PP, elem_size, "majoriser Gram matrix");
+  reserve_elems(ws.gram, PP, e.elem_size, "Gram matrix");
+  reserve_elems(ws.majoriser_gram, PP, e.elem_size, "majoriser Gram matrix");
   reserve_elems(ws.equilibration, 3 * P, sizeof(double), "linear-solve equilibration");
   reserve_elems(ws.pivots, P, sizeof(int), "LU pivots");
   reserve_elems(ws.solver_info, 1, sizeof(int), "cuSOLVER info");
@@ -343,47 +341,88 @@ void Engine::create(const RhCudaEngineOptions& options) {
                 "validation partials");
   reserve_elems(ws.commit_flags, kMaxElementwiseBlocks, sizeof(int), "commit flags");
   reserve_elems(ws.host_scalars, 1, sizeof(DeviceScalars), "status block");
-  reserve_elems(ws.host_state, P + PP, elem_size, "exported state");
+  reserve_elems(ws.host_state, P + PP, e.elem_size, "exported state");
   // A pooled status block still holds the previous engine's last status.
   std::memset(ws.host_scalars.data(), 0, ws.host_scalars.capacity());
+}
 
-  if (resources->solver_sized_for != P) {
-    const int n = static_cast<int>(P);
+// cuSOLVER's workspace for the ladder's factorisations (Cholesky, LU, SVD) of a P x P system:
+// asked once per P per resource set (the answer depends on P alone on one device).
+void reserve_solver_workspace(Engine& e) {
+  ResourceSet& r = *e.resources;
+  if (r.solver_sized_for != e.P) {
+    const int n = static_cast<int>(e.P);
     int potrf_work = 0, getrf_work = 0, svd_work = 0;
-    double* H = ws.hessian.as<double>();
-    check_cusolver(cusolverDnDpotrf_bufferSize(solver, kCholeskyFill, n, H, n, &potrf_work),
+    double* H = e.ws.hessian.as<double>();
+    check_cusolver(cusolverDnDpotrf_bufferSize(e.solver, kCholeskyFill, n, H, n, &potrf_work),
                    "cusolverDnDpotrf_bufferSize");
-    check_cusolver(cusolverDnDgetrf_bufferSize(solver, n, n, H, n, &getrf_work),
+    check_cusolver(cusolverDnDgetrf_bufferSize(e.solver, n, n, H, n, &getrf_work),
                    "cusolverDnDgetrf_bufferSize");
-    check_cusolver(
-        cusolverDnDgesvdj_bufferSize(solver, CUSOLVER_EIG_MODE_VECTOR, 0, n, n, H, n,
-                                     ws.singular_values.as<double>(), ws.left_vectors.as<double>(),
-                                     n, ws.right_vectors.as<double>(), n, &svd_work, svd_params),
-        "cusolverDnDgesvdj_bufferSize");
+    check_cusolver(cusolverDnDgesvdj_bufferSize(
+                       e.solver, CUSOLVER_EIG_MODE_VECTOR, 0, n, n, H, n,
+                       e.ws.singular_values.as<double>(), e.ws.left_vectors.as<double>(), n,
+                       e.ws.right_vectors.as<double>(), n, &svd_work, e.svd_params),
+                   "cusolverDnDgesvdj_bufferSize");
     int elems = potrf_work;
     if (getrf_work > elems)
       elems = getrf_work;
     if (svd_work > elems)
       elems = svd_work;
-    resources->solver_work_elems = elems;
-    resources->solver_sized_for = P;
+    r.solver_work_elems = elems;
+    r.solver_sized_for = e.P;
   }
-  solver_work_elems = resources->solver_work_elems;
-  reserve_elems(ws.solver_work, solver_work_elems > 0 ? solver_work_elems : 1, sizeof(double),
+  e.solver_work_elems = r.solver_work_elems;
+  reserve_elems(e.ws.solver_work, e.solver_work_elems > 0 ? e.solver_work_elems : 1, sizeof(double),
                 "cuSOLVER workspace");
+}
 
-  for (CommittedState* state : {&committed, &scratch}) {
-    reserve_elems(state->coefficients, P, elem_size, "coefficients");
-    reserve_elems(state->information, PP, elem_size, "information");
+// The committed and scratch states' buffers; the committed state starts at zero coefficients,
+// information and meat K (an engine before its first batch).
+void start_committed_state(Engine& e, int64_t PP) {
+  for (CommittedState* state : {&e.committed, &e.scratch}) {
+    reserve_elems(state->coefficients, e.P, e.elem_size, "coefficients");
+    reserve_elems(state->information, PP, e.elem_size, "information");
     reserve_elems(state->meat, PP, sizeof(double), "meat matrix K");
   }
-  check_cuda(cudaMemsetAsync(committed.coefficients.data(), 0, P * elem_size, stream),
+  check_cuda(cudaMemsetAsync(e.committed.coefficients.data(), 0, e.P * e.elem_size, e.stream),
              "cudaMemsetAsync");
-  check_cuda(cudaMemsetAsync(committed.information.data(), 0, PP * elem_size, stream),
+  check_cuda(cudaMemsetAsync(e.committed.information.data(), 0, PP * e.elem_size, e.stream),
              "cudaMemsetAsync");
-  check_cuda(cudaMemsetAsync(committed.meat.data(), 0, PP * sizeof(double), stream),
+  check_cuda(cudaMemsetAsync(e.committed.meat.data(), 0, PP * sizeof(double), e.stream),
              "cudaMemsetAsync");
-  committed.meat_available = true;
+  e.committed.meat_available = true;
+}
+
+}  // namespace
+
+DeviceScope::DeviceScope(int device) {
+  check_cuda(cudaGetDevice(&previous_), "cudaGetDevice");
+  if (previous_ != device)
+    check_cuda(cudaSetDevice(device), "cudaSetDevice");
+}
+
+DeviceScope::~DeviceScope() {
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current != previous_ && previous_ >= 0) {
+    cudaSetDevice(previous_);
+  }
+}
+
+double Engine::dtype_epsilon() const {
+  return rh_dtype_epsilon(dtype);
+}
+
+void Engine::create(const RhCudaEngineOptions& options) {
+  take_options(*this, options);
+  require_unified_addressing(device);
+  chunk_hint = 0;
+  configure_staging(*this);
+  const int64_t PP = matrix_elems(P);
+  lease_resources(*this);
+  reset_library_handles(*this);
+  reserve_workspace(*this, PP);
+  reserve_solver_workspace(*this);
+  start_committed_state(*this, PP);
   synchronize();
 }
 

@@ -18,11 +18,6 @@ __device__ __forceinline__ bool should_run(const DeviceScalars* sc, int when) {
   return state != kInvalidData;
 }
 
-__device__ __forceinline__ double huber_rho(double r, double tau) {
-  const double a = fabs(r);
-  return a <= tau ? 0.5 * r * r : tau * a - 0.5 * tau * tau;
-}
-
 __device__ __forceinline__ double huber_psi(double r, double tau) {
   return fmin(fmax(r, -tau), tau);
 }
@@ -44,10 +39,6 @@ __device__ __forceinline__ double soft_threshold(double v, double t) {
   if (m <= 0.0)
     return 0.0;
   return v > 0.0 ? m : -m;
-}
-
-__device__ __forceinline__ double sign_of(double v) {
-  return v > 0.0 ? 1.0 : (v < 0.0 ? -1.0 : 0.0);
 }
 
 __device__ __forceinline__ double warp_sum(double v) {

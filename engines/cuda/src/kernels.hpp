@@ -1,5 +1,6 @@
 // Launchers of the engine's kernels. Row kernels stream the batch once per call; step kernels
-// work on P-sized vectors and P x P matrices and run on a single block or a few warps.
+// work on P-sized vectors and P x P matrices and run on a single block or a few warps, one file
+// per section below (step_common.cuh holds what they share).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -52,7 +53,7 @@ void launch_weighted_square_norms(const RowView<T>& rows, const DeviceScalars* s
 template <class T>
 void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t s);
 
-// --- P-sized steps (step_kernels.cu) ---------------------------------------------------------
+// --- P-sized steps every solver runs (step_kernels.cu) ---------------------------------------
 // Finishes the validation (batch weight, first bad indices, every per-batch scalar, the state:
 // kRunning, or kInvalidData for refused data) and loads beta0 = beta = coefficients and
 // J = information as doubles, in one launch.
@@ -77,6 +78,14 @@ void launch_assemble_hessian(const T* gram, const double* J, const BatchConstant
 // out = sum over chunks of the chunk-major partial P x P Grams, in chunk order.
 template <class T>
 void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, T* out, cudaStream_t s);
+// A paused state (needs_host: kNeedsFallback, kNeedsMajoriser, kNeedsLammBound) -> kRunning,
+// before the host queues the rest of the paused iteration.
+void launch_resume(DeviceScalars* sc, cudaStream_t s);
+// out = A v while running.
+void launch_matvec(const double* A, const double* v, const DeviceScalars* sc, double* out,
+                   int64_t P, cudaStream_t s);
+
+// --- the linear-solve ladder (linear_solve_kernels.cu) ----------------------------------------
 // P <= Engine::small_dense_max, while running: assemble H, factor it (Cholesky), set factor_ok with
 // the same test as launch_check_cholesky (refused: kNeedsFallback), solve H dir = g and form jdir =
 // J dir, in one single-block kernel.
@@ -89,30 +98,15 @@ void launch_small_cholesky_solve(const T* gram, const double* J, const BatchCons
 // current).
 int64_t configure_small_dense(int device, int64_t cap);
 // While running, on cuSOLVER's Cholesky factor of H = (G + J) / N + ridge I: accepts it when
-// info == 0 and every squared pivot exceeds 64 P eps times H's own diagonal entry (recomputed
-// from gram and J); a refused attempt moves the state to kNeedsFallback.
+// info == 0 and every squared pivot exceeds rh_pivot_floor(P, eps) times H's own diagonal entry
+// (recomputed from gram and J); a refused attempt moves the state to kNeedsFallback.
 template <class T>
 void launch_check_cholesky(const double* factor, const int* info, const T* gram, const double* J,
                            const BatchConstants& k, DeviceScalars* sc, cudaStream_t s);
 // While running, on an LU factor: sets factor_ok when info == 0 and
-// min |u_ii| > 64 P eps max |u_ii|.
+// min |u_ii| > rh_pivot_floor(P, eps) max |u_ii|.
 void launch_check_factor(const double* factor, const int* info, int64_t P, double eps,
                          DeviceScalars* sc, cudaStream_t s);
-// A paused state (needs_host: kNeedsFallback, kNeedsMajoriser, kNeedsLammBound) -> kRunning,
-// before the host queues the rest of the paused iteration.
-void launch_resume(DeviceScalars* sc, cudaStream_t s);
-// out = A v while running.
-void launch_matvec(const double* A, const double* v, const DeviceScalars* sc, double* out,
-                   int64_t P, cudaStream_t s);
-// While running: the first of the 27 trials along dir (partials from launch_newton_trials)
-// that does not increase f moves beta and counts the iteration, with the convergence test.
-// None: along the Newton direction the state becomes kNeedsMajoriser (iteration not counted);
-// along the majoriser's direction (majoriser) the iteration is counted and the solve ends,
-// kConverged when g'dir / 2 is within rounding of F (rh_within_rounding), else kStalled.
-void launch_newton_select(const double* partials, int blocks, const double* dir,
-                          const double* jdelta, const double* jdir, const double* beta0,
-                          const double* g, bool majoriser, const BatchConstants& k,
-                          DeviceScalars* sc, double* beta, cudaStream_t s);
 // dir = V S^+ U' g from an SVD (columns of U and V, S descending), singular values at or below
 // eps P S[0] dropped; *rank = the number kept.
 void launch_svd_solve(const double* U, const double* S, const double* V, const double* g, int64_t P,
@@ -127,6 +121,19 @@ void launch_equilibrate_matrix(double* H, const double* d, int64_t P, DeviceScal
                                cudaStream_t s);
 // v *= d elementwise.
 void launch_scale_vector(double* v, const double* d, int64_t P, cudaStream_t s);
+
+// --- Newton (newton_kernels.cu) ---------------------------------------------------------------
+// While running: the first of the 27 trials along dir (partials from launch_newton_trials)
+// that does not increase f moves beta and counts the iteration, with the convergence test.
+// None: along the Newton direction the state becomes kNeedsMajoriser (iteration not counted);
+// along the majoriser's direction (majoriser) the iteration is counted and the solve ends,
+// kConverged when g'dir / 2 is within rounding of F (rh_within_rounding), else kStalled.
+void launch_newton_select(const double* partials, int blocks, const double* dir,
+                          const double* jdelta, const double* jdir, const double* beta0,
+                          const double* g, bool majoriser, const BatchConstants& k,
+                          DeviceScalars* sc, double* beta, cudaStream_t s);
+
+// --- LAMM (lamm_kernels.cu) -------------------------------------------------------------------
 // One group of LAMM attempts (count a multiple of kLammChunk, at most kLammMaxGroup): the
 // candidates and their bound terms, J delta, then the pick of the first acceptable one; the
 // pick's `group` says what a group without one leads to (LammGroup).
@@ -145,6 +152,8 @@ void launch_lamm_pick(int count, LammGroup group, const double* partials, int bl
 // the kept one. Then phi = max(2^40 phi, L), the start of the curvature-bound group.
 void launch_lamm_bound(const double* partials, int blocks, const double* J, int64_t P,
                        DeviceScalars* sc, cudaStream_t s);
+
+// --- the commit (commit_kernels.cu) ----------------------------------------------------------
 // J_new = J + G (mirrored), beta_new = beta rounded to T, the penalised objective and
 // commit_nonfinite; host_state (pinned, or null): also P coefficients then P x P information
 // there; finally the status block to host_status (pinned). block_flags: one int per block of

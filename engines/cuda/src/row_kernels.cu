@@ -188,7 +188,7 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
     }
     if (team.lane != 0)
       continue;
-    rho_acc += w * huber_rho(r, tau);
+    rho_acc += w * rh_huber_rho(r, tau);
     score_acc += u;
     residual[i] = r;
     if (xtu_partials == nullptr)
@@ -300,7 +300,7 @@ __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, co
       // t = 2^-trial (its exponent bits), exactly the repeated halving of the reference.
       const double t = __longlong_as_double(static_cast<long long>(1023 - trial) << 52);
       if (trial < kLineSearchTrials)
-        acc[m] += w * huber_rho(r + t * q, tau);
+        acc[m] += w * rh_huber_rho(r + t * q, tau);
     }
   }
   // Per warp: Team == 1 sums all 32 lanes with warp_sum's tree; wider teams combine the teams
@@ -373,7 +373,7 @@ __global__ void lamm_trials_kernel(RowView<T> rows, const double* candidates, in
       const double w = row_weight(rows, i);
 #pragma unroll
       for (int k = 0; k < kLammChunk; ++k)
-        acc[k] += w * huber_rho(y - dot[k], tau);
+        acc[k] += w * rh_huber_rho(y - dot[k], tau);
     }
     block_sums_to<kThreads>(acc, shared, partials + blockIdx.x * count + first);
     __syncthreads();  // the next chunk reuses `shared`

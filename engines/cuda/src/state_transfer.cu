@@ -21,33 +21,21 @@ bool bitwise_symmetric(const T* a, int64_t P) {
   return true;
 }
 
-double host_element(const Engine& e, const void* data, int64_t index) {
-  return e.dtype == RH_CUDA_DTYPE_FLOAT32
-             ? static_cast<double>(static_cast<const float*>(data)[index])
-             : static_cast<const double*>(data)[index];
-}
-
-int64_t first_nonfinite(const Engine& e, const void* data, int64_t count) {
-  return e.dtype == RH_CUDA_DTYPE_FLOAT32
-             ? rh_first_nonfinite_f32(static_cast<const float*>(data), count)
-             : rh_first_nonfinite_f64(static_cast<const double*>(data), count);
-}
-
 }  // namespace
 
 void restore_state(Engine& e, const RhCudaHostStateView* view) {
   RhErrorBuffer scratch{};
   require(rh_validate_state_view(view, &scratch), scratch);
   const int64_t P = e.P;
-  const int64_t bad_coef = first_nonfinite(e, view->coefficients, P);
+  const int64_t bad_coef = rh_first_nonfinite(e.dtype, view->coefficients, P);
   if (bad_coef >= 0) {
     refuse_value("RhCudaHostStateView", "coefficients", bad_coef, -1,
-                 host_element(e, view->coefficients, bad_coef), RH_VALUE_FINITE);
+                 rh_value_at(e.dtype, view->coefficients, bad_coef), RH_VALUE_FINITE);
   }
-  const int64_t bad_info = first_nonfinite(e, view->information, P * P);
+  const int64_t bad_info = rh_first_nonfinite(e.dtype, view->information, P * P);
   if (bad_info >= 0) {
     refuse_value("RhCudaHostStateView", "information", bad_info / P, bad_info % P,
-                 host_element(e, view->information, bad_info), RH_VALUE_FINITE);
+                 rh_value_at(e.dtype, view->information, bad_info), RH_VALUE_FINITE);
   }
   int with_meat = 0;
   require(rh_validate_state_meat(view, P, &with_meat, &scratch), scratch);

@@ -1,6 +1,6 @@
 // The host copy into a pinned staging chunk: AVX2 non-temporal (streaming) stores where the CPU
 // has them. The chunk is read next by the DMA engine, not by this CPU, so its cache lines need
-// not be fetched before they are written. Shared by the engine (memory_access.cu) and the
+// not be fetched before they are written. Shared by the engine (copy_team.cpp) and the
 // staging_copy_bandwidth tool, which measures it against memcpy.
 #pragma once
 

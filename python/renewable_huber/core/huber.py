@@ -1,14 +1,12 @@
-"""The Huber pieces of docs/algorithm.md: loss, score, smoothed curvature, bandwidth, lambda,
-soft threshold. Array functions take the array namespace implicitly through their inputs'
-methods and stay in the inputs' dtype; scalar parameters are Python floats so they never
-promote float32 arrays."""
+"""The Huber pieces of docs/algorithm.md: loss, score, smoothed curvature, the checked bandwidth
+and lambda (their formulas are rules.py's), soft threshold. Array functions take the array
+namespace implicitly through their inputs' methods and stay in the inputs' dtype; scalar
+parameters are Python floats so they never promote float32 arrays."""
 
 from __future__ import annotations
 
-import math
-
 from ..exceptions import ValidationError
-from .rules import MIN_BANDWIDTH
+from .rules import MIN_BANDWIDTH, bandwidth, l1_lambda
 
 
 def huber_loss(xp, r, tau: float):
@@ -35,15 +33,6 @@ def smoothed_curvature(xp, r, tau: float, h: float):
     return xp.clip(0.5 + (tau - xp.abs(r)) / (2.0 * h), 0.0, 1.0)
 
 
-def _log_features(n_features_in: int) -> float:
-    return math.log(max(n_features_in, 2))
-
-
-def bandwidth(bandwidth_scale: float, weight_sum: float, n_features_in: int, tau: float) -> float:
-    """h = min(bandwidth_scale / (sqrt(N) * ln(max(p, 2))), tau), N the cumulative weight."""
-    return min(bandwidth_scale / (math.sqrt(weight_sum) * _log_features(n_features_in)), tau)
-
-
 def checked_bandwidth(
     bandwidth_scale: float, weight_sum: float, n_features_in: int, tau: float
 ) -> float:
@@ -67,7 +56,7 @@ def lambda_value(
     if penalty == "none":
         return 0.0
     if penalty == "l1":
-        return lambda_scale * tau * math.sqrt(_log_features(n_features_in) / weight_sum)
+        return l1_lambda(lambda_scale, tau, weight_sum, n_features_in)
     raise ValidationError(f"penalty must be 'none' or 'l1', got {penalty!r}")
 
 

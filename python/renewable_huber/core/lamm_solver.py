@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import numpy
 
-from .convergence import step_converged
 from .huber import soft_threshold
 from .objective import RenewableProblem, curvature_bound, gradient, objective, residual
 from .rules import (
     LAMM_ATTEMPTS,
     LAMM_BOUND_ATTEMPTS,
-    LAMM_PHI_FLOOR,
-    LAMM_SLACK,
+    LAMM_INITIAL_PHI,
+    lamm_accepts,
+    lamm_relaxed_phi,
+    lamm_upper,
+    step_converged,
     within_rounding,
 )
 from .solver_result import SolverResult
@@ -26,7 +28,7 @@ def solve_lamm(problem: RenewableProblem, max_iter: int, tol: float) -> SolverRe
     beta = problem.beta0
     r = residual(problem, beta)
     F = objective(problem, beta, r)
-    phi = 1.0
+    phi = LAMM_INITIAL_PHI
     bound = None  # computed the first time 40 attempts are rejected
     for iteration in range(1, max_iter + 1):
         g = gradient(problem, beta, r)
@@ -41,10 +43,10 @@ def solve_lamm(problem: RenewableProblem, max_iter: int, tol: float) -> SolverRe
             candidate = soft_threshold(xp, beta - g / phi, threshold)
             step = candidate - beta
             squared = float(step @ step)
-            majoriser = F + float(g @ step) + 0.5 * phi * squared
+            majoriser = lamm_upper(F, float(g @ step), phi, squared)
             candidate_r = residual(problem, candidate)
             candidate_F = objective(problem, candidate, candidate_r)
-            if candidate_F <= majoriser + LAMM_SLACK:
+            if lamm_accepts(candidate_F, majoriser):
                 accepted = candidate, candidate_r, candidate_F
                 break
             phi *= 2.0
@@ -53,7 +55,7 @@ def solve_lamm(problem: RenewableProblem, max_iter: int, tol: float) -> SolverRe
             converged = within_rounding(0.25 * phi * squared, F, eps)
             return SolverResult(beta, r, iteration, converged, F)
         beta, r, F = accepted
-        phi = max(phi / 2.0, LAMM_PHI_FLOOR)
+        phi = lamm_relaxed_phi(phi)
         if step_converged(xp, step, beta, tol):
             return SolverResult(beta, r, iteration, True, F)
     return SolverResult(beta, r, max_iter, False, F)

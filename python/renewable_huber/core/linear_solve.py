@@ -14,11 +14,7 @@ from typing import Any
 import numpy
 
 from .numerical_error import numerical_error
-from .rules import equilibration_factors
-
-# Relative pivot floor of docs/decisions.md: a factorisation is refused when its smallest
-# pivot is below PIVOT_FACTOR * P * eps times its largest.
-PIVOT_FACTOR = 64.0
+from .rules import equilibration_factors, pivot_floor, rank_cutoff
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +30,7 @@ class LinearSolution:
 
 
 def _pivot_floor(dtype, n: int) -> float:
-    return PIVOT_FACTOR * n * float(numpy.finfo(dtype).eps)
+    return pivot_floor(n, float(numpy.finfo(dtype).eps))
 
 
 def _pivots_acceptable(xp, pivots, floor: float) -> bool:
@@ -109,7 +105,7 @@ def minimum_norm_solve(xp, A, b):
     """The minimum-norm least-squares solution with singular values <= eps * P * sigma_max
     dropped, and the number of singular values kept (the numerical rank)."""
     U, s, Vt = xp.linalg.svd(A)
-    keep = s > float(numpy.finfo(A.dtype).eps) * A.shape[0] * float(s.max())
+    keep = s > rank_cutoff(A.shape[0], float(numpy.finfo(A.dtype).eps), float(s.max()))
     inverse = xp.where(keep, 1.0 / xp.where(keep, s, 1.0), 0.0).astype(A.dtype, copy=False)
     return Vt.T @ (inverse * (U.T @ b)), int(xp.count_nonzero(keep))
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy
 
-from .convergence import step_converged
 from .linear_solve import solve_linear
 from .objective import (
     RenewableProblem,
@@ -16,7 +15,7 @@ from .objective import (
     objective,
     residual,
 )
-from .rules import LINE_SEARCH_TRIALS, within_rounding
+from .rules import LINE_SEARCH_TRIALS, decrease_settled, step_converged, within_rounding
 from .solver_result import SolverResult
 
 
@@ -65,7 +64,7 @@ def solve_newton(problem: RenewableProblem, max_iter: int, tol: float) -> Solver
         # A step the line search cut short ends the solve only when it also changed f by at
         # most tol |f|: short because of the cut, it says nothing of the distance to the
         # optimum, which a first-order decrease of f reveals.
-        settled = t == 1.0 or F - candidate_F <= tol * abs(candidate_F)
+        settled = t == 1.0 or decrease_settled(F, candidate_F, tol)
         beta, r, F = candidate, candidate_r, candidate_F
         if settled and step_converged(xp, step, beta, tol):
             return SolverResult(beta, r, iteration, True, F, used_fallback)

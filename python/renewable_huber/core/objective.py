@@ -25,7 +25,7 @@ from .design import penalty_mask
 from .gram import weighted_gram
 from .huber import checked_bandwidth, huber_loss, huber_score, lambda_value, smoothed_curvature
 from .meat import batch_meat
-from .rules import lamm_phi_bound, majoriser_weights
+from .rules import history_scale, lamm_phi_bound, majoriser_weights
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +75,7 @@ class RenewableProblem:
         mask = penalty_mask(xp, config.n_parameters, config.fit_intercept, dtype)
         historical = None
         if config.penalty == "l1" and state.n_samples_seen > 0:
-            scale = previous_weight / weight_sum * float(state.previous_lambda)
+            scale = history_scale(previous_weight, weight_sum, float(state.previous_lambda))
             historical = scale * xp.sign(state.coefficients) * mask
         return cls(
             xp=xp,

@@ -1,0 +1,59 @@
+/* Host arrays of an ABI dtype (rh_common.h): the scan for the first non-finite value (the
+ * engines' finiteness check of restored states, predictions and the CPU engine's batches), and
+ * the per-dtype dispatch written once for the engines. */
+#include <math.h>
+#include <string.h>
+
+#include "rh_common.h"
+
+/* x * 0 is 0 for finite x and NaN for NaN or +-Inf, so one NaN-propagating sum per block
+ * (explicit lanes, which compilers vectorise without reassociating) tells whether the block
+ * needs the element-wise search. */
+#define RH_SCAN_BLOCK 1024
+#define RH_DEFINE_FIRST_NONFINITE(name, type)                                      \
+  int64_t name(const type* data, int64_t count) {                                  \
+    for (int64_t start = 0; start < count; start += RH_SCAN_BLOCK) {               \
+      int64_t end = count - start < RH_SCAN_BLOCK ? count : start + RH_SCAN_BLOCK; \
+      type lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                    \
+      int64_t i = start;                                                           \
+      for (; i + 8 <= end; i += 8) {                                               \
+        for (int l = 0; l < 8; ++l) {                                              \
+          lanes[l] += data[i + l] * (type)0;                                       \
+        }                                                                          \
+      }                                                                            \
+      type total = 0;                                                              \
+      for (int l = 0; l < 8; ++l) {                                                \
+        total += lanes[l];                                                         \
+      }                                                                            \
+      for (; i < end; ++i) {                                                       \
+        total += data[i] * (type)0;                                                \
+      }                                                                            \
+      if (total != total) {                                                        \
+        for (i = start; i < end; ++i) {                                            \
+          if (!isfinite(data[i])) {                                                \
+            return i;                                                              \
+          }                                                                        \
+        }                                                                          \
+      }                                                                            \
+    }                                                                              \
+    return -1;                                                                     \
+  }
+
+RH_DEFINE_FIRST_NONFINITE(rh_first_nonfinite_f32, float)
+RH_DEFINE_FIRST_NONFINITE(rh_first_nonfinite_f64, double)
+
+int64_t rh_first_nonfinite(int32_t dtype, const void* data, int64_t count) {
+  return dtype == RH_CUDA_DTYPE_FLOAT32 ? rh_first_nonfinite_f32((const float*)data, count)
+                                        : rh_first_nonfinite_f64((const double*)data, count);
+}
+
+void rh_widen(int32_t dtype, const void* src, int64_t count, double* dst) {
+  if (dtype == RH_CUDA_DTYPE_FLOAT32) {
+    const float* s = (const float*)src;
+    for (int64_t i = 0; i < count; ++i) {
+      dst[i] = (double)s[i];
+    }
+  } else {
+    memcpy(dst, src, (size_t)count * sizeof(double));
+  }
+}

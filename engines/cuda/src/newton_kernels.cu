@@ -1,0 +1,183 @@
+// Newton's step selection on the device (docs/algorithm.md, "Unpenalised"; newton_solver.cu
+// queues it): the line search's pick among the 27 trials, the step and convergence tests.
+#include <cmath>
+
+#include "engine_error.hpp"
+#include "step_common.cuh"
+
+namespace rh {
+
+namespace {
+
+// First trial index at which beta - t d rounds back to beta in every component (kLineSearchTrials
+// when none does). Rounding is monotone in t, so every later, smaller step vanishes as well.
+__device__ int vanishing_trial(const double* beta, const double* dir, int64_t P, int* shared) {
+  int first = 0;
+  for (int64_t j = threadIdx.x; j < P; j += kThreads) {
+    double t = 1.0;
+    int trial = 0;
+    while (trial < kLineSearchTrials && beta[j] - t * dir[j] != beta[j]) {
+      t *= 0.5;
+      ++trial;
+    }
+    first = max(first, trial);
+  }
+  shared[threadIdx.x] = first;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s)
+      shared[threadIdx.x] = max(shared[threadIdx.x], shared[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const int result = shared[0];
+  __syncthreads();
+  return result;
+}
+
+// The line search of docs/algorithm.md ("Unpenalised"). F is the objective at beta evaluated
+// like the reference does, from the fresh residual of the last row pass; a trial whose candidate
+// equals beta bitwise has objective exactly F and is accepted, as in the reference: the fused
+// r + t (x . d) form would otherwise compare F with a rounding-perturbed copy of itself near the
+// optimum. All 27 trials rejected: along the Newton direction (majoriser == 0) the iteration
+// pauses in kNeedsMajoriser, uncounted, for the host's fallback step; along the majoriser's
+// direction it ends the solve, converged when g'd / 2 is within rounding of F.
+__global__ void newton_select_kernel(const double* partials, int blocks, const double* dir,
+                                     const double* jdelta, const double* jdir, const double* beta0,
+                                     const double* g, int majoriser, BatchConstants k,
+                                     DeviceScalars* sc, double* beta) {
+  __shared__ double shared[kThreads];
+  __shared__ int shared_index[kThreads];
+  __shared__ double trial_sums[kLineSearchTrials];
+  __shared__ double chosen_step;
+  __shared__ int zero_step;
+  if (sc->state != kRunning) {
+    // A step queued after the solve ended: nothing moved, so the row pass after it has
+    // nothing to refresh.
+    if (threadIdx.x == 0)
+      sc->fresh = 0;
+    return;
+  }
+  const int warp = threadIdx.x >> 5;
+  for (int t = warp; t < kLineSearchTrials; t += kWarps) {
+    // The trials kernel writes trial-major partials: this trial's are contiguous.
+    const double total = warp_column_sum(partials + static_cast<int64_t>(t) * blocks, blocks, 1, 0);
+    if ((threadIdx.x & 31) == 0)
+      trial_sums[t] = total;
+  }
+  double a = 0.0, b = 0.0, c = 0.0;
+  for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
+    const double delta = beta[j] - beta0[j];
+    a += delta * jdelta[j];
+    b += dir[j] * jdelta[j] + delta * jdir[j];
+    c += dir[j] * jdir[j];
+  }
+  a = block_sum<kThreads>(a, shared);
+  b = block_sum<kThreads>(b, shared);
+  c = block_sum<kThreads>(c, shared);
+  const int vanishes_from = vanishing_trial(beta, dir, k.P, shared_index);
+  double nonzero = 0.0;
+  for (int64_t j = threadIdx.x; j < k.P; j += kThreads)
+    nonzero += dir[j] != 0.0 ? 1.0 : 0.0;
+  nonzero = block_sum<kThreads>(nonzero, shared);
+  // Thread 0's: a step the line search cut short ends the solve only when it also changed f by
+  // at most tol |f| (short because of the cut, it says nothing of the distance to the optimum,
+  // which a first-order decrease of f reveals).
+  bool settled = false;
+  if (threadIdx.x == 0) {
+    const double N = sc->total_weight;
+    const double F = (sc->rho_sum + 0.5 * a) / N;
+    // After a zero Newton step the majoriser's step must strictly decrease f.
+    const bool strict = majoriser && sc->zero_newton_step;
+    double t = 1.0;
+    int chosen = -1;
+    chosen_step = 0.0;
+    sc->objective = F;
+    for (int trial = 0; trial < kLineSearchTrials; ++trial) {
+      const double f =
+          trial >= vanishes_from ? F : (trial_sums[trial] + 0.5 * (a - t * b + t * t * c)) / N;
+      if (f < F || (f == F && !strict)) {
+        chosen_step = t;
+        chosen = trial;
+        sc->objective = f;
+        break;
+      }
+      t *= 0.5;
+    }
+    // A zero Newton direction (a singular H) is no progress: the iteration pauses for the
+    // majoriser as if every trial had been rejected.
+    zero_step = !majoriser && chosen >= 0 && nonzero == 0.0;
+    if (zero_step) {
+      chosen_step = 0.0;
+      sc->objective = F;
+    }
+    settled = chosen == 0 || rh_decrease_settled(F, sc->objective, k.tolerance);
+    if (chosen_step != 0.0 || majoriser)
+      sc->iterations += 1;
+  }
+  __syncthreads();
+  const double t = chosen_step;
+  if (t == 0.0) {
+    if (!majoriser) {
+      if (threadIdx.x == 0) {
+        sc->state = kNeedsMajoriser;
+        sc->fresh = 0;
+        sc->zero_newton_step = zero_step;
+      }
+      return;
+    }
+    if (sc->zero_newton_step) {
+      // No strictly decreasing majoriser step: the zero Newton step stands (Delta = 0 passes
+      // the step test), beta is optimal to rounding.
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        sc->state = kConverged;
+        sc->fresh = 0;
+        sc->zero_newton_step = 0;
+      }
+      return;
+    }
+    // The decrease the majoriser's quadratic model predicts for the full step.
+    double gd = 0.0;
+    for (int64_t j = threadIdx.x; j < k.P; j += kThreads)
+      gd += g[j] * dir[j];
+    gd = block_sum<kThreads>(gd, shared);
+    if (threadIdx.x == 0) {
+      sc->state =
+          rh_within_rounding(0.5 * gd, sc->objective, k.dtype_epsilon) ? kConverged : kStalled;
+      sc->fresh = 0;
+    }
+    return;
+  }
+  double step2 = 0.0, norm2 = 0.0;
+  for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
+    const double updated = beta[j] - t * dir[j];
+    const double step = updated - beta[j];
+    beta[j] = updated;
+    step2 += step * step;
+    norm2 += updated * updated;
+  }
+  step2 = block_sum<kThreads>(step2, shared);
+  norm2 = block_sum<kThreads>(norm2, shared);
+  if (threadIdx.x == 0) {
+    sc->fresh = 1;
+    sc->zero_newton_step = 0;
+    if (!isfinite(norm2) || !isfinite(sc->objective)) {
+      sc->state = kNonFinite;
+    } else if (settled && rh_step_converged(sqrt(step2), sqrt(norm2), k.tolerance)) {
+      sc->state = kConverged;
+    }
+  }
+}
+
+}  // namespace
+
+void launch_newton_select(const double* partials, int blocks, const double* dir,
+                          const double* jdelta, const double* jdir, const double* beta0,
+                          const double* g, bool majoriser, const BatchConstants& k,
+                          DeviceScalars* sc, double* beta, cudaStream_t s) {
+  newton_select_kernel<<<1, kThreads, 0, s>>>(partials, blocks, dir, jdelta, jdir, beta0, g,
+                                              majoriser ? 1 : 0, k, sc, beta);
+  check_launch("newton_select_kernel");
+}
+
+}  // namespace rh

@@ -1,0 +1,63 @@
+// What the step kernels share (step_kernels.cu, linear_solve_kernels.cu, newton_kernels.cu,
+// lamm_kernels.cu, commit_kernels.cu): kernels on P-sized vectors and P x P matrices that run on
+// a single block or a few warps and reduce in a fixed order, so every decision they take is
+// reproducible. Device helpers and the launch shapes of those kernels.
+#pragma once
+
+#include <cstdint>
+
+#include "huber_math.cuh"
+#include "kernels.hpp"
+
+namespace rh {
+
+constexpr int kWarps = kThreads / 32;  // warps of a kThreads block
+
+__device__ __forceinline__ double mask_of(const BatchConstants& k, int64_t j) {
+  return (k.fit_intercept && j == k.P - 1) ? 0.0 : 1.0;
+}
+
+// Fixed-order sum of partials[b * stride + column] over b, done by one warp.
+__device__ __forceinline__ double warp_column_sum(const double* partials, int blocks, int stride,
+                                                  int column) {
+  const int lane = threadIdx.x & 31;
+  // Every load first (row grids have at most kMaxRowBlocks blocks: one memory latency, not one
+  // per load), then the sum in block order.
+  constexpr int kPerLane = (kMaxRowBlocks + 31) / 32;
+  double loaded[kPerLane];
+#pragma unroll
+  for (int m = 0; m < kPerLane; ++m) {
+    const int b = lane + 32 * m;
+    loaded[m] = b < blocks ? partials[b * stride + column] : 0.0;
+  }
+  double acc = 0.0;
+#pragma unroll
+  for (int m = 0; m < kPerLane; ++m) {
+    if (lane + 32 * m < blocks)
+      acc += loaded[m];
+  }
+  for (int b = lane + 32 * kPerLane; b < blocks; b += 32)
+    acc += partials[b * stride + column];
+  return warp_sum(acc);
+}
+
+// The float32 LAMM objective f = fl(fl(fl(fl(L) + 0.5f fl(Q)) / fl(N)) - fl(D)) from double
+// reductions L = sum w rho, Q = delta' J delta, D = history . delta, each rounded once.
+__device__ __forceinline__ double float_objective(double L, double Q, double N, double D) {
+  const float sum = __fadd_rn(static_cast<float>(L), __fmul_rn(0.5f, static_cast<float>(Q)));
+  return static_cast<double>(
+      __fsub_rn(__fdiv_rn(sum, static_cast<float>(N)), static_cast<float>(D)));
+}
+
+// Launch shapes: blocks for one warp per row of a P-row job, and a capped grid over `count`
+// elements (the kernels stride over the rest).
+inline int warp_rows_blocks(int64_t P) {
+  return static_cast<int>((P + kWarps - 1) / kWarps);
+}
+
+inline int elementwise_blocks(int64_t count) {
+  const int64_t wanted = (count + kThreads - 1) / kThreads;
+  return static_cast<int>(wanted < kMaxElementwiseBlocks ? wanted : kMaxElementwiseBlocks);
+}
+
+}  // namespace rh
