@@ -19,6 +19,7 @@ import numpy as np
 
 from . import checkpoint, inference
 from . import tau as tau_guidance
+from ._backend_facts import DEVICE_INPUT_BACKENDS, ENGINE_CHECKS_FINITE_BACKENDS
 from ._validation import (
     DEFAULT_PARAMS,
     PARAM_NAMES,
@@ -48,12 +49,6 @@ from .exceptions import (
 )
 from .state import RenewableState
 
-# Backends that take device arrays as they are; the others compute on the host.
-_DEVICE_INPUT_BACKENDS = ("cupy", "native_cuda")
-# Backends whose engine refuses NaN/Inf in X, y and sample_weight before committing anything,
-# naming the array and the first bad position (docs/decisions.md "Data checks"): arrays that
-# reach them unchanged are not scanned twice (see _validation).
-_ENGINE_CHECKS_FINITE_BACKENDS = ("native_cpu", "native_cuda")
 
 # The constructor parameters as one tuple, in PARAM_NAMES order (one C-level call per batch).
 _param_values = operator.attrgetter(*PARAM_NAMES)
@@ -316,11 +311,11 @@ class RenewableHuberRegressor:
             y,
             sample_weight,
             dtype=params.dtype,
-            accepts_device=backend_name in _DEVICE_INPUT_BACKENDS,
+            accepts_device=backend_name in DEVICE_INPUT_BACKENDS,
             backend_name=backend_name,
             n_features_expected=n_features,
             feature_names_expected=feature_names,
-            engine_checks_finite=backend_name in _ENGINE_CHECKS_FINITE_BACKENDS,
+            engine_checks_finite=backend_name in ENGINE_CHECKS_FINITE_BACKENDS,
             check_range=True,
         )
         n_features = int(batch.X.shape[1])
@@ -480,7 +475,8 @@ class RenewableHuberRegressor:
             and cached[2] == tau
         ):
             return cached[3]
-        config = _update_config(params, n_features, tau)
+        # vars(): the dataclass's fields as a mapping, without dataclasses.asdict's copies.
+        config = UpdateConfig.from_settings(vars(params), n_features, tau)
         self._config_cache = (params, n_features, tau, config)
         return config
 
@@ -561,7 +557,7 @@ class RenewableHuberRegressor:
         X, _, _ = validate_X(
             X,
             dtype=self._state.coefficients.dtype,
-            accepts_device=self._backend.name in _DEVICE_INPUT_BACKENDS,
+            accepts_device=self._backend.name in DEVICE_INPUT_BACKENDS,
             backend_name=self._backend.name,
             n_features_expected=self.n_features_in_,
             feature_names_expected=self._feature_names,
@@ -580,7 +576,7 @@ class RenewableHuberRegressor:
             y,
             sample_weight,
             dtype=self._state.coefficients.dtype,
-            accepts_device=self._backend.name in _DEVICE_INPUT_BACKENDS,
+            accepts_device=self._backend.name in DEVICE_INPUT_BACKENDS,
             backend_name=self._backend.name,
             n_features_expected=self.n_features_in_,
             feature_names_expected=self._feature_names,
@@ -826,20 +822,6 @@ def _state_from_payload(payload: dict[str, Any], dtype: np.dtype) -> RenewableSt
         meat=None if payload.get("meat") is None else np.array(
             payload["meat"], dtype=np.float64, copy=True
         ),
-    )
-
-
-def _update_config(params: ValidatedParams, n_features: int, tau: float) -> UpdateConfig:
-    return UpdateConfig(
-        n_features_in=n_features,
-        fit_intercept=params.fit_intercept,
-        tau=tau,
-        bandwidth_scale=params.bandwidth_scale,
-        tol=params.tol,
-        ridge=params.ridge,
-        max_iter=params.max_iter,
-        penalty=params.penalty,
-        lambda_scale=params.lambda_scale,
     )
 
 
