@@ -49,7 +49,6 @@ from .exceptions import (
 )
 from .state import RenewableState
 
-
 # The constructor parameters as one tuple, in PARAM_NAMES order (one C-level call per batch).
 _param_values = operator.attrgetter(*PARAM_NAMES)
 
