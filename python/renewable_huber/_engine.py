@@ -151,14 +151,24 @@ class StateLanding:
 
     def committed(self, copy: bool) -> RenewableState:
         """The state the engine exported here; copy=False hands out the buffers themselves
-        (for a landing used once), copy=True copies of them (for one that is filled again)."""
+        (for a landing used once), copy=True copies of them (for one that is filled again).
+        The one place an exported state struct is read (once per batch: ctypes already reads
+        its int64 fields as int and its doubles as float, so no conversion is needed)."""
         P = self.n_parameters
         block = self.block.copy() if copy else self.block
-        struct = self.struct
+        s = self.struct
         meat = None
-        if struct.meat_available == 1:
+        if s.meat_available == 1:
             meat = self.meat.copy() if copy else self.meat
-        return RenewableState(block[:P], block[P:].reshape(P, P), *counters_of(struct), meat)
+        return RenewableState(
+            block[:P],
+            block[P:].reshape(P, P),
+            s.n_samples_seen,
+            s.batch_count,
+            s.previous_lambda,
+            s.weight_sum,
+            meat,
+        )
 
 
 # -------------------------------------------------------------------------------- handle
@@ -210,6 +220,7 @@ class EngineHandle:
         self._device_batch = _abi.RhCudaDeviceBatch(**_DEVICE_BATCH_HEADER)
         self._diagnostics = _abi.RhCudaDiagnostics(**_DIAGNOSTICS_HEADER)
         self._landing = StateLanding(self.n_parameters, self.dtype)
+        self._committed = self._landing.committed
         self._features = _abi.RhCudaEngineFeatures(**_FEATURES_HEADER)
         # device input? -> (the batch struct, the library's function, byref of the batch, of
         # the diagnostics, of the exported state); filled at each function's first batch (a
@@ -304,7 +315,7 @@ class EngineHandle:
                 self._failure(
                     self.lib, status, _DEVICE_UPDATE if device else _HOST_UPDATE, engine
                 )
-            state = self._landing.committed(copy=True)
+            state = self._committed(True)
             # ctypes reads int64 fields as int and double fields as float.
             d = self._diagnostics
             diagnostics = Diagnostics(
