@@ -474,8 +474,7 @@ class RenewableHuberRegressor:
             and cached[2] == tau
         ):
             return cached[3]
-        # vars(): the dataclass's fields as a mapping, without dataclasses.asdict's copies.
-        config = UpdateConfig.from_settings(vars(params), n_features, tau)
+        config = UpdateConfig.from_settings(params, n_features, tau)
         self._config_cache = (params, n_features, tau, config)
         return config
 

@@ -7,6 +7,8 @@ names the engine's own reason and leaves the committed state unchanged."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -93,6 +95,8 @@ def test_config_from_settings_reads_constructor_names_and_ignores_other_keys():
     assert [type(v) for v in (config.n_features_in, config.fit_intercept, config.tau,
                               config.max_iter)] == [int, bool, float, int]
     assert UpdateConfig.from_settings(settings, 3, tau=0.75).tau == 0.75
+    # An object holding the parameters as attributes (the estimator's ValidatedParams).
+    assert UpdateConfig.from_settings(SimpleNamespace(**settings), 3) == config
 
 
 def test_counters_of_gives_plain_numbers_in_field_order():
