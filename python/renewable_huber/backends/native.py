@@ -132,10 +132,6 @@ class _OpenMPThreads:
             return os.cpu_count() or 1
         return int(n_jobs)
 
-    def apply(self, count: int) -> None:
-        if self._set is not None:
-            self._set(count)
-
     def setter(self, count: int):
         """(omp_set_num_threads, count) for the engine handle to call before every engine
         call, or None without OpenMP."""
@@ -166,7 +162,7 @@ class NativeBackend:
         _check_kind(kind)
         self._engine = None
         self.dtype = np.dtype(dtype)
-        dtype_code(self.dtype)
+        dtype_code(self.dtype)  # ValidationError for a dtype the ABI has no code for
         self._bits = self.dtype.itemsize * 8
         if (
             isinstance(n_parameters, bool)
