@@ -1081,13 +1081,12 @@ def command_inspect(args) -> int:
 
 def _payload_state(payload):
     """The checkpoint's state in float64 (no engine is created to inspect a checkpoint)."""
-    from .state import RenewableState
+    from .state import COUNTER_NAMES, RenewableState
 
     return RenewableState(
-        coefficients=np.asarray(payload["coefficients"], dtype=np.float64),
-        information=np.asarray(payload["information"], dtype=np.float64),
-        n_samples_seen=payload["n_samples_seen"], batch_count=payload["batch_count"],
-        previous_lambda=payload["previous_lambda"], weight_sum=payload["weight_sum"],
+        np.asarray(payload["coefficients"], dtype=np.float64),
+        np.asarray(payload["information"], dtype=np.float64),
+        *(payload[name] for name in COUNTER_NAMES),
         meat=payload.get("meat"))
 
 

@@ -47,7 +47,7 @@ from .exceptions import (
     caller_stacklevel,
     sklearn_compatible,
 )
-from .state import RenewableState
+from .state import COUNTER_NAMES, RenewableState
 
 # The constructor parameters as one tuple, in PARAM_NAMES order (one C-level call per batch).
 _param_values = operator.attrgetter(*PARAM_NAMES)
@@ -811,12 +811,9 @@ def _state_from_payload(payload: dict[str, Any], dtype: np.dtype) -> RenewableSt
             f"the checkpoint's state overflows {dtype.name}; load it with dtype='float64'"
         )
     return RenewableState(
-        coefficients=coefficients,
-        information=information,
-        n_samples_seen=payload["n_samples_seen"],
-        batch_count=payload["batch_count"],
-        previous_lambda=payload["previous_lambda"],
-        weight_sum=payload["weight_sum"],
+        coefficients,
+        information,
+        *(payload[name] for name in COUNTER_NAMES),
         meat=None if payload.get("meat") is None else np.array(
             payload["meat"], dtype=np.float64, copy=True
         ),
