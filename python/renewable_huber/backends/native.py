@@ -248,7 +248,8 @@ class NativeBackend:
         """One batch; returns (host RenewableState, Diagnostics). Transactional."""
         cfg = self._engine.config_struct(config)
         try:
-            if self._is_device_input(X):
+            # _is_device_input, inline (once per batch)
+            if self._device_input and not isinstance(X, np.ndarray):
                 result = self._update_device(X, y, sample_weight, cfg, config.n_features_in)
             else:
                 result = self._update_host(X, y, sample_weight, cfg, config.n_features_in)
