@@ -588,20 +588,6 @@ def _v3_cases() -> list[dict]:
     return cases
 
 
-def _update_config(config: dict, n_features_in: int) -> UpdateConfig:
-    return UpdateConfig(
-        n_features_in=n_features_in,
-        fit_intercept=config["fit_intercept"],
-        tau=config["tau"],
-        bandwidth_scale=config["bandwidth_scale"],
-        tol=config["tol"],
-        ridge=config["ridge"],
-        max_iter=config["max_iter"],
-        penalty=config["penalty"],
-        lambda_scale=config["lambda_scale"],
-    )
-
-
 def _vector(values: np.ndarray) -> list[float]:
     return [float(v) for v in np.asarray(values).ravel()]
 
@@ -677,7 +663,7 @@ def _run_case(
     dtype = np.dtype(config["dtype"])
     batches = _typed_batches(spec)
     p = batches[0]["X"].shape[1]
-    update_config = _update_config(config, p)
+    update_config = UpdateConfig.from_settings(config, p)
     state = RenewableState.empty(update_config.n_parameters, dtype)
     states, used_svd = [], []
     for b in batches:

@@ -28,8 +28,10 @@ import time
 import numpy as np
 
 from renewable_huber import RenewableHuberRegressor, _abi
+from renewable_huber._engine import HOST_DEVICE_ID, StateLanding, engine_options, state_view
 from renewable_huber._loader import load_engine_library
 from renewable_huber.backends.native import unavailable_reason
+from renewable_huber.state import RenewableState
 
 
 def _batches(count: int, rows: int, features: int, dtype: str, seed: int = 11):
@@ -52,10 +54,9 @@ class BareEngine:
         rows, features = batches[0][0].shape
         P = features + 1
         handle = _abi.RhCudaEngine_p()
-        options = _abi.make(
-            _abi.RhCudaEngineOptions, dtype=_abi.DTYPE_CODES[dtype],
-            device_id=-1 if kind == "native_cpu" else 0, n_parameters=P,
-            reserved0=_abi.RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS if cuda_graphs else 0,
+        options = engine_options(
+            dtype, P, HOST_DEVICE_ID if kind == "native_cpu" else 0,
+            _abi.RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS if cuda_graphs else 0,
         )
         # native_cpu: the thread count the estimator's backend sets before every call.
         self._threads, self._n_threads = None, n_threads
@@ -66,12 +67,7 @@ class BareEngine:
         status = self.lib.rh_cuda_engine_create(ctypes.byref(options), ctypes.byref(handle))
         _abi.check(self.lib, status, "rh_cuda_engine_create")
         self.engine = handle
-        coefficients, information = np.zeros(P, dtype), np.zeros((P, P), dtype)
-        empty = _abi.make(
-            _abi.RhCudaHostStateView, coefficients=coefficients.ctypes.data,
-            information=information.ctypes.data, n_samples_seen=0, batch_count=0,
-            previous_lambda=0.0, weight_sum=0.0, meat=None,
-        )
+        empty, _arrays = state_view(RenewableState.empty(P, dtype, with_meat=False), dtype, P)
         self._call("rh_cuda_engine_restore", ctypes.byref(empty))
         self.config = _abi.make(
             _abi.RhCudaUpdateConfig, n_features_in=features, max_iter=100, tau=1.345,
@@ -79,13 +75,7 @@ class BareEngine:
             penalty=_abi.RH_CUDA_PENALTY_NONE, reserved0=0, lambda_scale=1.0,
         )
         self.diagnostics = _abi.make(_abi.RhCudaDiagnostics)
-        self.flat = np.empty(P + P * P, dtype)
-        self.meat = np.empty((P, P), np.float64)
-        self.state = _abi.make(
-            _abi.RhCudaHostState, coefficients=self.flat.ctypes.data,
-            information=self.flat.ctypes.data + P * self.flat.itemsize,
-            meat=self.meat.ctypes.data,
-        )
+        self.landing = StateLanding(P, dtype)
         batch_type = _abi.RhCudaDeviceBatch if device else _abi.RhCudaHostBatch
         self.function = getattr(
             self.lib,
@@ -101,7 +91,9 @@ class BareEngine:
                 n_rows=rows, n_columns=features, batch_weight=float(rows),
             )))
         self.arguments = (
-            ctypes.byref(self.config), ctypes.byref(self.diagnostics), ctypes.byref(self.state)
+            ctypes.byref(self.config),
+            ctypes.byref(self.diagnostics),
+            ctypes.byref(self.landing.struct),
         )
 
     def _call(self, name: str, *arguments) -> None:

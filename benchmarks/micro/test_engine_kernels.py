@@ -24,18 +24,18 @@ import pytest
 pytest.importorskip("pytest_benchmark")
 _abi = pytest.importorskip("renewable_huber._abi")
 _loader = pytest.importorskip("renewable_huber._loader")
+_engine = pytest.importorskip("renewable_huber._engine")
+_state = pytest.importorskip("renewable_huber.state")
 
 pytestmark = pytest.mark.microbench
 
-DTYPES = {"float32": _abi.RH_CUDA_DTYPE_FLOAT32, "float64": _abi.RH_CUDA_DTYPE_FLOAT64}
-
-
-def _pointer(array: np.ndarray) -> ctypes.c_void_p:
-    return ctypes.c_void_p(array.ctypes.data)
+DTYPES = ("float32", "float64")
+_pointer = _engine.host_address
 
 
 class EngineCase:
-    """One engine with its data, an empty state to restore and ready-made ABI structs."""
+    """One engine (the package's engine handle) with its data, an empty state to restore and
+    ready-made ABI structs; the timed calls go to the library directly."""
 
     def __init__(self, lib, rows: int, features: int, dtype: str, max_iter: int,
                  penalty: int = _abi.RH_CUDA_PENALTY_NONE) -> None:
@@ -45,17 +45,14 @@ class EngineCase:
         self.y = (self.X @ rng.standard_normal(features) + 0.2 * rng.standard_normal(rows)
                   ).astype(dtype)
         n_parameters = features + 1
-        engine = ctypes.c_void_p()
-        options = _abi.make(_abi.RhCudaEngineOptions, dtype=DTYPES[dtype], device_id=-1,
-                            n_parameters=n_parameters, reserved0=0)
-        _abi.check(lib, lib.rh_cuda_engine_create(ctypes.byref(options), ctypes.byref(engine)),
-                   "rh_cuda_engine_create")
-        self.engine = engine
-        self.coefficients = np.zeros(n_parameters, dtype)
-        self.information = np.zeros((n_parameters, n_parameters), dtype)
-        self.empty = _abi.make(_abi.RhCudaHostStateView, coefficients=_pointer(self.coefficients),
-                               information=_pointer(self.information), n_samples_seen=0,
-                               batch_count=0, previous_lambda=0.0, weight_sum=0.0)
+        self.handle = _engine.EngineHandle(
+            lib, name="microbenchmark engine", dtype=dtype, n_parameters=n_parameters,
+            device_id=_engine.HOST_DEVICE_ID,
+        )
+        self.engine = self.handle.engine
+        self.empty, self._empty_arrays = _engine.state_view(
+            _state.RenewableState.empty(n_parameters, dtype, with_meat=False), dtype, n_parameters
+        )
         self.batch = _abi.make(_abi.RhCudaHostBatch, x_design=_pointer(self.X),
                                y=_pointer(self.y), sample_weight=None, n_rows=rows,
                                n_columns=features, batch_weight=float(rows))
@@ -71,8 +68,7 @@ class EngineCase:
             n_features_in=features, input_location=_abi.RH_CUDA_MEMORY_HOST, reserved0=0)
 
     def restore_empty(self) -> None:
-        _abi.check(self.lib, self.lib.rh_cuda_engine_restore(self.engine, ctypes.byref(self.empty)),
-                   "rh_cuda_engine_restore", self.engine)
+        self.handle.call("rh_cuda_engine_restore", ctypes.byref(self.empty))
 
     def update(self) -> None:
         status = self.lib.rh_cuda_engine_update_host(
@@ -86,16 +82,10 @@ class EngineCase:
                    "rh_cuda_engine_predict", self.engine)
 
     def committed_coefficients(self) -> np.ndarray:
-        coefficients = np.empty_like(self.coefficients)
-        information = np.empty_like(self.information)
-        state = _abi.make(_abi.RhCudaHostState, coefficients=_pointer(coefficients),
-                          information=_pointer(information))
-        _abi.check(self.lib, self.lib.rh_cuda_engine_copy_state(self.engine, ctypes.byref(state)),
-                   "rh_cuda_engine_copy_state", self.engine)
-        return coefficients
+        return self.handle.copy_state().coefficients
 
     def close(self) -> None:
-        self.lib.rh_cuda_engine_destroy(self.engine)
+        self.handle.close()
 
 
 @pytest.fixture(scope="module")

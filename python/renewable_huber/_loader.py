@@ -23,10 +23,12 @@ import threading
 from pathlib import Path
 
 from . import _abi
+from ._backend_facts import FACTS, NATIVE_BACKENDS
 from .exceptions import BackendUnavailableError
 
-ENVIRONMENT_OVERRIDES = {"native_cpu": "RH_CPU_LIBRARY", "native_cuda": "RH_CUDA_LIBRARY"}
-_BASE_NAMES = {"native_cpu": "rh_cpu", "native_cuda": "rh_cuda"}
+# native backend -> the environment variable that names its library, and its base file name
+ENVIRONMENT_OVERRIDES = {kind: FACTS[kind].library_variable for kind in NATIVE_BACKENDS}
+_BASE_NAMES = {kind: FACTS[kind].library_name for kind in NATIVE_BACKENDS}
 PACKAGE_LIBRARY_DIR = Path(__file__).resolve().parent / "_lib"
 
 _cache: dict[str, ctypes.CDLL] = {}

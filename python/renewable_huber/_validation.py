@@ -47,6 +47,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ._backend_facts import BACKEND_CHOICES
 from .exceptions import (
     BackendContractError,
     BackendUnavailableError,
@@ -79,7 +80,7 @@ DEFAULT_PARAMS: dict[str, Any] = {
 }
 PARAM_NAMES: tuple[str, ...] = tuple(DEFAULT_PARAMS)
 
-BACKEND_NAMES = ("auto", "numpy", "cupy", "native_cpu", "native_cuda")
+BACKEND_NAMES = BACKEND_CHOICES
 DEVICE_NAMES = ("auto", "cpu", "cuda")
 PENALTIES = ("none", "l1")
 DTYPE_NAMES = ("float32", "float64")

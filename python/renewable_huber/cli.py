@@ -27,6 +27,7 @@ import warnings
 
 import numpy as np
 
+from ._backend_facts import BACKEND_CHOICES, BACKENDS
 from .exceptions import (
     BackendUnavailableError,
     ConvergenceWarning,
@@ -38,8 +39,6 @@ from .exceptions import (
 PROG = "renewable-huber"
 # fit's rows per batch when --batch-size is not given
 DEFAULT_BATCH_ROWS = 10_000
-BACKENDS = ("auto", "numpy", "cupy", "native_cpu", "native_cuda")
-ENGINES = ("numpy", "cupy", "native_cpu", "native_cuda")
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 # fit --strict: a batch did not converge (the checkpoint, if any, holds the batches before it).
@@ -167,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--batch-size", type=_positive_int, default=10_000, metavar="B",
                       help="rows per batch (default 10000)")
     demo.add_argument("--seed", type=_non_negative_int, default=0, help="default 0")
-    demo.add_argument("--backend", choices=BACKENDS, default="auto")
+    demo.add_argument("--backend", choices=BACKEND_CHOICES, default="auto")
     demo.add_argument("--plot", metavar="FILE.png", help="write the coefficient trajectory")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -197,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Huber threshold in the target's units (default 1.345, which suits a "
                      "standardised target); 'auto': 1.345 x a robust residual scale of the "
                      "first batch")
-    fit.add_argument("--backend", choices=BACKENDS, help="default auto")
+    fit.add_argument("--backend", choices=BACKEND_CHOICES, help="default auto")
     fit.add_argument("--dtype", choices=("float64", "float32"), help="default float64")
     fit.add_argument("--n-jobs", type=_n_jobs_option, metavar="N",
                      help="engine threads (native_cpu): -1 for all cores (default: the "
@@ -240,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="feature columns, when the checkpoint has no feature names")
     predict.add_argument("--batch-size", type=_positive_int, default=10_000, metavar="B",
                          help="rows per chunk (default 10000)")
-    predict.add_argument("--backend", choices=BACKENDS, help="default: the checkpoint's")
+    predict.add_argument("--backend", choices=BACKEND_CHOICES, help="default: the checkpoint's")
     predict.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     inspect = commands.add_parser("inspect", help="what a checkpoint holds (no engine needed)")
@@ -1082,13 +1081,12 @@ def command_inspect(args) -> int:
 
 def _payload_state(payload):
     """The checkpoint's state in float64 (no engine is created to inspect a checkpoint)."""
-    from .state import RenewableState
+    from .state import COUNTER_NAMES, RenewableState
 
     return RenewableState(
-        coefficients=np.asarray(payload["coefficients"], dtype=np.float64),
-        information=np.asarray(payload["information"], dtype=np.float64),
-        n_samples_seen=payload["n_samples_seen"], batch_count=payload["batch_count"],
-        previous_lambda=payload["previous_lambda"], weight_sum=payload["weight_sum"],
+        np.asarray(payload["coefficients"], dtype=np.float64),
+        np.asarray(payload["information"], dtype=np.float64),
+        *(payload[name] for name in COUNTER_NAMES),
         meat=payload.get("meat"))
 
 
@@ -1106,7 +1104,7 @@ def command_info(args) -> int:
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}")
     print(f"ABI version (binding): {_binding_abi_version()}")
     print("engines:")
-    for name in ENGINES:
+    for name in BACKENDS:
         print(f"  {name:<12} {_engine_status(name)}")
     print(f"CUDA: {_cuda_runtime_summary()}")
     return 0

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import checkpoint, inference
 from . import tau as tau_guidance
+from ._backend_facts import DEVICE_INPUT_BACKENDS, ENGINE_CHECKS_FINITE_BACKENDS
 from ._validation import (
     DEFAULT_PARAMS,
     PARAM_NAMES,
@@ -46,14 +47,7 @@ from .exceptions import (
     caller_stacklevel,
     sklearn_compatible,
 )
-from .state import RenewableState
-
-# Backends that take device arrays as they are; the others compute on the host.
-_DEVICE_INPUT_BACKENDS = ("cupy", "native_cuda")
-# Backends whose engine refuses NaN/Inf in X, y and sample_weight before committing anything,
-# naming the array and the first bad position (docs/decisions.md "Data checks"): arrays that
-# reach them unchanged are not scanned twice (see _validation).
-_ENGINE_CHECKS_FINITE_BACKENDS = ("native_cpu", "native_cuda")
+from .state import COUNTER_NAMES, RenewableState
 
 # The constructor parameters as one tuple, in PARAM_NAMES order (one C-level call per batch).
 _param_values = operator.attrgetter(*PARAM_NAMES)
@@ -316,11 +310,11 @@ class RenewableHuberRegressor:
             y,
             sample_weight,
             dtype=params.dtype,
-            accepts_device=backend_name in _DEVICE_INPUT_BACKENDS,
+            accepts_device=backend_name in DEVICE_INPUT_BACKENDS,
             backend_name=backend_name,
             n_features_expected=n_features,
             feature_names_expected=feature_names,
-            engine_checks_finite=backend_name in _ENGINE_CHECKS_FINITE_BACKENDS,
+            engine_checks_finite=backend_name in ENGINE_CHECKS_FINITE_BACKENDS,
             check_range=True,
         )
         n_features = int(batch.X.shape[1])
@@ -480,7 +474,7 @@ class RenewableHuberRegressor:
             and cached[2] == tau
         ):
             return cached[3]
-        config = _update_config(params, n_features, tau)
+        config = UpdateConfig.from_settings(params, n_features, tau)
         self._config_cache = (params, n_features, tau, config)
         return config
 
@@ -561,7 +555,7 @@ class RenewableHuberRegressor:
         X, _, _ = validate_X(
             X,
             dtype=self._state.coefficients.dtype,
-            accepts_device=self._backend.name in _DEVICE_INPUT_BACKENDS,
+            accepts_device=self._backend.name in DEVICE_INPUT_BACKENDS,
             backend_name=self._backend.name,
             n_features_expected=self.n_features_in_,
             feature_names_expected=self._feature_names,
@@ -580,7 +574,7 @@ class RenewableHuberRegressor:
             y,
             sample_weight,
             dtype=self._state.coefficients.dtype,
-            accepts_device=self._backend.name in _DEVICE_INPUT_BACKENDS,
+            accepts_device=self._backend.name in DEVICE_INPUT_BACKENDS,
             backend_name=self._backend.name,
             n_features_expected=self.n_features_in_,
             feature_names_expected=self._feature_names,
@@ -817,29 +811,12 @@ def _state_from_payload(payload: dict[str, Any], dtype: np.dtype) -> RenewableSt
             f"the checkpoint's state overflows {dtype.name}; load it with dtype='float64'"
         )
     return RenewableState(
-        coefficients=coefficients,
-        information=information,
-        n_samples_seen=payload["n_samples_seen"],
-        batch_count=payload["batch_count"],
-        previous_lambda=payload["previous_lambda"],
-        weight_sum=payload["weight_sum"],
+        coefficients,
+        information,
+        *(payload[name] for name in COUNTER_NAMES),
         meat=None if payload.get("meat") is None else np.array(
             payload["meat"], dtype=np.float64, copy=True
         ),
-    )
-
-
-def _update_config(params: ValidatedParams, n_features: int, tau: float) -> UpdateConfig:
-    return UpdateConfig(
-        n_features_in=n_features,
-        fit_intercept=params.fit_intercept,
-        tau=tau,
-        bandwidth_scale=params.bandwidth_scale,
-        tol=params.tol,
-        ridge=params.ridge,
-        max_iter=params.max_iter,
-        penalty=params.penalty,
-        lambda_scale=params.lambda_scale,
     )
 
 

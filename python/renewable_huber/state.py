@@ -6,6 +6,22 @@ import dataclasses
 
 import numpy as np
 
+# The state's four counters, in RenewableState's (and the ABI state structs') field order.
+COUNTER_NAMES = ("n_samples_seen", "batch_count", "previous_lambda", "weight_sum")
+
+
+def counters_of(source) -> tuple[int, int, float, float]:
+    """The four counters of `source` (a RenewableState, an ABI state struct or view, a corpus's
+    expected state: anything holding them as attributes) as plain Python numbers in
+    COUNTER_NAMES order, which is also their place in RenewableState's arguments:
+    RenewableState(coefficients, information, *counters_of(source), meat)."""
+    return (
+        int(source.n_samples_seen),
+        int(source.batch_count),
+        float(source.previous_lambda),
+        float(source.weight_sum),
+    )
+
 
 # init=False: the __init__ below does what the generated one of a frozen dataclass does, in one
 # step instead of one object.__setattr__ call per field (~1.5 us per state, built every batch).

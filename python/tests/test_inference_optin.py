@@ -20,6 +20,7 @@ from renewable_huber import (
     ValidationError,
 )
 from renewable_huber import checkpoint as checkpoint_module
+from renewable_huber._engine import StateLanding
 
 NOT_REQUESTED = r"not requested: this stream has inference=False.*inference=True"
 
@@ -237,9 +238,9 @@ def test_a_checkpoint_with_k_but_inference_false_is_refused(tmp_path):
 
 def _meat_available(backend) -> int:
     """The engine's own meat_available flag, read through rh_cuda_engine_copy_state."""
-    _, _, (_, out) = backend._new_state_buffers()
-    backend._call("rh_cuda_engine_copy_state", ctypes.byref(out))
-    return int(out.meat_available)
+    landing = StateLanding(backend.n_parameters, backend.dtype)
+    backend._engine.call("rh_cuda_engine_copy_state", ctypes.byref(landing.struct))
+    return int(landing.struct.meat_available)
 
 
 @pytest.mark.usefixtures("cpu_library")

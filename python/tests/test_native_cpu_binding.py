@@ -328,17 +328,18 @@ def test_predict_with_the_wrong_feature_count_is_refused(fitted):
 
 def test_device_update_on_the_cpu_engine_is_unavailable(fitted):
     lib = load_engine_library("native_cpu")
-    config = fitted._update_config(config_for(3))
+    config = fitted._engine.config_struct(config_for(3))
     X, y = batch(2, 10, 3)
     device_batch = _abi.make(_abi.RhCudaDeviceBatch, x_design=X.ctypes.data, y=y.ctypes.data,
                              n_rows=10, n_columns=3, batch_weight=10.0)
     out = _abi.make(_abi.RhCudaHostState, coefficients=np.empty(4).ctypes.data,
                     information=np.empty((4, 4)).ctypes.data)
     status = lib.rh_cuda_engine_update_device_with_state(
-        fitted._engine, ctypes.byref(device_batch), ctypes.byref(config),
+        fitted._engine.engine, ctypes.byref(device_batch), ctypes.byref(config),
         ctypes.byref(_abi.make(_abi.RhCudaDiagnostics)), ctypes.byref(out))
     with pytest.raises(BackendUnavailableError, match="UNAVAILABLE"):
-        _abi.check(lib, status, "rh_cuda_engine_update_device_with_state", engine=fitted._engine)
+        _abi.check(lib, status, "rh_cuda_engine_update_device_with_state",
+                   engine=fitted._engine.engine)
 
 
 def test_struct_header_violations_name_the_struct(fitted):
@@ -350,13 +351,14 @@ def test_struct_header_violations_name_the_struct(fitted):
                     information=np.empty((4, 4)).ctypes.data)
     before = fitted.state()
     for field, value in (("struct_size", 16), ("abi_version", 1)):
-        config = fitted._update_config(config_for(3))
+        config = fitted._engine.config_struct(config_for(3))
         setattr(config, field, value)
         status = lib.rh_cuda_engine_update_host_with_state(
-            fitted._engine, ctypes.byref(host_batch), ctypes.byref(config),
+            fitted._engine.engine, ctypes.byref(host_batch), ctypes.byref(config),
             ctypes.byref(_abi.make(_abi.RhCudaDiagnostics)), ctypes.byref(out))
         with pytest.raises(ValidationError, match="RhCudaUpdateConfig"):
-            _abi.check(lib, status, "rh_cuda_engine_update_host_with_state", engine=fitted._engine)
+            _abi.check(lib, status, "rh_cuda_engine_update_host_with_state",
+                       engine=fitted._engine.engine)
     assert_states_equal(fitted.state(), before)
 
 

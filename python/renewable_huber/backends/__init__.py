@@ -6,13 +6,11 @@ from __future__ import annotations
 import os
 import warnings
 
+from .._backend_facts import BACKENDS, FACTS
 from .._validation import UnknownBackendError, validate_backend_name
 from ..exceptions import BackendUnavailableError, ValidationError, caller_stacklevel
 from .base import Backend
 
-BACKENDS = ("numpy", "cupy", "native_cpu", "native_cuda")
-
-_DEVICE_OF = {"numpy": "cpu", "native_cpu": "cpu", "cupy": "cuda", "native_cuda": "cuda"}
 _DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -43,11 +41,12 @@ def _engine_was_expected(name: str) -> bool:
     """A native engine is expected when the environment names its library or an installed
     library file exists: falling back from it then hides a broken setup, where a NumPy-only
     install falling back is the documented choice of "auto"."""
-    if name not in ("native_cpu", "native_cuda"):
+    variable = FACTS[name].library_variable
+    if variable is None:
         return False
     from .. import _loader
 
-    if os.environ.get(_loader.ENVIRONMENT_OVERRIDES[name]):
+    if os.environ.get(variable):
         return True
     return any(path.is_file() for path in _loader.library_candidates(name))
 
@@ -76,13 +75,13 @@ def choose_backend(backend: str, device: str) -> tuple[str, str]:
                         RuntimeWarning,
                         stacklevel=caller_stacklevel(),
                     )
-                return name, _DEVICE_OF[name]
+                return name, FACTS[name].device
             reasons.append(f"{candidates[0] if not reasons else name}: {reason}")
         raise BackendUnavailableError(
             f"no backend is available for device={device!r} ({'; '.join(reasons)})"
         )
     validate_backend_name(backend)
-    native_device = _DEVICE_OF[backend]
+    native_device = FACTS[backend].device
     if device not in ("auto", native_device):
         raise BackendUnavailableError(
             f"backend {backend!r} runs on device {native_device!r}, not {device!r}; "

@@ -5,7 +5,10 @@ start or from a checkpoint. Each batch is one rh_cuda_engine_update_host_with_st
 device input on native_cuda, rh_cuda_engine_update_device_with_state) call that also exports
 the new state, so a batch costs one boundary crossing. ctypes.CDLL releases the GIL during
 every call, so engines in different Python threads run concurrently; one engine is used by one
-thread at a time (the ABI's rule), enforced here with a lock.
+thread at a time (the ABI's rule), enforced by the engine handle's lock. The engine itself, and
+every struct and buffer its calls read and write, is an _engine.EngineHandle (shared with the
+conformance kit); this module adds what the estimator needs around it: array checks, DLPack
+borrowing of device input, OpenMP threads and refusals restated in the user's names.
 
 Thread count (native_cpu): the engine parallelises with OpenMP, whose thread count is a
 per-thread setting of the caller. Before each engine call this backend calls
@@ -22,16 +25,16 @@ from __future__ import annotations
 import ctypes
 import math
 import os
-import threading
 from typing import Any
 
 import numpy as np
 
 from .. import _abi, _dlpack
+from .._backend_facts import FACTS, NATIVE_BACKENDS
+from .._engine import HOST_DEVICE_ID, EngineHandle, batch_weight, dtype_code, host_address
 from .._engine_messages import parse_refused_value
 from .._loader import load_engine_library
 from ..config import UpdateConfig
-from ..diagnostics import Diagnostics
 from ..exceptions import (
     BackendContractError,
     BackendUnavailableError,
@@ -40,22 +43,7 @@ from ..exceptions import (
 )
 from ..state import RenewableState
 
-KINDS = ("native_cpu", "native_cuda")
-_HOST_DEVICE_ID = -1
-
-
-def _header(struct_type) -> dict[str, int]:
-    """abi_version and struct_size of `struct_type`, as _abi.make fills them in."""
-    return {"abi_version": _abi.ABI_VERSION, "struct_size": ctypes.sizeof(struct_type)}
-
-
-# The structs built for every batch skip _abi.make's field-name checks (their fields are
-# spelled once, below, and covered by the tests); the header is the same.
-_HOST_BATCH_HEADER = _header(_abi.RhCudaHostBatch)
-_DEVICE_BATCH_HEADER = _header(_abi.RhCudaDeviceBatch)
-_HOST_STATE_HEADER = _header(_abi.RhCudaHostState)
-_DIAGNOSTICS_HEADER = _header(_abi.RhCudaDiagnostics)
-_FEATURES_HEADER = _header(_abi.RhCudaEngineFeatures)
+KINDS = NATIVE_BACKENDS
 
 # The batch struct's field -> the estimator's (and this backend's) argument name.
 _USER_NAMES = {"x_design": "X", "y": "y", "sample_weight": "sample_weight"}
@@ -93,21 +81,6 @@ def _refuse_nonfinite_weights(weights: np.ndarray) -> None:
         raise ValidationError(f"sample_weight contains NaN or infinity (first at index {index})")
 
 
-def _address_of(array: np.ndarray) -> int:
-    """The address of a writable C-contiguous array's first element, as array.ctypes.data
-    gives it, without building NumPy's ctypes helper object (microseconds per batch)."""
-    return ctypes.addressof(ctypes.c_char.from_buffer(array))
-
-
-def _host_address(array: np.ndarray) -> int:
-    """array.ctypes.data, cheaper: _address_of for a writable array (the usual case), NumPy's
-    ctypes helper for a read-only one (ctypes only maps writable buffers)."""
-    try:
-        return ctypes.addressof(ctypes.c_char.from_buffer(array))
-    except (TypeError, ValueError):  # read-only, or empty (shorter than one c_char)
-        return array.ctypes.data
-
-
 def _check_kind(kind: str) -> None:
     if kind not in KINDS:
         raise BackendUnavailableError(f"unknown native backend {kind!r}; expected one of {KINDS}")
@@ -125,7 +98,7 @@ def unavailable_reason(kind: str) -> str | None:
             return f"{kind}: the engine library loads but reports it cannot run here" + (
                 f" ({detail})" if detail else ""
             )
-        if kind == "native_cuda":
+        if FACTS[kind].device == "cuda":
             count = ctypes.c_int32(0)
             _abi.check(lib, lib.rh_cuda_device_count(ctypes.byref(count)), "rh_cuda_device_count")
             if count.value < 1:
@@ -159,14 +132,10 @@ class _OpenMPThreads:
             return os.cpu_count() or 1
         return int(n_jobs)
 
-    def apply(self, count: int) -> None:
-        if self._set is not None:
-            self._set(count)
-
-    @property
-    def set_function(self):
-        """omp_set_num_threads itself, or None without OpenMP (called once per batch)."""
-        return self._set
+    def setter(self, count: int):
+        """(omp_set_num_threads, count) for the engine handle to call before every engine
+        call, or None without OpenMP."""
+        return None if self._set is None else (self._set, count)
 
 
 def _validate_n_jobs(n_jobs) -> None:
@@ -192,11 +161,8 @@ class NativeBackend:
     ):
         _check_kind(kind)
         self._engine = None
-        self._lock = threading.Lock()
-        self._config_cache = None  # (UpdateConfig, its RhCudaUpdateConfig), never handed out
         self.dtype = np.dtype(dtype)
-        if self.dtype.name not in _abi.DTYPE_CODES:
-            raise ValidationError(f"dtype must be float32 or float64, got {self.dtype}")
+        dtype_code(self.dtype)  # ValidationError for a dtype the ABI has no code for
         self._bits = self.dtype.itemsize * 8
         if (
             isinstance(n_parameters, bool)
@@ -206,135 +172,35 @@ class NativeBackend:
             raise ValidationError(f"n_parameters must be a positive int, got {n_parameters!r}")
         _validate_n_jobs(n_jobs)
         self.name = kind
-        self.device = "cpu" if kind == "native_cpu" else "cuda"
+        self.device = FACTS[kind].device
+        self._device_input = FACTS[kind].accepts_device_arrays
         self.n_parameters = int(n_parameters)
         self._n_features_in: int | None = None
-        self._lib = load_engine_library(kind)
+        lib = load_engine_library(kind)
 
         flags = 0
         if cuda_graphs:
             flags |= _abi.RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS
         if cuda_fast_math:
             flags |= _abi.RH_CUDA_ENGINE_FLAG_FAST_MATH
-        self._device_id = _HOST_DEVICE_ID if kind == "native_cpu" else int(device_id)
-        options = _abi.make(
-            _abi.RhCudaEngineOptions,
-            dtype=_abi.DTYPE_CODES[self.dtype.name],
-            device_id=self._device_id,
-            n_parameters=self.n_parameters,
-            reserved0=flags,
-        )
-        if kind == "native_cpu":
-            self._threads = _OpenMPThreads(self._lib)
-            self.n_jobs = self._threads.effective(n_jobs)
+        self._device_id = HOST_DEVICE_ID if self.device == "cpu" else int(device_id)
+        threads = None
+        if self.device == "cpu":
+            openmp = _OpenMPThreads(lib)
+            self.n_jobs = openmp.effective(n_jobs)
+            threads = openmp.setter(self.n_jobs)
         else:
-            self._threads = None
             self.n_jobs = None
-        handle = _abi.RhCudaEngine_p()
-        self._apply_threads()
-        status = self._lib.rh_cuda_engine_create(ctypes.byref(options), ctypes.byref(handle))
-        _abi.check(self._lib, status, "rh_cuda_engine_create")
-        self._engine = handle
-        stream = _abi.c_uintptr(0)
-        self._call("rh_cuda_engine_stream", ctypes.byref(stream))
-        self._stream = int(stream.value)
-        self._prepare_batch_calls()
-
-    # ------------------------------------------------------------------------------ plumbing
-    def _apply_threads(self) -> None:
-        if self._threads is not None:
-            self._threads.apply(self.n_jobs)
-
-    def _call(self, function: str, *arguments) -> None:
-        if self._engine is None:
-            raise BackendUnavailableError(f"{self.name} backend is closed; create a new one")
-        with self._lock:
-            self._apply_threads()
-            status = getattr(self._lib, function)(self._engine, *arguments)
-            if status != _abi.RH_CUDA_SUCCESS:
-                _abi.check(self._lib, status, function, engine=self._engine)
-
-    def _prepare_batch_calls(self) -> None:
-        """What every batch's engine call reads and writes, built once per engine: the batch,
-        diagnostics and exported-state structs, and the state's landing buffers. Only a call
-        holding self._lock fills or reads them (_batch_call), and a committed state is copied
-        out of the landing buffers before the lock is released, so no array handed out ever
-        aliases memory a later batch overwrites."""
-        P = self.n_parameters
-        self._host_batch = _abi.RhCudaHostBatch(**_HOST_BATCH_HEADER)
-        self._device_batch = _abi.RhCudaDeviceBatch(**_DEVICE_BATCH_HEADER)
-        self._batch_diagnostics = _abi.RhCudaDiagnostics(**_DIAGNOSTICS_HEADER)
-        # Coefficients then information in one block (one copy per batch), and K (float64).
-        self._landing = np.empty(P + P * P, dtype=self.dtype)
-        self._landing_meat = np.empty((P, P), dtype=np.float64)
-        address = _address_of(self._landing)
-        self._exported = _abi.RhCudaHostState(
-            **_HOST_STATE_HEADER,
-            coefficients=address,
-            information=address + P * self._landing.itemsize,
-            meat=_address_of(self._landing_meat),
+        self._engine = EngineHandle(
+            lib,
+            name=f"{kind} backend",
+            dtype=self.dtype,
+            n_parameters=self.n_parameters,
+            device_id=self._device_id,
+            flags=flags,
+            threads=threads,
         )
-        self._features_out = _abi.RhCudaEngineFeatures(**_FEATURES_HEADER)
-        # function name -> (the library's function, byref of its batch struct, of the
-        # diagnostics, of the exported state); filled at each function's first batch.
-        self._batch_references: dict[str, tuple] = {}
-        self._set_threads = None if self._threads is None else self._threads.set_function
-
-    def _batch_call(self, function: str, batch, x_pointer: int, y_pointer: int,
-                    weights_pointer, n: int, p: int, batch_weight: float, cfg):
-        """One update call on `batch` (self._host_batch or self._device_batch) under the lock;
-        returns the committed state (copied out of the landing buffers) and Diagnostics."""
-        references = self._batch_references.get(function)
-        if references is None:
-            references = self._batch_references[function] = (
-                getattr(self._lib, function),
-                ctypes.byref(batch),
-                ctypes.byref(self._batch_diagnostics),
-                ctypes.byref(self._exported),
-            )
-        call, batch_reference, diagnostics_reference, state_reference = references
-        with self._lock:
-            engine = self._engine
-            if engine is None:
-                raise BackendUnavailableError(
-                    f"{self.name} backend is closed; create a new one"
-                )
-            if self._set_threads is not None:
-                self._set_threads(self.n_jobs)
-            batch.x_design = x_pointer
-            batch.y = y_pointer
-            batch.sample_weight = weights_pointer
-            batch.n_rows = n
-            batch.n_columns = p
-            batch.batch_weight = batch_weight
-            status = call(
-                engine, batch_reference, ctypes.byref(cfg), diagnostics_reference, state_reference
-            )
-            if status != _abi.RH_CUDA_SUCCESS:
-                _abi.check(self._lib, status, function, engine=engine)
-            exported = self._exported
-            P = self.n_parameters
-            flat = self._landing.copy()
-            state = RenewableState(
-                flat[:P],
-                flat[P:].reshape(P, P),
-                exported.n_samples_seen,
-                exported.batch_count,
-                exported.previous_lambda,
-                exported.weight_sum,
-                self._landing_meat.copy() if exported.meat_available == 1 else None,
-            )
-            # ctypes reads int64 fields as int and double fields as float.
-            d = self._batch_diagnostics
-            diagnostics = Diagnostics(
-                d.iterations,
-                bool(d.converged),
-                d.objective,
-                d.lambda_value,
-                d.bandwidth,
-                bool(d.used_regularized_fallback),
-            )
-        return state, diagnostics
+        self._stream = self._engine.stream()
 
     def _host_array(self, array, name: str, shape: tuple[int, ...]) -> np.ndarray:
         # The estimator already validated and cast; these checks only keep a wrong caller from
@@ -351,120 +217,39 @@ class NativeBackend:
             raise ValidationError(f"{name} has shape {array.shape}; expected {shape}")
         return array
 
-    def _update_config(self, config: UpdateConfig):
-        if config.n_parameters != self.n_parameters:
-            raise ValidationError(
-                f"config has {config.n_parameters} parameters (n_features_in "
-                f"{config.n_features_in}, fit_intercept {config.fit_intercept}); this engine "
-                f"was created for {self.n_parameters}"
-            )
-        return _abi.make_update_config(config)
-
-    def _config_struct(self, config: UpdateConfig):
-        # The estimator passes the same UpdateConfig object while nothing changed; the engine
-        # only reads the struct (const), and this one is never handed out to be modified.
-        cached = self._config_cache
-        if cached is not None and cached[0] is config:
-            return cached[1]
-        cfg = self._update_config(config)
-        self._config_cache = (config, cfg)
-        return cfg
-
-    def _new_state_buffers(self):
-        # Fresh arrays per batch: a state returned earlier must never be overwritten by a later
-        # batch (the estimator may keep it, e.g. as state_). The meat matrix K is float64
-        # whatever the dtype.
-        P = self.n_parameters
-        flat = np.empty(P + P * P, dtype=self.dtype)
-        meat = np.empty((P, P), dtype=np.float64)
-        address = _address_of(flat)
-        out = _abi.RhCudaHostState(
-            **_HOST_STATE_HEADER,
-            coefficients=address,
-            information=address + P * flat.itemsize,
-            meat=_address_of(meat),
-        )
-        return flat[:P], flat[P:].reshape(P, P), (meat, out)
-
-    @staticmethod
-    def _committed_state(coefficients, information, meat_and_out) -> RenewableState:
-        meat, out = meat_and_out
-        return RenewableState(
-            coefficients=coefficients,
-            information=information,
-            n_samples_seen=int(out.n_samples_seen),
-            batch_count=int(out.batch_count),
-            previous_lambda=float(out.previous_lambda),
-            weight_sum=float(out.weight_sum),
-            meat=meat if out.meat_available == 1 else None,
-        )
-
     def _is_device_input(self, X) -> bool:
-        return self.name == "native_cuda" and not isinstance(X, np.ndarray)
+        return self._device_input and not isinstance(X, np.ndarray)
 
     # ---------------------------------------------------------------------------- Backend API
     @property
     def features(self) -> dict[str, Any]:
         """The engine's requested/enabled flags (bits and names) and CUDA Graph counters, read
         from the engine at every access (a fresh dict)."""
-        # The estimator reads the counters after every native_cuda batch: the struct is the
-        # engine's own (built once), filled and read under the lock.
-        with self._lock:
-            if self._engine is None:
-                raise BackendUnavailableError(f"{self.name} backend is closed; create a new one")
-            out = self._features_out
-            status = self._lib.rh_cuda_engine_features(self._engine, ctypes.byref(out))
-            if status != _abi.RH_CUDA_SUCCESS:
-                _abi.check(self._lib, status, "rh_cuda_engine_features", engine=self._engine)
-            # ctypes reads uint64_t fields as Python ints.
-            requested, enabled = out.requested_flags, out.enabled_flags
-            counters = (out.graph_captures, out.graph_replays, out.graph_fallbacks)
+        requested, enabled, captures, replays, fallbacks = self._engine.features()
         return {
             "requested_flags": requested,
             "enabled_flags": enabled,
-            "graph_captures": counters[0],
-            "graph_replays": counters[1],
-            "graph_fallbacks": counters[2],
+            "graph_captures": captures,
+            "graph_replays": replays,
+            "graph_fallbacks": fallbacks,
             "requested": _abi.decode_flags(requested),
             "enabled": _abi.decode_flags(enabled),
         }
 
     def restore(self, state: RenewableState) -> None:
         """Make `state` the engine's committed state (cast to the working dtype on the host)."""
-        P = self.n_parameters
-        coefficients = np.ascontiguousarray(state.coefficients, dtype=self.dtype)
-        information = np.ascontiguousarray(state.information, dtype=self.dtype)
-        meat = None if state.meat is None else np.ascontiguousarray(state.meat, dtype=np.float64)
-        if (coefficients.shape != (P,) or information.shape != (P, P)
-                or (meat is not None and meat.shape != (P, P))):
-            raise ValidationError(
-                f"state has coefficients {coefficients.shape}, information "
-                f"{information.shape} and meat {None if meat is None else meat.shape}; this "
-                f"engine needs ({P},), ({P}, {P}) and ({P}, {P}) or None"
-            )
-        view = _abi.make(
-            _abi.RhCudaHostStateView,
-            meat=None if meat is None else meat.ctypes.data,
-            coefficients=coefficients.ctypes.data,
-            information=information.ctypes.data,
-            n_samples_seen=int(state.n_samples_seen),
-            batch_count=int(state.batch_count),
-            previous_lambda=float(state.previous_lambda),
-            weight_sum=float(state.weight_sum),
-        )
-        self._call("rh_cuda_engine_restore", ctypes.byref(view))
+        self._engine.restore(state)
 
     def state(self) -> RenewableState:
         """A host copy of the engine's committed state."""
-        coefficients, information, out = self._new_state_buffers()
-        self._call("rh_cuda_engine_copy_state", ctypes.byref(out[1]))
-        return self._committed_state(coefficients, information, out)
+        return self._engine.copy_state()
 
     def update(self, X, y, sample_weight, config: UpdateConfig):
         """One batch; returns (host RenewableState, Diagnostics). Transactional."""
-        cfg = self._config_struct(config)
+        cfg = self._engine.config_struct(config)
         try:
-            if self._is_device_input(X):
+            # _is_device_input, inline (once per batch)
+            if self._device_input and not isinstance(X, np.ndarray):
                 result = self._update_device(X, y, sample_weight, cfg, config.n_features_in)
             else:
                 result = self._update_host(X, y, sample_weight, cfg, config.n_features_in)
@@ -483,17 +268,15 @@ class NativeBackend:
         X = self._host_array(X, "X", (n, p))
         y = self._host_array(y, "y", (n,))
         if sample_weight is None:
-            weights_pointer, batch_weight = None, float(n)
+            weights_pointer, weight = None, float(n)
         else:
             sample_weight = self._host_array(sample_weight, "sample_weight", (n,))
-            weights_pointer = _host_address(sample_weight)
-            with np.errstate(over="ignore", invalid="ignore"):
-                batch_weight = float(np.sum(sample_weight, dtype=np.float64))
-            if not math.isfinite(batch_weight):
+            weights_pointer = host_address(sample_weight)
+            weight = batch_weight(sample_weight, n)
+            if not math.isfinite(weight):
                 _refuse_nonfinite_weights(sample_weight)
-        return self._batch_call(
-            "rh_cuda_engine_update_host_with_state", self._host_batch, _host_address(X),
-            _host_address(y), weights_pointer, n, p, batch_weight, cfg,
+        return self._engine.update(
+            False, host_address(X), host_address(y), weights_pointer, n, p, weight, cfg
         )
 
     def _borrow(self, array, name: str, ndim: int) -> _dlpack.Borrow:
@@ -509,8 +292,8 @@ class NativeBackend:
                 )
             if sample_weight is None:
                 return self._device_update_call(x_view, y_view, None, float(n), cfg, p)
-            batch_weight = _device_weight_sum(sample_weight)
-            if not math.isfinite(batch_weight):
+            weight = _device_weight_sum(sample_weight)
+            if not math.isfinite(weight):
                 _refuse_nonfinite_weights(_device_to_host(sample_weight))
             with self._borrow(sample_weight, "sample_weight", 1) as w_view:
                 if w_view.shape != (n,):
@@ -518,13 +301,13 @@ class NativeBackend:
                         f"sample_weight has shape {w_view.shape}; expected ({n},)"
                     )
                 return self._device_update_call(
-                    x_view, y_view, w_view.data_pointer, batch_weight, cfg, p
+                    x_view, y_view, w_view.data_pointer, weight, cfg, p
                 )
 
-    def _device_update_call(self, x_view, y_view, weights_pointer, batch_weight, cfg, p):
-        return self._batch_call(
-            "rh_cuda_engine_update_device_with_state", self._device_batch, x_view.data_pointer,
-            y_view.data_pointer, weights_pointer, x_view.shape[0], p, batch_weight, cfg,
+    def _device_update_call(self, x_view, y_view, weights_pointer, weight, cfg, p):
+        return self._engine.update(
+            True, x_view.data_pointer, y_view.data_pointer, weights_pointer, x_view.shape[0], p,
+            weight, cfg,
         )
 
     def _prediction_columns(self, p: int) -> None:
@@ -552,17 +335,7 @@ class NativeBackend:
         return output
 
     def _predict_call(self, x_pointer, output_pointer, n, p, location) -> None:
-        request = _abi.make(
-            _abi.RhCudaPrediction,
-            x_design=x_pointer,
-            prediction=output_pointer,
-            n_rows=n,
-            n_columns=p,
-            n_features_in=p,
-            input_location=location,
-            reserved0=0,
-        )
-        self._call("rh_cuda_engine_predict", ctypes.byref(request))
+        self._engine.predict(x_pointer, output_pointer, n, p, p, location)
 
     def _predict_device(self, X):
         with self._borrow(X, "X", 2) as x_view:
@@ -576,14 +349,13 @@ class NativeBackend:
         return output
 
     def synchronize(self) -> None:
-        self._call("rh_cuda_engine_synchronize")
+        self._engine.synchronize()
 
     def close(self) -> None:
         """Destroy the engine (idempotent). Later calls raise BackendUnavailableError."""
-        engine, self._engine = getattr(self, "_engine", None), None
+        engine = getattr(self, "_engine", None)
         if engine is not None:
-            with self._lock:
-                self._lib.rh_cuda_engine_destroy(engine)
+            engine.close()
 
     def __del__(self):
         # At interpreter shutdown module globals may already be gone; never raise from here.
@@ -593,7 +365,7 @@ class NativeBackend:
             pass
 
     def __repr__(self) -> str:
-        state = "closed" if self._engine is None else "open"
+        state = "closed" if self._engine is None or self._engine.engine is None else "open"
         return (
             f"NativeBackend({self.name!r}, dtype={self.dtype.name}, P={self.n_parameters}, "
             f"{state})"

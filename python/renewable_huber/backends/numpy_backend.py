@@ -8,7 +8,7 @@ from ..config import UpdateConfig
 from ..core import design_matrix, renewable_update
 from ..diagnostics import Diagnostics
 from ..exceptions import BackendContractError, ValidationError
-from ..state import RenewableState
+from ..state import RenewableState, counters_of
 
 
 class NumpyBackend:
@@ -71,13 +71,7 @@ def host_state_in_dtype(
             f"this backend was created for {n_parameters} parameters"
         )
     return RenewableState(
-        coefficients=coefficients,
-        information=information,
-        n_samples_seen=int(state.n_samples_seen),
-        batch_count=int(state.batch_count),
-        previous_lambda=float(state.previous_lambda),
-        weight_sum=float(state.weight_sum),
-        meat=host_meat(state.meat, n_parameters),
+        coefficients, information, *counters_of(state), meat=host_meat(state.meat, n_parameters)
     )
 
 

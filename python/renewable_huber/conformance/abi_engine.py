@@ -1,7 +1,9 @@
 """Drive any engine library through the 17 ABI functions only (ctypes, no estimator).
 
-Every array handed to the engine is a C-contiguous NumPy array in the engine's dtype, kept
-alive by a local reference for the duration of the call (the ABI borrows, never keeps).
+Each session is one _engine.EngineHandle (the engine handle the estimator's native backends
+use too) whose failed calls raise EngineCallFailed. Every array handed to the engine is a
+C-contiguous NumPy array in the engine's dtype, kept alive by a local reference for the duration
+of the call (the ABI borrows, never keeps).
 """
 
 from __future__ import annotations
@@ -12,15 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from .. import _abi
+from .._engine import EngineHandle, batch_weight, host_address
 from ..config import UpdateConfig
-from ..diagnostics import Diagnostics
-from ..state import RenewableState
 from .session import EngineCallFailed
-
-DTYPE_CODES = {
-    np.dtype(np.float32): _abi.RH_CUDA_DTYPE_FLOAT32,
-    np.dtype(np.float64): _abi.RH_CUDA_DTYPE_FLOAT64,
-}
 
 
 def load_engine_library(path: str | Path) -> ctypes.CDLL:
@@ -31,8 +27,9 @@ def load_engine_library(path: str | Path) -> ctypes.CDLL:
     return load_library_path(str(path))
 
 
-def pointer(array: np.ndarray | None) -> int | None:
-    return None if array is None else array.ctypes.data
+# The address of an array (None: NULL) for the kit's modules that fill ABI structs themselves;
+# the engine handle's own helper, under the kit's name.
+pointer = host_address
 
 
 def host_array(values, dtype: np.dtype) -> np.ndarray:
@@ -48,47 +45,10 @@ def design_for_engine(X: np.ndarray, fit_intercept: bool, append_intercept: bool
     return np.ascontiguousarray(np.concatenate([X, ones], axis=1))
 
 
-def make_batch(design: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None):
-    weight = (
-        float(design.shape[0])
-        if sample_weight is None
-        else float(np.sum(sample_weight, dtype=np.float64))
-    )
-    return _abi.make(
-        _abi.RhCudaHostBatch,
-        x_design=pointer(design),
-        y=pointer(y),
-        sample_weight=pointer(sample_weight),
-        n_rows=design.shape[0],
-        n_columns=design.shape[1],
-        batch_weight=weight,
-    )
-
-
-class StateBuffers:
-    """Caller-owned arrays an engine exports its committed state into."""
-
-    def __init__(self, n_parameters: int, dtype: np.dtype):
-        self.coefficients = np.zeros(n_parameters, dtype=dtype)
-        self.information = np.zeros((n_parameters, n_parameters), dtype=dtype)
-        self.meat = np.zeros((n_parameters, n_parameters), dtype=np.float64)
-        self.struct = _abi.make(
-            _abi.RhCudaHostState,
-            coefficients=pointer(self.coefficients),
-            information=pointer(self.information),
-            meat=pointer(self.meat),
-        )
-
-    def snapshot(self) -> RenewableState:
-        return RenewableState(
-            coefficients=self.coefficients.copy(),
-            information=self.information.copy(),
-            n_samples_seen=int(self.struct.n_samples_seen),
-            batch_count=int(self.struct.batch_count),
-            previous_lambda=float(self.struct.previous_lambda),
-            weight_sum=float(self.struct.weight_sum),
-            meat=self.meat.copy() if self.struct.meat_available == 1 else None,
-        )
+def _call_failed(lib, status: int, call: str, engine=None) -> None:
+    """The kit's failure report: the call, the status's name and the engine's own text (the
+    thread's when no engine exists yet)."""
+    raise EngineCallFailed(call, _abi.status_name(status), _abi.last_error(lib, engine))
 
 
 class AbiSession:
@@ -99,51 +59,28 @@ class AbiSession:
         self.dtype = np.dtype(dtype)
         self.n_parameters = n_parameters
         self.device_id = device_id
-        self.handle = ctypes.c_void_p()
-        options = _abi.make(
-            _abi.RhCudaEngineOptions,
-            dtype=DTYPE_CODES[self.dtype],
-            device_id=device_id,
+        self.engine = EngineHandle(
+            lib,
+            name=f"the engine session of {getattr(lib, '_name', lib)}",
+            dtype=self.dtype,
             n_parameters=n_parameters,
-            reserved0=0,
+            device_id=device_id,
+            failure=_call_failed,
         )
-        status = lib.rh_cuda_engine_create(ctypes.byref(options), ctypes.byref(self.handle))
-        if status != _abi.RH_CUDA_SUCCESS:
-            raise EngineCallFailed(
-                "rh_cuda_engine_create", _abi.status_name(status), _abi.last_error(lib)
-            )
+
+    @property
+    def handle(self):
+        """The RhCudaEngine* (a c_void_p) while open, else None."""
+        return self.engine.engine
 
     def last_error(self) -> str:
-        return _abi.last_error(self.lib, self.handle)
+        return self.engine.last_error()
 
-    def _check(self, status: int, call: str) -> None:
-        if status != _abi.RH_CUDA_SUCCESS:
-            raise EngineCallFailed(call, _abi.status_name(status), self.last_error())
+    def restore(self, state) -> None:
+        self.engine.restore(state)
 
-    def restore(self, state: RenewableState) -> None:
-        coefficients = host_array(state.coefficients, self.dtype)
-        information = host_array(state.information, self.dtype)
-        meat = None if state.meat is None else host_array(state.meat, np.float64)
-        view = _abi.make(
-            _abi.RhCudaHostStateView,
-            meat=pointer(meat),
-            coefficients=pointer(coefficients),
-            information=pointer(information),
-            n_samples_seen=int(state.n_samples_seen),
-            batch_count=int(state.batch_count),
-            previous_lambda=float(state.previous_lambda),
-            weight_sum=float(state.weight_sum),
-        )
-        self._check(
-            self.lib.rh_cuda_engine_restore(self.handle, ctypes.byref(view)),
-            "rh_cuda_engine_restore",
-        )
-
-    def copy_state(self) -> RenewableState:
-        buffers = StateBuffers(self.n_parameters, self.dtype)
-        status = self.lib.rh_cuda_engine_copy_state(self.handle, ctypes.byref(buffers.struct))
-        self._check(status, "rh_cuda_engine_copy_state")
-        return buffers.snapshot()
+    def copy_state(self):
+        return self.engine.copy_state()
 
     def update(self, X, y, sample_weight, config: UpdateConfig, append_intercept: bool):
         design = design_for_engine(
@@ -151,45 +88,25 @@ class AbiSession:
         )
         y = host_array(y, self.dtype)
         weights = None if sample_weight is None else host_array(sample_weight, self.dtype)
-        batch = make_batch(design, y, weights)
-        abi_config = _abi.make_update_config(config)
-        diagnostics = _abi.make(_abi.RhCudaDiagnostics)
-        buffers = StateBuffers(self.n_parameters, self.dtype)
-        status = self.lib.rh_cuda_engine_update_host_with_state(
-            self.handle,
-            ctypes.byref(batch),
-            ctypes.byref(abi_config),
-            ctypes.byref(diagnostics),
-            ctypes.byref(buffers.struct),
+        n_rows, n_columns = design.shape
+        return self.engine.update(
+            False, host_address(design), host_address(y), host_address(weights), n_rows,
+            n_columns, batch_weight(weights, n_rows), self.engine.config_struct(config),
         )
-        self._check(status, "rh_cuda_engine_update_host_with_state")
-        return buffers.snapshot(), Diagnostics.from_fields(diagnostics)
 
     def predict(self, X, config: UpdateConfig, append_intercept: bool) -> np.ndarray:
         design = design_for_engine(
             host_array(X, self.dtype), config.fit_intercept, append_intercept
         )
         output = np.full(design.shape[0], np.nan, dtype=self.dtype)
-        request = _abi.make(
-            _abi.RhCudaPrediction,
-            x_design=pointer(design),
-            prediction=pointer(output),
-            n_rows=design.shape[0],
-            n_columns=design.shape[1],
-            n_features_in=config.n_features_in,
-            input_location=_abi.RH_CUDA_MEMORY_HOST,
-            reserved0=0,
-        )
-        self._check(
-            self.lib.rh_cuda_engine_predict(self.handle, ctypes.byref(request)),
-            "rh_cuda_engine_predict",
+        self.engine.predict(
+            host_address(design), host_address(output), design.shape[0], design.shape[1],
+            config.n_features_in, _abi.RH_CUDA_MEMORY_HOST,
         )
         return output
 
     def close(self) -> None:
-        if self.handle:
-            self.lib.rh_cuda_engine_destroy(self.handle)
-            self.handle = ctypes.c_void_p()
+        self.engine.close()
 
 
 class AbiEngine:

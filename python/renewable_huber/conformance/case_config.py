@@ -7,15 +7,4 @@ from .corpus import GoldenCase
 
 
 def update_config(case: GoldenCase) -> UpdateConfig:
-    c = case.config
-    return UpdateConfig(
-        n_features_in=case.n_features_in,
-        fit_intercept=bool(c["fit_intercept"]),
-        tau=float(c["tau"]),
-        bandwidth_scale=float(c["bandwidth_scale"]),
-        tol=float(c["tol"]),
-        ridge=float(c["ridge"]),
-        max_iter=int(c["max_iter"]),
-        penalty=str(c["penalty"]),
-        lambda_scale=float(c["lambda_scale"]),
-    )
+    return UpdateConfig.from_settings(case.config, case.n_features_in)

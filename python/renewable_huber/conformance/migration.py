@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..state import RenewableState
+from ..state import RenewableState, counters_of
 from .case_config import update_config
 from .corpus import NOT_RECORDED, ExpectedState, GoldenCase
 from .replay import result_from, stream
@@ -23,12 +23,9 @@ from .tolerances import Comparison, Tolerance
 
 def _as_state(expected: ExpectedState) -> RenewableState:
     return RenewableState(
-        coefficients=expected.coefficients,
-        information=expected.information,
-        n_samples_seen=expected.n_samples_seen,
-        batch_count=expected.batch_count,
-        previous_lambda=expected.previous_lambda,
-        weight_sum=expected.weight_sum,
+        expected.coefficients,
+        expected.information,
+        *counters_of(expected),
         # a corpus without K (v1 to v3) restores without it, as an older checkpoint would
         meat=None if isinstance(expected.meat, str) and expected.meat == NOT_RECORDED
         else expected.meat,

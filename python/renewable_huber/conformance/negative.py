@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import _abi
+from .._engine import StateLanding, engine_options, host_address, state_view
 from ..exceptions import ValidationError
-from ..state import RenewableState
-from .abi_engine import DTYPE_CODES, AbiSession, StateBuffers, pointer
+from ..state import RenewableState, counters_of
+from .abi_engine import AbiSession
 from .capabilities import Capabilities
 from .corpus import data_file
 from .report import CheckResult
@@ -93,23 +94,24 @@ class _Call:
         n_features_in = len(fixture["X"][0])
         config = dict(fixture["config"])
         config["penalty"] = getattr(_abi, config["penalty"])
-        self.out_state = StateBuffers(session.n_parameters, lib_dtype)
+        self.out_state = StateLanding(session.n_parameters, lib_dtype)
+        # The view points at self.arrays' coefficients and information (data mutations reach
+        # it); no K, as a caller restoring an older checkpoint would.
+        view, _ = state_view(
+            RenewableState(a["coefficients"], a["information"], *counters_of(state)),
+            lib_dtype,
+            session.n_parameters,
+        )
         batch_fields = dict(
-            x_design=pointer(a["X"]),
-            y=pointer(a["y"]),
-            sample_weight=pointer(a["sample_weight"]),
+            x_design=host_address(a["X"]),
+            y=host_address(a["y"]),
+            sample_weight=host_address(a["sample_weight"]),
             n_rows=a["X"].shape[0],
             n_columns=a["X"].shape[1],
             batch_weight=float(np.sum(a["sample_weight"], dtype=np.float64)),
         )
         self.structs = {
-            "options": _abi.make(
-                _abi.RhCudaEngineOptions,
-                dtype=DTYPE_CODES[lib_dtype],
-                device_id=session.device_id,
-                n_parameters=session.n_parameters,
-                reserved0=0,
-            ),
+            "options": engine_options(lib_dtype, session.n_parameters, session.device_id),
             "config": _abi.make(
                 _abi.RhCudaUpdateConfig, n_features_in=n_features_in, reserved0=0, **config
             ),
@@ -117,19 +119,11 @@ class _Call:
             "device_batch": _abi.make(_abi.RhCudaDeviceBatch, **batch_fields),
             "diagnostics": _abi.make(_abi.RhCudaDiagnostics),
             "state": self.out_state.struct,
-            "view": _abi.make(
-                _abi.RhCudaHostStateView,
-                coefficients=pointer(a["coefficients"]),
-                information=pointer(a["information"]),
-                n_samples_seen=state.n_samples_seen,
-                batch_count=state.batch_count,
-                previous_lambda=state.previous_lambda,
-                weight_sum=state.weight_sum,
-            ),
+            "view": view,
             "prediction": _abi.make(
                 _abi.RhCudaPrediction,
-                x_design=pointer(a["probe_X"]),
-                prediction=pointer(a["prediction"]),
+                x_design=host_address(a["probe_X"]),
+                prediction=host_address(a["prediction"]),
                 n_rows=a["probe_X"].shape[0],
                 n_columns=a["probe_X"].shape[1],
                 n_features_in=n_features_in,

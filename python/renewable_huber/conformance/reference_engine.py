@@ -7,7 +7,7 @@ import numpy as np
 
 from ..config import UpdateConfig
 from ..core import design_matrix, renewable_update
-from ..state import RenewableState
+from ..state import RenewableState, counters_of
 
 
 class ReferenceSession:
@@ -17,12 +17,9 @@ class ReferenceSession:
 
     def restore(self, state: RenewableState) -> None:
         self.state = RenewableState(
-            coefficients=np.array(state.coefficients, dtype=self.dtype),
-            information=np.array(state.information, dtype=self.dtype),
-            n_samples_seen=int(state.n_samples_seen),
-            batch_count=int(state.batch_count),
-            previous_lambda=float(state.previous_lambda),
-            weight_sum=float(state.weight_sum),
+            np.array(state.coefficients, dtype=self.dtype),
+            np.array(state.information, dtype=self.dtype),
+            *counters_of(state),
             meat=None if state.meat is None else np.array(state.meat, dtype=np.float64),
         )
 
