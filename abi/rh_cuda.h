@@ -166,7 +166,10 @@ typedef struct RhCudaHostBatch {
 } RhCudaHostBatch;
 
 /* One batch in device memory on the engine's device. 56 bytes. Same layout and rules as
- * RhCudaHostBatch; the engine reads the caller's memory in place on its stream. Every pointer
+ * RhCudaHostBatch; the engine reads the caller's memory in place on its stream, which waits for
+ * no other stream: the data must be complete when the call is made (written on the engine's
+ * stream, see rh_cuda_engine_stream, or synchronised; a cudaMemcpy from pageable host memory
+ * may return before its copy lands). Every pointer
  * must be aligned to the engine dtype (4 or 8 bytes): a misaligned one is INVALID_ARGUMENT
  * before anything reads it (also for device predictions). */
 typedef struct RhCudaDeviceBatch {

@@ -58,7 +58,10 @@ class DeviceArray {
       }
     }
     ptr_ = static_cast<unsigned char*>(base_) + offset;
-    if (bytes > 0 && cudaMemcpy(ptr_, host.data(), bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+    // Complete before the engine reads it on its own stream (a pageable cudaMemcpy may return
+    // before its DMA lands).
+    if (bytes > 0 && (cudaMemcpy(ptr_, host.data(), bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+                      cudaDeviceSynchronize() != cudaSuccess)) {
       std::exit(3);
     }
     bytes_ = bytes;

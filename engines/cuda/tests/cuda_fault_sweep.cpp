@@ -121,7 +121,8 @@ struct Data {
           cudaMalloc(&device_y[s], yb) != cudaSuccess ||
           cudaMalloc(&device_out[s], yb) != cudaSuccess ||
           cudaMemcpy(device_x[s], x(dtype), xb, cudaMemcpyHostToDevice) != cudaSuccess ||
-          cudaMemcpy(device_y[s], y(dtype), yb, cudaMemcpyHostToDevice) != cudaSuccess) {
+          cudaMemcpy(device_y[s], y(dtype), yb, cudaMemcpyHostToDevice) != cudaSuccess ||
+          cudaDeviceSynchronize() != cudaSuccess) {
         std::fprintf(stderr, "device copies of the sweep data failed\n");
         std::exit(1);
       }
@@ -299,7 +300,8 @@ RhCudaStatus op_predict_device(Fixture& f) {
   const size_t bytes = prediction_bytes(f);
   std::memset(f.out.predictions, kCanary, sizeof f.out.predictions);
   if (cudaMemcpy(data->device_out[s], f.out.predictions, bytes, cudaMemcpyHostToDevice) !=
-      cudaSuccess) {
+          cudaSuccess ||
+      cudaDeviceSynchronize() != cudaSuccess) {
     std::fprintf(stderr, "copying the canary to the device output failed\n");
     ++failures();
   }

@@ -182,8 +182,11 @@ class DeviceBatchCopy {
  private:
   static void* upload(const void* host, size_t bytes, const char* what) {
     void* device = nullptr;
+    // cudaMemcpy from pageable memory may return before its DMA lands, and the engine reads
+    // device input on its own stream: the data must be complete before the call.
     if (cudaMalloc(&device, bytes) != cudaSuccess ||
-        cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess) {
       std::fprintf(stderr, "  device copy of %s failed\n", what);
       ++failures();
     }
