@@ -2,7 +2,6 @@
 #include "rh_cuda.h"
 // The optional row-statistics extension header, twice as well (it includes rh_cuda.h again).
 #include "rh_cuda_row_statistics.h"
-#include "rh_cuda_row_statistics.h"
 
 RhCudaStatus rh_abi_header_check_cxx(RhCudaEngine* engine);
 RhCudaStatus rh_abi_header_check_cxx(RhCudaEngine* engine) {

@@ -169,9 +169,8 @@ RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, RhErrorBuffer* 
  * overflow-free, batch_weight finite >= 0 and n_rows without sample_weight. Data values are the
  * engine's to check. */
 RhCudaStatus rh_validate_row_statistics(const RhCudaHostBatch* batch,
-                                        const RhCudaRowStatistics* statistics,
-                                        int64_t n_parameters, size_t elem_size,
-                                        RhErrorBuffer* err);
+                                        const RhCudaRowStatistics* statistics, int64_t n_parameters,
+                                        size_t elem_size, RhErrorBuffer* err);
 
 /* Returns the index of the first non-finite value in data[0..count), or -1 when all are
  * finite. */

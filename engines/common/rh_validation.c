@@ -342,9 +342,8 @@ static RhCudaStatus check_statistic_output(const void* output, uint64_t statisti
 }
 
 RhCudaStatus rh_validate_row_statistics(const RhCudaHostBatch* batch,
-                                        const RhCudaRowStatistics* statistics,
-                                        int64_t n_parameters, size_t elem_size,
-                                        RhErrorBuffer* err) {
+                                        const RhCudaRowStatistics* statistics, int64_t n_parameters,
+                                        size_t elem_size, RhErrorBuffer* err) {
   const char* name = "RhCudaRowStatistics";
   RH_TRY(rh_check_header(statistics, name, (uint32_t)sizeof(RhCudaRowStatistics), err));
   const uint64_t bits = statistics->statistics;
@@ -367,14 +366,14 @@ RhCudaStatus rh_validate_row_statistics(const RhCudaHostBatch* batch,
                    "%s.bandwidth is %.17g: must be a finite positive normal number (>= %.17g)",
                    name, statistics->bandwidth, RH_MIN_BANDWIDTH);
   }
-  RH_TRY(check_statistic_output(statistics->score, bits, RH_CUDA_STATISTIC_SCORE, "score",
-                                "SCORE", err));
+  RH_TRY(check_statistic_output(statistics->score, bits, RH_CUDA_STATISTIC_SCORE, "score", "SCORE",
+                                err));
   RH_TRY(check_statistic_output(statistics->curvature_gram, bits, RH_CUDA_STATISTIC_CURVATURE,
                                 "curvature_gram", "CURVATURE", err));
   RH_TRY(check_statistic_output(statistics->majoriser_gram, bits, RH_CUDA_STATISTIC_MAJORISER,
                                 "majoriser_gram", "MAJORISER", err));
-  RH_TRY(check_statistic_output(statistics->meat, bits, RH_CUDA_STATISTIC_MEAT, "meat", "MEAT",
-                                err));
+  RH_TRY(
+      check_statistic_output(statistics->meat, bits, RH_CUDA_STATISTIC_MEAT, "meat", "MEAT", err));
 
   const char* batch_name = "RhCudaHostBatch";
   RH_TRY(rh_check_header(batch, batch_name, (uint32_t)sizeof(RhCudaHostBatch), err));
@@ -386,7 +385,8 @@ RhCudaStatus rh_validate_row_statistics(const RhCudaHostBatch* batch,
   }
   if (batch->n_columns != n_parameters) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                   "%s.n_columns is %" PRId64 ": row statistics need the full design, "
+                   "%s.n_columns is %" PRId64
+                   ": row statistics need the full design, "
                    "n_parameters (%" PRId64 ") columns",
                    batch_name, batch->n_columns, n_parameters);
   }

@@ -91,7 +91,7 @@ def lookup(lib: ctypes.CDLL):
             version = functions[0]
             version.restype, version.argtypes = ctypes.c_uint32, []
             if int(version()) == ROW_STATISTICS_VERSION:
-                for (name, restype, argtypes), function in zip(SIGNATURES, functions, strict=True):
+                for (_, restype, argtypes), function in zip(SIGNATURES, functions, strict=True):
                     function.restype = restype
                     function.argtypes = list(argtypes)
                 found = lib

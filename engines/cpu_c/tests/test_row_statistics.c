@@ -8,7 +8,7 @@
 #include "test_support.h"
 
 #define NF 4
-#define NP 5 /* the design carries the intercept column (ones) last */
+#define NP 5    /* the design carries the intercept column (ones) last */
 #define NR 2600 /* several row blocks and Gram super-blocks */
 
 static double XD[NR * NP], YD[NR], WD[NR];
@@ -114,17 +114,20 @@ static void check_all(int f32, int weighted, uint64_t bits) {
   memset(&out, 0, sizeof out);
   RhCudaRowStatistics s = request(bits, f32 ? (const void*)BETA_F : (const void*)BETA, &out);
   const void* w = !weighted ? NULL : (f32 ? (const void*)WF : (const void*)WD);
-  RhCudaHostBatch b = rh_batch(f32 ? (const void*)XF : (const void*)XD,
-                               f32 ? (const void*)YF : (const void*)YD, w, NR, NP,
-                               weighted ? weight_sum(f32) : (double)NR);
+  RhCudaHostBatch b =
+      rh_batch(f32 ? (const void*)XF : (const void*)XD, f32 ? (const void*)YF : (const void*)YD, w,
+               NR, NP, weighted ? weight_sum(f32) : (double)NR);
   CHECK_STATUS(rh_cuda_engine_row_statistics(engine, &b, &s), RH_CUDA_SUCCESS);
   Expected e;
   expected_sums(f32, weighted, s.tau, s.bandwidth, &e);
   const double rtol = 1e-12;
-  if (bits & RH_CUDA_STATISTIC_LOSS) CHECK_CLOSE(s.loss, e.loss, rtol, 0.0);
-  if (bits & RH_CUDA_STATISTIC_NORM) CHECK_CLOSE(s.weighted_norm, e.norm, rtol, 0.0);
+  if (bits & RH_CUDA_STATISTIC_LOSS)
+    CHECK_CLOSE(s.loss, e.loss, rtol, 0.0);
+  if (bits & RH_CUDA_STATISTIC_NORM)
+    CHECK_CLOSE(s.weighted_norm, e.norm, rtol, 0.0);
   for (int j = 0; j < NP; ++j) {
-    if (bits & RH_CUDA_STATISTIC_SCORE) CHECK_CLOSE(out.score[j], e.score[j], rtol, 1e-9);
+    if (bits & RH_CUDA_STATISTIC_SCORE)
+      CHECK_CLOSE(out.score[j], e.score[j], rtol, 1e-9);
     for (int k = 0; k < NP; ++k) {
       const int q = j * NP + k;
       if (bits & RH_CUDA_STATISTIC_CURVATURE) {
@@ -190,10 +193,14 @@ static void refused(RhCudaEngine* engine, const RhCudaHostBatch* b, RhCudaRowSta
                     const char* needle, int line) {
   Outputs out;
   memset(&out, 0x5a, sizeof out);
-  if (s.score) s.score = out.score;
-  if (s.curvature_gram) s.curvature_gram = out.curvature;
-  if (s.majoriser_gram) s.majoriser_gram = out.majoriser;
-  if (s.meat) s.meat = out.meat;
+  if (s.score)
+    s.score = out.score;
+  if (s.curvature_gram)
+    s.curvature_gram = out.curvature;
+  if (s.majoriser_gram)
+    s.majoriser_gram = out.majoriser;
+  if (s.meat)
+    s.meat = out.meat;
   s.loss = -7.0;
   s.weighted_norm = -7.0;
   RhCudaStatus status = rh_cuda_engine_row_statistics(engine, b, &s);
@@ -221,51 +228,107 @@ static void test_every_refusal(void) {
   CHECK_STATUS(rh_cuda_engine_row_statistics(engine, &batch, NULL), RH_CUDA_INVALID_ARGUMENT);
   CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "RhCudaRowStatistics pointer is NULL");
 
-  s = good; s.abi_version = 1; refused(engine, &batch, s, "RhCudaRowStatistics.abi_version is 1", __LINE__);
-  s = good; s.struct_size = 80; refused(engine, &batch, s, "RhCudaRowStatistics.struct_size is 80", __LINE__);
-  s = good; s.statistics = 0; refused(engine, &batch, s, "RhCudaRowStatistics.statistics is 0", __LINE__);
-  s = good; s.statistics = 0x7f; refused(engine, &batch, s, "unknown bits 0x40", __LINE__);
-  s = good; s.coefficients = NULL; refused(engine, &batch, s, "RhCudaRowStatistics.coefficients is NULL", __LINE__);
-  s = good; s.tau = 0.0; refused(engine, &batch, s, "RhCudaRowStatistics.tau is 0", __LINE__);
-  s = good; s.tau = NAN; refused(engine, &batch, s, "RhCudaRowStatistics.tau is nan", __LINE__);
-  s = good; s.bandwidth = 1e-310; refused(engine, &batch, s, "RhCudaRowStatistics.bandwidth is", __LINE__);
-  s = good; s.bandwidth = INFINITY; refused(engine, &batch, s, "RhCudaRowStatistics.bandwidth is inf", __LINE__);
-  s = good; s.score = NULL; refused(engine, &batch, s, "RhCudaRowStatistics.score is NULL", __LINE__);
-  s = good; s.curvature_gram = NULL; refused(engine, &batch, s, "curvature_gram is NULL", __LINE__);
-  s = good; s.majoriser_gram = NULL; refused(engine, &batch, s, "majoriser_gram is NULL", __LINE__);
-  s = good; s.meat = NULL; refused(engine, &batch, s, "RhCudaRowStatistics.meat is NULL", __LINE__);
-  s = good; s.statistics = RH_CUDA_STATISTIC_LOSS; s.score = NULL; s.curvature_gram = NULL; s.majoriser_gram = NULL;
-  refused(engine, &batch, s, "RhCudaRowStatistics.meat is set but statistics (0x1) does not request MEAT", __LINE__);
+  s = good;
+  s.abi_version = 1;
+  refused(engine, &batch, s, "RhCudaRowStatistics.abi_version is 1", __LINE__);
+  s = good;
+  s.struct_size = 80;
+  refused(engine, &batch, s, "RhCudaRowStatistics.struct_size is 80", __LINE__);
+  s = good;
+  s.statistics = 0;
+  refused(engine, &batch, s, "RhCudaRowStatistics.statistics is 0", __LINE__);
+  s = good;
+  s.statistics = 0x7f;
+  refused(engine, &batch, s, "unknown bits 0x40", __LINE__);
+  s = good;
+  s.coefficients = NULL;
+  refused(engine, &batch, s, "RhCudaRowStatistics.coefficients is NULL", __LINE__);
+  s = good;
+  s.tau = 0.0;
+  refused(engine, &batch, s, "RhCudaRowStatistics.tau is 0", __LINE__);
+  s = good;
+  s.tau = NAN;
+  refused(engine, &batch, s, "RhCudaRowStatistics.tau is nan", __LINE__);
+  s = good;
+  s.bandwidth = 1e-310;
+  refused(engine, &batch, s, "RhCudaRowStatistics.bandwidth is", __LINE__);
+  s = good;
+  s.bandwidth = INFINITY;
+  refused(engine, &batch, s, "RhCudaRowStatistics.bandwidth is inf", __LINE__);
+  s = good;
+  s.score = NULL;
+  refused(engine, &batch, s, "RhCudaRowStatistics.score is NULL", __LINE__);
+  s = good;
+  s.curvature_gram = NULL;
+  refused(engine, &batch, s, "curvature_gram is NULL", __LINE__);
+  s = good;
+  s.majoriser_gram = NULL;
+  refused(engine, &batch, s, "majoriser_gram is NULL", __LINE__);
+  s = good;
+  s.meat = NULL;
+  refused(engine, &batch, s, "RhCudaRowStatistics.meat is NULL", __LINE__);
+  s = good;
+  s.statistics = RH_CUDA_STATISTIC_LOSS;
+  s.score = NULL;
+  s.curvature_gram = NULL;
+  s.majoriser_gram = NULL;
+  refused(engine, &batch, s,
+          "RhCudaRowStatistics.meat is set but statistics (0x1) does not request MEAT", __LINE__);
 
   refused(engine, NULL, good, "RhCudaHostBatch pointer is NULL", __LINE__);
-  b = batch; b.abi_version = 3; refused(engine, &b, good, "RhCudaHostBatch.abi_version is 3", __LINE__);
-  b = batch; b.x_design = NULL; refused(engine, &b, good, "RhCudaHostBatch.x_design is NULL", __LINE__);
-  b = batch; b.y = NULL; refused(engine, &b, good, "RhCudaHostBatch.y is NULL", __LINE__);
-  b = batch; b.n_columns = NF; refused(engine, &b, good, "RhCudaHostBatch.n_columns is 4", __LINE__);
-  b = batch; b.n_rows = 0; refused(engine, &b, good, "RhCudaHostBatch.n_rows is 0", __LINE__);
-  b = batch; b.n_rows = INT64_MAX / 2; refused(engine, &b, good, "overflows", __LINE__);
-  b = batch; b.batch_weight = -1.0; refused(engine, &b, good, "RhCudaHostBatch.batch_weight is -1", __LINE__);
-  b = batch; b.batch_weight = 5.0; refused(engine, &b, good, "without sample_weight it must equal n_rows", __LINE__);
+  b = batch;
+  b.abi_version = 3;
+  refused(engine, &b, good, "RhCudaHostBatch.abi_version is 3", __LINE__);
+  b = batch;
+  b.x_design = NULL;
+  refused(engine, &b, good, "RhCudaHostBatch.x_design is NULL", __LINE__);
+  b = batch;
+  b.y = NULL;
+  refused(engine, &b, good, "RhCudaHostBatch.y is NULL", __LINE__);
+  b = batch;
+  b.n_columns = NF;
+  refused(engine, &b, good, "RhCudaHostBatch.n_columns is 4", __LINE__);
+  b = batch;
+  b.n_rows = 0;
+  refused(engine, &b, good, "RhCudaHostBatch.n_rows is 0", __LINE__);
+  b = batch;
+  b.n_rows = INT64_MAX / 2;
+  refused(engine, &b, good, "overflows", __LINE__);
+  b = batch;
+  b.batch_weight = -1.0;
+  refused(engine, &b, good, "RhCudaHostBatch.batch_weight is -1", __LINE__);
+  b = batch;
+  b.batch_weight = 5.0;
+  refused(engine, &b, good, "without sample_weight it must equal n_rows", __LINE__);
   b = rh_batch(XD, YD, WD, NR, NP, weight_sum(0) + 50.0);
   refused(engine, &b, good, "sample_weight sums to", __LINE__);
 
   /* Bad values: a copy of the data with one value spoiled at a time. */
   static double x[NR * NP], y[NR], w[NR], beta[NP];
-  memcpy(x, XD, sizeof x); memcpy(y, YD, sizeof y); memcpy(w, WD, sizeof w); memcpy(beta, BETA, sizeof beta);
+  memcpy(x, XD, sizeof x);
+  memcpy(y, YD, sizeof y);
+  memcpy(w, WD, sizeof w);
+  memcpy(beta, BETA, sizeof beta);
   const double total = weight_sum(0);
   x[7 * NP + 2] = NAN;
-  b = rh_batch(x, y, w, NR, NP, total); refused(engine, &b, good, "RhCudaHostBatch.x_design[7, 2] is nan", __LINE__);
+  b = rh_batch(x, y, w, NR, NP, total);
+  refused(engine, &b, good, "RhCudaHostBatch.x_design[7, 2] is nan", __LINE__);
   x[7 * NP + 2] = XD[7 * NP + 2];
   y[11] = INFINITY;
-  b = rh_batch(x, y, w, NR, NP, total); refused(engine, &b, good, "RhCudaHostBatch.y[11] is inf", __LINE__);
+  b = rh_batch(x, y, w, NR, NP, total);
+  refused(engine, &b, good, "RhCudaHostBatch.y[11] is inf", __LINE__);
   y[11] = YD[11];
   w[3] = -w[1];
-  b = rh_batch(x, y, w, NR, NP, total - w[1] - WD[3]); refused(engine, &b, good, "RhCudaHostBatch.sample_weight[3] is negative", __LINE__);
+  b = rh_batch(x, y, w, NR, NP, total - w[1] - WD[3]);
+  refused(engine, &b, good, "RhCudaHostBatch.sample_weight[3] is negative", __LINE__);
   w[3] = NAN;
-  b = rh_batch(x, y, w, NR, NP, total); refused(engine, &b, good, "RhCudaHostBatch.sample_weight[3] is nan", __LINE__);
+  b = rh_batch(x, y, w, NR, NP, total);
+  refused(engine, &b, good, "RhCudaHostBatch.sample_weight[3] is nan", __LINE__);
   beta[2] = -INFINITY;
-  s = good; s.coefficients = beta;
-  b = rh_batch(XD, YD, NULL, NR, NP, NR); refused(engine, &b, s, "RhCudaRowStatistics.coefficients[2] is -inf", __LINE__);
+  s = good;
+  s.coefficients = beta;
+  b = rh_batch(XD, YD, NULL, NR, NP, NR);
+  refused(engine, &b, s, "RhCudaRowStatistics.coefficients[2] is -inf", __LINE__);
   rh_cuda_engine_destroy(engine);
 }
 

@@ -92,8 +92,9 @@ def _call(lib, handle, design, y, w, beta, bits, tau, bandwidth, outputs):
         n_rows=design.shape[0], n_columns=design.shape[1],
         batch_weight=float(design.shape[0]) if w is None else float(np.sum(w, dtype=np.float64)),
     )
-    request = _row_statistics.RhCudaRowStatistics(
-        abi_version=_abi.ABI_VERSION, struct_size=ctypes.sizeof(_row_statistics.RhCudaRowStatistics),
+    struct = _row_statistics.RhCudaRowStatistics
+    request = struct(
+        abi_version=_abi.ABI_VERSION, struct_size=ctypes.sizeof(struct),
         statistics=bits, coefficients=pointer(beta), tau=tau, bandwidth=bandwidth,
         score=pointer(outputs.get("score")), curvature_gram=pointer(outputs.get("curvature")),
         majoriser_gram=pointer(outputs.get("majoriser")), meat=pointer(outputs.get("meat")),
