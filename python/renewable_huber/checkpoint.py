@@ -87,9 +87,10 @@ _INFERENCE_IN_CONFIG = 5
 # The source record: the data file (path, size) and a SHA-256 of its first prefix_bytes bytes,
 # plus the number of its data rows the model holds. See validate_source.
 SOURCE_KEYS = ("path", "size", "prefix_bytes", "prefix_sha256", "rows")
-# Written by `fit --dask` only: how many leading partitions of the dataset the model holds.
-# Optional, so every earlier record stays valid.
-SOURCE_OPTIONAL_KEYS = ("partitions",)
+# Written by `fit --dask` only: how many leading partitions of the dataset the model holds,
+# and (with --batch-size, when a batch ended inside a partition) how many leading rows of the
+# next partition it holds too. Optional, so every earlier record stays valid.
+SOURCE_OPTIONAL_KEYS = ("partitions", "partition_rows")
 _MAX_SOURCE_PATH = 4096
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
@@ -468,6 +469,9 @@ def validate_source(record) -> dict[str, Any]:
       partitions     (fit --dask) the source is a partitioned dataset: path names it, size is
                      its bytes, prefix_bytes == size, prefix_sha256 fingerprints its files,
                      and the model holds its first `partitions` partitions (`rows` rows)
+      partition_rows (fit --dask, only with partitions, >= 1) the model also holds the first
+                     partition_rows rows of partition `partitions` (counted in `rows`): a
+                     batch of --batch-size rows ended inside it
     """
     try:
         return _source(record)
@@ -498,6 +502,13 @@ def _source(record) -> dict[str, Any]:
                "prefix_sha256": digest, "rows": rows}
     if "partitions" in record:
         checked["partitions"] = _source_integer(record, "partitions", 0)
+    if "partition_rows" in record:
+        if "partitions" not in record:
+            raise _Corrupt("source.partition_rows needs source.partitions")
+        checked["partition_rows"] = _source_integer(record, "partition_rows", 1)
+        if checked["partition_rows"] > rows:
+            raise _Corrupt(f"source.partition_rows {checked['partition_rows']} exceeds "
+                           f"source.rows {rows}")
     return checked
 
 

@@ -183,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--weight-column", type=_column_name, metavar="COL",
                      help="per-row sample weights (>= 0) from this column")
     fit.add_argument("--batch-size", type=_positive_int, metavar="B",
-                     help=f"rows per batch (default {DEFAULT_BATCH_ROWS})")
+                     help=f"rows per batch (default {DEFAULT_BATCH_ROWS}; with --dask: rows of "
+                     "the dataset, instead of --partitions-per-batch)")
     fit.add_argument("--dask", metavar="ADDRESS|local:N",
                      help="fit on a Dask cluster: a scheduler address, or local:N for a local "
                      "cluster of N worker processes (the [dask] extra; docs/dask.md)")
