@@ -426,6 +426,15 @@ def _starting_row(args, table, source) -> tuple[int, int]:
                 f"(recorded source {recorded}); drop --skip-rows to continue after row "
                 f"{held:,}")
         return max(skip or 0, held), held
+    if args.new_data and "files" in source:
+        # A checkpoint of fit --dask lists its dataset's files: this file may be one of them.
+        from .checkpoint import local_file_fingerprint
+
+        if local_file_fingerprint(args.data) in set(source["files"]):
+            raise ResumeRefused(
+                f"{args.data} is not new data: it is a file of the dataset {args.resume} was "
+                f"fitted on ({recorded}: same size and last 64 KiB); pass a file the model "
+                f"has not seen")
     if not args.new_data:
         how = ("is shorter than the part it read" if table.size < source["prefix_bytes"]
                else f"differs in its first {source['prefix_bytes']:,} bytes")

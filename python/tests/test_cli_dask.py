@@ -258,6 +258,15 @@ def test_the_source_record_takes_an_optional_partition_count():
                          ({"partitions": 1, "partition_rows": 5}, "exceeds source.rows 4")):
         with pytest.raises(ValidationError, match=message):
             validate_source({**record, **bad})
+    # the dataset's files, each by a 16-digit fingerprint
+    files = ["0123456789abcdef", "fedcba9876543210"]
+    assert validate_source({**record, "partitions": 1, "files": files})["files"] == files
+    for bad, message in (({"files": files}, "files needs source.partitions"),
+                         ({"partitions": 1, "files": []}, "must be a list of 1 to"),
+                         ({"partitions": 1, "files": ["0123"]}, "must be a list of 1 to"),
+                         ({"partitions": 1, "files": "0123456789abcdef"}, "must be a list")):
+        with pytest.raises(ValidationError, match=message):
+            validate_source({**record, **bad})
 
 
 # --- the options of `fit` that follow the stream's rows, under --dask ----------------------
@@ -501,6 +510,37 @@ def test_new_data_continues_a_cluster_model_on_another_dataset(dataset, address,
                                        weights=True))
 
 
+@pytest.mark.parametrize("copy", [False, True], ids=["the-file", "a-renamed-copy"])
+def test_new_data_sharing_files_with_the_recorded_dataset_is_refused(dataset, address, capsys,
+                                                                     tmp_path, copy):
+    """Each file of a fit --dask dataset is recorded by its own fingerprint: DATA that holds
+    one of them among new files (a directory with files added since, or a copy of one) is
+    not new data, even though the dataset as a whole differs."""
+    import shutil
+
+    _, paths = dataset
+    checkpoint = tmp_path / "model.npz"
+    status, _, err = run(_on_cluster(address, paths[:2], 1, "--checkpoint", checkpoint),
+                         capsys)
+    assert status == 0, err
+    source = load_checkpoint(checkpoint)["source"]
+    assert len(source["files"]) == 2 and source["files"][0] != source["files"][1]
+    before = checkpoint.read_bytes()
+    shared = paths[1]
+    if copy:
+        shared = tmp_path / "renamed.parquet"
+        shutil.copyfile(paths[1], shared)
+    status, _, err = run(_on_cluster(address, [shared, paths[2]], 1, "--resume", checkpoint,
+                                     "--new-data", "--checkpoint", checkpoint), capsys)
+    assert status == 1
+    assert (f"is not new data: its file {shared} is a file of the dataset"
+            in one_error_line(err))
+    assert checkpoint.read_bytes() == before
+    status, _, err = run(_on_cluster(address, paths, 1, "--resume", checkpoint, "--new-data"),
+                         capsys)
+    assert status == 1 and "(and 1 more) is a file of the dataset" in one_error_line(err)
+
+
 @pytest.mark.parametrize("case", ["same dataset", "recorded file among DATA"])
 def test_new_data_on_rows_the_model_holds_is_refused(dataset, address, capsys, tmp_path,
                                                     case):
@@ -682,3 +722,23 @@ def test_batch_size_resumes_inside_a_partition_to_the_uninterrupted_stream(
     assert status == 0, err
     regrouped = json.loads(out)
     assert regrouped["n_samples_seen"] == 900 and regrouped["run"]["started_after_row"] == 500
+
+
+def test_one_file_new_data_after_a_cluster_checkpoint_refuses_a_recorded_file(
+        dataset, address, capsys, tmp_path):
+    frames, paths = dataset
+    checkpoint = tmp_path / "model.npz"
+    status, _, err = run(_on_cluster(address, paths[:2], 1, "--checkpoint", checkpoint),
+                         capsys)
+    assert status == 0, err
+    before = checkpoint.read_bytes()
+    status, _, err = run(_in_process_cli(paths[0], 300, "--resume", checkpoint, "--new-data",
+                                         "--checkpoint", checkpoint), capsys)
+    assert status == 1
+    assert f"{paths[0]} is not new data: it is a file of the dataset" in one_error_line(err)
+    assert checkpoint.read_bytes() == before
+    status, _, err = run(_in_process_cli(paths[2], 300, "--resume", checkpoint, "--new-data",
+                                         "--checkpoint", checkpoint), capsys)
+    assert status == 0, err
+    _assert_same_model(RenewableHuberRegressor.load(checkpoint),
+                       _stream_of_rows(frames, [(0, 300), (300, 600), (600, 900)]))

@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from ..checkpoint import FINGERPRINT_TAIL_BYTES, MAX_SOURCE_FILES, file_fingerprint
 from ..cli import (
     PROG,
     DataBatchError,
@@ -147,21 +148,25 @@ class _Dataset:
     """The files of DATA as a checkpoint's source record names them: the path for people, the
     total size, and a SHA-256 over each file's size and last bytes (a Parquet file ends with
     its footer: schema, row groups, their row counts and offsets), in DATA's order and each
-    directory's sorted order. Reading the footers only keeps this cheap for large datasets."""
+    directory's sorted order; and each file's own fingerprint (the first 16 hexadecimal digits
+    of a SHA-256 over its size and last bytes), so --new-data can tell a file the recorded
+    dataset had. Reading the footers only keeps this cheap for large datasets."""
 
-    TAIL_BYTES = 1 << 16
+    TAIL_BYTES = FINGERPRINT_TAIL_BYTES
 
     def __init__(self, data: list[str], npartitions: int):
         self.npartitions = npartitions
         self.files = list(_files(data))
         digest = hashlib.sha256()
         size = 0
+        self.fingerprints: list[str] = []
         for fs, path in self.files:
             length = int(fs.size(path))
             with fs.open(path, "rb") as handle:
                 handle.seek(max(0, length - self.TAIL_BYTES))
                 tail = handle.read()
             digest.update(length.to_bytes(8, "little") + tail)
+            self.fingerprints.append(file_fingerprint(length, tail))
             size += length
         digest.update(npartitions.to_bytes(8, "little"))
         self.size, self.sha256 = size, digest.hexdigest()
@@ -175,7 +180,16 @@ class _Dataset:
                   "prefix_sha256": self.sha256, "rows": rows, "partitions": partitions}
         if cut:
             record["partition_rows"] = cut
+        if 0 < len(self.fingerprints) <= MAX_SOURCE_FILES:
+            record["files"] = list(self.fingerprints)
         return record
+
+    def shared_files(self, source: dict) -> list[str]:
+        """DATA's files whose fingerprint the record lists (none when it lists none)."""
+        recorded = set(source.get("files", ()))
+        return [path for (_, path), fingerprint in zip(self.files, self.fingerprints,
+                                                       strict=True)
+                if fingerprint in recorded]
 
     def same(self, source: dict) -> bool:
         return source["size"] == self.size and source["prefix_sha256"] == self.sha256
@@ -223,6 +237,14 @@ def _first_partition(args, dataset: _Dataset, source) -> tuple[int, int, int]:
             f"records{add_new_data}")
     if not dataset.same(source):
         if args.new_data:
+            shared = dataset.shared_files(source)
+            if shared:
+                more = f" (and {len(shared) - 1:,} more)" if len(shared) > 1 else ""
+                raise ResumeRefused(
+                    f"{data} is not new data: its file {shared[0]}{more} is a file of the "
+                    f"dataset {args.resume} was fitted on ({source['path']}: same size and "
+                    f"last 64 KiB); pass only files the model has not seen, or resume that "
+                    f"dataset without --new-data")
             return 0, 0, 0
         raise ResumeRefused(
             f"{data} is not the dataset {args.resume} was fitted on ({source['path']}, "
