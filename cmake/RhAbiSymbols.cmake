@@ -35,12 +35,51 @@ function(rh_abi_symbols manifest out_var)
   set(${out_var} "${names}" PARENT_SCOPE)
 endfunction()
 
-# rh_generate_version_script(<manifest> <output>): a GNU ld version script that exports exactly
-# the manifest's symbols and keeps everything else (rh_common, libgomp, the static CUDA runtime)
-# local. Rewritten only when its text changes, so a reconfigure relinks nothing needlessly; the
-# manifest is a configure dependency, so editing it regenerates the script.
+# rh_abi_extension_symbols(<manifest> <out-var>): the function names of the manifest's optional
+# extensions ("extensions": [{"name", "symbols": [...]}, ...]), in manifest order; empty when it
+# has none. They are never among the 17 required symbols: an engine exports an extension's
+# symbols in addition, or not at all. Same name rules as the core symbols.
+function(rh_abi_extension_symbols manifest out_var)
+  file(READ "${manifest}" json)
+  rh_abi_symbols("${manifest}" core)
+  set(names "")
+  string(JSON n_extensions ERROR_VARIABLE json_error LENGTH "${json}" extensions)
+  if(json_error OR n_extensions EQUAL 0)
+    set(${out_var} "" PARENT_SCOPE)
+    return()
+  endif()
+  math(EXPR last_extension "${n_extensions} - 1")
+  foreach(e RANGE ${last_extension})
+    string(JSON extension GET "${json}" extensions ${e} name)
+    string(JSON n_symbols LENGTH "${json}" extensions ${e} symbols)
+    math(EXPR last "${n_symbols} - 1")
+    foreach(i RANGE ${last})
+      string(JSON name GET "${json}" extensions ${e} symbols ${i} name)
+      if(NOT name MATCHES "^rh_cuda_[a-z0-9_]+$")
+        message(FATAL_ERROR "${manifest}:\n  extension ${extension} symbol ${i} has the name '${name}', not rh_cuda_[a-z0-9_]+")
+      endif()
+      if(name IN_LIST names OR name IN_LIST core)
+        message(FATAL_ERROR "${manifest}:\n  symbol ${name} is listed twice")
+      endif()
+      list(APPEND names "${name}")
+    endforeach()
+  endforeach()
+  set(${out_var} "${names}" PARENT_SCOPE)
+endfunction()
+
+# rh_generate_version_script(<manifest> <output> [WITH_EXTENSIONS]): a GNU ld version script
+# that exports exactly the manifest's symbols (with WITH_EXTENSIONS also its optional extensions'
+# symbols: librh_cpu implements them, librh_cuda does not yet) and keeps everything else
+# (rh_common, libgomp, the static CUDA runtime) local. Rewritten only when its text changes, so a
+# reconfigure relinks nothing needlessly; the manifest is a configure dependency, so editing it
+# regenerates the script.
 function(rh_generate_version_script manifest output)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "WITH_EXTENSIONS" "" "")
   rh_abi_symbols("${manifest}" names)
+  if(arg_WITH_EXTENSIONS)
+    rh_abi_extension_symbols("${manifest}" extension_names)
+    list(APPEND names ${extension_names})
+  endif()
   file(RELATIVE_PATH shown "${PROJECT_SOURCE_DIR}" "${manifest}")
   set(body "/* Generated from ${shown} by cmake/RhAbiSymbols.cmake; do not edit. */\n{\n  global:\n")
   foreach(name IN LISTS names)
@@ -54,21 +93,27 @@ function(rh_generate_version_script manifest output)
   endif()
 endfunction()
 
-# rh_add_export_check(<test> <target> [MANIFEST <json>] [EXPECT_FAILURE <regex>]): a ctest that
-# runs check_exports.cmake on <target>'s library against the manifest (default: the project's).
+# rh_add_export_check(<test> <target> [MANIFEST <json>] [EXPECT_FAILURE <regex>]
+#                     [WITH_EXTENSIONS]): a ctest that runs check_exports.cmake on <target>'s
+# library against the manifest (default: the project's); WITH_EXTENSIONS: the library must also
+# export every symbol of the manifest's optional extensions.
 # With EXPECT_FAILURE the test passes only when the check fails with output matching <regex>
 # (tests of the check itself). ELF platforms only: elsewhere no version script is used.
 function(rh_add_export_check test target)
-  cmake_parse_arguments(PARSE_ARGV 2 arg "" "MANIFEST;EXPECT_FAILURE" "")
+  cmake_parse_arguments(PARSE_ARGV 2 arg "WITH_EXTENSIONS" "MANIFEST;EXPECT_FAILURE" "")
   if(NOT (UNIX AND NOT APPLE AND CMAKE_NM))
     return()
   endif()
   if(NOT arg_MANIFEST)
     set(arg_MANIFEST "${RH_ABI_MANIFEST}")
   endif()
+  set(extensions OFF)
+  if(arg_WITH_EXTENSIONS)
+    set(extensions ON)
+  endif()
   add_test(NAME ${test}
            COMMAND ${CMAKE_COMMAND} -DNM=${CMAKE_NM} -DLIBRARY=$<TARGET_FILE:${target}>
-                   -DMANIFEST=${arg_MANIFEST} -P "${PROJECT_SOURCE_DIR}/cmake/check_exports.cmake")
+                   -DMANIFEST=${arg_MANIFEST} -DWITH_EXTENSIONS=${extensions} -P "${PROJECT_SOURCE_DIR}/cmake/check_exports.cmake")
   if(arg_EXPECT_FAILURE)
     # ctest then ignores the exit code, so <regex> must be text that only the failure prints.
     set_tests_properties(${test} PROPERTIES PASS_REGULAR_EXPRESSION "${arg_EXPECT_FAILURE}")

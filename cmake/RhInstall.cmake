@@ -73,8 +73,9 @@ function(rh_install_engine target description)
 endfunction()
 
 function(rh_install_package)
-  install(FILES "${PROJECT_SOURCE_DIR}/abi/rh_cuda.h" DESTINATION "${RH_INSTALL_INCLUDEDIR}"
-          COMPONENT rh_common)
+  install(FILES "${PROJECT_SOURCE_DIR}/abi/rh_cuda.h"
+                "${PROJECT_SOURCE_DIR}/abi/rh_cuda_row_statistics.h"
+          DESTINATION "${RH_INSTALL_INCLUDEDIR}" COMPONENT rh_common)
   configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/renewable_huberConfig.cmake.in"
     "${PROJECT_BINARY_DIR}/renewable_huberConfig.cmake"
     INSTALL_DESTINATION "${RH_INSTALL_CMAKEDIR}")

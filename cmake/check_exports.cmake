@@ -1,7 +1,8 @@
 # cmake -DNM=<nm> -DLIBRARY=<engine library> -DMANIFEST=<abi/rh_cuda_contract.json>
-#       -P check_exports.cmake
+#       [-DWITH_EXTENSIONS=ON] -P check_exports.cmake
 # Fails unless LIBRARY exports exactly the functions the manifest lists (ctest runs it on every
-# shipped engine). NM is the nm of the toolchain.
+# shipped engine): its 17 required symbols, plus with WITH_EXTENSIONS every symbol of its
+# optional extensions. NM is the nm of the toolchain.
 include("${CMAKE_CURRENT_LIST_DIR}/RhAbiSymbols.cmake")
 foreach(input NM LIBRARY MANIFEST)
   if(NOT DEFINED ${input})
@@ -9,6 +10,12 @@ foreach(input NM LIBRARY MANIFEST)
   endif()
 endforeach()
 rh_abi_symbols("${MANIFEST}" expected)
+set(extension_count 0)
+if(WITH_EXTENSIONS)
+  rh_abi_extension_symbols("${MANIFEST}" extension_names)
+  list(LENGTH extension_names extension_count)
+  list(APPEND expected ${extension_names})
+endif()
 
 execute_process(COMMAND "${NM}" -D --defined-only "${LIBRARY}"
                 OUTPUT_VARIABLE listing RESULT_VARIABLE rc)
@@ -36,4 +43,5 @@ if(extra OR missing)
                       "  exported but not in the manifest: ${extra}\n"
                       "  in the manifest but not exported: ${missing}")
 endif()
-message(STATUS "${LIBRARY}: exactly the ${RH_ABI_SYMBOL_COUNT} symbols of the manifest")
+message(STATUS "${LIBRARY}: exactly the ${RH_ABI_SYMBOL_COUNT} symbols of the manifest"
+               " and ${extension_count} extension symbols")

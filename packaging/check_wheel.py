@@ -39,6 +39,7 @@ BASE_MEMBERS = (
     f"{PACKAGE}/py.typed",
     f"{PACKAGE}/cli.py",
     f"{PACKAGE}/include/rh_cuda.h",
+    f"{PACKAGE}/include/rh_cuda_row_statistics.h",
     f"{PACKAGE}/cmake/renewable_huber/renewable_huberConfig.cmake",
     f"{PACKAGE}/cmake/renewable_huber/renewable_huberConfigVersion.cmake",
     f"{PACKAGE}/cmake/renewable_huber/renewable_huber_rh_cpu_targets.cmake",

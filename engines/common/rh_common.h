@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "rh_cuda.h"
+#include "rh_cuda_row_statistics.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -163,6 +164,16 @@ RhCudaStatus rh_validate_state_meat(const RhCudaHostStateView* state, int64_t n_
 
 /* Export target: header (as for the view), coefficients and information non-NULL. */
 RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, RhErrorBuffer* err);
+
+/* The row-statistics extension (rh_cuda_row_statistics.h): the request's header, statistic
+ * bits (non-zero, known), output pointers non-NULL exactly for the requested bits, coefficients
+ * non-NULL unless NORM alone, tau finite > 0, bandwidth a finite positive normal number; the
+ * batch's header, x_design and y non-NULL, n_rows >= 1, n_columns == n_parameters, sizes
+ * overflow-free, batch_weight finite >= 0 and n_rows without sample_weight. Data values are the
+ * engine's to check. */
+RhCudaStatus rh_validate_row_statistics(const RhCudaHostBatch* batch,
+                                        const RhCudaRowStatistics* statistics, int64_t n_parameters,
+                                        size_t elem_size, RhErrorBuffer* err);
 
 /* --------------------------------------------------- array values (rh_array_values.c) */
 

@@ -322,3 +322,83 @@ RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, RhErrorBuffer* 
   }
   return RH_CUDA_SUCCESS;
 }
+
+/* One output of a row-statistics request: non-NULL exactly when its bit is requested. */
+static RhCudaStatus check_statistic_output(const void* output, uint64_t statistics, uint64_t bit,
+                                           const char* field, const char* bit_name,
+                                           RhErrorBuffer* err) {
+  const int requested = (statistics & bit) != 0;
+  if (requested && output == NULL) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "RhCudaRowStatistics.%s is NULL: statistics requests %s", field, bit_name);
+  }
+  if (!requested && output != NULL) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "RhCudaRowStatistics.%s is set but statistics (0x%" PRIx64
+                   ") does not request %s: pass NULL",
+                   field, statistics, bit_name);
+  }
+  return RH_CUDA_SUCCESS;
+}
+
+RhCudaStatus rh_validate_row_statistics(const RhCudaHostBatch* batch,
+                                        const RhCudaRowStatistics* statistics, int64_t n_parameters,
+                                        size_t elem_size, RhErrorBuffer* err) {
+  const char* name = "RhCudaRowStatistics";
+  RH_TRY(rh_check_header(statistics, name, (uint32_t)sizeof(RhCudaRowStatistics), err));
+  const uint64_t bits = statistics->statistics;
+  if (bits == 0) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "%s.statistics is 0: request at least one RH_CUDA_STATISTIC_* bit", name);
+  }
+  if ((bits & ~RH_CUDA_STATISTIC_ALL) != 0) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "%s.statistics is 0x%" PRIx64 ": unknown bits 0x%" PRIx64, name, bits,
+                   bits & ~RH_CUDA_STATISTIC_ALL);
+  }
+  if (statistics->coefficients == NULL && bits != RH_CUDA_STATISTIC_NORM) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "%s.coefficients is NULL: every statistic but NORM needs them", name);
+  }
+  RH_TRY(require_positive_finite(statistics->tau, "RhCudaRowStatistics.tau", err));
+  if (!isfinite(statistics->bandwidth) || !rh_bandwidth_is_usable(statistics->bandwidth)) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "%s.bandwidth is %.17g: must be a finite positive normal number (>= %.17g)",
+                   name, statistics->bandwidth, RH_MIN_BANDWIDTH);
+  }
+  RH_TRY(check_statistic_output(statistics->score, bits, RH_CUDA_STATISTIC_SCORE, "score", "SCORE",
+                                err));
+  RH_TRY(check_statistic_output(statistics->curvature_gram, bits, RH_CUDA_STATISTIC_CURVATURE,
+                                "curvature_gram", "CURVATURE", err));
+  RH_TRY(check_statistic_output(statistics->majoriser_gram, bits, RH_CUDA_STATISTIC_MAJORISER,
+                                "majoriser_gram", "MAJORISER", err));
+  RH_TRY(
+      check_statistic_output(statistics->meat, bits, RH_CUDA_STATISTIC_MEAT, "meat", "MEAT", err));
+
+  const char* batch_name = "RhCudaHostBatch";
+  RH_TRY(rh_check_header(batch, batch_name, (uint32_t)sizeof(RhCudaHostBatch), err));
+  if (batch->x_design == NULL) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.x_design is NULL", batch_name);
+  }
+  if (batch->y == NULL) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.y is NULL", batch_name);
+  }
+  if (batch->n_columns != n_parameters) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "%s.n_columns is %" PRId64
+                   ": row statistics need the full design, "
+                   "n_parameters (%" PRId64 ") columns",
+                   batch_name, batch->n_columns, n_parameters);
+  }
+  int append_intercept = 0;
+  RH_TRY(check_columns(batch_name, batch->n_rows, batch->n_columns, n_parameters, n_parameters,
+                       elem_size, &append_intercept, err));
+  RH_TRY(require_nonnegative_finite(batch->batch_weight, "RhCudaHostBatch.batch_weight", err));
+  if (batch->sample_weight == NULL && batch->batch_weight != (double)batch->n_rows) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "%s.batch_weight is %.17g: without sample_weight it must equal n_rows "
+                   "(%" PRId64 ")",
+                   batch_name, batch->batch_weight, batch->n_rows);
+  }
+  return RH_CUDA_SUCCESS;
+}

@@ -87,11 +87,32 @@ _INFERENCE_IN_CONFIG = 5
 # The source record: the data file (path, size) and a SHA-256 of its first prefix_bytes bytes,
 # plus the number of its data rows the model holds. See validate_source.
 SOURCE_KEYS = ("path", "size", "prefix_bytes", "prefix_sha256", "rows")
-# Written by `fit --dask` only: how many leading partitions of the dataset the model holds.
+# Written by `fit --dask` only: how many leading partitions of the dataset the model holds,
+# (with --batch-size, when a batch ended inside a partition) how many leading rows of the
+# next partition it holds too, and a short fingerprint of each of the dataset's files.
 # Optional, so every earlier record stays valid.
-SOURCE_OPTIONAL_KEYS = ("partitions",)
+SOURCE_OPTIONAL_KEYS = ("partitions", "partition_rows", "files")
+# At most this many file fingerprints are recorded (a larger dataset records none).
+MAX_SOURCE_FILES = 65_536
+_FILE_FINGERPRINT = re.compile(r"[0-9a-f]{16}")
+FINGERPRINT_TAIL_BYTES = 1 << 16
 _MAX_SOURCE_PATH = 4096
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def file_fingerprint(size: int, tail: bytes) -> str:
+    """A file's entry in a source record's `files`: the first 16 hexadecimal digits of a
+    SHA-256 over its size (8 bytes, little-endian) and its last 64 KiB (`tail`)."""
+    return hashlib.sha256(int(size).to_bytes(8, "little") + tail).hexdigest()[:16]
+
+
+def local_file_fingerprint(path) -> str:
+    """file_fingerprint of a local file."""
+    with open(path, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        size = handle.tell()
+        handle.seek(max(0, size - FINGERPRINT_TAIL_BYTES))
+        return file_fingerprint(size, handle.read())
 
 
 def payload_digest(coefficients: np.ndarray, information: np.ndarray, metadata: dict,
@@ -468,6 +489,12 @@ def validate_source(record) -> dict[str, Any]:
       partitions     (fit --dask) the source is a partitioned dataset: path names it, size is
                      its bytes, prefix_bytes == size, prefix_sha256 fingerprints its files,
                      and the model holds its first `partitions` partitions (`rows` rows)
+      partition_rows (fit --dask, only with partitions, >= 1) the model also holds the first
+                     partition_rows rows of partition `partitions` (counted in `rows`): a
+                     batch of --batch-size rows ended inside it
+      files          (fit --dask, only with partitions) the dataset's files, each as the first
+                     16 hexadecimal digits of a SHA-256 over its size and last 64 KiB, in the
+                     dataset's order (at most MAX_SOURCE_FILES)
     """
     try:
         return _source(record)
@@ -498,6 +525,23 @@ def _source(record) -> dict[str, Any]:
                "prefix_sha256": digest, "rows": rows}
     if "partitions" in record:
         checked["partitions"] = _source_integer(record, "partitions", 0)
+    if "partition_rows" in record:
+        if "partitions" not in record:
+            raise _Corrupt("source.partition_rows needs source.partitions")
+        checked["partition_rows"] = _source_integer(record, "partition_rows", 1)
+        if checked["partition_rows"] > rows:
+            raise _Corrupt(f"source.partition_rows {checked['partition_rows']} exceeds "
+                           f"source.rows {rows}")
+    if "files" in record:
+        files = record["files"]
+        if "partitions" not in record:
+            raise _Corrupt("source.files needs source.partitions")
+        if (not isinstance(files, list) or not 0 < len(files) <= MAX_SOURCE_FILES
+                or not all(isinstance(f, str) and _FILE_FINGERPRINT.fullmatch(f)
+                           for f in files)):
+            raise _Corrupt(f"source.files must be a list of 1 to {MAX_SOURCE_FILES} strings of "
+                           f"16 lowercase hexadecimal digits, got {str(files)!r:.80}")
+        checked["files"] = list(files)
     return checked
 
 

@@ -182,7 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--weight-column", type=_column_name, metavar="COL",
                      help="per-row sample weights (>= 0) from this column")
     fit.add_argument("--batch-size", type=_positive_int, metavar="B",
-                     help=f"rows per batch (default {DEFAULT_BATCH_ROWS})")
+                     help=f"rows per batch (default {DEFAULT_BATCH_ROWS}; with --dask: rows of "
+                     "the dataset, instead of --partitions-per-batch)")
     fit.add_argument("--dask", metavar="ADDRESS|local:N",
                      help="fit on a Dask cluster: a scheduler address, or local:N for a local "
                      "cluster of N worker processes (the [dask] extra; docs/dask.md)")
@@ -424,6 +425,15 @@ def _starting_row(args, table, source) -> tuple[int, int]:
                 f"(recorded source {recorded}); drop --skip-rows to continue after row "
                 f"{held:,}")
         return max(skip or 0, held), held
+    if args.new_data and "files" in source:
+        # A checkpoint of fit --dask lists its dataset's files: this file may be one of them.
+        from .checkpoint import local_file_fingerprint
+
+        if local_file_fingerprint(args.data) in set(source["files"]):
+            raise ResumeRefused(
+                f"{args.data} is not new data: it is a file of the dataset {args.resume} was "
+                f"fitted on ({recorded}: same size and last 64 KiB); pass a file the model "
+                f"has not seen")
     if not args.new_data:
         how = ("is shorter than the part it read" if table.size < source["prefix_bytes"]
                else f"differs in its first {source['prefix_bytes']:,} bytes")

@@ -359,6 +359,7 @@ class RenewableHuberRegressor:
         with prepare_batch(
             X, y, sample_weight, dtype=params.dtype, fit_intercept=params.fit_intercept,
             n_features_expected=n_features, feature_names_expected=feature_names,
+            backend=backend_name,
         ) as batch:
             if params.tau != TAU_AUTO:
                 tau = params.tau

@@ -84,7 +84,8 @@ def test_fit_on_a_local_cluster_reads_a_directory_and_saves_a_checkpoint(dataset
     ("extra", "message"),
     [
         (["--resume", "x.npz", "--tau", "1"], "--tau cannot be combined with --resume"),
-        (["--batch-size", "10"], "--batch-size cannot be combined with --dask"),
+        (["--batch-size", "10", "--partitions-per-batch", "2"],
+         "--batch-size and --partitions-per-batch cannot be combined"),
         (["--dask", "local:zero"], "local:N needs a worker count"),
     ],
 )
@@ -249,6 +250,23 @@ def test_the_source_record_takes_an_optional_partition_count():
     for bad in (-1, 1.5, True, "2"):
         with pytest.raises(ValidationError, match="source.partitions must be an integer"):
             validate_source({**record, "partitions": bad})
+    # --batch-size: rows of the next partition held too, counted in rows
+    assert validate_source({**record, "partitions": 1, "partition_rows": 3})[
+        "partition_rows"] == 3
+    for bad, message in (({"partition_rows": 3}, "partition_rows needs source.partitions"),
+                         ({"partitions": 1, "partition_rows": 0}, "must be an integer from 1"),
+                         ({"partitions": 1, "partition_rows": 5}, "exceeds source.rows 4")):
+        with pytest.raises(ValidationError, match=message):
+            validate_source({**record, **bad})
+    # the dataset's files, each by a 16-digit fingerprint
+    files = ["0123456789abcdef", "fedcba9876543210"]
+    assert validate_source({**record, "partitions": 1, "files": files})["files"] == files
+    for bad, message in (({"files": files}, "files needs source.partitions"),
+                         ({"partitions": 1, "files": []}, "must be a list of 1 to"),
+                         ({"partitions": 1, "files": ["0123"]}, "must be a list of 1 to"),
+                         ({"partitions": 1, "files": "0123456789abcdef"}, "must be a list")):
+        with pytest.raises(ValidationError, match=message):
+            validate_source({**record, **bad})
 
 
 # --- the options of `fit` that follow the stream's rows, under --dask ----------------------
@@ -492,6 +510,37 @@ def test_new_data_continues_a_cluster_model_on_another_dataset(dataset, address,
                                        weights=True))
 
 
+@pytest.mark.parametrize("copy", [False, True], ids=["the-file", "a-renamed-copy"])
+def test_new_data_sharing_files_with_the_recorded_dataset_is_refused(dataset, address, capsys,
+                                                                     tmp_path, copy):
+    """Each file of a fit --dask dataset is recorded by its own fingerprint: DATA that holds
+    one of them among new files (a directory with files added since, or a copy of one) is
+    not new data, even though the dataset as a whole differs."""
+    import shutil
+
+    _, paths = dataset
+    checkpoint = tmp_path / "model.npz"
+    status, _, err = run(_on_cluster(address, paths[:2], 1, "--checkpoint", checkpoint),
+                         capsys)
+    assert status == 0, err
+    source = load_checkpoint(checkpoint)["source"]
+    assert len(source["files"]) == 2 and source["files"][0] != source["files"][1]
+    before = checkpoint.read_bytes()
+    shared = paths[1]
+    if copy:
+        shared = tmp_path / "renamed.parquet"
+        shutil.copyfile(paths[1], shared)
+    status, _, err = run(_on_cluster(address, [shared, paths[2]], 1, "--resume", checkpoint,
+                                     "--new-data", "--checkpoint", checkpoint), capsys)
+    assert status == 1
+    assert (f"is not new data: its file {shared} is a file of the dataset"
+            in one_error_line(err))
+    assert checkpoint.read_bytes() == before
+    status, _, err = run(_on_cluster(address, paths, 1, "--resume", checkpoint, "--new-data"),
+                         capsys)
+    assert status == 1 and "(and 1 more) is a file of the dataset" in one_error_line(err)
+
+
 @pytest.mark.parametrize("case", ["same dataset", "recorded file among DATA"])
 def test_new_data_on_rows_the_model_holds_is_refused(dataset, address, capsys, tmp_path,
                                                     case):
@@ -603,3 +652,93 @@ def test_inference_and_unconverged_batches_are_reported_as_in_process(dataset, w
     status, out, err = run(_on_cluster(address, paths, 1), capsys)
     assert status == 0, err
     assert "standard errors: not computed (fit with --inference)" in out
+
+
+# --- --batch-size under --dask: batches of B rows of the dataset, cut from its partitions -----
+
+
+def _rows_on_cluster(address, paths, B, *extra, weights=False):
+    return ["fit", "--dask", address, *map(str, paths), "--batch-size", str(B),
+            *_common(weights), *map(str, extra)]
+
+
+@pytest.mark.parametrize(("B", "extra"), [(250, []), (420, ["--skip-rows", "130"])],
+                         ids=["250-rows", "420-rows-after-130"])
+def test_batch_size_batches_rows_across_partitions_as_one_file_does(dataset, whole, address,
+                                                                     capsys, B, extra):
+    _, paths = dataset
+    status, out, err = run(_in_process_cli(whole, B, "--json", *extra, weights=True), capsys)
+    assert status == 0, err
+    expected = json.loads(out)
+    status, out, err = run(_rows_on_cluster(address, paths, B, "--json", *extra, weights=True),
+                           capsys)
+    assert status == 0, err
+    document = json.loads(out)
+    assert document["batch_size"] == B and document["partitions_per_batch"] is None
+    assert document["batch_count"] == expected["batch_count"]
+    assert document["n_samples_seen"] == expected["n_samples_seen"]
+    np.testing.assert_allclose(list(document["coefficients"].values()),
+                               list(expected["coefficients"].values()), rtol=1e-10, atol=1e-12)
+    assert document["intercept"] == pytest.approx(expected["intercept"], rel=1e-10)
+
+
+def test_batch_size_resumes_inside_a_partition_to_the_uninterrupted_stream(
+        dataset, whole, address, capsys, tmp_path, monkeypatch):
+    from renewable_huber.dask import command
+
+    _, paths = dataset
+    checkpoint = tmp_path / "rows.npz"
+    fit_one_batch, calls = command._fit_one_batch, []
+
+    def interrupted_at_the_third_batch(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return fit_one_batch(*args)
+
+    monkeypatch.setattr(command, "_fit_one_batch", interrupted_at_the_third_batch)
+    status, _, err = run(_rows_on_cluster(address, paths, 250, "--checkpoint", checkpoint),
+                         capsys)
+    assert status == 130, err
+    assert "--batch-size 250" in one_error_line(err)  # the command that resumes
+    monkeypatch.setattr(command, "_fit_one_batch", fit_one_batch)
+    # two batches of 250 rows: partition 0 and the first 200 rows of partition 1
+    source = load_checkpoint(checkpoint)["source"]
+    assert (source["partitions"], source["partition_rows"], source["rows"]) == (1, 200, 500)
+    status, out, err = run(_rows_on_cluster(address, paths, 250, "--resume", checkpoint,
+                                            "--json"), capsys)
+    assert status == 0, err
+    resumed = json.loads(out)
+    assert resumed["run"]["batches"] == 2 and resumed["n_samples_seen"] == 900
+    status, out, err = run(_in_process_cli(whole, 250, "--json"), capsys)
+    assert status == 0, err
+    expected = json.loads(out)
+    assert resumed["batch_count"] == expected["batch_count"] == 4
+    np.testing.assert_allclose(list(resumed["coefficients"].values()),
+                               list(expected["coefficients"].values()), rtol=1e-10, atol=1e-12)
+    # the same checkpoint resumed in batches of partitions starts after row 500 too
+    status, out, err = run(_cluster_fit(address, paths, "--resume", checkpoint, "--json"),
+                           capsys)
+    assert status == 0, err
+    regrouped = json.loads(out)
+    assert regrouped["n_samples_seen"] == 900 and regrouped["run"]["started_after_row"] == 500
+
+
+def test_one_file_new_data_after_a_cluster_checkpoint_refuses_a_recorded_file(
+        dataset, address, capsys, tmp_path):
+    frames, paths = dataset
+    checkpoint = tmp_path / "model.npz"
+    status, _, err = run(_on_cluster(address, paths[:2], 1, "--checkpoint", checkpoint),
+                         capsys)
+    assert status == 0, err
+    before = checkpoint.read_bytes()
+    status, _, err = run(_in_process_cli(paths[0], 300, "--resume", checkpoint, "--new-data",
+                                         "--checkpoint", checkpoint), capsys)
+    assert status == 1
+    assert f"{paths[0]} is not new data: it is a file of the dataset" in one_error_line(err)
+    assert checkpoint.read_bytes() == before
+    status, _, err = run(_in_process_cli(paths[2], 300, "--resume", checkpoint, "--new-data",
+                                         "--checkpoint", checkpoint), capsys)
+    assert status == 0, err
+    _assert_same_model(RenewableHuberRegressor.load(checkpoint),
+                       _stream_of_rows(frames, [(0, 300), (300, 600), (600, 900)]))

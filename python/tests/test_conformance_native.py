@@ -7,6 +7,7 @@ built."""
 from __future__ import annotations
 
 import os
+import types
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,37 @@ def test_cli_main_exits_zero_for_the_cpu_engine_with_its_capabilities(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[1] == "tolerance profile: cpu"
     assert out[-1].startswith("CONFORMS")
+
+
+def test_cpu_engine_passes_the_row_statistics_extension_checks(cpu_summary):
+    """librh_cpu exports the optional extension: its sums on every golden batch agree with the
+    NumPy reference, and the sample refusals leave outputs and state untouched."""
+    checks = [r for r in cpu_summary.results if r.kind == "extension"]
+    sums = [r for r in checks if not r.id.startswith("row_statistics/refuses")]
+    refusals = [r for r in checks if r.id.startswith("row_statistics/refuses")]
+    assert len(sums) == 22 and all(r.outcome == "PASS" and r.worst <= 1.0 for r in sums)
+    assert len(refusals) == 5 and all(r.outcome == "PASS" and r.last_error for r in refusals)
+
+
+def test_the_extension_check_catches_wrong_sums_and_reports_absence(monkeypatch):
+    from renewable_huber.conformance import extensions
+    from renewable_huber.conformance.capabilities import Capabilities
+    from renewable_huber.conformance.corpus import default_corpus_paths, load_corpus
+
+    engine = AbiEngine(_library("librh_cpu.so"))
+    cases = [case for case in load_corpus(default_corpus_paths()[0])]
+    reference = extensions.reference_row_statistics
+
+    def off_by_1e_8(*args):
+        sums, scales, allowances = reference(*args)
+        return {**sums, "norm": sums["norm"] * (1.0 + 1e-8)}, scales, allowances
+
+    monkeypatch.setattr(extensions, "reference_row_statistics", off_by_1e_8)
+    results = extensions.extension_checks(engine, cases, Capabilities.everything_on_host())
+    sums = [r for r in results if "refuses" not in r.id]
+    assert sums and all(r.outcome == "FAIL" and "norm" in r.detail for r in sums)
+    # an ABI engine without the symbols: one SKIP line saying so
+    bare = types.SimpleNamespace(speaks_abi=True, lib=types.SimpleNamespace(_name="bare"))
+    (absent,) = extensions.extension_checks(bare, cases, Capabilities.everything_on_host())
+    assert absent.outcome == "SKIP" and absent.detail.startswith("absent:")
+    assert "rh_cuda_engine_row_statistics" in absent.detail

@@ -46,6 +46,9 @@ def test_reference_replays_every_corpus_case_and_migration():
     # The reference is not an ABI library: the negative cases are one visible SKIP line.
     (negative,) = [r for r in summary.results if r.kind == "negative"]
     assert negative.outcome == "SKIP" and "ABI" in negative.detail
+    # ... and so are the optional ABI extensions' checks.
+    (extension,) = [r for r in summary.results if r.kind == "extension"]
+    assert extension.outcome == "SKIP" and "ABI library" in extension.detail
 
 
 def test_main_reference_prints_one_line_per_case_and_exits_zero(capsys):

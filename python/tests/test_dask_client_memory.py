@@ -15,8 +15,12 @@ from renewable_huber import RenewableHuberRegressor
 da = pytest.importorskip("dask.array")
 
 
-def test_fitting_a_persisted_batch_allocates_a_fraction_of_it_in_the_client():
+def test_fitting_a_persisted_batch_allocates_a_fraction_of_it_in_the_client(cpu_library,
+                                                                           monkeypatch):
     n, p = 60_000, 40
+    # The worker processes (which inherit this environment) sum with librh_cpu, the default
+    # engine, and must not fall back to NumPy.
+    monkeypatch.setenv("RH_DASK_PARTITION_ENGINE", "native_cpu")
     with local_cluster(2) as client:
         rng = da.random.default_rng(5)
         X = rng.standard_normal((n, p), chunks=(15_000, p))

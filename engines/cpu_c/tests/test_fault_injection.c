@@ -9,6 +9,7 @@
  * absorbed) must give exactly that result too; TAIL such runs in a row end the sweep, and the
  * last k that failed is the operation's allocation count, printed for the record. Leaks are
  * LeakSanitizer's to find: the ASan build runs this test with detect_leaks=1. */
+#include "rh_cuda_row_statistics.h"
 #include "test_support.h"
 
 #define FEATURES 3
@@ -35,6 +36,8 @@ typedef struct Outcome {
   RhCudaDiagnostics diagnostics;
   double predictions[ROWS];
   Snapshot exported; /* update_host_with_state's export */
+  /* row statistics: loss, weighted norm, score, then the three P x P matrices */
+  double row_sums[2 + PARAMS + 3 * PARAMS * PARAMS];
 } Outcome;
 
 typedef struct Fixture {
@@ -173,6 +176,46 @@ static RhCudaStatus op_predict(Fixture* f) {
   p.input_location = RH_CUDA_MEMORY_HOST;
   return rh_cuda_engine_predict(f->engine, &p);
 }
+/* The optional row-statistics extension on the full design (intercept column appended here);
+ * a failed call must leave every output as it was (zero). */
+static RhCudaStatus op_row_statistics(Fixture* f) {
+  static double design[ROWS * PARAMS];
+  for (int64_t i = 0; i < ROWS; ++i) {
+    for (int64_t j = 0; j < FEATURES; ++j)
+      design[i * PARAMS + j] = X64[i * FEATURES + j];
+    design[i * PARAMS + FEATURES] = 1.0;
+  }
+  double beta[PARAMS];
+  for (int64_t j = 0; j < PARAMS; ++j)
+    beta[j] = 0.1 * (double)(j + 1);
+  /* The outcome is the sums alone: not the diagnostics a setup's update left in f->out. */
+  memset(&f->out.diagnostics, 0, sizeof f->out.diagnostics);
+  double* sums = f->out.row_sums;
+  RhCudaRowStatistics s;
+  memset(&s, 0, sizeof s);
+  s.abi_version = RH_CUDA_ABI_VERSION;
+  s.struct_size = sizeof s;
+  s.statistics = RH_CUDA_STATISTIC_ALL;
+  s.coefficients = beta;
+  s.tau = 1.345;
+  s.bandwidth = 0.3;
+  s.score = sums + 2;
+  s.curvature_gram = sums + 2 + PARAMS;
+  s.majoriser_gram = sums + 2 + PARAMS + PARAMS * PARAMS;
+  s.meat = sums + 2 + PARAMS + 2 * PARAMS * PARAMS;
+  RhCudaHostBatch b = rh_batch(design, Y64, W64, ROWS, PARAMS, 0.0);
+  for (int64_t i = 0; i < ROWS; ++i)
+    b.batch_weight += W64[i];
+  RhCudaStatus status = rh_cuda_engine_row_statistics(f->engine, &b, &s);
+  if (status == RH_CUDA_SUCCESS) {
+    sums[0] = s.loss;
+    sums[1] = s.weighted_norm;
+  } else {
+    for (size_t k = 0; k < sizeof f->out.row_sums / sizeof(double); ++k)
+      CHECK(sums[k] == 0.0);
+  }
+  return status;
+}
 static RhCudaStatus op_copy_state(Fixture* f) {
   Snapshot* e = &f->out.exported;
   RhCudaHostState h = rh_state_out(e->coefficients, e->information);
@@ -293,6 +336,9 @@ static void test_every_allocation_of_create_restore_update_predict(void) {
   sweep("predict (float64)", full_batch_f64, op_predict);
   sweep("predict (float32)", small_batch_f32, op_predict);
   sweep("copy_state", full_batch_f64, op_copy_state);
+  CHECK(sweep("row statistics, fresh engine", fresh_f64, op_row_statistics) >= 1);
+  CHECK(sweep("row statistics, growing workspace", small_batch_f64, op_row_statistics) >= 1);
+  sweep("row statistics, workspace large enough", full_batch_f64, op_row_statistics);
 }
 
 int main(void) {

@@ -7,7 +7,7 @@ import dataclasses
 
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
-    kind: str  # "replay", "migration" or "negative"
+    kind: str  # "replay", "migration", "negative" or "extension"
     id: str
     outcome: str  # "PASS", "FAIL" or "SKIP"
     worst: float | None = None  # worst error as a fraction of its tolerance

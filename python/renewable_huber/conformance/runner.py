@@ -1,4 +1,5 @@
-"""The conformance run: replay, migration and negative checks of one engine, in that order."""
+"""The conformance run: replay, migration, negative and optional-extension checks of one engine,
+in that order."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 from .capabilities import Capabilities
 from .corpus import GoldenCase, default_corpus_paths, load_corpus
+from .extensions import extension_checks
 from .migration import migration_checks
 from .negative import default_negative_cases_path, load_negative_cases, negative_checks
 from .replay import replay_case
@@ -73,4 +75,5 @@ def run_conformance(
     for case in cases:
         emit(_corpus_checks(engine, case, capabilities, profile))
     emit(negative_checks(engine, negative, capabilities))
+    emit(extension_checks(engine, cases, capabilities))
     return RunSummary(tuple(results))

@@ -31,6 +31,7 @@ from ..tau import PILOT_ROWS, _step
 from .partitions import (
     PartitionSpec,
     add_in_order,
+    partition_engine_mode,
     partition_statistics,
     pilot_rows,
     prepare_partition,
@@ -190,7 +191,8 @@ class DaskBatch:
     #: the rows are not in this process: checks that read rows locally are skipped
     on_device = True
 
-    def __init__(self, client, futures, summaries, spec, feature_names):
+    def __init__(self, client, futures, summaries, spec, feature_names,
+                 partition_engine: str = "auto"):
         self._client = client
         self._futures = futures
         self._summaries = summaries
@@ -206,6 +208,8 @@ class DaskBatch:
         self.feature_names = feature_names
         #: the partitions' futures, in partition order (the rows stay on the workers)
         self.futures = futures
+        #: how the workers compute the sums (partitions.PARTITION_ENGINES), fixed per batch
+        self.partition_engine = partition_engine
 
     def __enter__(self) -> DaskBatch:
         return self
@@ -232,7 +236,8 @@ class DaskBatch:
 
         def reduce():
             futures = client.map(partition_statistics, self._futures, beta=beta, kinds=kinds,
-                                 tau=tau, bandwidth=bandwidth, pure=False)
+                                 tau=tau, bandwidth=bandwidth, engine=self.partition_engine,
+                                 pure=False)
             while len(futures) > REDUCTION_GROUP:
                 futures = [
                     client.submit(add_in_order, *futures[start:start + REDUCTION_GROUP],
@@ -342,6 +347,7 @@ def prepare_batch(
     fit_intercept: bool,
     n_features_expected: int | None = None,
     feature_names_expected: tuple[str, ...] | None = None,
+    backend: str | None = None,
 ) -> DaskBatch:
     """Prepare a dask collection as one batch on the cluster of the current Client.
 
@@ -349,10 +355,13 @@ def prepare_batch(
     DataFrame. y: a dask array/Series partitioned like X, or the name of a column of the
     DataFrame X. sample_weight: None or like y. Each partition is validated and converted on
     its worker; the whole-batch rules are then checked from per-partition summaries. Raises
+    backend: the estimator's backend, which picks the workers' engine when
+    RH_DASK_PARTITION_ENGINE is unset (partitions.partition_engine_mode). Raises
     ValidationError for bad input, EngineError when the cluster fails.
     """
     _, distributed = _modules()
     client = _client(distributed)
+    engine = partition_engine_mode(backend=backend)
     if y is None:
         raise ValidationError(
             "y is None: RenewableHuberRegressor requires y to be passed, but the target y is None"
@@ -375,4 +384,4 @@ def prepare_batch(
     except BaseException:
         _release(futures)
         raise
-    return DaskBatch(client, futures, summaries, spec, names)
+    return DaskBatch(client, futures, summaries, spec, names, engine)

@@ -4,7 +4,9 @@ through the estimator in batches of partitions, each read and kept on the worker
 The files are opened by dask.dataframe.read_parquet: this process reads the schema and the
 footers to plan the partitions, the workers read the rows. Batch k is partitions
 [kK, (k+1)K) of the dataset in its order (K = --partitions-per-batch, by default the
-cluster's number of workers), fitted with partial_fit on the dask collection.
+cluster's number of workers), or with --batch-size B rows [kB, (k+1)B) of the dataset (the
+partitions' lengths counted on the workers first, a batch cut from the partitions it spans),
+fitted with partial_fit on the dask collection.
 
 The checkpoint's source record names the dataset by a fingerprint of its files (their sizes
 and Parquet footers, in order) and counts the partitions the model holds, so that
@@ -26,6 +28,7 @@ import time
 
 import numpy as np
 
+from ..checkpoint import FINGERPRINT_TAIL_BYTES, MAX_SOURCE_FILES, file_fingerprint
 from ..cli import (
     PROG,
     DataBatchError,
@@ -51,15 +54,11 @@ from ..cli import (
 from ..exceptions import BackendUnavailableError, ConvergenceWarning, EngineError
 from .batch import _modules
 
-# --batch-size counts rows of one file; a dataset on a cluster is batched by its partitions.
-_FILE_ONLY = (("--batch-size", "batch_size"),)
-
 
 def _check_options(args) -> None:
-    given = [flag for flag, name in _FILE_ONLY if getattr(args, name) not in (None, False)]
-    if given:
-        raise UsageError(f"{', '.join(given)} cannot be combined with --dask (a dataset on a "
-                         "cluster is streamed in batches of partitions: --partitions-per-batch)")
+    if args.batch_size is not None and args.partitions_per_batch is not None:
+        raise UsageError("--batch-size and --partitions-per-batch cannot be combined: batches "
+                         "are either B rows of the dataset or K partitions")
     _check_fit_options(args)
 
 
@@ -127,10 +126,11 @@ def command_fit_on_cluster(args) -> int:
             dataset = _Dataset(args.data, table.npartitions)
         except (OSError, ValueError) as exc:
             raise DataBatchError(f"{', '.join(args.data)}: {_one_line(exc)}") from exc
-        start, rows_held = _first_partition(args, dataset, source)
+        start, rows_held, cut = _first_partition(args, dataset, source)
         features = _columns(args, table)
-        per_batch = args.partitions_per_batch or max(1, len(client.scheduler_info()["workers"]))
-        begin = _after_skipped_rows(args, table, start, rows_held)
+        per_batch = None if args.batch_size is not None else (
+            args.partitions_per_batch or max(1, len(client.scheduler_info()["workers"])))
+        begin = _after_skipped_rows(args, table, start, rows_held, cut)
         run = _ClusterRun(args, model, table, features, per_batch, dataset, begin)
         run.stream()
     if run.unconverged:
@@ -148,30 +148,48 @@ class _Dataset:
     """The files of DATA as a checkpoint's source record names them: the path for people, the
     total size, and a SHA-256 over each file's size and last bytes (a Parquet file ends with
     its footer: schema, row groups, their row counts and offsets), in DATA's order and each
-    directory's sorted order. Reading the footers only keeps this cheap for large datasets."""
+    directory's sorted order; and each file's own fingerprint (the first 16 hexadecimal digits
+    of a SHA-256 over its size and last bytes), so --new-data can tell a file the recorded
+    dataset had. Reading the footers only keeps this cheap for large datasets."""
 
-    TAIL_BYTES = 1 << 16
+    TAIL_BYTES = FINGERPRINT_TAIL_BYTES
 
     def __init__(self, data: list[str], npartitions: int):
         self.npartitions = npartitions
         self.files = list(_files(data))
         digest = hashlib.sha256()
         size = 0
+        self.fingerprints: list[str] = []
         for fs, path in self.files:
             length = int(fs.size(path))
             with fs.open(path, "rb") as handle:
                 handle.seek(max(0, length - self.TAIL_BYTES))
                 tail = handle.read()
             digest.update(length.to_bytes(8, "little") + tail)
+            self.fingerprints.append(file_fingerprint(length, tail))
             size += length
         digest.update(npartitions.to_bytes(8, "little"))
         self.size, self.sha256 = size, digest.hexdigest()
         named = " ".join(os.path.abspath(d) if "://" not in d else d for d in data)
         self.path = named if len(named) <= 4096 else named[:4093] + "..."
 
-    def record(self, partitions: int, rows: int) -> dict:
-        return {"path": self.path, "size": self.size, "prefix_bytes": max(1, self.size),
-                "prefix_sha256": self.sha256, "rows": rows, "partitions": partitions}
+    def record(self, partitions: int, rows: int, cut: int = 0) -> dict:
+        """The source record of a model holding the first `partitions` partitions and the
+        first `cut` rows of the next one: `rows` rows of the dataset in all."""
+        record = {"path": self.path, "size": self.size, "prefix_bytes": max(1, self.size),
+                  "prefix_sha256": self.sha256, "rows": rows, "partitions": partitions}
+        if cut:
+            record["partition_rows"] = cut
+        if 0 < len(self.fingerprints) <= MAX_SOURCE_FILES:
+            record["files"] = list(self.fingerprints)
+        return record
+
+    def shared_files(self, source: dict) -> list[str]:
+        """DATA's files whose fingerprint the record lists (none when it lists none)."""
+        recorded = set(source.get("files", ()))
+        return [path for (_, path), fingerprint in zip(self.files, self.fingerprints,
+                                                       strict=True)
+                if fingerprint in recorded]
 
     def same(self, source: dict) -> bool:
         return source["size"] == self.size and source["prefix_sha256"] == self.sha256
@@ -194,13 +212,14 @@ def _files(data: list[str]):
                     yield fs, name
 
 
-def _first_partition(args, dataset: _Dataset, source) -> tuple[int, int]:
-    """(partitions, rows) of the dataset the model already holds: none for a new fit, a
-    checkpoint without a source record, or --new-data; those its record counts when it was
+def _first_partition(args, dataset: _Dataset, source) -> tuple[int, int, int]:
+    """(partitions, rows, cut) of the dataset the model already holds (cut: rows of the next
+    partition held too, after a --batch-size batch that ended inside it): none for a new fit,
+    a checkpoint without a source record, or --new-data; those its record counts when it was
     fitted on this dataset. Anything that would fold rows in twice, or that cannot be told
     apart from that, is refused (docs/cli.md, "fit --dask")."""
     if args.resume is None or source is None:
-        return 0, 0
+        return 0, 0, 0
     data = " ".join(args.data)
     add_new_data = ("; if DATA holds only rows the model has not seen, add --new-data")
     if "partitions" not in source:
@@ -211,14 +230,22 @@ def _first_partition(args, dataset: _Dataset, source) -> tuple[int, int]:
                     f"{data} is not new data: its file {read} starts with the bytes of "
                     f"{source['path']}, of which {args.resume} already holds the first "
                     f"{source['rows']:,} data rows; leave that file out of DATA")
-            return 0, 0
+            return 0, 0, 0
         raise ResumeRefused(
             f"{args.resume} was fitted on the file {source['path']}, not on a dataset with "
             f"--dask: --resume --dask continues the dataset a checkpoint of fit --dask "
             f"records{add_new_data}")
     if not dataset.same(source):
         if args.new_data:
-            return 0, 0
+            shared = dataset.shared_files(source)
+            if shared:
+                more = f" (and {len(shared) - 1:,} more)" if len(shared) > 1 else ""
+                raise ResumeRefused(
+                    f"{data} is not new data: its file {shared[0]}{more} is a file of the "
+                    f"dataset {args.resume} was fitted on ({source['path']}: same size and "
+                    f"last 64 KiB); pass only files the model has not seen, or resume that "
+                    f"dataset without --new-data")
+            return 0, 0, 0
         raise ResumeRefused(
             f"{data} is not the dataset {args.resume} was fitted on ({source['path']}, "
             f"{source['partitions']:,} partitions, {source['rows']:,} rows read; the files "
@@ -232,7 +259,7 @@ def _first_partition(args, dataset: _Dataset, source) -> tuple[int, int]:
     if source["partitions"] >= dataset.npartitions:
         raise DataBatchError(f"nothing new to fit: {args.resume} already holds all "
                              f"{dataset.npartitions:,} partitions of {data}")
-    return source["partitions"], source["rows"]
+    return source["partitions"], source["rows"], source.get("partition_rows", 0)
 
 
 # A record of one file (fit without --dask) whose prefix is longer than this names a CSV
@@ -267,14 +294,31 @@ class _Begin:
     cut: int
     rows: int
     origin: int
+    #: the cut comes from --skip-rows (rows dropped), not from a checkpoint (rows held)
+    skipped: bool = False
 
 
-def _after_skipped_rows(args, table, start: int, held: int) -> _Begin:
-    """The start of this run: after the `start` partitions (`held` rows) the checkpoint holds,
-    or after --skip-rows N rows of the dataset, which may not be fewer than those."""
+@dataclasses.dataclass(frozen=True)
+class _Span:
+    """One batch: partitions [first, end), cut to `slices` ((partition, from row, to row) of
+    each; None: the partitions whole, after the run's first cut), and what the model holds
+    after it: `after` = (whole partitions, rows of the next one); its rows follow from the
+    model."""
+
+    first: int
+    end: int
+    slices: tuple | None
+    after: tuple[int, int]
+    label: str
+
+
+def _after_skipped_rows(args, table, start: int, held: int, cut: int = 0) -> _Begin:
+    """The start of this run: after the `start` partitions and `cut` rows of the next (`held`
+    rows in all) the checkpoint holds, or after --skip-rows N rows of the dataset, which may
+    not be fewer than those."""
     skip = args.skip_rows
     if skip is None or skip == held:
-        return _Begin(start, 0, held, start)
+        return _Begin(start, cut, held, start)
     data = " ".join(args.data)
     if skip < held:
         raise ResumeRefused(
@@ -283,16 +327,16 @@ def _after_skipped_rows(args, table, start: int, held: int) -> _Begin:
             f"{start:,} partitions); drop --skip-rows to continue after row {held:,}")
     import dask
 
-    # Partition lengths, counted on the workers a few partitions at a time from `start`,
-    # until the one that holds row skip + 1.
-    rows, partition, step = held, start, 16
+    # Partition lengths, counted on the workers a few partitions at a time from `start`
+    # (whose first row is row held - cut + 1), until the one that holds row skip + 1.
+    rows, partition, step = held - cut, start, 16
     while partition < table.npartitions:
         stop = min(partition + step, table.npartitions)
         lengths = dask.compute(*[table.partitions[i][[args.target]].shape[0]
                                  for i in range(partition, stop)])
         for length in lengths:
             if rows + int(length) > skip:
-                return _Begin(partition, skip - rows, skip, start)
+                return _Begin(partition, skip - rows, skip, start, skipped=True)
             rows += int(length)
             partition += 1
     raise DataBatchError(f"{data} has no data rows after the first {skip:,} (it has "
@@ -303,18 +347,22 @@ class _ClusterRun:
     """One pass of `fit --dask` over the dataset: batches of K partitions, the checkpoint
     cadence of `fit`, --strict and Ctrl-C."""
 
-    def __init__(self, args, model, table, features, per_batch: int, dataset, begin: _Begin):
+    def __init__(self, args, model, table, features, per_batch: int | None, dataset,
+                 begin: _Begin):
         self.args, self.model, self.table, self.dataset = args, model, table, dataset
         self.columns = features + [args.target] + ([args.weight_column]
                                                    if args.weight_column else [])
+        # per_batch None: batches of args.batch_size rows
         self.per_batch, self.begin = per_batch, begin
         self.batches = self.rows = 0
         self.unconverged: list[dict] = []
         self.seconds = 0.0
-        # What the model holds after its last completed batch: leading partitions, and rows
-        # of the dataset held or skipped; `saved` is that pair for the last checkpoint written.
-        self.held = (begin.partition, begin.rows)
-        self.saved: tuple[int, int] | None = None
+        # What the model holds after its last completed batch: leading partitions, rows of
+        # the dataset held or skipped, and rows of the next partition held (--batch-size);
+        # `saved` is that triple for the last checkpoint written.
+        self.held = (begin.partition, begin.rows, 0 if begin.skipped else begin.cut)
+        self.saved: tuple[int, int, int] | None = None
+        self.lengths: list[int] | None = None
         every, seconds = args.checkpoint_every, args.checkpoint_seconds
         if every is None and seconds is None:
             # A cluster batch costs far more than writing the model: after every batch.
@@ -322,18 +370,77 @@ class _ClusterRun:
         self.cadence = _SaveCadence(args.checkpoint, every, seconds)
 
     def _groups(self):
-        """(first, end) partition ranges of the batches: K partitions counted from the run's
-        origin; the first batch is the rest of the group that holds the starting partition."""
-        n, K, begin = self.table.npartitions, self.per_batch, self.begin
+        """The batches (_Span). K partitions counted from the run's origin, the first batch the
+        rest of the group that holds the starting partition; or, with --batch-size B, rows
+        [kB, (k+1)B) of the dataset (as for one file, the first batch is the rest of the
+        group of B rows that holds the starting row)."""
+        n, begin = self.table.npartitions, self.begin
+        if self.per_batch is None:
+            yield from self._row_groups()
+            return
+        K = self.per_batch
         first = begin.partition
         while first < n:
             end = min(begin.origin + ((first - begin.origin) // K + 1) * K, n)
-            yield first, end
+            label = f"partitions {first}-{end - 1} of {n}"
+            if first == begin.partition and begin.cut:
+                label += f" (after the first {begin.cut:,} rows of partition {first})"
+            yield _Span(first, end, None, (end, 0), label)
             first = end
 
-    def _batch(self, first: int, end: int):
+    def _count_rows(self) -> list[int]:
+        """The lengths of partitions begin.partition .. n - 1, counted on the workers (their
+        target column read), once per run."""
+        if self.lengths is None:
+            import dask
+
+            table, target = self.table, self.args.target
+            self.lengths = [int(length) for length in dask.compute(
+                *[table.partitions[i][[target]].shape[0]
+                  for i in range(self.begin.partition, table.npartitions)])]
+        return self.lengths
+
+    def _row_groups(self):
+        B, begin, n = self.args.batch_size, self.begin, self.table.npartitions
+        lengths = self._count_rows()
+        # the dataset row (counted from 0) where partition begin.partition starts
+        offset = begin.rows - begin.cut
+        total = offset + sum(lengths)
+        position, partition, within = begin.rows, begin.partition, begin.cut
+        while position < total:
+            stop = min((position // B + 1) * B, total)
+            slices, start = [], position
+            while position < stop:
+                length = lengths[partition - begin.partition]
+                take = min(length - within, stop - position)
+                if take > 0:
+                    slices.append((partition, within, within + take))
+                within += take
+                position += take
+                if within == length:
+                    partition, within = partition + 1, 0
+            first, end = slices[0][0], slices[-1][0] + 1
+            spans = f"s {first}-{end - 1}" if end - first > 1 else f" {first}"
+            label = f"rows {start + 1:,}-{stop:,} of the dataset (partition{spans} of {n})"
+            yield _Span(first, end, tuple(slices), (partition, within), label)
+
+    def _total_units(self) -> tuple[int, str]:
+        """What the progress bar counts: partitions, or rows with --batch-size."""
+        if self.per_batch is None:
+            return sum(self._count_rows()) - self.begin.cut, "rows"
+        return self.table.npartitions - self.begin.partition, "partitions"
+
+    def _batch(self, span: _Span):
         import dask.dataframe as dd
 
+        if span.slices is not None:
+            pieces = []
+            for partition, lo, hi in span.slices:
+                piece = self.table.partitions[partition][self.columns]
+                pieces.append(piece.map_partitions(lambda frame, lo=lo, hi=hi: frame.iloc[lo:hi],
+                                                   meta=piece._meta))
+            return pieces[0] if len(pieces) == 1 else dd.concat(pieces)
+        first, end = span.first, span.end
         part = self.table.partitions[first:end][self.columns]
         if first != self.begin.partition or not self.begin.cut:
             return part
@@ -344,8 +451,8 @@ class _ClusterRun:
 
     def stream(self) -> None:
         args, model = self.args, self.model
-        n = self.table.npartitions
-        bar = _progress(n - self.begin.partition, "fit", args.no_progress, "partitions")
+        units, unit_name = self._total_units()
+        bar = _progress(units, "fit", args.no_progress, unit_name)
         # --strict --checkpoint: the state before the current batch, saved if the batch does
         # not converge, so the checkpoint never holds an unconverged batch. With a checkpoint
         # the state after the last completed batch is also what Ctrl-C saves.
@@ -355,12 +462,10 @@ class _ClusterRun:
         began = time.perf_counter()
         self.cadence.start()
         try:
-            for first, end in self._groups():
-                where = f"partitions {first}-{end - 1} of {n}"
-                if first == self.begin.partition and self.begin.cut:
-                    where += f" (after the first {self.begin.cut:,} rows of partition {first})"
+            for span in self._groups():
+                where = span.label
                 try:
-                    reported = _fit_one_batch(model, self._batch(first, end), args.target,
+                    reported = _fit_one_batch(model, self._batch(span), args.target,
                                               args.weight_column)
                 except BackendUnavailableError as exc:
                     raise EngineProblem(f"engine unavailable: {_one_line(exc)}") from exc
@@ -375,11 +480,14 @@ class _ClusterRun:
                         _warn(" ".join(str(warning).split()))
                 if args.strict and not model.diagnostics_["converged"]:
                     kept, holds = self.held, (f"it records the {self.held[0]:,} partitions "
-                                              "of the dataset it holds")
-                    if self.begin.cut and not self.batches:
+                                              "of the dataset it holds"
+                                              + (f" and the first {self.held[2]:,} rows of "
+                                                 f"partition {self.held[0]}"
+                                                 if self.held[2] else ""))
+                    if self.begin.skipped and self.begin.cut and not self.batches:
                         # A source record counts whole partitions: rows skipped inside the
                         # first one are not recorded until a batch after them completes.
-                        kept = (self.begin.partition, self.begin.rows - self.begin.cut)
+                        kept = (self.begin.partition, self.begin.rows - self.begin.cut, 0)
                         holds = (f"it records the {kept[0]:,} partitions before the one "
                                  f"holding row {self.begin.rows + 1:,}; give --skip-rows "
                                  f"{args.skip_rows} again")
@@ -389,7 +497,7 @@ class _ClusterRun:
                 self.batches += 1
                 self.cadence.batch_done()
                 self.rows = int(model.n_samples_seen_) - rows_before
-                self.held = (end, self.begin.rows + self.rows)
+                self.held = (span.after[0], self.begin.rows + self.rows, span.after[1])
                 for warning in reported:
                     if isinstance(warning, ConvergenceWarning):
                         self.unconverged.append({"batch": warning.batch, "partitions": where,
@@ -400,7 +508,8 @@ class _ClusterRun:
                     previous = model.state_dict()
                 if self.cadence.due():
                     self._save(previous, self.held)
-                bar.update(end - first)
+                bar.update(sum(hi - lo for _, lo, hi in span.slices)
+                           if span.slices is not None else span.end - span.first)
         except KeyboardInterrupt:
             raise self._interrupted(previous) from None
         finally:
@@ -409,7 +518,7 @@ class _ClusterRun:
         if args.checkpoint and self.saved != self.held:
             self._save(previous, self.held)
 
-    def _save(self, state, held: tuple[int, int]) -> None:
+    def _save(self, state, held: tuple[int, int, int]) -> None:
         from ..checkpoint import save_checkpoint
 
         save_checkpoint(self.args.checkpoint, state, source=self.dataset.record(*held))
@@ -440,11 +549,14 @@ class _ClusterRun:
                            f"{_cluster_command(args, self.per_batch, args.checkpoint)}")
 
 
-def _cluster_command(args, per_batch: int, resume: str | None = None) -> str:
+def _cluster_command(args, per_batch: int | None, resume: str | None = None) -> str:
     """The `fit --dask` command line of this run, or (resume=CHECKPOINT) the one that
-    continues it (cli._fit_command with the cluster, the files and --partitions-per-batch)."""
+    continues it (cli._fit_command with the cluster, the files and --partitions-per-batch or
+    --batch-size)."""
+    batching = (["--batch-size", str(args.batch_size)] if per_batch is None
+                else ["--partitions-per-batch", str(per_batch)])
     return _fit_command(args, resume, source=["--dask", args.dask, *args.data],
-                        batching=["--partitions-per-batch", str(per_batch)])
+                        batching=batching)
 
 
 def _document(args, model, features, per_batch, run) -> dict:
@@ -453,6 +565,7 @@ def _document(args, model, features, per_batch, run) -> dict:
         "data": list(args.data),
         "dask": args.dask,
         "partitions_per_batch": per_batch,
+        "batch_size": args.batch_size,
         "target": args.target,
         "features": list(features),
         "weight_column": args.weight_column,
@@ -494,7 +607,10 @@ def _summary(document: dict, model) -> str:
         f"data: {' '.join(document['data'])}  target: {document['target']}  "
         f"cluster: {document['dask']}",
         f"this run: {run['rows']:,} rows in {run['batches']:,} "
-        f"batches of {document['partitions_per_batch']} partitions, {run['seconds']:.3f} s"
+        + (f"batches of {document['partitions_per_batch']} partitions"
+           if document["partitions_per_batch"] is not None
+           else f"batches of {document['batch_size']:,} rows")
+        + f", {run['seconds']:.3f} s"
         + (f" (resumed, {document['n_samples_seen']:,} rows in all)" if run["resume"] else ""),
     ]
     if run["started_after_row"]:

@@ -2,15 +2,26 @@
 and its sums over rows at a given beta.
 
 Nothing here imports dask: these are plain functions of NumPy arrays that the scheduler ships
-to the workers. The sums are the reference's own row functions (core/objective.py) evaluated
-on a problem that holds one partition, so a partition's statistics are computed exactly as the
-in-process engine computes them for a whole batch.
+to the workers. A partition's sums come from one of two engines (PARTITION_ENGINES):
+
+- "native_cpu": librh_cpu's optional row-statistics extension (abi/rh_cuda_row_statistics.h),
+  the engine's own row pass and Gram code, summing in double;
+- "numpy": the reference's own row functions (core/objective.py) evaluated on a problem that
+  holds one partition, exactly as the in-process NumPy engine computes them for a whole batch.
+
+"auto" (the default) uses native_cpu on a worker that can load librh_cpu with the extension and
+numpy on one that cannot. The client picks the mode (partition_engine_mode: the
+RH_DASK_PARTITION_ENGINE environment variable of the client process, else "numpy" when the
+estimator's backend is numpy or cupy, else "auto") and sends it
+with every pass; an explicit "native_cpu" fails on a worker without the library instead of
+falling back.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -31,6 +42,26 @@ from ..exceptions import ValidationError
 
 # The statistics a pass can ask for (partition_statistics computes each).
 KINDS = ("loss", "score", "curvature", "majoriser", "meat", "norm")
+
+#: how workers compute a partition's sums (see the module's docstring)
+PARTITION_ENGINES = ("auto", "native_cpu", "numpy")
+PARTITION_ENGINE_VARIABLE = "RH_DASK_PARTITION_ENGINE"
+
+
+def partition_engine_mode(value: str | None = None, backend: str | None = None) -> str:
+    """`value`, else the client's RH_DASK_PARTITION_ENGINE, else "numpy" for the estimator
+    backends that compute with NumPy's arithmetic (numpy, cupy: the reference end to end),
+    else "auto"; ValidationError for anything but PARTITION_ENGINES."""
+    if value is None:
+        value = os.environ.get(PARTITION_ENGINE_VARIABLE) or (
+            "numpy" if backend in ("numpy", "cupy") else "auto"
+        )
+    if value not in PARTITION_ENGINES:
+        raise ValidationError(
+            f"{PARTITION_ENGINE_VARIABLE}={value!r} is not a partition engine; expected one of "
+            f"{', '.join(PARTITION_ENGINES)}"
+        )
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,10 +202,47 @@ def _rows_problem(partition: Partition, tau: float, bandwidth: float) -> Renewab
     )
 
 
+def _native_row_statistics(partition: Partition, required: bool):
+    """This worker thread's librh_cpu row-statistics engine for the partition's dtype and P,
+    or None (extension absent) unless `required`, which raises BackendUnavailableError."""
+    from .._loader import load_engine_library
+    from .._row_statistics import RowStatistics, lookup
+    from ..exceptions import BackendUnavailableError
+
+    try:
+        lib = load_engine_library("native_cpu")
+    except BackendUnavailableError:
+        if required:
+            raise
+        return None
+    if lookup(lib) is None:
+        if required:
+            raise BackendUnavailableError(
+                f"{PARTITION_ENGINE_VARIABLE}=native_cpu, but the librh_cpu this worker loads "
+                "does not export the row-statistics extension (rebuild or reinstall it)"
+            )
+        return None
+    return RowStatistics.for_thread(lib, partition.X.dtype, partition.X.shape[1])
+
+
 def partition_statistics(
+    partition: Partition, beta, kinds: tuple[str, ...], tau: float, bandwidth: float,
+    engine: str = "auto",
+) -> dict[str, Any]:
+    """The requested sums over this partition's rows at beta (see KINDS), computed by
+    `engine` (PARTITION_ENGINES; "auto" as the client resolved it is passed through)."""
+    if engine != "numpy" and partition.n_rows > 0:
+        native = _native_row_statistics(partition, required=engine == "native_cpu")
+        if native is not None:
+            return native.compute(partition.X, partition.y, partition.w, beta, kinds, tau,
+                                  bandwidth)
+    return numpy_partition_statistics(partition, beta, kinds, tau, bandwidth)
+
+
+def numpy_partition_statistics(
     partition: Partition, beta, kinds: tuple[str, ...], tau: float, bandwidth: float
 ) -> dict[str, Any]:
-    """The requested sums over this partition's rows at beta (see KINDS)."""
+    """partition_statistics by the reference's row functions (core/objective.py)."""
     problem = _rows_problem(partition, tau, bandwidth)
     r = residual(problem, beta) if any(kind != "norm" for kind in kinds) else None
     compute = {

@@ -1,0 +1,187 @@
+"""The engines a Dask worker computes a partition's sums with: librh_cpu's optional
+row-statistics extension (abi/rh_cuda_row_statistics.h) against the NumPy reference row
+functions, both against a float64 computation from the definitions; how the mode is chosen; and
+the binding's refusals. Plain functions of NumPy arrays: no cluster is started here."""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+from renewable_huber import _row_statistics
+from renewable_huber._loader import load_library_path
+from renewable_huber.dask.partitions import (
+    KINDS,
+    PartitionSpec,
+    numpy_partition_statistics,
+    partition_engine_mode,
+    partition_statistics,
+    prepare_partition,
+)
+from renewable_huber.exceptions import BackendUnavailableError, ValidationError
+
+TAU, H = 1.345, 0.3
+
+
+def _partition(rng, dtype, fit_intercept, weighted, n=2600, p=5):
+    X = rng.normal(size=(n, p)) * rng.uniform(0.5, 3.0, size=p)
+    beta = rng.normal(size=p)
+    y = X @ beta + 0.7 + rng.standard_t(2, size=n)
+    w = None
+    if weighted:
+        w = rng.uniform(0.0, 2.0, size=n)
+        w[::9] = 0.0
+    spec = PartitionSpec(np.dtype(dtype), fit_intercept, p, None)
+    partition = prepare_partition(0, X, y, w, spec)
+    P = partition.X.shape[1]
+    at = (np.append(beta, 0.7) if fit_intercept else beta)[:P] + 0.2 * rng.normal(size=P)
+    return partition, at.astype(dtype)
+
+
+def _definitions(partition, beta):
+    """Every kind from its formula, in float64 from the stored values."""
+    X = partition.X.astype(np.float64)
+    y = partition.y.astype(np.float64)
+    w = np.ones(len(y)) if partition.w is None else partition.w.astype(np.float64)
+    r = y - X @ beta.astype(np.float64)
+    psi = np.clip(r, -TAU, TAU)
+    rho = np.where(np.abs(r) <= TAU, 0.5 * r * r, TAU * np.abs(r) - 0.5 * TAU * TAU)
+    c = np.clip(0.5 + (TAU - np.abs(r)) / (2 * H), 0.0, 1.0)
+    with np.errstate(divide="ignore"):
+        m = np.maximum(c, np.minimum(1.0, TAU / np.abs(r)))
+    return {
+        "loss": np.sum(w * rho),
+        "score": X.T @ (w * psi),
+        "curvature": X.T @ ((w * c)[:, None] * X),
+        "majoriser": X.T @ ((w * m)[:, None] * X),
+        "meat": X.T @ ((w * psi * psi)[:, None] * X),
+        "norm": np.sum(w * np.sum(X * X, axis=1)),
+    }
+
+
+def _close(actual, expected, rtol):
+    actual, expected = np.asarray(actual, np.float64), np.asarray(expected, np.float64)
+    scale = max(float(np.max(np.abs(expected))), 1e-300)
+    return float(np.max(np.abs(actual - expected))) <= rtol * scale
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("fit_intercept", [True, False], ids=["intercept", "no-intercept"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unit", "weights"])
+def test_native_and_numpy_partition_sums_agree_to_rounding(cpu_library, dtype, fit_intercept,
+                                                           weighted):
+    rng = np.random.default_rng([7, fit_intercept, weighted, dtype == "float32"])
+    partition, beta = _partition(rng, dtype, fit_intercept, weighted)
+    native = partition_statistics(partition, beta, KINDS, TAU, H, engine="native_cpu")
+    numpy = partition_statistics(partition, beta, KINDS, TAU, H, engine="numpy")
+    expected = _definitions(partition, beta)
+    # The NumPy reference keeps loss, score and the two Grams in the working dtype, the meat
+    # and the norm in float64; the native results come back the same way.
+    float32 = dtype == "float32"
+    for kind in KINDS:
+        wanted = np.float64 if kind in ("meat", "norm") else np.dtype(dtype)
+        assert np.asarray(native[kind]).dtype == np.asarray(numpy[kind]).dtype == wanted, kind
+        assert np.shape(native[kind]) == np.shape(numpy[kind]), kind
+        # native sums in double: 1e-12 of the definitions, rounded once to float32 where the
+        # reference's dtype is float32
+        native_rtol = 1e-7 if float32 and kind not in ("meat", "norm") else 1e-12
+        assert _close(native[kind], expected[kind], native_rtol), kind
+        assert _close(numpy[kind], expected[kind], 2e-4 if float32 else 1e-12), kind
+        assert _close(native[kind], numpy[kind], 2e-4 if float32 else 1e-12), kind
+    for kind in ("curvature", "majoriser", "meat"):
+        assert np.array_equal(native[kind], native[kind].T), kind
+
+
+def test_the_extension_is_absent_or_whole(cpu_library):
+    lib = load_library_path(cpu_library)
+    assert _row_statistics.lookup(lib) is lib
+    assert lib.rh_cuda_row_statistics_version() == _row_statistics.ROW_STATISTICS_VERSION
+    # a library without the symbols, or another version of them: absent, never half-bound
+    assert _row_statistics.lookup(types.SimpleNamespace(_name="none")) is None
+    with pytest.raises(BackendUnavailableError, match="does not export the row-statistics"):
+        _row_statistics.RowStatistics(types.SimpleNamespace(_name="none"), np.float64, 3)
+
+
+class _Version:
+    """A stand-in for a ctypes function pointer answering a fixed version."""
+
+    def __init__(self, value):
+        self.value, self.restype, self.argtypes = value, None, None
+
+    def __call__(self):
+        return self.value
+
+
+def test_another_extension_version_counts_as_absent():
+    lib = types.SimpleNamespace(_name="future", rh_cuda_row_statistics_version=_Version(2),
+                                rh_cuda_engine_row_statistics=_Version(0))
+    assert _row_statistics.lookup(lib) is None
+
+
+def test_bad_values_are_refused_with_the_engine_message(cpu_library):
+    lib = load_library_path(cpu_library)
+    engine = _row_statistics.RowStatistics(lib, np.float64, 3)
+    X = np.ones((4, 3))
+    y = np.array([1.0, np.nan, 0.0, 2.0])
+    with pytest.raises(ValidationError, match=r"RhCudaHostBatch\.y\[1\] is nan"):
+        engine.compute(X, y, None, np.zeros(3), ("loss",), TAU, H)
+    with pytest.raises(ValidationError, match=r"RhCudaRowStatistics\.coefficients\[2\] is inf"):
+        engine.compute(X, np.ones(4), None, np.array([0.0, 0.0, np.inf]), ("score",), TAU, H)
+    with pytest.raises(ValidationError, match=r"RhCudaRowStatistics\.bandwidth is 0"):
+        engine.compute(X, np.ones(4), None, np.zeros(3), ("curvature",), TAU, 0.0)
+    with pytest.raises(ValidationError, match=r"RhCudaHostBatch\.n_columns is 2"):
+        engine.compute(X[:, :2], np.ones(4), None, np.zeros(3), ("loss",), TAU, H)
+
+
+def test_zero_weight_and_empty_partitions(cpu_library):
+    rng = np.random.default_rng(3)
+    partition, beta = _partition(rng, "float64", True, True, n=50)
+    zero = prepare_partition(0, partition.X[:, :-1], partition.y, np.zeros(50),
+                             PartitionSpec(np.dtype("float64"), True, 5, None))
+    native = partition_statistics(zero, beta, KINDS, TAU, H, engine="native_cpu")
+    for kind in KINDS:
+        assert not np.any(native[kind]), kind
+    empty = prepare_partition(1, np.zeros((0, 5)), np.zeros(0), None,
+                              PartitionSpec(np.dtype("float64"), True, 5, None))
+    sums = partition_statistics(empty, beta, KINDS, TAU, H, engine="native_cpu")
+    reference = numpy_partition_statistics(empty, beta, KINDS, TAU, H)
+    for kind in KINDS:
+        assert np.array_equal(sums[kind], reference[kind]), kind
+
+
+def test_the_mode_comes_from_the_client_environment(monkeypatch):
+    monkeypatch.delenv("RH_DASK_PARTITION_ENGINE", raising=False)
+    assert partition_engine_mode() == "auto"
+    monkeypatch.setenv("RH_DASK_PARTITION_ENGINE", "numpy")
+    assert partition_engine_mode() == "numpy"
+    monkeypatch.setenv("RH_DASK_PARTITION_ENGINE", "cupy")
+    with pytest.raises(ValidationError, match="RH_DASK_PARTITION_ENGINE='cupy' is not a "
+                                              "partition engine; expected one of auto"):
+        partition_engine_mode()
+
+
+def test_unset_the_mode_follows_the_estimator_backend(monkeypatch):
+    """numpy and cupy fits stay in the reference's arithmetic on the workers; native backends
+    use librh_cpu where the workers have it; the variable, when set, decides."""
+    monkeypatch.delenv("RH_DASK_PARTITION_ENGINE", raising=False)
+    assert partition_engine_mode(backend="numpy") == "numpy"
+    assert partition_engine_mode(backend="cupy") == "numpy"
+    assert partition_engine_mode(backend="native_cpu") == "auto"
+    assert partition_engine_mode(backend="native_cuda") == "auto"
+    monkeypatch.setenv("RH_DASK_PARTITION_ENGINE", "native_cpu")
+    assert partition_engine_mode(backend="numpy") == "native_cpu"
+
+
+def test_auto_falls_back_to_numpy_and_native_cpu_refuses_without_the_library(monkeypatch,
+                                                                              tmp_path):
+    rng = np.random.default_rng(4)
+    partition, beta = _partition(rng, "float64", True, False, n=40)
+    monkeypatch.setenv("RH_CPU_LIBRARY", str(tmp_path / "missing" / "librh_cpu.so"))
+    fallback = partition_statistics(partition, beta, KINDS, TAU, H, engine="auto")
+    reference = numpy_partition_statistics(partition, beta, KINDS, TAU, H)
+    for kind in KINDS:
+        assert np.array_equal(fallback[kind], reference[kind]), kind
+    with pytest.raises(BackendUnavailableError, match="missing"):
+        partition_statistics(partition, beta, KINDS, TAU, H, engine="native_cpu")
