@@ -8,10 +8,19 @@ import os
 
 import pytest
 
-distributed = pytest.importorskip(
-    "distributed", reason="dask.distributed is not installed (pip install '.[dask]')"
+try:
+    import dask.dataframe  # noqa: F401  (the [dask] extra's dataframe part)
+    import distributed
+except ImportError:
+    distributed = None
+
+#: The mark of every Dask test module: without the [dask] extra each test skips with this
+#: reason. (A module-level importorskip would also report a skip under a -m selection that
+#: picks none of the module's tests, e.g. the GPU host's `-m cuda`.)
+requires_dask = pytest.mark.skipif(
+    distributed is None,
+    reason="dask.distributed / dask.dataframe are not installed (pip install '.[dask]')",
 )
-pytest.importorskip("dask.dataframe", reason="dask[dataframe] is not installed")
 
 
 @contextlib.contextmanager
@@ -31,7 +40,7 @@ def local_cluster(n_workers: int = 2, *, processes: bool = True, **config):
             yield client
 
 
-class KillDuringPass(distributed.WorkerPlugin):
+class KillDuringPass(distributed.WorkerPlugin if distributed is not None else object):
     """Ends its worker's process (os._exit, as a crash or an OOM kill would) when the worker
     starts its `nth` partition-statistics task, once per marker file: with every_time, on
     every such task of every worker instead."""

@@ -9,14 +9,20 @@ import numpy as np
 import pandas as pd
 import pytest
 from cli_support import one_error_line, run
+from dask_support import requires_dask
 
 from renewable_huber import RenewableHuberRegressor
 from renewable_huber.checkpoint import load_checkpoint
 
-pytest.importorskip("distributed", reason="dask.distributed is not installed (pip install "
-                    "'.[dask]')")
-pytest.importorskip("dask.dataframe", reason="dask[dataframe] is not installed")
-pytest.importorskip("pyarrow", reason="reading Parquet needs pyarrow")
+try:
+    import pyarrow  # noqa: F401
+except ImportError:
+    pyarrow = None
+
+pytestmark = [
+    requires_dask,
+    pytest.mark.skipif(pyarrow is None, reason="reading Parquet needs pyarrow"),
+]
 
 FEATURES = ["a", "b", "c"]
 

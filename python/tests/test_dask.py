@@ -10,13 +10,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from dask_support import local_cluster
+from dask_support import local_cluster, requires_dask
 
 from renewable_huber import RenewableHuberRegressor
 from renewable_huber.exceptions import BackendUnavailableError, EngineError, ValidationError
 
-da = pytest.importorskip("dask.array")
-dd = pytest.importorskip("dask.dataframe")
+try:
+    import dask.array as da
+    import dask.dataframe as dd
+except ImportError:  # every test skips (requires_dask)
+    da = dd = None
+
+pytestmark = requires_dask
 
 GOLDEN = Path(__file__).resolve().parents[2] / "conformance" / "corpora"
 CORPORA = ("native_core_v1.json", "native_core_v2.json", "native_core_v3.json")

@@ -7,12 +7,16 @@ from __future__ import annotations
 import tracemalloc
 
 import numpy as np
-import pytest
-from dask_support import local_cluster
+from dask_support import local_cluster, requires_dask
 
 from renewable_huber import RenewableHuberRegressor
 
-da = pytest.importorskip("dask.array")
+try:
+    import dask.array as da
+except ImportError:  # every test skips (requires_dask)
+    da = None
+
+pytestmark = requires_dask
 
 
 def test_fitting_a_persisted_batch_allocates_a_fraction_of_it_in_the_client(cpu_library,

@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dask_support import KillDuringPass, local_cluster
+from dask_support import KillDuringPass, local_cluster, requires_dask
 
 from renewable_huber import RenewableHuberRegressor
 from renewable_huber.exceptions import EngineError
 
-da = pytest.importorskip("dask.array")
+try:
+    import dask.array as da
+except ImportError:  # every test skips (requires_dask)
+    da = None
+
+pytestmark = requires_dask
 
 
 def _stream(seed=11, n=4000, p=6):
