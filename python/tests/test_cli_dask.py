@@ -143,24 +143,30 @@ def _cluster_fit(address, paths, *extra):
             *map(str, extra)]
 
 
-def _interrupted_after_two_batches(address, paths, checkpoint, capsys, monkeypatch):
-    """A fit of the three partitions with Ctrl-C during the third batch."""
+def _interrupt_at_batch(monkeypatch, k: int):
+    """fit --dask stops with Ctrl-C as its k-th batch starts; returns the undo."""
     from renewable_huber.dask import command
 
     fit_one_batch, calls = command._fit_one_batch, []
 
-    def interrupted_at_the_third_batch(*args):
+    def interrupted(*args):
         calls.append(1)
-        if len(calls) == 3:
+        if len(calls) == k:
             raise KeyboardInterrupt
         return fit_one_batch(*args)
 
-    monkeypatch.setattr(command, "_fit_one_batch", interrupted_at_the_third_batch)
+    monkeypatch.setattr(command, "_fit_one_batch", interrupted)
+    return lambda: monkeypatch.setattr(command, "_fit_one_batch", fit_one_batch)
+
+
+def _interrupted_after_two_batches(address, paths, checkpoint, capsys, monkeypatch):
+    """A fit of the three partitions with Ctrl-C during the third batch."""
+    restore_batches = _interrupt_at_batch(monkeypatch, 3)
     status, _, err = run(_cluster_fit(address, paths, "--checkpoint", checkpoint), capsys)
     assert status == 130, err
     held = RenewableHuberRegressor.load(checkpoint)
     assert held.state_.batch_count == 2 and held.n_samples_seen_ == 600
-    monkeypatch.setattr(command, "_fit_one_batch", fit_one_batch)
+    restore_batches()
 
 
 def test_resume_after_an_interruption_equals_the_uninterrupted_stream(dataset, address, capsys,
@@ -405,23 +411,13 @@ def test_a_skipped_then_interrupted_cluster_fit_resumes_to_the_uninterrupted_str
         dataset, whole, address, capsys, tmp_path, monkeypatch):
     """--skip-rows 150 --checkpoint-every 0, Ctrl-C during the third batch: the two batches
     done are saved then, and --resume continues to the state of the uninterrupted fit."""
-    from renewable_huber.dask import command
-
     _, paths = dataset
     checkpoint, reference = tmp_path / "model.npz", tmp_path / "reference.npz"
     status, _, err = run(_in_process_cli(whole, 300, "--skip-rows", 150, "--checkpoint",
                                          reference), capsys)
     assert status == 0, err
 
-    fit_one_batch, calls = command._fit_one_batch, []
-
-    def interrupted_at_the_third_batch(*args):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return fit_one_batch(*args)
-
-    monkeypatch.setattr(command, "_fit_one_batch", interrupted_at_the_third_batch)
+    restore_batches = _interrupt_at_batch(monkeypatch, 3)
     writes = _recording_saves(monkeypatch)
     status, _, err = run(_on_cluster(address, paths, 1, "--skip-rows", 150, "--checkpoint",
                                      checkpoint, "--checkpoint-every", 0), capsys)
@@ -432,7 +428,7 @@ def test_a_skipped_then_interrupted_cluster_fit_resumes_to_the_uninterrupted_str
     assert writes == [(2, 600)]  # nothing before Ctrl-C (--checkpoint-every 0), then once
     source = load_checkpoint(checkpoint)["source"]
     assert (source["partitions"], source["rows"]) == (2, 600)
-    monkeypatch.setattr(command, "_fit_one_batch", fit_one_batch)
+    restore_batches()
 
     # --skip-rows fewer than the rows held would fold rows in twice: refused, nothing written.
     before = checkpoint.read_bytes()
@@ -591,22 +587,12 @@ def test_strict_stop_before_a_skipped_resume_completes_a_batch_keeps_whole_parti
     """A source record counts whole partitions: --strict stopping the first batch of a run
     that skipped into a partition records the partitions before it, and says to give
     --skip-rows again; doing so continues the stream as if it had not stopped."""
-    from renewable_huber.dask import command
-
     frames, paths = dataset
     checkpoint = tmp_path / "model.npz"
-    fit_one_batch, calls = command._fit_one_batch, []
-
-    def interrupted_at_the_second_batch(*args):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return fit_one_batch(*args)
-
-    monkeypatch.setattr(command, "_fit_one_batch", interrupted_at_the_second_batch)
+    restore_batches = _interrupt_at_batch(monkeypatch, 2)
     status, _, err = run(_on_cluster(address, paths, 1, "--checkpoint", checkpoint), capsys)
     assert status == 130, err
-    monkeypatch.setattr(command, "_fit_one_batch", fit_one_batch)
+    restore_batches()
     one = RenewableHuberRegressor.load(checkpoint)
     assert one.state_.batch_count == 1
 
@@ -690,24 +676,14 @@ def test_batch_size_batches_rows_across_partitions_as_one_file_does(dataset, who
 
 def test_batch_size_resumes_inside_a_partition_to_the_uninterrupted_stream(
         dataset, whole, address, capsys, tmp_path, monkeypatch):
-    from renewable_huber.dask import command
-
     _, paths = dataset
     checkpoint = tmp_path / "rows.npz"
-    fit_one_batch, calls = command._fit_one_batch, []
-
-    def interrupted_at_the_third_batch(*args):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return fit_one_batch(*args)
-
-    monkeypatch.setattr(command, "_fit_one_batch", interrupted_at_the_third_batch)
+    restore_batches = _interrupt_at_batch(monkeypatch, 3)
     status, _, err = run(_rows_on_cluster(address, paths, 250, "--checkpoint", checkpoint),
                          capsys)
     assert status == 130, err
     assert "--batch-size 250" in one_error_line(err)  # the command that resumes
-    monkeypatch.setattr(command, "_fit_one_batch", fit_one_batch)
+    restore_batches()
     # two batches of 250 rows: partition 0 and the first 200 rows of partition 1
     source = load_checkpoint(checkpoint)["source"]
     assert (source["partitions"], source["partition_rows"], source["rows"]) == (1, 200, 500)
