@@ -578,6 +578,17 @@ class _SaveCadence:
             return f"; {self.path} was not written by this run"
         return f"; {self.path} holds {holds} (continue with --resume {self.path})"
 
+    def interrupted(self, done: str, holds: str | None, again: str, resume: str) -> Interrupted:
+        """The error of a run stopped by Ctrl-C: `done` says what ran, `holds` what the
+        checkpoint holds now (None when this run wrote none), `again` the command line that
+        starts over and `resume` the one that continues."""
+        if not self.path:
+            return Interrupted(f"{done}; nothing was saved (no --checkpoint): rerun with "
+                               "--checkpoint FILE to be able to resume")
+        if holds is None:
+            return Interrupted(f"{done}; {self.path} was not written; start again with: {again}")
+        return Interrupted(f"{done}; {self.path} holds {holds}; resume with: {resume}")
+
 
 class _FitRun:
     """One pass of `fit` over DATA: the batches, the checkpoint cadence, --strict, Ctrl-C."""
@@ -759,15 +770,10 @@ class _FitRun:
             self._save()
         done = (f"interrupted after {self.rows:,} rows of {args.data} in {self.batches:,} "
                 "batches")
-        if not args.checkpoint:
-            return Interrupted(f"{done}; nothing was saved (no --checkpoint): rerun with "
-                               "--checkpoint FILE to be able to resume")
-        if self.saved_rows is None:
-            return Interrupted(f"{done}; {args.checkpoint} was not written; start again with: "
-                               f"{_fit_command(args)}")
-        return Interrupted(f"{done}; {args.checkpoint} holds the first {self.saved_rows:,} "
-                           f"data rows of {args.data}; resume with: "
-                           f"{_fit_command(args, resume=args.checkpoint)}")
+        holds = (None if self.saved_rows is None
+                 else f"the first {self.saved_rows:,} data rows of {args.data}")
+        return self.cadence.interrupted(done, holds, _fit_command(args),
+                                        _fit_command(args, resume=args.checkpoint))
 
 
 def _fit_command(args, resume: str | None = None, *, source: list[str] | None = None,

@@ -525,10 +525,14 @@ class _ClusterRun:
         self.cadence.saved()
         self.saved = held
 
+    def _holds(self) -> str | None:
+        """What the checkpoint holds (None: this run wrote none)."""
+        if self.saved is None:
+            return None
+        return f"the first {self.saved[0]:,} partitions ({self.saved[1]:,} rows) of the dataset"
+
     def _saved_text(self) -> str:
-        return self.cadence.failure_note(
-            None if self.saved is None
-            else f"the first {self.saved[0]:,} partitions ({self.saved[1]:,} rows) of the dataset")
+        return self.cadence.failure_note(self._holds())
 
     def _interrupted(self, last_state) -> Interrupted:
         """Ctrl-C stops at once; the batch under way is dropped, the batches completed before
@@ -538,15 +542,9 @@ class _ClusterRun:
             self._save(last_state, self.held)
         done = (f"interrupted after {self.rows:,} rows in {self.batches:,} batches of "
                 f"{' '.join(args.data)}")
-        if not args.checkpoint:
-            return Interrupted(f"{done}; nothing was saved (no --checkpoint): rerun with "
-                               "--checkpoint FILE to be able to resume")
-        if self.saved is None:
-            return Interrupted(f"{done}; {args.checkpoint} was not written; start again with: "
-                               f"{_cluster_command(args, self.per_batch)}")
-        return Interrupted(f"{done}; {args.checkpoint} holds the first {self.saved[0]:,} "
-                           f"partitions ({self.saved[1]:,} rows) of the dataset; resume with: "
-                           f"{_cluster_command(args, self.per_batch, args.checkpoint)}")
+        return self.cadence.interrupted(
+            done, self._holds(), _cluster_command(args, self.per_batch),
+            _cluster_command(args, self.per_batch, args.checkpoint))
 
 
 def _cluster_command(args, per_batch: int | None, resume: str | None = None) -> str:
