@@ -8,16 +8,18 @@ Every shape is generated in fixed blocks of --block-rows rows, block i from the 
 partitions (and the cluster fits reduce in the same order). Per shape and side the record
 holds the fit times of --samples repetitions (the in-process sides first, then each
 cluster), the iterations, the solver passes (map-reduces over the partitions) and the
-numbers they ship back; the largest relative coefficient difference to the in-process numpy
-fit; the latency of one pass over tiny partitions; and, for the first cluster fit of the
-first shape on the largest
-cluster, the client's peak memory growth while fitting (resident set sampled every 2 ms, and
+numbers they ship back; the largest relative coefficient difference to the in-process fit
+of the same arithmetic (numpy for the workers' NumPy sums, native_cpu for librh_cpu's row-
+statistics extension, each cluster fit once per worker engine the machine has); the latency
+of one pass over tiny partitions; and, for the first cluster fit of the first shape on the
+largest cluster, the client's peak memory growth while fitting (resident set sampled every 2 ms, and
 tracemalloc's peak of Python and NumPy allocations). Timings are records, never assertions.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -36,6 +38,7 @@ from fingerprint import environment  # noqa: E402
 from renewable_huber import RenewableHuberRegressor  # noqa: E402
 from renewable_huber.backends import unavailable_reason  # noqa: E402
 from renewable_huber.dask import batch as dask_batch  # noqa: E402
+from renewable_huber.dask.partitions import PARTITION_ENGINE_VARIABLE  # noqa: E402
 
 SCHEMA = "renewable-huber-dask-scaling"
 
@@ -159,6 +162,9 @@ def main(argv=None) -> int:
     parser.add_argument("--block-rows", type=int, default=50_000)
     parser.add_argument("--samples", type=int, default=3)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--partition-engines", default="numpy,native_cpu",
+                        help="the workers' engines to measure (RH_DASK_PARTITION_ENGINE "
+                             "values; one cluster fit per engine)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     from distributed import Client, LocalCluster
@@ -166,6 +172,9 @@ def main(argv=None) -> int:
     shapes = [tuple(int(v) for v in text.split("x")) for text in args.shapes.split(",")]
     worker_counts = [int(v) for v in args.workers.split(",")]
     engines = [e for e in ("numpy", "native_cpu") if unavailable_reason(e) is None]
+    # The workers' sums: NumPy's (the reference's row functions) or librh_cpu's extension; the
+    # client keeps the model in the backend of the same arithmetic.
+    partition_engines = [e for e in args.partition_engines.split(",") if e in engines]
     record = {
         "schema": SCHEMA, "schema_version": 1, "environment": environment(),
         "load_average_before": os.getloadavg(), "settings": vars(args), "cases": [],
@@ -181,25 +190,27 @@ def main(argv=None) -> int:
                 model = timed_fit(lambda e=engine: RenewableHuberRegressor(backend=e), X, y,
                                   side["seconds"])
             side["iterations"] = int(model.n_iter_)
-            if engine == "numpy":
-                references[shape] = model.state_.coefficients
+            references[shape, engine] = model.state_.coefficients
         del X, y
     for workers in worker_counts:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                dashboard_address=None)
         with cluster, Client(cluster) as client:
             record["pass_latency_seconds"][str(workers)] = pass_latency(client)
-            for index, shape in enumerate(shapes):
+            for (index, shape), engine in itertools.product(enumerate(shapes),
+                                                            partition_engines):
+                os.environ[PARTITION_ENGINE_VARIABLE] = engine
                 X, y = cluster_batch(client, *shape, args.block_rows, args.seed)
-                side = cases[shape]["sides"].setdefault(f"cluster {workers} workers",
-                                                        {"seconds": []})
+                side = cases[shape]["sides"].setdefault(
+                    f"cluster {workers} workers, {engine} sums", {"seconds": []})
                 for sample in range(args.samples):
-                    measure = (index == 0 and sample == 0 and workers == max(worker_counts))
+                    measure = (index == 0 and sample == 0 and workers == max(worker_counts)
+                               and engine == partition_engines[0])
                     with PassCounter() as counter:
                         if measure:
                             with PeakMemory() as memory:
                                 model = timed_fit(
-                                    lambda: RenewableHuberRegressor(backend="numpy"), X, y,
+                                    lambda e=engine: RenewableHuberRegressor(backend=e), X, y,
                                     side["seconds"])
                             record["client_memory"] = {
                                 "shape": list(shape), "workers": workers,
@@ -209,12 +220,12 @@ def main(argv=None) -> int:
                                 "tracemalloc_peak_bytes": memory.traced_peak,
                             }
                         else:
-                            model = timed_fit(lambda: RenewableHuberRegressor(backend="numpy"),
+                            model = timed_fit(lambda e=engine: RenewableHuberRegressor(backend=e),
                                               X, y, side["seconds"])
                 side.update(iterations=int(model.n_iter_), passes=counter.passes,
                             numbers_shipped=counter.numbers, partitions=len(X.chunks[0]))
-                reference = references[shape]
-                side["max_relative_difference_to_numpy"] = float(
+                reference = references[shape, engine]
+                side["max_relative_difference_to_in_process"] = float(
                     np.max(np.abs(model.state_.coefficients - reference))
                     / np.max(np.abs(reference)))
                 client.cancel([X, y])
@@ -223,6 +234,7 @@ def main(argv=None) -> int:
         for side in case["sides"].values():
             side["median_seconds"] = float(np.median(side["seconds"]))
         record["cases"].append(case)
+    os.environ.pop(PARTITION_ENGINE_VARIABLE, None)
     record["load_average_after"] = os.getloadavg()
     Path(args.out).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     print(json.dumps({"cases": record["cases"], "client_memory": record["client_memory"],
