@@ -15,8 +15,10 @@ from renewable_huber._loader import load_library_path
 from renewable_huber.dask.partitions import (
     KINDS,
     PartitionSpec,
+    add_in_order,
     numpy_partition_statistics,
     partition_engine_mode,
+    partition_losses,
     partition_statistics,
     prepare_partition,
 )
@@ -185,3 +187,80 @@ def test_auto_falls_back_to_numpy_and_native_cpu_refuses_without_the_library(mon
         assert np.array_equal(fallback[kind], reference[kind]), kind
     with pytest.raises(BackendUnavailableError, match="missing"):
         partition_statistics(partition, beta, KINDS, TAU, H, engine="native_cpu")
+
+
+class _PassCounting:
+    """A DaskBatch stand-in over partitions held here: sums() and losses() reduce as the
+    cluster does (add_in_order, partition order) and count their passes."""
+
+    def __init__(self, partitions, engine):
+        self.partitions, self.engine, self.passes = partitions, engine, 0
+
+    def sums(self, beta, kinds, tau, bandwidth):
+        self.passes += 1
+        return add_in_order(*(partition_statistics(p, beta, kinds, tau, bandwidth, self.engine)
+                              for p in self.partitions))
+
+    def losses(self, betas, tau, bandwidth):
+        self.passes += 1
+        return add_in_order(*(partition_losses(p, betas, tau, bandwidth, self.engine)
+                              for p in self.partitions))["losses"]
+
+
+@pytest.mark.parametrize("engine", ["numpy", "native_cpu"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_long_line_search_costs_three_passes_and_changes_nothing(cpu_library, engine, dtype):
+    """After two rejected trials the distributed problem sums the loss at every remaining
+    trial point in one pass (expect_line_search). The accepted step, its point and its
+    objective equal the one-pass-per-trial search bit for bit, and the in-memory search's
+    step."""
+    from renewable_huber.config import UpdateConfig
+    from renewable_huber.core.newton_solver import _line_search
+    from renewable_huber.core.objective import RenewableProblem, gradient, hessian, objective
+    from renewable_huber.dask.problem import DistributedProblem
+    from renewable_huber.state import RenewableState
+
+    rng = np.random.default_rng([11, dtype == "float32"])
+    spec = PartitionSpec(np.dtype(dtype), True, 4, None)
+    X = rng.normal(size=(3000, 4))
+    y = X @ np.array([1.0, -2.0, 0.5, 3.0]) + rng.standard_t(2, size=3000)
+    parts = [prepare_partition(i, X[i * 1000:(i + 1) * 1000], y[i * 1000:(i + 1) * 1000], None,
+                               spec) for i in range(3)]
+    config = UpdateConfig(n_features_in=4, fit_intercept=True, tau=TAU, bandwidth_scale=1.0,
+                          tol=1e-8, ridge=0.0, max_iter=50, penalty="none", lambda_scale=0.0)
+    state = RenewableState.empty(5, dtype, with_meat=False)
+    design = np.hstack([X, np.ones((3000, 1))]).astype(dtype)
+    memory = RenewableProblem.from_batch(np, state, design, y.astype(dtype), None, config)
+
+    def distributed():
+        cluster = _PassCounting(parts, engine)
+        return cluster, DistributedProblem.for_state(
+            np, state, config, 3000.0, X=None, y=None, w=None, partitions=cluster,
+            fused=("loss", "score", "curvature"))
+
+    beta = memory.beta0
+    step = np.linalg.solve(hessian(memory, beta), gradient(memory, beta))
+    direction = (step * 2.0**12).astype(dtype)  # the right step is near t = 2^-12
+    expected = _line_search(memory, beta, objective(memory, beta), direction)
+    assert expected is not None and expected[3] <= 0.25
+
+    cluster, problem = distributed()
+    F = objective(problem, beta)
+    cluster.passes = 0
+    hinted = _line_search(problem, beta, F, direction)
+    assert cluster.passes == 3  # t = 1, t = 1/2, then every other trial at once
+    assert hinted[3] == expected[3]
+
+    # The same search with one pass per trial (no hint): the same point and objective.
+    cluster, plain = distributed()
+    plain_F = objective(plain, beta)
+    trial_t, trials = 1.0, 0
+    while True:
+        trials += 1
+        candidate = beta - trial_t * direction
+        value = objective(plain, candidate)
+        if value <= plain_F:
+            break
+        trial_t *= 0.5
+    assert trial_t == hinted[3] and trials == cluster.passes - 1 > 3
+    assert np.array_equal(candidate, hinted[0]) and value == hinted[2]

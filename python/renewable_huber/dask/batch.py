@@ -32,6 +32,7 @@ from .partitions import (
     PartitionSpec,
     add_in_order,
     partition_engine_mode,
+    partition_losses,
     partition_statistics,
     pilot_rows,
     prepare_partition,
@@ -232,12 +233,24 @@ class DaskBatch:
         REDUCTION_GROUP (each in partition order), level by level, until that few remain,
         so the client receives at most REDUCTION_GROUP partial sums and the association is
         fixed by the number of partitions alone."""
+        return self._reduce(partition_statistics, beta=beta, kinds=kinds, tau=tau,
+                            bandwidth=bandwidth)
+
+    def losses(self, betas, tau: float, bandwidth: float):
+        """The batch's loss sums at each of `betas`, as an array, in one pass: each partition
+        sums its rows at every beta, and the partitions' arrays are added elementwise in the
+        order of sums(), so entry k equals sums(betas[k], ("loss",), ...)["loss"] bit for bit."""
+        return self._reduce(partition_losses, betas=betas, tau=tau,
+                            bandwidth=bandwidth)["losses"]
+
+    def _reduce(self, function, **kwargs) -> dict:
+        """function(partition, **kwargs, engine=...) on every partition, reduced as sums()
+        says."""
         client = self._client
 
         def reduce():
-            futures = client.map(partition_statistics, self._futures, beta=beta, kinds=kinds,
-                                 tau=tau, bandwidth=bandwidth, engine=self.partition_engine,
-                                 pure=False)
+            futures = client.map(function, self._futures, engine=self.partition_engine,
+                                 pure=False, **kwargs)
             while len(futures) > REDUCTION_GROUP:
                 futures = [
                     client.submit(add_in_order, *futures[start:start + REDUCTION_GROUP],

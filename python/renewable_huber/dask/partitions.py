@@ -239,6 +239,18 @@ def partition_statistics(
     return numpy_partition_statistics(partition, beta, kinds, tau, bandwidth)
 
 
+def partition_losses(
+    partition: Partition, betas, tau: float, bandwidth: float, engine: str = "auto"
+) -> dict[str, Any]:
+    """{"losses": the loss sums of this partition's rows at each of `betas`}, each computed as
+    partition_statistics computes "loss" (so added elementwise over partitions they equal
+    the sums at each beta bit for bit); one array, in the losses' own type."""
+    return {"losses": np.asarray([
+        partition_statistics(partition, beta, ("loss",), tau, bandwidth, engine)["loss"]
+        for beta in betas
+    ])}
+
+
 def numpy_partition_statistics(
     partition: Partition, beta, kinds: tuple[str, ...], tau: float, bandwidth: float
 ) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import numpy as np
 from ..core.objective import (
     RenewableProblem,
     curvature_gram,
+    expect_line_search,
     loss_sum,
     majoriser_gram,
     meat_gram,
@@ -49,6 +50,9 @@ class DistributedProblem(RenewableProblem):
 
     partitions: Any = None
     fused: tuple[str, ...] = ("loss", "score")
+    #: the line search's next trial points (expect_line_search), by the bytes of their beta,
+    #: each with its loss summed already
+    expected: dict = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
 
 def _sum(problem: DistributedProblem, r: RowsAt, kind: str):
@@ -62,7 +66,24 @@ def _sum(problem: DistributedProblem, r: RowsAt, kind: str):
 
 @residual.register
 def _(problem: DistributedProblem, beta):
-    return RowsAt(beta)
+    expected = problem.expected.pop(np.asarray(beta).tobytes(), None)
+    return expected if expected is not None else RowsAt(beta)
+
+
+@expect_line_search.register
+def _(problem: DistributedProblem, beta, direction, t: float, count: int) -> None:
+    """After a rejected trial: the loss at every remaining trial point in one pass (a trial
+    point costs one read of the rows on the workers but no round trip of its own)."""
+    candidates = []
+    for _ in range(count):
+        candidates.append(beta - t * direction)  # formed as the line search forms it
+        t *= 0.5
+    losses = problem.partitions.losses(candidates, problem.tau, problem.bandwidth)
+    problem.expected.clear()
+    for candidate, loss in zip(candidates, losses, strict=True):
+        handle = RowsAt(candidate)
+        handle.sums["loss"] = loss
+        problem.expected[candidate.tobytes()] = handle
 
 
 @loss_sum.register
