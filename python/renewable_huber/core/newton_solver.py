@@ -19,6 +19,10 @@ from .objective import (
 from .rules import LINE_SEARCH_TRIALS, decrease_settled, step_converged, within_rounding
 from .solver_result import SolverResult
 
+# After the trial of this index is rejected, expect_line_search is told of this many next ones
+# (growing blocks: a search that accepts soon after wastes little, a long one costs few hints).
+_HINTS_AFTER = {1: 4, 5: 8, 13: LINE_SEARCH_TRIALS}
+
 
 def _line_search(problem: RenewableProblem, beta, F: float, direction, strict: bool = False):
     """The first of beta - t d, t = 1, 1/2, ..., 2^-26, with f <= F (plain non-increase, no
@@ -32,9 +36,12 @@ def _line_search(problem: RenewableProblem, beta, F: float, direction, strict: b
         if candidate_F < F or (candidate_F == F and not strict):
             return candidate, candidate_r, candidate_F, t
         t *= 0.5
-        if trial == 1:  # two rejected: the search may go on halving (rounding noise near
-            # the optimum); a problem whose trials cost a round trip each sums them at once
-            expect_line_search(problem, beta, direction, t, LINE_SEARCH_TRIALS - 2)
+        if trial in _HINTS_AFTER:
+            # Rejected twice (then 4 and 8 more times): the search may go on halving (rounding
+            # noise near the optimum); a problem whose trials cost a round trip each can sum
+            # the next ones at once.
+            count = min(_HINTS_AFTER[trial], LINE_SEARCH_TRIALS - 1 - trial)
+            expect_line_search(problem, beta, direction, t, count)
     return None
 
 

@@ -115,7 +115,7 @@ def residual(problem: RenewableProblem, beta):
 
 @functools.singledispatch
 def expect_line_search(problem: RenewableProblem, beta, direction, t: float, count: int) -> None:
-    """A hint from the line search after two rejected trials: it may next ask for the objective at
+    """A hint from the line search after rejected trials: it may next ask for the objective at
     beta - t d, beta - (t / 2) d, ... (`count` points, each formed exactly so). A problem
     whose rows are in memory ignores it; one whose rows are on a cluster (dask/problem.py)
     sums the loss at all of them in one pass instead of one pass per trial."""
