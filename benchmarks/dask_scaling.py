@@ -79,28 +79,29 @@ def cluster_batch(client, n: int, p: int, block: int, seed: int):
 
 
 class PassCounter:
-    """Counts the solver's map-reduces and the numbers they bring back."""
+    """Counts the solver's map-reduces (sums at one beta, and the line search's losses at
+    several) and the numbers they bring back."""
 
     def __init__(self):
         self.passes = 0
         self.numbers = 0
-        self._original = dask_batch.DaskBatch.sums
+        self._original = dask_batch.DaskBatch._reduce
 
     def __enter__(self):
         counter = self
 
-        def counted(batch, beta, kinds, tau, bandwidth):
-            totals = counter._original(batch, beta, kinds, tau, bandwidth)
+        def counted(batch, function, **kwargs):
+            totals = counter._original(batch, function, **kwargs)
             counter.passes += 1
-            size = sum(int(np.size(totals[kind])) for kind in kinds)
+            size = sum(int(np.size(value)) for value in totals.values())
             counter.numbers += size * len(batch.futures)
             return totals
 
-        dask_batch.DaskBatch.sums = counted
+        dask_batch.DaskBatch._reduce = counted
         return self
 
     def __exit__(self, *exc):
-        dask_batch.DaskBatch.sums = self._original
+        dask_batch.DaskBatch._reduce = self._original
 
 
 class PeakMemory:
