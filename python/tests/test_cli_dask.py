@@ -194,16 +194,59 @@ def test_resume_after_an_interruption_equals_the_uninterrupted_stream(dataset, a
 
 
 def test_resume_on_another_dataset_is_refused(dataset, address, capsys, tmp_path):
+    """The recorded files in another order (or others) are not the dataset, nor one that
+    gained files since."""
     _, paths = dataset
     checkpoint = tmp_path / "model.npz"
     status, _, err = run(_cluster_fit(address, paths[:2], "--checkpoint", checkpoint), capsys)
     assert status == 0, err
     before = checkpoint.read_bytes()
+    for data in ([paths[1], paths[0], paths[2]], paths[1:]):
+        status, _, err = run(_cluster_fit(address, data, "--resume", checkpoint,
+                                          "--checkpoint", checkpoint), capsys)
+        assert status == 1
+        assert "is not the dataset" in one_error_line(err)
+        assert checkpoint.read_bytes() == before  # refused before any batch: nothing written
+
+
+def test_resume_on_a_dataset_that_gained_files_continues_after_the_rows_held(
+        dataset, address, capsys, tmp_path):
+    """DATA = the recorded files, in order, and more: --resume (without --new-data) continues
+    after the partitions the model holds, as one stream over all the files."""
+    frames, paths = dataset
+    checkpoint = tmp_path / "model.npz"
+    status, _, err = run(_cluster_fit(address, paths[:2], "--checkpoint", checkpoint), capsys)
+    assert status == 0, err
     status, _, err = run(_cluster_fit(address, paths, "--resume", checkpoint, "--checkpoint",
                                       checkpoint), capsys)
-    assert status == 1
-    assert "is not the dataset" in one_error_line(err)
-    assert checkpoint.read_bytes() == before  # refused before any batch: nothing written
+    assert status == 0, err
+    _assert_same_model(RenewableHuberRegressor.load(checkpoint),
+                       _stream_of_rows(frames, [(0, 300), (300, 600), (600, 900)]))
+    source = load_checkpoint(checkpoint)["source"]
+    assert (source["partitions"], source["rows"], len(source["files"])) == (3, 900, 3)
+
+
+def test_a_gained_dataset_whose_held_partitions_moved_is_refused():
+    """The rows of the partitions a checkpoint holds are counted in the grown dataset: another
+    count (the files split into other partitions) refuses the resume; the recorded count, with
+    a cut inside the next partition, passes."""
+    import argparse
+
+    from renewable_huber.cli import ResumeRefused
+    from renewable_huber.dask.command import _check_rows_held
+
+    class Table:  # three partitions of 300 rows, as dask.dataframe shows them
+        npartitions = 3
+        partitions = [pd.DataFrame({"y": np.zeros(300)})] * 3
+
+    args = argparse.Namespace(target="y", data=["grown/"], resume="model.npz")
+    _check_rows_held(args, Table, {"partitions": 2, "rows": 600})
+    _check_rows_held(args, Table, {"partitions": 1, "rows": 450, "partition_rows": 150})
+    for source in ({"partitions": 2, "rows": 500},
+                   {"partitions": 1, "rows": 700, "partition_rows": 400},
+                   {"partitions": 3, "rows": 900, "partition_rows": 10}):
+        with pytest.raises(ResumeRefused, match="split into partitions differently now"):
+            _check_rows_held(args, Table, source)
 
 
 def test_resume_of_a_single_file_checkpoint_with_dask_is_refused(dataset, address, capsys,

@@ -126,7 +126,7 @@ def command_fit_on_cluster(args) -> int:
             dataset = _Dataset(args.data, table.npartitions)
         except (OSError, ValueError) as exc:
             raise DataBatchError(f"{', '.join(args.data)}: {_one_line(exc)}") from exc
-        start, rows_held, cut = _first_partition(args, dataset, source)
+        start, rows_held, cut = _first_partition(args, dataset, source, table)
         features = _columns(args, table)
         per_batch = None if args.batch_size is not None else (
             args.partitions_per_batch or max(1, len(client.scheduler_info()["workers"])))
@@ -194,6 +194,13 @@ class _Dataset:
     def same(self, source: dict) -> bool:
         return source["size"] == self.size and source["prefix_sha256"] == self.sha256
 
+    def extends(self, source: dict) -> bool:
+        """DATA's files begin with every file the record lists, in the same order, and go on
+        (a dataset that has gained files since)."""
+        recorded = list(source.get("files", ()))
+        return 0 < len(recorded) < len(self.fingerprints) and \
+            self.fingerprints[:len(recorded)] == recorded
+
 
 def _files(data: list[str]):
     """(filesystem, path) of every file DATA names, as dask.dataframe.read_parquet finds them
@@ -212,12 +219,13 @@ def _files(data: list[str]):
                     yield fs, name
 
 
-def _first_partition(args, dataset: _Dataset, source) -> tuple[int, int, int]:
+def _first_partition(args, dataset: _Dataset, source, table) -> tuple[int, int, int]:
     """(partitions, rows, cut) of the dataset the model already holds (cut: rows of the next
     partition held too, after a --batch-size batch that ended inside it): none for a new fit,
     a checkpoint without a source record, or --new-data; those its record counts when it was
-    fitted on this dataset. Anything that would fold rows in twice, or that cannot be told
-    apart from that, is refused (docs/cli.md, "fit --dask")."""
+    fitted on this dataset, or on its first files (a dataset that has gained files since,
+    checked by the rows of the partitions held). Anything that would fold rows in twice, or
+    that cannot be told apart from that, is refused (docs/cli.md, "fit --dask")."""
     if args.resume is None or source is None:
         return 0, 0, 0
     data = " ".join(args.data)
@@ -246,6 +254,9 @@ def _first_partition(args, dataset: _Dataset, source) -> tuple[int, int, int]:
                     f"last 64 KiB); pass only files the model has not seen, or resume that "
                     f"dataset without --new-data")
             return 0, 0, 0
+        if dataset.extends(source):
+            _check_rows_held(args, table, source)
+            return source["partitions"], source["rows"], source.get("partition_rows", 0)
         raise ResumeRefused(
             f"{data} is not the dataset {args.resume} was fitted on ({source['path']}, "
             f"{source['partitions']:,} partitions, {source['rows']:,} rows read; the files "
@@ -260,6 +271,28 @@ def _first_partition(args, dataset: _Dataset, source) -> tuple[int, int, int]:
         raise DataBatchError(f"nothing new to fit: {args.resume} already holds all "
                              f"{dataset.npartitions:,} partitions of {data}")
     return source["partitions"], source["rows"], source.get("partition_rows", 0)
+
+
+def _check_rows_held(args, table, source: dict) -> None:
+    """A dataset that begins with the recorded dataset's files, in order, and has more: the
+    model's partitions must be the first ones of the new dataset. Their rows are counted on
+    the workers (the target column of each) and must add up to the recorded rows, and the
+    next partition must hold the recorded cut; otherwise the partitioning moved (the files
+    were re-read into other partitions) and resuming could fold rows in twice."""
+    import dask
+
+    held, cut = source["partitions"], source.get("partition_rows", 0)
+    wanted = held + (1 if cut else 0)
+    lengths = dask.compute(*[table.partitions[i][[args.target]].shape[0]
+                             for i in range(min(wanted, table.npartitions))])
+    whole = sum(int(n) for n in lengths[:held])
+    if (len(lengths) < wanted or whole + cut != source["rows"]
+            or (cut and int(lengths[held]) < cut)):
+        raise ResumeRefused(
+            f"{' '.join(args.data)} begins with the files of the dataset {args.resume} was "
+            f"fitted on, but its first {held:,} partitions hold {whole:,} rows, not the "
+            f"{source['rows'] - cut:,} the checkpoint records: the files are split into "
+            f"partitions differently now, so where to continue cannot be told")
 
 
 # A record of one file (fit without --dask) whose prefix is longer than this names a CSV
