@@ -28,6 +28,8 @@ constexpr size_t kMaxPooledPinnedBytes = size_t{64} << 20;
 // every standard and large benchmark batch of one engine.
 constexpr uint64_t kPoolReleaseThreshold = uint64_t{1} << 30;
 
+}  // namespace
+
 void reserve_elems(GrowingBuffer& buffer, int64_t count, size_t elem, const char* what) {
   size_t bytes = 0;
   if (rh_bytes(count, elem, &bytes) != 0) {
@@ -36,8 +38,6 @@ void reserve_elems(GrowingBuffer& buffer, int64_t count, size_t elem, const char
   }
   buffer.reserve(bytes > 0 ? bytes : elem, what);
 }
-
-}  // namespace
 
 // What one engine needs that is expensive to make, kept across engines of the same device. The
 // destructor really releases it; pooled sets are never destroyed (the pool lives until the

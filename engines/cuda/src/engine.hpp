@@ -35,6 +35,11 @@ struct ResourceSet;  // the pooled per-device resources (engine.cu)
 // The triangle cuSOLVER's Cholesky factors (linear_solve.cu says why this one).
 constexpr cublasFillMode_t kCholeskyFill = CUBLAS_FILL_MODE_LOWER;
 
+// Grows `buffer` to hold `count` elements of `elem` bytes (at least one element), refusing a
+// count whose bytes overflow; `what` names it in errors. Every workspace and state buffer is
+// sized through it (engine.cu at creation, update_pipeline.cu per batch).
+void reserve_elems(GrowingBuffer& buffer, int64_t count, size_t elem, const char* what);
+
 struct CommittedState {
   GrowingBuffer coefficients;  // P values of the engine dtype
   GrowingBuffer information;   // P x P row-major

@@ -45,6 +45,11 @@ void launch_lamm_trials(const RowView<T>& rows, const double* candidates, int co
 template <class T>
 void launch_majoriser_rows(const RowView<T>& rows, const double* residual, double tau,
                            const DeviceScalars* sc, T* scaled, cudaStream_t s);
+// scaled = sqrt(w) |psi(r)| x at the residuals `residual` holds: K's rows (meat.cu) when the
+// solver's last row pass did not write them.
+template <class T>
+void launch_meat_rows(const RowView<T>& rows, const double* residual, double tau, T* scaled,
+                      cudaStream_t s);
 // While running: per block of the row grid, sum_i w_i ||x_i||^2 (appended intercept counted),
 // row_blocks(n, ncols_x) partials for launch_lamm_bound.
 template <class T>

@@ -8,27 +8,11 @@
 #include "engine_error.hpp"
 #include "huber_math.cuh"
 #include "kernels.hpp"
+#include "step_common.cuh"
 
 namespace rh {
 
 namespace {
-
-template <class T>
-__global__ void meat_rows_kernel(RowView<T> rows, const double* residual, double tau, T* scaled) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < rows.n;
-       i += stride) {
-    const T* xi = rows.x + i * rows.ldx;
-    const double w = rows.w == nullptr ? 1.0 : static_cast<double>(rows.w[i]);
-    const double root = sqrt(w) * fabs(huber_psi(residual[i], tau));
-    T* out = scaled + i * rows.P;
-    for (int64_t j = 0; j < rows.ncols_x; ++j) {
-      out[j] = static_cast<T>(root * static_cast<double>(xi[j]));
-    }
-    if (rows.ncols_x < rows.P)
-      out[rows.P - 1] = static_cast<T>(root);
-  }
-}
 
 // meat_out = meat + the mirrored upper triangle of gram (column-major, as cuBLAS wrote it), also
 // into host_copy (pinned host memory; nullptr: no copy). Any non-finite value sets *nonfinite
@@ -52,11 +36,6 @@ __global__ void add_meat_kernel(const double* meat, const T* gram, int64_t P, do
     *nonfinite = 1;
 }
 
-int grid_for(int64_t count) {
-  const int64_t wanted = (count + kThreads - 1) / kThreads;
-  return static_cast<int>(wanted < kMaxElementwiseBlocks ? wanted : kMaxElementwiseBlocks);
-}
-
 }  // namespace
 
 template <class T>
@@ -65,15 +44,14 @@ void accumulate_meat(Engine& e, const RowView<T>& rows, const double* residual, 
   T* scaled = e.ws.meat_rows.as<T>();
   T* gram = e.ws.majoriser_gram.as<T>();
   if (!rows_written || e.separate_meat_pass) {
-    meat_rows_kernel<T><<<grid_for(rows.n), kThreads, 0, e.stream>>>(rows, residual, tau, scaled);
-    check_launch("meat_rows_kernel");
+    launch_meat_rows<T>(rows, residual, tau, scaled, e.stream);
   }
   gram_of_scaled_rows<T>(e, rows.P, rows.n, scaled, gram);
   // The stream is idle (the solve's last synchronisation), so the host may reset the flag.
   double* host = e.ws.host_meat.as<double>();
   int* flag = reinterpret_cast<int*>(host + rows.P * rows.P);
   *flag = 0;
-  add_meat_kernel<T><<<grid_for(rows.P * rows.P), kThreads, 0, e.stream>>>(
+  add_meat_kernel<T><<<elementwise_blocks(rows.P * rows.P), kThreads, 0, e.stream>>>(
       e.committed.meat.as<double>(), gram, rows.P, e.scratch.meat.as<double>(),
       export_meat ? host : nullptr, flag);
   check_launch("add_meat_kernel");

@@ -242,6 +242,18 @@ __global__ void majoriser_rows_kernel(RowView<T> rows, const double* residual, d
   }
 }
 
+// K's scaled rows sqrt(w) |psi(r)| x from the residuals the last row pass stored, for a solve
+// that ended without moving beta (that pass could not know it was the last; meat.cu). The
+// bits the row pass writes for K at the same beta.
+template <class T, int Team>
+__global__ void meat_rows_kernel(RowView<T> rows, const double* residual, double tau, T* scaled) {
+  const RowTeam<Team> team;
+  for (int64_t i = team.first; i < rows.n; i += team.stride) {
+    write_scaled_row<Team>(rows, i, team.lane,
+                           sqrt(row_weight(rows, i)) * fabs(huber_psi(residual[i], tau)), scaled);
+  }
+}
+
 // sum_i w_i ||x_i||^2 for LAMM's curvature bound, the appended intercept column counted as
 // ones; one partial per block (summed by lamm_bound_kernel in a fixed order).
 template <class T, int Team>
@@ -449,6 +461,12 @@ void launch_majoriser_rows(const RowView<T>& rows, const double* residual, doubl
 }
 
 template <class T>
+void launch_meat_rows(const RowView<T>& rows, const double* residual, double tau, T* scaled,
+                      cudaStream_t s) {
+  RH_LAUNCH_ROWS(meat_rows_kernel, T, rows, s, rows, residual, tau, scaled);
+}
+
+template <class T>
 void launch_weighted_square_norms(const RowView<T>& rows, const DeviceScalars* sc, double* partials,
                                   cudaStream_t s) {
   RH_LAUNCH_ROWS(weighted_square_norms_kernel, T, rows, s, rows, sc, partials);
@@ -470,6 +488,7 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
                                       const DeviceScalars*, double*, cudaStream_t);                \
   template void launch_majoriser_rows<T>(const RowView<T>&, const double*, double,                 \
                                          const DeviceScalars*, T*, cudaStream_t);                  \
+  template void launch_meat_rows<T>(const RowView<T>&, const double*, double, T*, cudaStream_t);   \
   template void launch_weighted_square_norms<T>(const RowView<T>&, const DeviceScalars*, double*,  \
                                                 cudaStream_t);                                     \
   template void launch_predict<T>(const RowView<T>&, const T*, T*, cudaStream_t);

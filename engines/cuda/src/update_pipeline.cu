@@ -17,15 +17,6 @@ namespace rh {
 
 namespace {
 
-void reserve_rows(GrowingBuffer& buffer, int64_t count, size_t elem, const char* what) {
-  size_t bytes = 0;
-  if (rh_bytes(count, elem, &bytes) != 0) {
-    fail(RH_CUDA_INVALID_ARGUMENT, "%s: %lld elements overflow the address space", what,
-         static_cast<long long>(count));
-  }
-  buffer.reserve(bytes, what);
-}
-
 // The batch's rows where the kernels read them, and the validation pass queued over them:
 // device input in place, one pass; host input staged into the engine's row buffers, each chunk
 // of whole validation tiles checked on the GPU while the host copies the next.
@@ -46,10 +37,10 @@ RowView<T> place_batch(Engine& e, const RhCudaHostBatch& b, BatchLocation locati
                             bad_partials, e.stream);
     return rows;
   }
-  reserve_rows(e.ws.x_stage, cells, sizeof(T), "staged design");
-  reserve_rows(e.ws.y_stage, b.n_rows, sizeof(T), "staged targets");
+  reserve_elems(e.ws.x_stage, cells, sizeof(T), "staged design");
+  reserve_elems(e.ws.y_stage, b.n_rows, sizeof(T), "staged targets");
   if (b.sample_weight != nullptr)
-    reserve_rows(e.ws.w_stage, b.n_rows, sizeof(T), "staged weights");
+    reserve_elems(e.ws.w_stage, b.n_rows, sizeof(T), "staged weights");
   RowView<T> staged = rows;
   staged.x = e.ws.x_stage.as<T>();
   staged.y = e.ws.y_stage.as<T>();
@@ -127,19 +118,19 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
                 const RhCudaUpdateConfig& c, int fit_intercept, RhCudaDiagnostics* diagnostics,
                 RhCudaHostState* out) {
   const int64_t P = e.P;
-  reserve_rows(e.ws.residual, b.n_rows, sizeof(double), "residuals");
-  reserve_rows(e.ws.score, b.n_rows, sizeof(T), "scores");
+  reserve_elems(e.ws.residual, b.n_rows, sizeof(double), "residuals");
+  reserve_elems(e.ws.score, b.n_rows, sizeof(T), "scores");
   const GramSplit split = gram_split(b.n_rows, P);
-  reserve_rows(e.ws.scaled_rows, split.padded_rows() * P, sizeof(T), "scaled design");
+  reserve_elems(e.ws.scaled_rows, split.padded_rows() * P, sizeof(T), "scaled design");
   if (split.chunks > 1) {
-    reserve_rows(e.ws.gram_partials, int64_t{split.chunks} * P * P, sizeof(T), "Gram partials");
+    reserve_elems(e.ws.gram_partials, int64_t{split.chunks} * P * P, sizeof(T), "Gram partials");
   }
 
   // K only follows unpenalised streams: after L1 selection the intervals are not valid.
   const bool with_meat = e.committed.meat_available && c.penalty != RH_CUDA_PENALTY_L1;
   if (with_meat) {
-    reserve_rows(e.ws.meat_rows, split.padded_rows() * P, sizeof(T), "K's scaled design");
-    reserve_rows(e.ws.host_meat, P * P + 1, sizeof(double), "exported K");
+    reserve_elems(e.ws.meat_rows, split.padded_rows() * P, sizeof(T), "K's scaled design");
+    reserve_elems(e.ws.host_meat, P * P + 1, sizeof(double), "exported K");
   }
 
   const ChunkSizes chunks = chunk_sizes(e, c.penalty == RH_CUDA_PENALTY_L1, b.n_rows);
