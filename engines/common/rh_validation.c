@@ -146,10 +146,10 @@ static RhCudaStatus check_columns(const char* name, int64_t n_rows, int64_t n_co
   return RH_CUDA_SUCCESS;
 }
 
-RhCudaStatus rh_validate_batch(const RhCudaHostBatch* batch, const char* name,
-                               const RhCudaUpdateConfig* config, int64_t n_parameters,
-                               int64_t n_samples_seen, int64_t batch_count, double weight_sum,
-                               size_t elem_size, int* append_intercept, RhErrorBuffer* err) {
+/* The arrays every batch names (update and row statistics): its header, x_design and y
+ * non-NULL. */
+static RhCudaStatus check_batch_arrays(const RhCudaHostBatch* batch, const char* name,
+                                       RhErrorBuffer* err) {
   RH_TRY(rh_check_header(batch, name, (uint32_t)sizeof(RhCudaHostBatch), err));
   if (batch->x_design == NULL) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.x_design is NULL", name);
@@ -157,17 +157,34 @@ RhCudaStatus rh_validate_batch(const RhCudaHostBatch* batch, const char* name,
   if (batch->y == NULL) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.y is NULL", name);
   }
-  RH_TRY(check_columns(name, batch->n_rows, batch->n_columns, config->n_features_in, n_parameters,
-                       elem_size, append_intercept, err));
+  return RH_CUDA_SUCCESS;
+}
+
+/* batch_weight: finite and > 0 (>= 0 when zero_allowed: row statistics of a partition whose
+ * weights are all zero), and exactly n_rows without sample_weight. */
+static RhCudaStatus check_batch_weight(const RhCudaHostBatch* batch, const char* name,
+                                       int zero_allowed, RhErrorBuffer* err) {
   char field[96];
   snprintf(field, sizeof field, "%s.batch_weight", name);
-  RH_TRY(require_positive_finite(batch->batch_weight, field, err));
+  RH_TRY(zero_allowed ? require_nonnegative_finite(batch->batch_weight, field, err)
+                      : require_positive_finite(batch->batch_weight, field, err));
   if (batch->sample_weight == NULL && batch->batch_weight != (double)batch->n_rows) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
                    "%s.batch_weight is %.17g: without sample_weight it must equal n_rows "
                    "(%" PRId64 ")",
                    name, batch->batch_weight, batch->n_rows);
   }
+  return RH_CUDA_SUCCESS;
+}
+
+RhCudaStatus rh_validate_batch(const RhCudaHostBatch* batch, const char* name,
+                               const RhCudaUpdateConfig* config, int64_t n_parameters,
+                               int64_t n_samples_seen, int64_t batch_count, double weight_sum,
+                               size_t elem_size, int* append_intercept, RhErrorBuffer* err) {
+  RH_TRY(check_batch_arrays(batch, name, err));
+  RH_TRY(check_columns(name, batch->n_rows, batch->n_columns, config->n_features_in, n_parameters,
+                       elem_size, append_intercept, err));
+  RH_TRY(check_batch_weight(batch, name, 0, err));
   if (n_samples_seen > INT64_MAX - batch->n_rows) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
                    "%s.n_rows (%" PRId64 ") overflows n_samples_seen (%" PRId64 ")", name,
@@ -376,13 +393,7 @@ RhCudaStatus rh_validate_row_statistics(const RhCudaHostBatch* batch,
       check_statistic_output(statistics->meat, bits, RH_CUDA_STATISTIC_MEAT, "meat", "MEAT", err));
 
   const char* batch_name = "RhCudaHostBatch";
-  RH_TRY(rh_check_header(batch, batch_name, (uint32_t)sizeof(RhCudaHostBatch), err));
-  if (batch->x_design == NULL) {
-    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.x_design is NULL", batch_name);
-  }
-  if (batch->y == NULL) {
-    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.y is NULL", batch_name);
-  }
+  RH_TRY(check_batch_arrays(batch, batch_name, err));
   if (batch->n_columns != n_parameters) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
                    "%s.n_columns is %" PRId64
@@ -393,12 +404,5 @@ RhCudaStatus rh_validate_row_statistics(const RhCudaHostBatch* batch,
   int append_intercept = 0;
   RH_TRY(check_columns(batch_name, batch->n_rows, batch->n_columns, n_parameters, n_parameters,
                        elem_size, &append_intercept, err));
-  RH_TRY(require_nonnegative_finite(batch->batch_weight, "RhCudaHostBatch.batch_weight", err));
-  if (batch->sample_weight == NULL && batch->batch_weight != (double)batch->n_rows) {
-    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
-                   "%s.batch_weight is %.17g: without sample_weight it must equal n_rows "
-                   "(%" PRId64 ")",
-                   batch_name, batch->batch_weight, batch->n_rows);
-  }
-  return RH_CUDA_SUCCESS;
+  return check_batch_weight(batch, batch_name, 1, err);
 }
