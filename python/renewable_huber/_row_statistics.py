@@ -20,7 +20,7 @@ import weakref
 import numpy as np
 
 from . import _abi
-from ._engine import HOST_DEVICE_ID, engine_options, host_address
+from ._engine import HOST_DEVICE_ID, EngineHandle, batch_weight, host_address
 from .exceptions import BackendUnavailableError
 
 ROW_STATISTICS_VERSION = 1
@@ -100,6 +100,27 @@ def lookup(lib: ctypes.CDLL):
         return found
 
 
+def request(X, y, w, beta, bits: int, tau: float, bandwidth: float, outputs: dict):
+    """The (RhCudaHostBatch, RhCudaRowStatistics) of one rh_cuda_engine_row_statistics call
+    over the design X (its intercept column included), y and w (None: unit weights, and
+    batch_weight n_rows) at beta, with `outputs` (score, curvature, majoriser, meat: float64
+    arrays, absent ones NULL). The arrays must stay alive and C-contiguous for the call."""
+    batch = _abi.make(
+        _abi.RhCudaHostBatch, x_design=host_address(X), y=host_address(y),
+        sample_weight=host_address(w), n_rows=X.shape[0], n_columns=X.shape[1],
+        batch_weight=batch_weight(w, X.shape[0]),
+    )
+    statistics = RhCudaRowStatistics(
+        abi_version=_abi.ABI_VERSION, struct_size=ctypes.sizeof(RhCudaRowStatistics),
+        statistics=bits, coefficients=host_address(beta), tau=float(tau),
+        bandwidth=float(bandwidth), score=host_address(outputs.get("score")),
+        curvature_gram=host_address(outputs.get("curvature")),
+        majoriser_gram=host_address(outputs.get("majoriser")),
+        meat=host_address(outputs.get("meat")),
+    )
+    return batch, statistics
+
+
 class RowStatistics:
     """An engine of one dtype and P used for the extension's sums (its committed state is
     never used). One thread at a time, like every engine: see `for_thread`."""
@@ -110,15 +131,10 @@ class RowStatistics:
                 f"engine library {lib._name!r} does not export the row-statistics extension "
                 f"version {ROW_STATISTICS_VERSION} ({', '.join(SYMBOLS)})"
             )
-        self.lib = lib
         self.dtype = np.dtype(dtype)
-        self.n_parameters = int(n_parameters)
-        options = engine_options(self.dtype, self.n_parameters, HOST_DEVICE_ID)
-        handle = ctypes.c_void_p()
-        status = lib.rh_cuda_engine_create(ctypes.byref(options), ctypes.byref(handle))
-        _abi.check(lib, status, "rh_cuda_engine_create")
-        self._engine = handle
-        weakref.finalize(self, lib.rh_cuda_engine_destroy, handle)
+        self._handle = EngineHandle(lib, name="row-statistics engine", dtype=self.dtype,
+                                    n_parameters=n_parameters, device_id=HOST_DEVICE_ID)
+        weakref.finalize(self, self._handle.close)
 
     def compute(self, X, y, w, beta, kinds, tau: float, bandwidth: float) -> dict:
         """The sums over the rows of X (n, P, the design with any intercept column), y and w
@@ -141,29 +157,15 @@ class RowStatistics:
         if w is not None:
             w = np.ascontiguousarray(w, dtype=dtype)
         beta = None if beta is None else np.ascontiguousarray(beta, dtype=dtype)
-        batch = _abi.make(
-            _abi.RhCudaHostBatch, x_design=X.ctypes.data, y=y.ctypes.data,
-            sample_weight=host_address(w), n_rows=n_rows, n_columns=P,
-            batch_weight=float(n_rows) if w is None else float(np.sum(w, dtype=np.float64)),
-        )
-        request = RhCudaRowStatistics(
-            abi_version=_abi.ABI_VERSION, struct_size=ctypes.sizeof(RhCudaRowStatistics),
-            statistics=bits, coefficients=host_address(beta), tau=float(tau),
-            bandwidth=float(bandwidth), score=host_address(outputs.get("score")),
-            curvature_gram=host_address(outputs.get("curvature")),
-            majoriser_gram=host_address(outputs.get("majoriser")),
-            meat=host_address(outputs.get("meat")),
-        )
-        status = self.lib.rh_cuda_engine_row_statistics(
-            self._engine, ctypes.byref(batch), ctypes.byref(request)
-        )
-        _abi.check(self.lib, status, "rh_cuda_engine_row_statistics", self._engine)
+        batch, statistics = request(X, y, w, beta, bits, tau, bandwidth, outputs)
+        self._handle.call("rh_cuda_engine_row_statistics", ctypes.byref(batch),
+                          ctypes.byref(statistics))
         result = {}
         for kind in kinds:
             if kind == "loss":
-                result[kind] = dtype.type(request.loss)
+                result[kind] = dtype.type(statistics.loss)
             elif kind == "norm":
-                result[kind] = float(request.weighted_norm)
+                result[kind] = float(statistics.weighted_norm)
             elif kind == "meat":
                 result[kind] = outputs[kind]
             else:

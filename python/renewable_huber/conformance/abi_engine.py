@@ -27,11 +27,6 @@ def load_engine_library(path: str | Path) -> ctypes.CDLL:
     return load_library_path(str(path))
 
 
-# The address of an array (None: NULL) for the kit's modules that fill ABI structs themselves;
-# the engine handle's own helper, under the kit's name.
-pointer = host_address
-
-
 def host_array(values, dtype: np.dtype) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(values, dtype=dtype))
 

@@ -19,7 +19,6 @@ import numpy as np
 from .. import _abi, _row_statistics
 from ..core.huber import huber_loss, huber_score, smoothed_curvature
 from ..core.rules import majoriser_weights
-from .abi_engine import pointer
 from .capabilities import Capabilities
 from .corpus import GoldenCase
 from .report import CheckResult
@@ -87,18 +86,8 @@ def _session_handle(engine, dtype, n_parameters: int):
 
 
 def _call(lib, handle, design, y, w, beta, bits, tau, bandwidth, outputs):
-    batch = _abi.make(
-        _abi.RhCudaHostBatch, x_design=pointer(design), y=pointer(y), sample_weight=pointer(w),
-        n_rows=design.shape[0], n_columns=design.shape[1],
-        batch_weight=float(design.shape[0]) if w is None else float(np.sum(w, dtype=np.float64)),
-    )
-    struct = _row_statistics.RhCudaRowStatistics
-    request = struct(
-        abi_version=_abi.ABI_VERSION, struct_size=ctypes.sizeof(struct),
-        statistics=bits, coefficients=pointer(beta), tau=tau, bandwidth=bandwidth,
-        score=pointer(outputs.get("score")), curvature_gram=pointer(outputs.get("curvature")),
-        majoriser_gram=pointer(outputs.get("majoriser")), meat=pointer(outputs.get("meat")),
-    )
+    """The raw call (its status, not an exception: the kit reports it) and its request."""
+    batch, request = _row_statistics.request(design, y, w, beta, bits, tau, bandwidth, outputs)
     status = lib.rh_cuda_engine_row_statistics(handle, ctypes.byref(batch), ctypes.byref(request))
     return status, request
 

@@ -273,21 +273,26 @@ def _first_partition(args, dataset: _Dataset, source, table) -> tuple[int, int, 
     return source["partitions"], source["rows"], source.get("partition_rows", 0)
 
 
+def _partition_lengths(table, target: str, first: int, stop: int) -> list[int]:
+    """The rows of partitions first .. stop - 1, counted on the workers (each partition's
+    target column read)."""
+    import dask
+
+    return [int(length) for length in dask.compute(
+        *[table.partitions[i][[target]].shape[0] for i in range(first, stop)])]
+
+
 def _check_rows_held(args, table, source: dict) -> None:
     """A dataset that begins with the recorded dataset's files, in order, and has more: the
     model's partitions must be the first ones of the new dataset. Their rows are counted on
     the workers (the target column of each) and must add up to the recorded rows, and the
     next partition must hold the recorded cut; otherwise the partitioning moved (the files
     were re-read into other partitions) and resuming could fold rows in twice."""
-    import dask
-
     held, cut = source["partitions"], source.get("partition_rows", 0)
     wanted = held + (1 if cut else 0)
-    lengths = dask.compute(*[table.partitions[i][[args.target]].shape[0]
-                             for i in range(min(wanted, table.npartitions))])
-    whole = sum(int(n) for n in lengths[:held])
-    if (len(lengths) < wanted or whole + cut != source["rows"]
-            or (cut and int(lengths[held]) < cut)):
+    lengths = _partition_lengths(table, args.target, 0, min(wanted, table.npartitions))
+    whole = sum(lengths[:held])
+    if len(lengths) < wanted or whole + cut != source["rows"] or (cut and lengths[held] < cut):
         raise ResumeRefused(
             f"{' '.join(args.data)} begins with the files of the dataset {args.resume} was "
             f"fitted on, but its first {held:,} partitions hold {whole:,} rows, not the "
@@ -358,19 +363,15 @@ def _after_skipped_rows(args, table, start: int, held: int, cut: int = 0) -> _Be
             f"--skip-rows {skip:,} would fold rows {skip + 1:,}-{held:,} of {data} into "
             f"{args.resume} a second time: it already holds the first {held:,} (the first "
             f"{start:,} partitions); drop --skip-rows to continue after row {held:,}")
-    import dask
-
-    # Partition lengths, counted on the workers a few partitions at a time from `start`
-    # (whose first row is row held - cut + 1), until the one that holds row skip + 1.
+    # Partition lengths, counted a few partitions at a time from `start` (whose first row is
+    # row held - cut + 1), until the one that holds row skip + 1.
     rows, partition, step = held - cut, start, 16
     while partition < table.npartitions:
         stop = min(partition + step, table.npartitions)
-        lengths = dask.compute(*[table.partitions[i][[args.target]].shape[0]
-                                 for i in range(partition, stop)])
-        for length in lengths:
-            if rows + int(length) > skip:
+        for length in _partition_lengths(table, args.target, partition, stop):
+            if rows + length > skip:
                 return _Begin(partition, skip - rows, skip, start, skipped=True)
-            rows += int(length)
+            rows += length
             partition += 1
     raise DataBatchError(f"{data} has no data rows after the first {skip:,} (it has "
                          f"{rows:,})")
@@ -425,12 +426,8 @@ class _ClusterRun:
         """The lengths of partitions begin.partition .. n - 1, counted on the workers (their
         target column read), once per run."""
         if self.lengths is None:
-            import dask
-
-            table, target = self.table, self.args.target
-            self.lengths = [int(length) for length in dask.compute(
-                *[table.partitions[i][[target]].shape[0]
-                  for i in range(self.begin.partition, table.npartitions)])]
+            self.lengths = _partition_lengths(self.table, self.args.target,
+                                              self.begin.partition, self.table.npartitions)
         return self.lengths
 
     def _row_groups(self):
