@@ -58,10 +58,7 @@ class DeviceArray {
       }
     }
     ptr_ = static_cast<unsigned char*>(base_) + offset;
-    // Complete before the engine reads it on its own stream (a pageable cudaMemcpy may return
-    // before its DMA lands).
-    if (bytes > 0 && (cudaMemcpy(ptr_, host.data(), bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
-                      cudaDeviceSynchronize() != cudaSuccess)) {
+    if (bytes > 0 && rhtest::upload(ptr_, host.data(), bytes) != cudaSuccess) {
       std::exit(3);
     }
     bytes_ = bytes;

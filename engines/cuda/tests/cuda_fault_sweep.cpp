@@ -120,9 +120,8 @@ struct Data {
       if (cudaMalloc(&device_x[s], xb) != cudaSuccess ||
           cudaMalloc(&device_y[s], yb) != cudaSuccess ||
           cudaMalloc(&device_out[s], yb) != cudaSuccess ||
-          cudaMemcpy(device_x[s], x(dtype), xb, cudaMemcpyHostToDevice) != cudaSuccess ||
-          cudaMemcpy(device_y[s], y(dtype), yb, cudaMemcpyHostToDevice) != cudaSuccess ||
-          cudaDeviceSynchronize() != cudaSuccess) {
+          rhtest::upload(device_x[s], x(dtype), xb) != cudaSuccess ||
+          rhtest::upload(device_y[s], y(dtype), yb) != cudaSuccess) {
         std::fprintf(stderr, "device copies of the sweep data failed\n");
         std::exit(1);
       }
@@ -299,9 +298,7 @@ RhCudaStatus op_predict_device(Fixture& f) {
   const int s = Data::slot(f.dtype);
   const size_t bytes = prediction_bytes(f);
   std::memset(f.out.predictions, kCanary, sizeof f.out.predictions);
-  if (cudaMemcpy(data->device_out[s], f.out.predictions, bytes, cudaMemcpyHostToDevice) !=
-          cudaSuccess ||
-      cudaDeviceSynchronize() != cudaSuccess) {
+  if (rhtest::upload(data->device_out[s], f.out.predictions, bytes) != cudaSuccess) {
     std::fprintf(stderr, "copying the canary to the device output failed\n");
     ++failures();
   }

@@ -161,15 +161,13 @@ void staging(int64_t rows, int64_t p, int reps) {
     cudaFree(dx);
     return;
   }
-  cudaMemcpy(dx, in.data.x.data(), xb, cudaMemcpyHostToDevice);
-  cudaMemcpy(dy, in.data.y.data(), yb, cudaMemcpyHostToDevice);
-  cudaDeviceSynchronize();  // landed before the engine reads on its own stream
+  upload(dx, in.data.x.data(), xb);
+  upload(dy, in.data.y.data(), yb);
   std::vector<double> copy_times;
   for (int r = 0; r < reps + 2; ++r) {
     const double t0 = now_us();
-    cudaMemcpy(dx, in.data.x.data(), xb, cudaMemcpyHostToDevice);
-    cudaMemcpy(dy, in.data.y.data(), yb, cudaMemcpyHostToDevice);
-    cudaDeviceSynchronize();  // the DMA of a pageable copy may finish after cudaMemcpy returns
+    upload(dx, in.data.x.data(), xb);
+    upload(dy, in.data.y.data(), yb);
     if (r >= 2)
       copy_times.push_back(now_us() - t0);
   }

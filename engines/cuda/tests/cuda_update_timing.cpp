@@ -32,15 +32,13 @@ void time_shape(const Shape& s, int32_t dtype, uint64_t flags, int reps) {
   T *dx = nullptr, *dy = nullptr;
   cudaMalloc(&dx, xb);
   cudaMalloc(&dy, yb);
-  cudaMemcpy(dx, data.x.data(), xb, cudaMemcpyHostToDevice);
-  cudaMemcpy(dy, data.y.data(), yb, cudaMemcpyHostToDevice);
-  cudaDeviceSynchronize();  // landed before the engine reads on its own stream
+  upload(dx, data.x.data(), xb);
+  upload(dy, data.y.data(), yb);
   std::vector<double> copy_times;
   for (int r = 0; r < reps; ++r) {
     const double t0 = now_us();
-    cudaMemcpy(dx, data.x.data(), xb, cudaMemcpyHostToDevice);
-    cudaMemcpy(dy, data.y.data(), yb, cudaMemcpyHostToDevice);
-    cudaDeviceSynchronize();  // the DMA of a pageable copy may finish after cudaMemcpy returns
+    upload(dx, data.x.data(), xb);
+    upload(dy, data.y.data(), yb);
     copy_times.push_back(now_us() - t0);
   }
   RhCudaEngineOptions o = options(dtype, P, flags);

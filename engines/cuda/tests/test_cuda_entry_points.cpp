@@ -998,9 +998,7 @@ void test_rules_shared_with_the_cpu_engine(RhCudaEngine* e) {
   const DeviceBatchCopy device(data.view(), sizeof(double), "NaN prediction");
   void* device_out = nullptr;
   RH_CHECK(cudaMalloc(&device_out, 8 * sizeof(double)) == cudaSuccess);
-  RH_CHECK(cudaMemcpy(device_out, out.data(), 8 * sizeof(double), cudaMemcpyHostToDevice) ==
-           cudaSuccess);
-  RH_CHECK(cudaDeviceSynchronize() == cudaSuccess);  // landed before the engine's stream runs
+  RH_CHECK(upload(device_out, out.data(), 8 * sizeof(double)) == cudaSuccess);
   RhCudaPrediction dq = prediction(device.x(), device_out, 8, kFeatures, RH_CUDA_MEMORY_DEVICE);
   expect_refused(e, "Inf in a device prediction", RH_CUDA_INVALID_ARGUMENT,
                  "RhCudaPrediction.x_design[7, 3] is -inf: values must be finite",

@@ -601,8 +601,7 @@ void test_device_prediction_matches_host_prediction() {
   float *dx = nullptr, *dout = nullptr;
   cudaMalloc(&dx, data.x.size() * sizeof(float));
   cudaMalloc(&dout, 1000 * sizeof(float));
-  cudaMemcpy(dx, data.x.data(), data.x.size() * sizeof(float), cudaMemcpyHostToDevice);
-  cudaDeviceSynchronize();  // the copy's DMA has landed before the engine reads on its stream
+  RH_CHECK(upload(dx, data.x.data(), data.x.size() * sizeof(float)) == cudaSuccess);
   p.x_design = dx;
   p.prediction = dout;
   p.input_location = RH_CUDA_MEMORY_DEVICE;

@@ -150,16 +150,24 @@ struct Batch {
   }
 };
 
+// bytes from host to device memory, landed when it returns: a cudaMemcpy from pageable memory
+// may return before its DMA does, and the engine reads device input on its own stream, which
+// waits for no other (rh_cuda.h, RhCudaDeviceBatch). Every upload of these tests goes through it.
+inline cudaError_t upload(void* device, const void* host, size_t bytes) {
+  const cudaError_t copied = cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice);
+  return copied != cudaSuccess ? copied : cudaDeviceSynchronize();
+}
+
 // A host batch copied to device memory for update_device and device predict, freed on scope
 // exit. A failed copy counts as a test failure, named by `what`.
 class DeviceBatchCopy {
  public:
   DeviceBatchCopy(const RhCudaHostBatch& host, size_t elem, const char* what) : batch_{} {
     const size_t rows = static_cast<size_t>(host.n_rows);
-    x_ = upload(host.x_design, rows * static_cast<size_t>(host.n_columns) * elem, what);
-    y_ = upload(host.y, rows * elem, what);
+    x_ = copy_to_device(host.x_design, rows * static_cast<size_t>(host.n_columns) * elem, what);
+    y_ = copy_to_device(host.y, rows * elem, what);
     if (host.sample_weight != nullptr)
-      w_ = upload(host.sample_weight, rows * elem, what);
+      w_ = copy_to_device(host.sample_weight, rows * elem, what);
     std::memcpy(&batch_, &host, sizeof batch_);
     batch_.x_design = x_;
     batch_.y = y_;
@@ -180,13 +188,10 @@ class DeviceBatchCopy {
   }
 
  private:
-  static void* upload(const void* host, size_t bytes, const char* what) {
+  static void* copy_to_device(const void* host, size_t bytes, const char* what) {
     void* device = nullptr;
-    // cudaMemcpy from pageable memory may return before its DMA lands, and the engine reads
-    // device input on its own stream: the data must be complete before the call.
     if (cudaMalloc(&device, bytes) != cudaSuccess ||
-        cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
-        cudaDeviceSynchronize() != cudaSuccess) {
+        rhtest::upload(device, host, bytes) != cudaSuccess) {
       std::fprintf(stderr, "  device copy of %s failed\n", what);
       ++failures();
     }
