@@ -23,6 +23,7 @@
 #include "api_guard.hpp"
 #include "engine.hpp"
 #include "engine_error.hpp"
+#include "engine_operations.hpp"
 #include "huber_math.cuh"
 #include "kernels.hpp"
 #include "meat.hpp"
@@ -322,6 +323,8 @@ void statistics_of(Engine& e, const RhCudaHostBatch& b, BatchLocation location, 
   }
 }
 
+}  // namespace
+
 void row_statistics(Engine& e, const RhCudaHostBatch* batch, BatchLocation location,
                     RhCudaRowStatistics* statistics) {
   const char* name = location == BatchLocation::Host ? "RhCudaHostBatch" : "RhCudaDeviceBatch";
@@ -362,44 +365,4 @@ void row_statistics(Engine& e, const RhCudaHostBatch* batch, BatchLocation locat
   }
 }
 
-template <class Body>
-RhCudaStatus on_engine(RhCudaEngine* engine, Body&& body) noexcept {
-  if (engine == nullptr) {
-    return rh_fail(rh_thread_error(), RH_CUDA_INVALID_ARGUMENT, "engine is null");
-  }
-  return guarded(&engine->error, [&] {
-    DeviceScope scope(engine->impl.device);
-    body(engine->impl);
-  });
-}
-
-}  // namespace
-
 }  // namespace rh
-
-extern "C" {
-
-RH_CUDA_API uint32_t rh_cuda_row_statistics_version(void) {
-  return RH_CUDA_ROW_STATISTICS_VERSION;
-}
-
-RH_CUDA_API RhCudaStatus rh_cuda_engine_row_statistics(RhCudaEngine* engine,
-                                                       const RhCudaHostBatch* batch,
-                                                       RhCudaRowStatistics* statistics) {
-  return rh::on_engine(engine, [&](rh::Engine& e) {
-    rh::row_statistics(e, batch, rh::BatchLocation::Host, statistics);
-  });
-}
-
-RH_CUDA_API RhCudaStatus rh_cuda_engine_row_statistics_device(RhCudaEngine* engine,
-                                                              const RhCudaDeviceBatch* batch,
-                                                              RhCudaRowStatistics* statistics) {
-  static_assert(sizeof(RhCudaDeviceBatch) == sizeof(RhCudaHostBatch),
-                "device and host batches share one layout");
-  return rh::on_engine(engine, [&](rh::Engine& e) {
-    rh::row_statistics(e, reinterpret_cast<const RhCudaHostBatch*>(batch),
-                       rh::BatchLocation::Device, statistics);
-  });
-}
-
-}  // extern "C"
