@@ -5,7 +5,8 @@
 // RH_CUDA_TEST_STATISTICS_ROWS, and a batch larger than the engine's own chunk); host and
 // device rows bitwise equal; agreement with librh_cpu's extension; every refusal of both entry
 // points with its message (the device call's in the host call's words but for the owner), the
-// outputs untouched by a failed call and the committed state untouched by every call.
+// outputs untouched by a failed call and the committed state untouched by every call; the
+// engine flags (FAST_MATH, CUDA_GRAPHS) leave the double sums alone.
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
@@ -385,6 +386,28 @@ void test_committed_state_is_untouched() {
   rh_cuda_engine_destroy(twin);
 }
 
+// FAST_MATH (TF32 for float32 dense algebra) and CUDA_GRAPHS do not reach the sums, which are
+// formed in double: a float32 engine with both flags still meets the definitions' bound.
+void test_engine_flags_leave_the_double_sums_alone() {
+  const int64_t P = 33;
+  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT32, P,
+                                  RH_CUDA_ENGINE_FLAG_FAST_MATH | RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS);
+  RhCudaEngine* e = nullptr;
+  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+  if (e == nullptr)
+    return;
+  const Rows<float> d = make_rows<float>(12, 2500, P);
+  const Reference ref = reference(d, true);
+  for (int device = 0; device <= 1; ++device) {
+    Outputs out(P);
+    RH_CHECK_STATUS(run(e, d, true, device != 0, RH_CUDA_STATISTIC_ALL, out), RH_CUDA_SUCCESS);
+    RH_CHECK(check_against(
+                 out, ref, RH_CUDA_STATISTIC_ALL, P,
+                 device ? "FAST_MATH float32 device rows" : "FAST_MATH float32 host rows") == 0);
+  }
+  rh_cuda_engine_destroy(e);
+}
+
 #ifdef RH_CPU_ENGINE_PATH
 // librh_cpu's extension over the same rows: both within the definitions' rounding scale.
 template <class T>
@@ -698,6 +721,7 @@ int main() {
   test_committed_state_is_untouched();
   test_each_statistic_alone();
   test_sums_follow_their_definitions();
+  test_engine_flags_leave_the_double_sums_alone();
 #ifdef RH_CPU_ENGINE_PATH
   test_agrees_with_the_cpu_engine();
 #else
