@@ -85,8 +85,9 @@ __global__ void accumulate_totals_kernel(const double* partials, int blocks, int
   totals[q] = first ? sum : totals[q] + sum;
 }
 
-// The requested sums' places: device accumulators (workspace buffers the update only uses as
-// scratch inside its own call) and their layout in the pinned host buffer.
+// Where the sums accumulate on the device: workspace buffers that the update only uses as
+// scratch inside its own call (statistics_of names them). In the pinned readback buffer they
+// follow one another: loss, weighted norm, score, then the three Grams.
 struct Sums {
   double* totals;    // 2: loss, weighted norm
   double* score;     // P
