@@ -1,14 +1,19 @@
 /*
  * rh_cuda_row_statistics.h -- OPTIONAL extension of the renewable-huber engine ABI 2:
- * sums over the rows of one batch at given coefficients ("row statistics"), version 1.
+ * sums over the rows of one batch at given coefficients ("row statistics"), version 2.
  *
  * Why an extension and not part of the core: the 17 symbols of rh_cuda.h are what every engine
  * must export, and ABI 2 callers and engines stay exactly as they are. An engine MAY export the
- * two symbols below in addition (librh_cpu does; librh_cuda does not yet). A caller must look
- * them up at run time (dlsym / GetProcAddress / ctypes attribute lookup), treat a missing
- * symbol as "extension absent", and check rh_cuda_row_statistics_version() before calling
- * anything else of it. A later, incompatible version gets a new version number; fields are only
- * ever appended to RhCudaRowStatistics (struct_size, as for the core structs).
+ * three symbols below in addition (librh_cpu and librh_cuda do). A caller must look them up at
+ * run time (dlsym / GetProcAddress / ctypes attribute lookup), treat a missing symbol as
+ * "extension absent", and check rh_cuda_row_statistics_version() before calling anything else
+ * of it.
+ *
+ * Versions only add: version N keeps every function and field of version N - 1 unchanged, so a
+ * caller needs version >= the one that introduced what it calls. Version 1: the version query
+ * and rh_cuda_engine_row_statistics (host rows). Version 2 adds
+ * rh_cuda_engine_row_statistics_device (rows in device memory). Fields are only ever appended
+ * to RhCudaRowStatistics (struct_size, as for the core structs).
  *
  * What it is for: a caller that holds a batch's rows in pieces (one partition per worker of a
  * cluster) and solves on a client needs, per piece, the same sums over rows the engine forms
@@ -30,7 +35,7 @@ extern "C" {
 #endif
 
 /* The version of this extension that this header describes. */
-#define RH_CUDA_ROW_STATISTICS_VERSION 1u
+#define RH_CUDA_ROW_STATISTICS_VERSION 2u
 
 /* Statistic bits (uint64_t, RhCudaRowStatistics.statistics). r = y - X beta, w the sample
  * weights (1 without them), rho / psi the Huber loss and score at tau, c(r) the smoothed
@@ -80,6 +85,18 @@ RH_CUDA_API uint32_t rh_cuda_row_statistics_version(void);
 RH_CUDA_API RhCudaStatus rh_cuda_engine_row_statistics(RhCudaEngine* engine,
                                                        const RhCudaHostBatch* batch,
                                                        RhCudaRowStatistics* statistics);
+
+/* Version 2. The same sums as rh_cuda_engine_row_statistics over rows held in device memory on
+ * the engine's device, read in place on the engine's stream (the rules of RhCudaDeviceBatch and
+ * rh_cuda_engine_update_device_with_state: the data must be complete when the call is made;
+ * every pointer aligned to the engine dtype). statistics and its coefficients and outputs stay
+ * in host memory. The same validation, in the same order and wording, as the host call (the
+ * non-finite and negative-weight scans run on the device before any sum is formed); the
+ * outputs are written only on success and the call returns after every sum is in host memory.
+ * The CPU engine returns RH_CUDA_UNAVAILABLE, as for its other device entry points. */
+RH_CUDA_API RhCudaStatus rh_cuda_engine_row_statistics_device(RhCudaEngine* engine,
+                                                              const RhCudaDeviceBatch* batch,
+                                                              RhCudaRowStatistics* statistics);
 
 #ifdef __cplusplus
 }

@@ -69,7 +69,7 @@ endfunction()
 
 # rh_generate_version_script(<manifest> <output> [WITH_EXTENSIONS]): a GNU ld version script
 # that exports exactly the manifest's symbols (with WITH_EXTENSIONS also its optional extensions'
-# symbols: librh_cpu implements them, librh_cuda does not yet) and keeps everything else
+# symbols: both engines implement them) and keeps everything else
 # (rh_common, libgomp, the static CUDA runtime) local. Rewritten only when its text changes, so a
 # reconfigure relinks nothing needlessly; the manifest is a configure dependency, so editing it
 # regenerates the script.

@@ -170,8 +170,9 @@ RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, RhErrorBuffer* 
  * non-NULL unless NORM alone, tau finite > 0, bandwidth a finite positive normal number; the
  * batch's header, x_design and y non-NULL, n_rows >= 1, n_columns == n_parameters, sizes
  * overflow-free, batch_weight finite >= 0 and n_rows without sample_weight. Data values are the
- * engine's to check. */
-RhCudaStatus rh_validate_row_statistics(const RhCudaHostBatch* batch,
+ * engine's to check. batch_name: "RhCudaHostBatch" or "RhCudaDeviceBatch" (same layout; version 2's
+ * device rows), the owner the messages name. */
+RhCudaStatus rh_validate_row_statistics(const RhCudaHostBatch* batch, const char* batch_name,
                                         const RhCudaRowStatistics* statistics, int64_t n_parameters,
                                         size_t elem_size, RhErrorBuffer* err);
 

@@ -358,7 +358,7 @@ static RhCudaStatus check_statistic_output(const void* output, uint64_t statisti
   return RH_CUDA_SUCCESS;
 }
 
-RhCudaStatus rh_validate_row_statistics(const RhCudaHostBatch* batch,
+RhCudaStatus rh_validate_row_statistics(const RhCudaHostBatch* batch, const char* batch_name,
                                         const RhCudaRowStatistics* statistics, int64_t n_parameters,
                                         size_t elem_size, RhErrorBuffer* err) {
   const char* name = "RhCudaRowStatistics";
@@ -392,7 +392,6 @@ RhCudaStatus rh_validate_row_statistics(const RhCudaHostBatch* batch,
   RH_TRY(
       check_statistic_output(statistics->meat, bits, RH_CUDA_STATISTIC_MEAT, "meat", "MEAT", err));
 
-  const char* batch_name = "RhCudaHostBatch";
   RH_TRY(check_batch_arrays(batch, batch_name, err));
   if (batch->n_columns != n_parameters) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,

@@ -33,7 +33,8 @@ def _normalise(c_type: str) -> str:
 
 def test_the_extension_is_optional_versioned_and_outside_the_17():
     assert EXTENSION["optional"] is True
-    assert EXTENSION["version"] == _row_statistics.ROW_STATISTICS_VERSION == 1
+    # version 2: rows in device memory (rh_cuda_engine_row_statistics_device) added to version 1
+    assert EXTENSION["version"] == _row_statistics.ROW_STATISTICS_VERSION == 2
     core = {symbol["name"] for symbol in MANIFEST["symbols"]}
     assert len(core) == 17
     names = {symbol["name"] for symbol in EXTENSION["symbols"]}
@@ -89,6 +90,7 @@ def test_the_ctypes_struct_follows_the_manifest():
 def test_the_binding_signatures_follow_the_manifest():
     pointers = {"RhCudaEngine*": ctypes.c_void_p,
                 "const RhCudaHostBatch*": ctypes.POINTER(_abi.RhCudaHostBatch),
+                "const RhCudaDeviceBatch*": ctypes.POINTER(_abi.RhCudaDeviceBatch),
                 "RhCudaRowStatistics*": ctypes.POINTER(_row_statistics.RhCudaRowStatistics)}
     scalars = {"uint32_t": ctypes.c_uint32, "int32_t": ctypes.c_int32}
     for (name, restype, argtypes), symbol in zip(_row_statistics.SIGNATURES,

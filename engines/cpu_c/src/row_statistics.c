@@ -1,8 +1,9 @@
 /*
- * The optional row-statistics extension (abi/rh_cuda_row_statistics.h), version 1: sums over
+ * The optional row-statistics extension (abi/rh_cuda_row_statistics.h), version 2: sums over
  * one batch's rows at given coefficients, computed by the same row pass and Gram code an
- * update runs (row_pass.c, gram.c), in the engine's workspace. The committed state is never
- * touched: only the workspace (scratch) and the engine's last error are written.
+ * update runs (row_pass.c, gram.c), in the engine's workspace. Version 2's device-row entry
+ * point is refused here as the CPU engine's other device entry points are. The committed state is
+ * never touched: only the workspace (scratch) and the engine's last error are written.
  *
  * Order: every argument and every data value is checked, and the workspace reserved, before
  * any output is written, so a failed call leaves the caller's outputs untouched.
@@ -53,7 +54,8 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_row_statistics(RhCudaEngine* engine,
   rh_error_clear(&engine->error);
   RhErrorBuffer* err = &engine->error;
   const int64_t P = engine->n_parameters;
-  RH_TRY(rh_validate_row_statistics(batch, statistics, P, engine->elem_size, err));
+  RH_TRY(
+      rh_validate_row_statistics(batch, "RhCudaHostBatch", statistics, P, engine->elem_size, err));
   const uint64_t bits = statistics->statistics;
   const int rows_needed = (bits & ~RH_CUDA_STATISTIC_NORM) != 0;
   if (rows_needed) {
@@ -116,4 +118,20 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_row_statistics(RhCudaEngine* engine,
     statistics->weighted_norm = weighted_squared_norm(&data);
   }
   return RH_CUDA_SUCCESS;
+}
+
+RH_CUDA_API RhCudaStatus rh_cuda_engine_row_statistics_device(RhCudaEngine* engine,
+                                                              const RhCudaDeviceBatch* batch,
+                                                              RhCudaRowStatistics* statistics) {
+  if (engine == NULL) {
+    return rh_fail(rh_thread_error(), RH_CUDA_INVALID_ARGUMENT, "engine is NULL");
+  }
+  rh_allocation_call_begin();
+  rh_error_clear(&engine->error);
+  (void)batch;
+  (void)statistics;
+  return rh_fail(&engine->error, RH_CUDA_UNAVAILABLE,
+                 "rh_cuda_engine_row_statistics_device: the CPU engine (librh_cpu) cannot read "
+                 "device memory; pass host arrays to rh_cuda_engine_row_statistics or use "
+                 "librh_cuda");
 }

@@ -1,7 +1,8 @@
 /* The optional row-statistics extension (abi/rh_cuda_row_statistics.h): every sum against a
  * plain loop written here from the formulas of docs/algorithm.md (not from the engine's code),
  * for float64 and float32 data, with and without weights; every refusal with its message; the
- * outputs untouched by a failed call and the committed state untouched by any call. */
+ * outputs untouched by a failed call and the committed state untouched by any call; version 2's
+ * device-row entry point refused as UNAVAILABLE (the CPU engine reads host memory only). */
 #include <stddef.h>
 
 #include "rh_cuda_row_statistics.h"
@@ -332,10 +333,54 @@ static void test_every_refusal(void) {
   rh_cuda_engine_destroy(engine);
 }
 
+/* Version 2: rows in device memory. librh_cpu exports the symbol and refuses every call:
+ * INVALID_ARGUMENT without an engine (the thread's last error), else UNAVAILABLE with a message
+ * that names the entry point and the way out, whatever the request; outputs and state untouched. */
+static void test_device_rows_are_unavailable(void) {
+  CHECK(rh_cuda_row_statistics_version() >= 2u);
+  Outputs out;
+  memset(&out, 0x5a, sizeof out);
+  RhCudaRowStatistics s = request(RH_CUDA_STATISTIC_ALL, BETA, &out);
+  s.loss = -7.0;
+  s.weighted_norm = -7.0;
+  RhCudaDeviceBatch b;
+  memset(&b, 0, sizeof b);
+  CHECK_STATUS(rh_cuda_engine_row_statistics_device(NULL, &b, &s), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_last_error(), "engine is NULL");
+
+  RhCudaEngine* engine = new_engine(RH_CUDA_DTYPE_FLOAT64);
+  double c0[NP], i0[NP * NP], c1[NP], i1[NP * NP];
+  RhCudaHostState st = rh_state_out(c0, i0);
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, &st), RH_CUDA_SUCCESS);
+  /* A well-formed batch (host pointers: the CPU engine never reads them), a zeroed one and no
+   * batch or request at all: the same refusal. */
+  RhCudaHostBatch host = rh_batch(XD, YD, NULL, NR, NP, NR);
+  memcpy(&b, &host, sizeof b);
+  CHECK_STATUS(rh_cuda_engine_row_statistics_device(engine, &b, &s), RH_CUDA_UNAVAILABLE);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine),
+                 "rh_cuda_engine_row_statistics_device: the CPU engine (librh_cpu) cannot read "
+                 "device memory");
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "rh_cuda_engine_row_statistics or use");
+  CHECK_STATUS(rh_cuda_engine_row_statistics_device(engine, NULL, NULL), RH_CUDA_UNAVAILABLE);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "device memory");
+  Outputs sentinel;
+  memset(&sentinel, 0x5a, sizeof sentinel);
+  CHECK(memcmp(&out, &sentinel, sizeof out) == 0);
+  CHECK(s.loss == -7.0 && s.weighted_norm == -7.0);
+  RhCudaHostState after = rh_state_out(c1, i1);
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, &after), RH_CUDA_SUCCESS);
+  CHECK(memcmp(c0, c1, sizeof c0) == 0 && memcmp(i0, i1, sizeof i0) == 0);
+  /* A later call clears the last error: the refusal left nothing behind. */
+  CHECK_STATUS(rh_cuda_engine_row_statistics(engine, &host, &s), RH_CUDA_SUCCESS);
+  CHECK(strcmp(rh_cuda_engine_last_error(engine), "") == 0);
+  rh_cuda_engine_destroy(engine);
+}
+
 int main(void) {
   make_data();
   RUN_TEST(test_sums_match_their_definitions);
   RUN_TEST(test_version_and_untouched_state);
   RUN_TEST(test_every_refusal);
+  RUN_TEST(test_device_rows_are_unavailable);
   return TEST_MAIN_RESULT();
 }

@@ -84,6 +84,9 @@ struct Workspace {
   // The exported K and meat.cu's non-finite flag after it; engine-owned, reserved only for
   // updates that keep K.
   GrowingBuffer host_meat{MemoryKind::PinnedHost};
+  // The row-statistics extension's validation partials and sums on their way to the caller's
+  // outputs (row_statistics.cu); engine-owned, reserved only by that call.
+  GrowingBuffer host_statistics{MemoryKind::PinnedHost};
   GrowingBuffer host_chunks[2] = {GrowingBuffer{MemoryKind::PinnedHost},
                                   GrowingBuffer{MemoryKind::PinnedHost}};
 
@@ -134,14 +137,15 @@ struct Workspace {
                              &host_predictions,
                              &host_state,
                              &host_meat,
+                             &host_statistics,
                              &host_chunks[0],
                              &host_chunks[1]}) {
       f(*b);
     }
   }
 };
-static_assert(sizeof(Workspace) == 45 * sizeof(GrowingBuffer),
-              "Workspace gained or lost a member: list it in Workspace::for_each and update 43");
+static_assert(sizeof(Workspace) == 46 * sizeof(GrowingBuffer),
+              "Workspace gained or lost a member: list it in Workspace::for_each and update 46");
 
 struct GraphCounters {
   uint64_t captures = 0;
@@ -188,6 +192,9 @@ struct Engine {
   int64_t forced_chunk = 0;  // a fixed chunk size, for the tests (test_switches.hpp)
   // K's rows always from meat.cu's own pass, never the solver's row pass (test_switches.hpp).
   bool separate_meat_pass = false;
+  // Rows per chunk of the row-statistics sums (0: from the workspace bound, row_statistics.cu);
+  // a fixed count for the tests (test_switches.hpp).
+  int64_t statistics_chunk_rows = 0;
   // Newton systems of at most this many parameters use the one-block Cholesky (the resource
   // set's limit from the device's shared memory, or the tests' lower cap).
   int64_t small_dense_max = 0;

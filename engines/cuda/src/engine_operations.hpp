@@ -3,6 +3,7 @@
 #pragma once
 
 #include "engine.hpp"
+#include "rh_cuda_row_statistics.h"
 
 namespace rh {
 
@@ -15,5 +16,9 @@ void run_update(Engine& e, const RhCudaHostBatch* batch, BatchLocation location,
 void restore_state(Engine& e, const RhCudaHostStateView* view);
 void copy_state(Engine& e, RhCudaHostState* out);
 void predict(Engine& e, const RhCudaPrediction* request);
+// The row-statistics extension (row_statistics.cu): batch an RhCudaHostBatch or
+// RhCudaDeviceBatch (same layout).
+void row_statistics(Engine& e, const RhCudaHostBatch* batch, BatchLocation location,
+                    RhCudaRowStatistics* statistics);
 
 }  // namespace rh

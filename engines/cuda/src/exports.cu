@@ -1,5 +1,6 @@
-// The 17 exported functions. Each runs through guarded(): calls without an engine report into
-// the thread's buffer, calls on an engine into the engine's own.
+// The 17 exported functions, and the 3 of the optional row-statistics extension
+// (rh_cuda_row_statistics.h, version 2). Each runs through guarded(): calls without an engine
+// report into the thread's buffer, calls on an engine into the engine's own.
 #include <cstdint>
 #include <memory>
 
@@ -198,6 +199,27 @@ RH_CUDA_API RhCudaStatus rh_cuda_engine_features(RhCudaEngine* engine,
 
 RH_CUDA_API const char* rh_cuda_engine_last_error(const RhCudaEngine* engine) {
   return engine == nullptr ? "engine is null" : engine->error.text;
+}
+
+RH_CUDA_API uint32_t rh_cuda_row_statistics_version(void) {
+  return RH_CUDA_ROW_STATISTICS_VERSION;
+}
+
+RH_CUDA_API RhCudaStatus rh_cuda_engine_row_statistics(RhCudaEngine* engine,
+                                                       const RhCudaHostBatch* batch,
+                                                       RhCudaRowStatistics* statistics) {
+  return on_engine(engine, [&](rh::Engine& e) {
+    rh::row_statistics(e, batch, rh::BatchLocation::Host, statistics);
+  });
+}
+
+RH_CUDA_API RhCudaStatus rh_cuda_engine_row_statistics_device(RhCudaEngine* engine,
+                                                              const RhCudaDeviceBatch* batch,
+                                                              RhCudaRowStatistics* statistics) {
+  return on_engine(engine, [&](rh::Engine& e) {
+    rh::row_statistics(e, reinterpret_cast<const RhCudaHostBatch*>(batch),
+                       rh::BatchLocation::Device, statistics);
+  });
 }
 
 }  // extern "C"

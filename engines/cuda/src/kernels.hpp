@@ -55,6 +55,12 @@ void launch_meat_rows(const RowView<T>& rows, const double* residual, double tau
 template <class T>
 void launch_weighted_square_norms(const RowView<T>& rows, const DeviceScalars* sc, double* partials,
                                   cudaStream_t s);
+// The row-statistics extension over one chunk of rows (its own view): per-row weights w psi,
+// w c, w m, w psi^2 (row_weights, 4 rows.n doubles; beta null: none, NORM alone) and per block
+// sum w rho and sum w ||x||^2 (partials, 2 per block of the row grid). Runs unconditionally.
+template <class T>
+void launch_statistics_rows(const RowView<T>& rows, const double* beta, double tau, double h,
+                            double* row_weights, double* partials, cudaStream_t s);
 template <class T>
 void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t s);
 

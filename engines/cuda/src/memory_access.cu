@@ -143,7 +143,8 @@ double device_element(const void* data, int64_t index, size_t elem) {
   return value;
 }
 
-void require_device_memory(const Engine& e, const void* ptr, const char* field) {
+void require_device_memory(const Engine& e, const void* ptr, const char* field,
+                           const char* host_entry) {
   // Before anything touches the pointer: a kernel's misaligned access is a sticky error that
   // leaves the whole process's CUDA context unusable.
   if (reinterpret_cast<uintptr_t>(ptr) % e.elem_size != 0) {
@@ -160,8 +161,8 @@ void require_device_memory(const Engine& e, const void* ptr, const char* field) 
   if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged) {
     fail(RH_CUDA_INVALID_ARGUMENT,
          "%s (%p) is not device memory (cudaPointerGetAttributes type %d); host arrays go "
-         "through rh_cuda_engine_update_host",
-         field, ptr, static_cast<int>(attributes.type));
+         "through %s",
+         field, ptr, static_cast<int>(attributes.type), host_entry);
   }
   if (attributes.device != e.device) {
     fail(RH_CUDA_INVALID_ARGUMENT, "%s (%p) lives on device %d, the engine on device %d", field,

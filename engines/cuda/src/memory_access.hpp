@@ -50,7 +50,9 @@ void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
 double device_element(const void* data, int64_t index, size_t elem);
 
 // INVALID_ARGUMENT naming `field` unless `ptr` is aligned to the engine dtype and is device (or
-// managed) memory on e's device.
-void require_device_memory(const Engine& e, const void* ptr, const char* field);
+// managed) memory on e's device. host_entry: the entry point that takes host arrays instead,
+// named when the pointer is host memory.
+void require_device_memory(const Engine& e, const void* ptr, const char* field,
+                           const char* host_entry = "rh_cuda_engine_update_host");
 
 }  // namespace rh

@@ -283,6 +283,53 @@ __global__ void weighted_square_norms_kernel(RowView<T> rows, const DeviceScalar
     partials[blockIdx.x] = total;
 }
 
+// The row-statistics extension (row_statistics.cu): per row of `rows` (one chunk of a batch, its
+// own view) r = y - x . beta (beta null: NORM alone, no residual), then per-row weights for the
+// score and the three Grams, row_weights[k * rows.n + i] with k = 0: w psi(r), 1: w c(r),
+// 2: w m(r), 3: w psi(r)^2 (only with beta); one partial per block of sum w rho(r) and of
+// sum w ||x||^2, partials[2 block] and partials[2 block + 1]. Always in double.
+template <class T, int Team>
+__global__ void statistics_rows_kernel(RowView<T> rows, const double* beta, double tau, double h,
+                                       double* row_weights, double* partials) {
+  __shared__ double shared[kThreads];
+  const RowTeam<Team> team;
+  double loss_acc = 0.0;
+  double norm_acc = 0.0;
+  for (int64_t i = team.first; i < rows.n; i += team.stride) {
+    const T* xi = rows.x + i * rows.ldx;
+    double squares = 0.0;
+    for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
+      const double v = static_cast<double>(xi[j]);
+      squares += v * v;
+    }
+    squares = team_sum<Team>(squares);
+    const double r = beta != nullptr
+                         ? static_cast<double>(rows.y[i]) - row_dot<Team>(rows, i, team.lane, beta)
+                         : 0.0;
+    if (team.lane != 0)
+      continue;
+    if (rows.ncols_x < rows.P)
+      squares += 1.0;
+    const double w = row_weight(rows, i);
+    norm_acc += w * squares;
+    if (beta == nullptr)
+      continue;
+    const double psi = huber_psi(r, tau);
+    const double c = smoothed_curvature(r, tau, h);
+    loss_acc += w * rh_huber_rho(r, tau);
+    row_weights[i] = w * psi;
+    row_weights[rows.n + i] = w * c;
+    row_weights[2 * rows.n + i] = w * rh_majoriser_weight(r, tau, c);
+    row_weights[3 * rows.n + i] = w * psi * psi;
+  }
+  const double loss_total = block_sum<kThreads>(loss_acc, shared);
+  const double norm_total = block_sum<kThreads>(norm_acc, shared);
+  if (threadIdx.x == 0) {
+    partials[2 * blockIdx.x] = loss_total;
+    partials[2 * blockIdx.x + 1] = norm_total;
+  }
+}
+
 // Every line-search trial in one pass: the candidate beta - t d has residual r + t (x . d).
 // partials[trial * blocks + block].
 // A team of lanes shares one row: every lane of it has x . d after the team sum, so the 27
@@ -473,6 +520,12 @@ void launch_weighted_square_norms(const RowView<T>& rows, const DeviceScalars* s
 }
 
 template <class T>
+void launch_statistics_rows(const RowView<T>& rows, const double* beta, double tau, double h,
+                            double* row_weights, double* partials, cudaStream_t s) {
+  RH_LAUNCH_ROWS(statistics_rows_kernel, T, rows, s, rows, beta, tau, h, row_weights, partials);
+}
+
+template <class T>
 void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t s) {
   RH_LAUNCH_ROWS(predict_kernel, T, rows, s, rows, coef, out);
 }
@@ -491,6 +544,8 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
   template void launch_meat_rows<T>(const RowView<T>&, const double*, double, T*, cudaStream_t);   \
   template void launch_weighted_square_norms<T>(const RowView<T>&, const DeviceScalars*, double*,  \
                                                 cudaStream_t);                                     \
+  template void launch_statistics_rows<T>(const RowView<T>&, const double*, double, double,        \
+                                          double*, double*, cudaStream_t);                         \
   template void launch_predict<T>(const RowView<T>&, const T*, T*, cudaStream_t);
 
 RH_INSTANTIATE_ROW_KERNELS(float)

@@ -25,6 +25,14 @@ int64_t forced_chunk_setting() {
   return parsed > 0 ? parsed : 0;
 }
 
+int64_t statistics_chunk_rows_setting() {
+  const char* value = std::getenv("RH_CUDA_TEST_STATISTICS_ROWS");
+  if (value == nullptr)
+    return 0;
+  const long long parsed = std::strtoll(value, nullptr, 10);
+  return parsed > 0 ? parsed : 0;
+}
+
 bool separate_meat_pass_setting() {
   const char* value = std::getenv("RH_CUDA_TEST_MEAT_PASS");
   return value != nullptr && std::strcmp(value, "separate") == 0;
@@ -117,6 +125,10 @@ int64_t forced_chunk_setting() {
 }
 bool separate_meat_pass_setting() {
   return false;
+}
+
+int64_t statistics_chunk_rows_setting() {
+  return 0;
 }
 int64_t small_dense_limit_setting(int64_t device_limit) {
   return device_limit;

@@ -17,6 +17,9 @@ int64_t forced_chunk_setting();
 // RH_CUDA_TEST_MEAT_PASS=separate: K's scaled rows always come from meat.cu's own pass over the
 // rows instead of the solver's row pass at the final beta (both give the same bits).
 bool separate_meat_pass_setting();
+// RH_CUDA_TEST_STATISTICS_ROWS=N: the row-statistics sums over chunks of exactly N rows
+// (0 or unset: the engine's own chunk size).
+int64_t statistics_chunk_rows_setting();
 // RH_CUDA_TEST_SMALL_DENSE_MAX=N: the one-block Cholesky up to min(N, device_limit) parameters
 // (0: cuSOLVER for every P); device_limit when unset.
 int64_t small_dense_limit_setting(int64_t device_limit);

@@ -5,9 +5,19 @@
 #pragma once
 
 #include "engine.hpp"
+#include "engine_operations.hpp"
 #include "solver_types.hpp"
 
 namespace rh {
+
+// The batch's rows where the kernels read them (device input in place; host input staged into
+// ws.x_stage / y_stage / w_stage through the pinned chunks), with the validation pass queued
+// over them: per validation tile the weight sum in ws.row_partials and the first bad index of
+// each kind in ws.bad_partials (validation_tiles of each). update_pipeline.cu; the
+// row-statistics extension uses it too. The update's and the extension's callers check n_rows
+// and device pointers first.
+template <class T>
+RowView<T> place_batch(Engine& e, const RhCudaHostBatch& b, BatchLocation location);
 
 // How the Gram of an n x P batch is split over rows: `chunks` strided GEMMs of `rows` rows each
 // (the scaled design is zero-padded to chunks * rows rows). Depends only on the shape.

@@ -15,8 +15,6 @@
 
 namespace rh {
 
-namespace {
-
 // The batch's rows where the kernels read them, and the validation pass queued over them:
 // device input in place, one pass; host input staged into the engine's row buffers, each chunk
 // of whole validation tiles checked on the GPU while the host copies the next.
@@ -59,6 +57,11 @@ RowView<T> place_batch(Engine& e, const RhCudaHostBatch& b, BatchLocation locati
   });
   return staged;
 }
+
+template RowView<float> place_batch<float>(Engine&, const RhCudaHostBatch&, BatchLocation);
+template RowView<double> place_batch<double>(Engine&, const RhCudaHostBatch&, BatchLocation);
+
+namespace {
 
 BatchConstants batch_constants(const Engine& e, const RhCudaHostBatch& b,
                                const RhCudaUpdateConfig& c, int fit_intercept) {

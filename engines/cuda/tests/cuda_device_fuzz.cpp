@@ -1,12 +1,16 @@
 // The ABI fuzzer's device variant for librh_cuda: seeded random device batches
-// (update_device_with_state) and device predictions, every array allocated with cudaMalloc at
-// exactly its declared size (so compute-sanitizer memcheck sees any read or write past a declared
-// shape), with misaligned and NULL pointers, NaN/Inf values, negative or mismatched weights,
-// broken shapes and scalars, among valid calls. Checks after every call: only the status the
-// documented rules predict (a call breaking a rule is INVALID_ARGUMENT; a valid one SUCCESS, or
+// (update_device_with_state), device predictions and row statistics over device rows (the
+// optional extension's version 2, rh_cuda_row_statistics.h), every array allocated with cudaMalloc
+// at exactly its declared size (so compute-sanitizer memcheck sees any read or write past a
+// declared shape), with misaligned and NULL pointers, NaN/Inf values, negative or mismatched
+// weights, broken shapes and scalars, among valid calls. Checks after every call: only the status
+// the documented rules predict (a call breaking a rule is INVALID_ARGUMENT; a valid one SUCCESS, or
 // NUMERICAL_ERROR for extreme values), a message with every failure, the committed state
 // byte-identical after every failure, a refused prediction's output untouched, and a twin engine
-// fed only the successful batches byte-identical to the fuzzed one.
+// fed only the successful batches byte-identical to the fuzzed one; row statistics never change
+// the committed state, leave their outputs untouched when refused, and on success equal, bit for
+// bit, the host-row call on the same values. The row-statistics calls draw from a generator of
+// their own, so the update and prediction calls of a seed are those of earlier versions.
 //
 // Without a GPU it exits 77 (ctest: SKIPPED). Usage: cuda_device_fuzz [--calls N] [--seed S]
 // (default 3000 calls, seed 1); a finding prints the seed and the call index.
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include "rh_cuda.h"
+#include "rh_cuda_row_statistics.h"
 #include "test_support.hpp"
 
 namespace {
@@ -339,6 +344,181 @@ void fuzz_predict(World& w, rhtest::Rng& rng) {
   }
 }
 
+// Row statistics over device rows: n x P rows (n_columns must be P), a random non-empty set of
+// statistics, and half the time one broken rule. Host-memory outputs start as a canary.
+void fuzz_row_statistics(World& w, rhtest::Rng& rng) {
+  const int64_t n = range(rng, 1, 40);
+  const int64_t P = w.P;
+  std::vector<double> x(static_cast<size_t>(n * P)), y(static_cast<size_t>(n)), wt;
+  for (double& v : x)
+    v = rng.normal();
+  for (double& v : y)
+    v = rng.normal() * 2.0;
+  std::vector<double> beta64(static_cast<size_t>(P));
+  std::vector<float> beta32(static_cast<size_t>(P));
+  for (int64_t j = 0; j < P; ++j) {
+    beta32[j] = static_cast<float>(rng.normal());
+    beta64[j] = static_cast<double>(beta32[j]);
+  }
+  const bool weighted = chance(rng, 0.4);
+  double declared = static_cast<double>(n);
+  if (weighted) {
+    wt.resize(static_cast<size_t>(n));
+    declared = 0.0;
+    for (double& v : wt) {
+      v = chance(rng, 0.1) ? 0.0 : static_cast<double>(static_cast<float>(0.5 + rng.uniform()));
+      declared += v;
+    }
+  }
+  uint64_t bits = 0;
+  while (bits == 0)
+    bits = static_cast<uint64_t>(range(rng, 0, 63));
+  bool valid = true, null_x = false, null_y = false, null_beta = false, stray_output = false;
+  size_t offset_x = 0, offset_y = 0, offset_w = 0;
+  int64_t declared_rows = n, declared_cols = P;
+  if (chance(rng, 0.5)) {
+    valid = false;
+    switch (range(rng, 0, 11)) {
+      case 0:
+        null_x = true;
+        break;
+      case 1:
+        null_y = true;
+        break;
+      case 2:
+        offset_x = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
+        break;
+      case 3:
+        offset_y = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
+        break;
+      case 4:
+        if (weighted) {
+          offset_w = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
+        } else {
+          declared += 1.0;
+        }
+        break;
+      case 5:
+        x[static_cast<size_t>(range(rng, 0, n * P - 1))] = special(rng);
+        break;
+      case 6:
+        y[static_cast<size_t>(range(rng, 0, n - 1))] = special(rng);
+        break;
+      case 7:
+        if (weighted) {
+          wt[static_cast<size_t>(range(rng, 0, n - 1))] = chance(rng, 0.5) ? special(rng) : -1.0;
+        } else {
+          declared = 0.0;
+        }
+        break;
+      case 8:
+        declared_rows = chance(rng, 0.5) ? 0 : -n;
+        break;
+      case 9:
+        declared_cols = P == w.p ? P + 1 : w.p;
+        break;
+      case 10:
+        if (bits == RH_CUDA_STATISTIC_NORM) {
+          bits = 1ull << 6;  // an unknown bit
+        } else if (chance(rng, 0.5)) {
+          null_beta = true;
+        } else {
+          beta64[static_cast<size_t>(range(rng, 0, P - 1))] = special(rng);
+          for (int64_t j = 0; j < P; ++j)
+            beta32[j] = static_cast<float>(beta64[j]);
+        }
+        break;
+      default:
+        stray_output = true;  // an output pointer for a statistic not requested, or none
+        break;
+    }
+  }
+  DeviceArray dx(x, w.elem, offset_x), dy(y, w.elem, offset_y), dw(wt, w.elem, offset_w);
+  RhCudaDeviceBatch b{};
+  b.abi_version = RH_CUDA_ABI_VERSION;
+  b.struct_size = sizeof b;
+  b.x_design = null_x ? nullptr : dx.get();
+  b.y = null_y ? nullptr : dy.get();
+  b.sample_weight = weighted ? dw.get() : nullptr;
+  b.n_rows = declared_rows;
+  b.n_columns = declared_cols;
+  b.batch_weight = declared;
+  const size_t PP = static_cast<size_t>(P * P);
+  std::vector<double> outputs(2 + static_cast<size_t>(P) + 3 * PP, 7.25);
+  RhCudaRowStatistics s{};
+  s.abi_version = RH_CUDA_ABI_VERSION;
+  s.struct_size = sizeof s;
+  s.statistics = bits;
+  s.coefficients = null_beta                          ? nullptr
+                   : w.dtype == RH_CUDA_DTYPE_FLOAT32 ? static_cast<const void*>(beta32.data())
+                                                      : static_cast<const void*>(beta64.data());
+  s.tau = 1.345;
+  s.bandwidth = 0.5;
+  s.loss = outputs[0];
+  s.weighted_norm = outputs[1];
+  double* out = outputs.data() + 2;
+  double* grams = out + P;
+  s.score = (bits & RH_CUDA_STATISTIC_SCORE) ? out : nullptr;
+  s.curvature_gram = (bits & RH_CUDA_STATISTIC_CURVATURE) ? grams : nullptr;
+  s.majoriser_gram = (bits & RH_CUDA_STATISTIC_MAJORISER) ? grams + PP : nullptr;
+  s.meat = (bits & RH_CUDA_STATISTIC_MEAT) ? grams + 2 * PP : nullptr;
+  if (stray_output)
+    s.score = s.score != nullptr ? nullptr : out;
+  const State before = copy_state(w.engine, w.P);
+  const RhCudaStatus status = rh_cuda_engine_row_statistics_device(w.engine, &b, &s);
+  check_outcome(w, status, valid, false, "row_statistics_device");
+  if (status == RH_CUDA_SUCCESS && !(copy_state(w.engine, w.P) == before))
+    finding("row statistics changed the committed state", "after a successful call");
+  if (status != RH_CUDA_SUCCESS) {
+    check_failure(w, status, before, "row_statistics_device");
+    bool untouched = s.loss == 7.25 && s.weighted_norm == 7.25;
+    for (size_t i = 2; i < outputs.size(); ++i)
+      untouched = untouched && outputs[i] == 7.25;
+    if (!untouched)
+      finding("a refused row-statistics call wrote an output", rh_cuda_engine_last_error(w.engine));
+    return;
+  }
+  // The host-row call on the same values gives the same bits.
+  std::vector<unsigned char> hx(x.size() * w.elem), hy(y.size() * w.elem), hw(wt.size() * w.elem);
+  auto narrow = [&](const std::vector<double>& from, std::vector<unsigned char>& to) {
+    for (size_t i = 0; i < from.size(); ++i) {
+      if (w.elem == 4) {
+        const float v = static_cast<float>(from[i]);
+        std::memcpy(&to[i * 4], &v, 4);
+      } else {
+        std::memcpy(&to[i * 8], &from[i], 8);
+      }
+    }
+  };
+  narrow(x, hx);
+  narrow(y, hy);
+  narrow(wt, hw);
+  RhCudaHostBatch hb{};
+  std::memcpy(&hb, &b, sizeof hb);
+  hb.x_design = hx.data();
+  hb.y = hy.data();
+  hb.sample_weight = weighted ? hw.data() : nullptr;
+  std::vector<double> host_outputs(outputs.size(), 7.25);
+  RhCudaRowStatistics hs = s;
+  double* hout = host_outputs.data() + 2;
+  double* hgrams = hout + P;
+  hs.score = s.score != nullptr ? hout : nullptr;
+  hs.curvature_gram = s.curvature_gram != nullptr ? hgrams : nullptr;
+  hs.majoriser_gram = s.majoriser_gram != nullptr ? hgrams + PP : nullptr;
+  hs.meat = s.meat != nullptr ? hgrams + 2 * PP : nullptr;
+  if (rh_cuda_engine_row_statistics(w.engine, &hb, &hs) != RH_CUDA_SUCCESS) {
+    finding("the host-row call refused what the device-row call accepted",
+            rh_cuda_engine_last_error(w.engine));
+    return;
+  }
+  outputs[0] = s.loss;
+  outputs[1] = s.weighted_norm;
+  host_outputs[0] = hs.loss;
+  host_outputs[1] = hs.weighted_norm;
+  if (std::memcmp(outputs.data(), host_outputs.data(), outputs.size() * sizeof(double)) != 0)
+    finding("device-row and host-row statistics differ", "bits");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -356,6 +536,7 @@ int main(int argc, char** argv) {
   rhtest::skip_without_gpu("cuda_device_fuzz");
   seed_used = opt.seed;
   rhtest::Rng rng(opt.seed);
+  rhtest::Rng statistics_rng(opt.seed + 0x5eed);
   World w;
   new_world(w, rng);
   const double start = rhtest::now_us();
@@ -367,6 +548,8 @@ int main(int argc, char** argv) {
     } else {
       fuzz_predict(w, rng);
     }
+    if (chance(statistics_rng, 0.3))
+      fuzz_row_statistics(w, statistics_rng);
   }
   rh_cuda_engine_destroy(w.engine);
   rh_cuda_engine_destroy(w.twin);

@@ -7,13 +7,14 @@
 // and after) and keep the output promise of rh_cuda_engine_predict (rh_cuda.h): a host
 // prediction's output untouched by every failure; a device prediction's untouched by every
 // failure except one reported by its last two fault sites (the prediction kernel's launch
-// check and the final stream wait), after which it is unspecified. The same call repeated
+// check and the final stream wait), after which it is unspecified; and the row-statistics
+// extension's outputs (host and device rows) untouched by every failure. The same call repeated
 // without injection must succeed with exactly the result of a run that never saw a failure;
-// a mismatch is reported by part (state, diagnostics, predictions, exported state) with the
-// fault site. An injected run that succeeds (k past the operation's fault sites, or a failure
-// the engine absorbs, as a CUDA Graph capture does by launching eagerly) must give that result
-// too; kTail such runs in a row end the sweep. The counts (last failing site, absorbed sites)
-// are printed for the record.
+// a mismatch is reported by part (state, diagnostics, predictions, exported state, row
+// statistics) with the fault site. An injected run that succeeds (k past the operation's fault
+// sites, or a failure the engine absorbs, as a CUDA Graph capture does by launching eagerly) must
+// give that result too; kTail such runs in a row end the sweep. The counts (last failing site,
+// absorbed sites) are printed for the record.
 //
 // Without a GPU it exits 77 (ctest: SKIPPED) with the reason. On the GPU host, under
 // compute-sanitizer (memcheck with --leak-check full) it also shows that no failure path leaks
@@ -31,6 +32,7 @@
 #include <vector>
 
 #include "rh_cuda.h"
+#include "rh_cuda_row_statistics.h"
 #include "test_support.hpp"
 
 namespace {
@@ -50,11 +52,16 @@ struct Snapshot {
   double previous_lambda, weight_sum;
 };
 
+// The row-statistics extension's outputs: loss, weighted norm, score, then the curvature,
+// majoriser and meat Grams.
+constexpr int64_t kRowSums = 2 + kParams + 3 * kParams * kParams;
+
 struct Outcome {
   Snapshot state;
   RhCudaDiagnostics diagnostics;
   double predictions[kRows];
   Snapshot exported;
+  double row_sums[kRowSums];
 };
 
 // More engines than the pool keeps idle sets for one device (engine.cu keeps 4): holding them
@@ -70,7 +77,8 @@ struct Fixture {
   RhCudaEngine* engine = nullptr;
   RhCudaEngine* drainers[kPoolDrainers] = {};
   Outcome out;
-  // Set by the predict operations when a failed call changed the caller's output.
+  // Set by the predict and row-statistics operations when a failed call changed the caller's
+  // output.
   bool output_changed = false;
 };
 
@@ -100,6 +108,25 @@ struct Data {
   void* device_x[2] = {nullptr, nullptr};
   void* device_y[2] = {nullptr, nullptr};
   void* device_out[2] = {nullptr, nullptr};
+  // The full design (the intercept's ones appended) for the row statistics, which take all P
+  // columns, on the host and on the device.
+  std::vector<double> design64 = full_design(b64);
+  std::vector<float> design32 = full_design(b32);
+  void* device_design[2] = {nullptr, nullptr};
+  template <class T>
+  static std::vector<T> full_design(const rhtest::Batch<T>& b) {
+    std::vector<T> out(static_cast<size_t>(kRows * kParams));
+    for (int64_t i = 0; i < kRows; ++i) {
+      for (int64_t j = 0; j < kFeatures; ++j)
+        out[i * kParams + j] = b.x[i * kFeatures + j];
+      out[i * kParams + kFeatures] = T(1);
+    }
+    return out;
+  }
+  const void* design(int32_t dtype) const {
+    return dtype == RH_CUDA_DTYPE_FLOAT32 ? static_cast<const void*>(design32.data())
+                                          : static_cast<const void*>(design64.data());
+  }
   static int slot(int32_t dtype) {
     return dtype == RH_CUDA_DTYPE_FLOAT32 ? 0 : 1;
   }
@@ -117,11 +144,14 @@ struct Data {
       const int s = slot(dtype);
       const size_t xb = static_cast<size_t>(kRows * kFeatures) * elem;
       const size_t yb = static_cast<size_t>(kRows) * elem;
+      const size_t db = static_cast<size_t>(kRows * kParams) * elem;
       if (cudaMalloc(&device_x[s], xb) != cudaSuccess ||
           cudaMalloc(&device_y[s], yb) != cudaSuccess ||
           cudaMalloc(&device_out[s], yb) != cudaSuccess ||
+          cudaMalloc(&device_design[s], db) != cudaSuccess ||
           rhtest::upload(device_x[s], x(dtype), xb) != cudaSuccess ||
-          rhtest::upload(device_y[s], y(dtype), yb) != cudaSuccess) {
+          rhtest::upload(device_y[s], y(dtype), yb) != cudaSuccess ||
+          rhtest::upload(device_design[s], design(dtype), db) != cudaSuccess) {
         std::fprintf(stderr, "device copies of the sweep data failed\n");
         std::exit(1);
       }
@@ -132,6 +162,7 @@ struct Data {
       cudaFree(device_x[s]);
       cudaFree(device_y[s]);
       cudaFree(device_out[s]);
+      cudaFree(device_design[s]);
     }
   }
 };
@@ -315,6 +346,62 @@ RhCudaStatus op_predict_device(Fixture& f) {
   return status;
 }
 
+// The row-statistics extension, every statistic, on host or device rows; the outputs start as
+// canary bytes, and a failed call must leave every one of them so.
+RhCudaStatus op_row_statistics(Fixture& f, bool device) {
+  const int s = Data::slot(f.dtype);
+  double* sums = f.out.row_sums;
+  std::memset(sums, kCanary, sizeof f.out.row_sums);
+  double beta64[kParams];
+  float beta32[kParams];
+  for (int64_t j = 0; j < kParams; ++j) {
+    beta64[j] = 0.1 * static_cast<double>(j + 1);
+    beta32[j] = static_cast<float>(beta64[j]);
+  }
+  RhCudaRowStatistics r{};
+  r.abi_version = RH_CUDA_ABI_VERSION;
+  r.struct_size = sizeof r;
+  r.statistics = RH_CUDA_STATISTIC_ALL;
+  r.coefficients = f.dtype == RH_CUDA_DTYPE_FLOAT32 ? static_cast<const void*>(beta32)
+                                                    : static_cast<const void*>(beta64);
+  r.tau = 1.345;
+  r.bandwidth = 0.4;
+  r.loss = sums[0];
+  r.weighted_norm = sums[1];
+  r.score = sums + 2;
+  r.curvature_gram = sums + 2 + kParams;
+  r.majoriser_gram = sums + 2 + kParams + kParams * kParams;
+  r.meat = sums + 2 + kParams + 2 * kParams * kParams;
+  RhCudaHostBatch b = rhtest::host_batch(data->design(f.dtype), data->y(f.dtype), nullptr, kRows,
+                                         kParams, static_cast<double>(kRows));
+  RhCudaStatus status;
+  if (device) {
+    RhCudaDeviceBatch db;
+    std::memcpy(&db, &b, sizeof db);
+    db.x_design = data->device_design[s];
+    db.y = data->device_y[s];
+    status = rh_cuda_engine_row_statistics_device(f.engine, &db, &r);
+  } else {
+    status = rh_cuda_engine_row_statistics(f.engine, &b, &r);
+  }
+  sums[0] = r.loss;
+  sums[1] = r.weighted_norm;
+  if (status != RH_CUDA_SUCCESS) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(sums);
+    for (size_t i = 0; i < sizeof f.out.row_sums; ++i) {
+      if (bytes[i] != kCanary)
+        f.output_changed = true;
+    }
+  }
+  return status;
+}
+RhCudaStatus op_row_statistics_host(Fixture& f) {
+  return op_row_statistics(f, false);
+}
+RhCudaStatus op_row_statistics_device(Fixture& f) {
+  return op_row_statistics(f, true);
+}
+
 // ------------------------------------------------------------------------------- sweep
 void set_injection(long long k, const char* kind) {
   if (k > 0) {
@@ -401,6 +488,13 @@ void compare_outcome(const char* name, const char* kind, long long k, const char
   }
   if (std::memcmp(&got.exported, &reference.exported, sizeof got.exported) != 0) {
     std::fprintf(stderr, " [exported state]");
+  }
+  if (std::memcmp(got.row_sums, reference.row_sums, sizeof got.row_sums) != 0) {
+    int64_t first = 0;
+    while (std::memcmp(&got.row_sums[first], &reference.row_sums[first], sizeof(double)) == 0)
+      ++first;
+    std::fprintf(stderr, " [row statistics: first at output %lld, %.17g vs %.17g]",
+                 static_cast<long long>(first), got.row_sums[first], reference.row_sums[first]);
   }
   std::fprintf(stderr, "\n");
 }
@@ -557,6 +651,11 @@ int main(int argc, char** argv) {
     sweep("predict host (float32)", kind, full_batch_f32, op_predict_host);
     sweep("predict device (float64)", kind, full_batch_f64, op_predict_device, 3, 2);
     sweep("predict device (float32)", kind, full_batch_f32, op_predict_device, 3, 2);
+    // The row statistics write their outputs only after the last fault site.
+    sweep("row statistics host (float64)", kind, full_batch_f64, op_row_statistics_host, 3);
+    sweep("row statistics host (float32)", kind, fresh_f32, op_row_statistics_host, 3);
+    sweep("row statistics device (float64)", kind, full_batch_f64, op_row_statistics_device, 3);
+    sweep("row statistics device (float32)", kind, fresh_f32, op_row_statistics_device, 3);
   }
   std::printf("%lld injected failures in %.1f s\n", total_failures,
               (rhtest::now_us() - start) / 1e6);

@@ -74,10 +74,9 @@ done
 
 # ------------------------------------------------------------------------- export table
 # The check ctest runs too (cmake/check_exports.cmake), against the manifest's symbol list;
-# librh_cpu also exports the manifest's optional extensions, librh_cuda none yet.
+# both engines also export the manifest's optional extensions (row statistics).
 for lib in "$CUDA_LIB" "$CPU_LIB"; do
-  extensions=OFF
-  [ "$lib" = "$CPU_LIB" ] && extensions=ON
+  extensions=ON
   if out=$(cmake -DNM=nm -DLIBRARY="$lib" -DMANIFEST="$ROOT/abi/rh_cuda_contract.json" \
              -DWITH_EXTENSIONS=$extensions -P "$ROOT/cmake/check_exports.cmake" 2>&1); then
     verdict "exports-$(basename "$lib")" PASS "exactly the 17 ABI symbols (extensions: $extensions)"
