@@ -290,10 +290,6 @@ def _to_device(partition: Partition, engine: str, fit_intercept: bool) -> Partit
                      summary=summary)
 
 
-def _to_host(array):
-    return array if isinstance(array, np.ndarray) else array.get()
-
-
 # --------------------------------------------------------------------------- summaries
 def summarise_partition(partition: Partition, fit_intercept: bool) -> PartitionSummary:
     if partition.summary is not None:
@@ -341,9 +337,10 @@ def pilot_rows(partition: Partition, start: int, step: int, n_features: int):
     """Rows start, start + step, ... of the partition without the intercept column: its share
     of the batch's evenly spaced pilot rows (renewable_huber.tau), as host arrays."""
     rows = slice(start, None, step)
-    w = None if partition.w is None else _to_host(partition.w[rows]).copy()
-    return (_to_host(partition.X[rows, :n_features]).copy(), _to_host(partition.y[rows]).copy(),
-            w)
+    # a GPU partition's rows: get() is the copy to the host
+    copy = (lambda a: a.get()) if partition.on_device else (lambda a: a.copy())
+    w = None if partition.w is None else copy(partition.w[rows])
+    return copy(partition.X[rows, :n_features]), copy(partition.y[rows]), w
 
 
 # ------------------------------------------------------------------------------- sums
