@@ -10,7 +10,8 @@ holds the fit times of --samples repetitions (the in-process sides first, then e
 cluster), the iterations, the solver passes (map-reduces over the partitions) and the
 numbers they ship back; the largest relative coefficient difference to the in-process fit
 of the same arithmetic (numpy for the workers' NumPy sums, native_cpu for librh_cpu's row-
-statistics extension, each cluster fit once per worker engine the machine has); the latency
+statistics extension, cupy and native_cuda for the GPU engines' sums over partitions held on
+the GPU, each cluster fit once per worker engine the machine has); the latency
 of one pass over tiny partitions; and, for the first cluster fit of the first shape on the
 largest cluster, the client's peak memory growth while fitting (resident set sampled every 2 ms, and
 tracemalloc's peak of Python and NumPy allocations). Timings are records, never assertions.
@@ -38,7 +39,11 @@ from fingerprint import environment  # noqa: E402
 from renewable_huber import RenewableHuberRegressor  # noqa: E402
 from renewable_huber.backends import unavailable_reason  # noqa: E402
 from renewable_huber.dask import batch as dask_batch  # noqa: E402
-from renewable_huber.dask.partitions import PARTITION_ENGINE_VARIABLE  # noqa: E402
+from renewable_huber.dask.partitions import (  # noqa: E402
+    GPU_ENGINES,
+    PARTITION_ENGINE_VARIABLE,
+    gpu_engine_unavailable_reason,
+)
 
 SCHEMA = "renewable-huber-dask-scaling"
 
@@ -165,17 +170,24 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--partition-engines", default="numpy,native_cpu",
                         help="the workers' engines to measure (RH_DASK_PARTITION_ENGINE "
-                             "values; one cluster fit per engine)")
+                             "values: numpy, native_cpu, cupy, native_cuda; one cluster fit "
+                             "per engine; those that cannot run here are left out)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
     from distributed import Client, LocalCluster
 
     shapes = [tuple(int(v) for v in text.split("x")) for text in args.shapes.split(",")]
     worker_counts = [int(v) for v in args.workers.split(",")]
-    engines = [e for e in ("numpy", "native_cpu") if unavailable_reason(e) is None]
-    # The workers' sums: NumPy's (the reference's row functions) or librh_cpu's extension; the
-    # client keeps the model in the backend of the same arithmetic.
-    partition_engines = [e for e in args.partition_engines.split(",") if e in engines]
+    engines = [e for e in ("numpy", "native_cpu", "cupy", "native_cuda")
+               if unavailable_reason(e) is None]
+    # The workers' sums: NumPy's (the reference's row functions), librh_cpu's extension, or on
+    # the GPU CuPy's or librh_cuda's (the local workers share this host's GPU, so what runs
+    # here runs there); the client keeps the model in the backend of the same arithmetic.
+    partition_engines = [e for e in args.partition_engines.split(",") if e in engines
+                         and (e not in GPU_ENGINES or gpu_engine_unavailable_reason(e) is None)]
+    skipped = sorted(set(args.partition_engines.split(",")) - set(partition_engines))
+    if skipped:
+        print(f"not measured here: {', '.join(skipped)}", file=sys.stderr)
     record = {
         "schema": SCHEMA, "schema_version": 1, "environment": environment(),
         "load_average_before": os.getloadavg(), "settings": vars(args), "cases": [],

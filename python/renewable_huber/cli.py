@@ -189,6 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "cluster of N worker processes (the [dask] extra; docs/dask.md)")
     fit.add_argument("--partitions-per-batch", type=_positive_int, metavar="K",
                      help="with --dask: dataset partitions per batch (default: one per worker)")
+    fit.add_argument("--partition-engine", choices=_partition_engines(),
+                     help="with --dask: how the workers sum their partitions (default: "
+                     "$RH_DASK_PARTITION_ENGINE, else chosen by --backend; docs/dask.md)")
     fit.add_argument("--penalty", choices=("none", "l1"), help="default none")
     fit.add_argument("--lambda-scale", type=_non_negative_float, metavar="X",
                      help="multiplier of the L1 strength (default 1)")
@@ -448,6 +451,12 @@ class ResumeRefused(RenewableHuberError):
     """fit --resume would count rows twice (or cannot tell that it would not)."""
 
 
+def _partition_engines() -> tuple[str, ...]:
+    from .dask.partitions import PARTITION_ENGINES
+
+    return PARTITION_ENGINES
+
+
 def command_fit(args) -> int:
     from .datafile import open_table, select_columns
 
@@ -458,8 +467,10 @@ def command_fit(args) -> int:
     if len(args.data) > 1:
         raise UsageError(f"fit reads one DATA file, got {len(args.data)}; several files, globs "
                          "or directories need --dask")
-    if args.partitions_per_batch is not None:
-        raise UsageError("--partitions-per-batch needs --dask")
+    for flag, value in (("--partitions-per-batch", args.partitions_per_batch),
+                        ("--partition-engine", getattr(args, "partition_engine", None))):
+        if value is not None:
+            raise UsageError(f"{flag} needs --dask")
     args.data = args.data[0]
     if args.batch_size is None:
         args.batch_size = DEFAULT_BATCH_ROWS
@@ -799,7 +810,9 @@ def _fit_command(args, resume: str | None = None, *, source: list[str] | None = 
                                         ("--inference", args.inference)) if on]
     for flag, value in (("--backend", args.backend), ("--dtype", args.dtype),
                         ("--n-jobs", args.n_jobs), ("--max-iter", args.max_iter),
-                        ("--tol", args.tol), ("--checkpoint", args.checkpoint),
+                        ("--tol", args.tol),
+                        ("--partition-engine", getattr(args, "partition_engine", None)),
+                        ("--checkpoint", args.checkpoint),
                         ("--checkpoint-seconds", args.checkpoint_seconds),
                         ("--checkpoint-every", args.checkpoint_every)):
         if value is not None:

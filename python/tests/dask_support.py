@@ -9,17 +9,30 @@ import os
 import pytest
 
 try:
-    import dask.dataframe  # noqa: F401  (the [dask] extra's dataframe part)
+    import dask.array  # noqa: F401
     import distributed
 except ImportError:
     distributed = None
+try:
+    import dask.dataframe  # noqa: F401  (the [dask] extra's dataframe part; needs pyarrow)
+except ImportError as error:
+    _dataframe_missing = str(error)
+else:
+    _dataframe_missing = None
 
 #: The mark of every Dask test module: without the [dask] extra each test skips with this
 #: reason. (A module-level importorskip would also report a skip under a -m selection that
 #: picks none of the module's tests, e.g. the GPU host's `-m cuda`.)
 requires_dask = pytest.mark.skipif(
-    distributed is None,
+    distributed is None or _dataframe_missing is not None,
     reason="dask.distributed / dask.dataframe are not installed (pip install '.[dask]')",
+)
+#: The mark of tests that fit dask arrays only (no DataFrame, no Parquet): they need dask.array
+#: and distributed but not dask.dataframe and its pyarrow, so a host given only those runs
+#: them (the GPU host: see docs/dask.md, "GPU workers").
+requires_dask_array = pytest.mark.skipif(
+    distributed is None,
+    reason="dask.distributed / dask.array are not installed (pip install '.[dask]')",
 )
 
 

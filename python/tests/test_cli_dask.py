@@ -767,3 +767,43 @@ def test_one_file_new_data_after_a_cluster_checkpoint_refuses_a_recorded_file(
     assert status == 0, err
     _assert_same_model(RenewableHuberRegressor.load(checkpoint),
                        _stream_of_rows(frames, [(0, 300), (300, 600), (600, 900)]))
+
+
+def test_partition_engine_option_picks_the_workers_engine_for_the_run(dataset, address, capsys,
+                                                                      monkeypatch):
+    frames, paths = dataset
+    monkeypatch.setenv("RH_DASK_PARTITION_ENGINE", "native_cpu")  # the option wins, then returns
+    status, out, err = run(_cluster_fit(address, paths, "--partition-engine", "numpy",
+                                        "--json"), capsys)
+    assert status == 0, err
+    document = json.loads(out)
+    assert document["partition_engine"] == "numpy"
+    expected = _in_process(frames, [(0,), (1,), (2,)], weights=False)
+    np.testing.assert_allclose(list(document["coefficients"].values()), expected.coef_,
+                               rtol=1e-10)
+    import os
+
+    assert os.environ["RH_DASK_PARTITION_ENGINE"] == "native_cpu"
+
+
+def test_an_explicit_gpu_partition_engine_a_worker_cannot_run_is_one_error_line(
+        dataset, address, capsys, monkeypatch, tmp_path):
+    import sys
+
+    _, paths = dataset
+    monkeypatch.setitem(sys.modules, "cupy", None)  # this fixture's workers are threads here
+    checkpoint = tmp_path / "never.npz"
+    status, _, err = run(_cluster_fit(address, paths, "--partition-engine", "cupy",
+                                      "--checkpoint", checkpoint), capsys)
+    assert status == 1
+    line = one_error_line(err)
+    assert "partition engine 'cupy'" in line and "CuPy is not installed" in line
+    assert not checkpoint.exists()
+
+
+def test_partition_engine_without_dask_is_refused(dataset, capsys):
+    _, paths = dataset
+    status, _, err = run(["fit", paths[0], "--target", "y", "--partition-engine", "numpy"],
+                         capsys)
+    assert status == 2
+    assert "--partition-engine needs --dask" in one_error_line(err)

@@ -5,12 +5,13 @@ the binding's refusals. Plain functions of NumPy arrays: no cluster is started h
 
 from __future__ import annotations
 
+import ctypes
 import types
 
 import numpy as np
 import pytest
 
-from renewable_huber import _row_statistics
+from renewable_huber import _abi, _row_statistics
 from renewable_huber._loader import load_library_path
 from renewable_huber.dask.partitions import (
     KINDS,
@@ -99,7 +100,13 @@ def test_native_and_numpy_partition_sums_agree_to_rounding(cpu_library, dtype, f
 def test_the_extension_is_absent_or_whole(cpu_library):
     lib = load_library_path(cpu_library)
     assert _row_statistics.lookup(lib) is lib
-    assert lib.rh_cuda_row_statistics_version() == _row_statistics.ROW_STATISTICS_VERSION
+    version = lib.rh_cuda_row_statistics_version()
+    assert version >= _row_statistics.HOST_CALL_VERSION
+    assert _row_statistics.extension_version(lib) == version
+    # the device call is there exactly from version 2 on (librh_cpu's answers UNAVAILABLE)
+    assert _row_statistics.has_device_call(lib) == (
+        version >= _row_statistics.DEVICE_CALL_VERSION
+        and hasattr(lib, "rh_cuda_engine_row_statistics_device"))
     # a library without the symbols, or another version of them: absent, never half-bound
     assert _row_statistics.lookup(types.SimpleNamespace(_name="none")) is None
     with pytest.raises(BackendUnavailableError, match="does not export the row-statistics"):
@@ -116,10 +123,38 @@ class _Version:
         return self.value
 
 
-def test_another_extension_version_counts_as_absent():
-    lib = types.SimpleNamespace(_name="future", rh_cuda_row_statistics_version=_Version(2),
-                                rh_cuda_engine_row_statistics=_Version(0))
-    assert _row_statistics.lookup(lib) is None
+def _fake_library(version, device_symbol):
+    functions = {"rh_cuda_row_statistics_version": _Version(version),
+                 "rh_cuda_engine_row_statistics": _Version(0)}
+    if device_symbol:
+        functions["rh_cuda_engine_row_statistics_device"] = _Version(0)
+    return types.SimpleNamespace(_name=f"v{version}", **functions)
+
+
+@pytest.mark.parametrize(("version", "device_symbol", "present", "device"), [
+    (0, True, False, False),   # below version 1: absent, never half-bound
+    (1, False, True, False),   # the host call only
+    (1, True, True, False),    # a device symbol a version-1 library does not promise: unused
+    (2, False, True, False),   # version 2 without its symbol: the host call only
+    (2, True, True, True),
+    (7, True, True, True),     # a later version: versions only add
+])
+def test_versions_only_add(version, device_symbol, present, device):
+    lib = _fake_library(version, device_symbol)
+    assert (_row_statistics.lookup(lib) is lib) == present
+    assert _row_statistics.extension_version(lib) == (version if present else 0)
+    assert _row_statistics.has_device_call(lib) == device
+    host = lib.rh_cuda_engine_row_statistics
+    if present:  # declared with the header's signature
+        assert host.restype is ctypes.c_int32
+        assert host.argtypes[1] == ctypes.POINTER(_abi.RhCudaHostBatch)
+    else:
+        assert host.argtypes is None
+    if device:
+        call = lib.rh_cuda_engine_row_statistics_device
+        assert call.argtypes[1] == ctypes.POINTER(_abi.RhCudaDeviceBatch)
+    elif device_symbol:
+        assert lib.rh_cuda_engine_row_statistics_device.argtypes is None
 
 
 def test_bad_values_are_refused_with_the_engine_message(cpu_library):
@@ -158,22 +193,26 @@ def test_the_mode_comes_from_the_client_environment(monkeypatch):
     assert partition_engine_mode() == "auto"
     monkeypatch.setenv("RH_DASK_PARTITION_ENGINE", "numpy")
     assert partition_engine_mode() == "numpy"
-    monkeypatch.setenv("RH_DASK_PARTITION_ENGINE", "cupy")
-    with pytest.raises(ValidationError, match="RH_DASK_PARTITION_ENGINE='cupy' is not a "
+    monkeypatch.setenv("RH_DASK_PARTITION_ENGINE", "cuda")
+    with pytest.raises(ValidationError, match="RH_DASK_PARTITION_ENGINE='cuda' is not a "
                                               "partition engine; expected one of auto"):
         partition_engine_mode()
 
 
 def test_unset_the_mode_follows_the_estimator_backend(monkeypatch):
     """numpy and cupy fits stay in the reference's arithmetic on the workers; native backends
-    use librh_cpu where the workers have it; the variable, when set, decides."""
+    use the native row pass where the workers have it; GPU workers only for a GPU backend (and
+    only where a worker can run the GPU engine); the variable, when set, decides."""
     monkeypatch.delenv("RH_DASK_PARTITION_ENGINE", raising=False)
     assert partition_engine_mode(backend="numpy") == "numpy"
-    assert partition_engine_mode(backend="cupy") == "numpy"
+    assert partition_engine_mode(backend="cupy") == "prefer_cupy"
     assert partition_engine_mode(backend="native_cpu") == "auto"
-    assert partition_engine_mode(backend="native_cuda") == "auto"
+    assert partition_engine_mode(backend="native_cuda") == "prefer_native_cuda"
+    assert partition_engine_mode() == "auto"
     monkeypatch.setenv("RH_DASK_PARTITION_ENGINE", "native_cpu")
     assert partition_engine_mode(backend="numpy") == "native_cpu"
+    assert partition_engine_mode(backend="native_cuda") == "native_cpu"
+    assert partition_engine_mode("cupy", backend="native_cpu") == "cupy"
 
 
 def test_auto_falls_back_to_numpy_and_native_cpu_refuses_without_the_library(monkeypatch,

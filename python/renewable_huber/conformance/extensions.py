@@ -26,8 +26,8 @@ from .report import CheckResult
 ROW_STATISTICS_RTOL = 1e-10
 KINDS = ("loss", "score", "curvature", "majoriser", "meat", "norm")
 _ABSENT = (
-    "absent: the engine does not export the optional row-statistics extension version "
-    f"{_row_statistics.ROW_STATISTICS_VERSION} ({', '.join(_row_statistics.SYMBOLS)})"
+    "absent: the engine does not export the optional row-statistics extension version >= "
+    f"{_row_statistics.HOST_CALL_VERSION} ({', '.join(_row_statistics.HOST_SYMBOLS)})"
 )
 
 

@@ -11,6 +11,7 @@ fails, the error surfaces here before anything is committed.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Hashable
 
@@ -46,10 +47,11 @@ REDUCTION_GROUP = 16
 
 
 def _modules():
+    # dask.dataframe (which needs pyarrow) is imported by whoever builds a DataFrame; a batch
+    # of dask arrays needs only dask.array and distributed.
     try:
         import dask
         import dask.array
-        import dask.dataframe
         import distributed
     except ImportError as error:
         raise BackendUnavailableError(
@@ -78,13 +80,14 @@ def _client(distributed):
 
 def _kind(value) -> str:
     import dask.array
-    import dask.dataframe
 
     if isinstance(value, dask.array.Array):
         return "array"
-    if isinstance(value, dask.dataframe.DataFrame):
+    # no dask DataFrame or Series exists unless dask.dataframe was imported
+    frames = sys.modules.get("dask.dataframe")
+    if frames is not None and isinstance(value, frames.DataFrame):
         return "frame"
-    if isinstance(value, dask.dataframe.Series):
+    if frames is not None and isinstance(value, frames.Series):
         return "series"
     return type(value).__name__
 
@@ -151,10 +154,10 @@ def _partitions(X, y, sample_weight, spec: PartitionSpec):
                 named[name] = value
         features = tuple(c for c in columns if c not in named.values())
         names = features if all(isinstance(c, str) for c in features) else None
-        spec = PartitionSpec(
-            spec.dtype, spec.fit_intercept, spec.n_features,
+        spec = dataclasses.replace(
+            spec,
             # the first batch: every partition is checked against the table's own columns
-            spec.feature_names if spec.feature_names or spec.n_features else names,
+            feature_names=spec.feature_names if spec.feature_names or spec.n_features else names,
             target=named.get("y"), weight=named.get("sample_weight"),
         )
         # Vectors given as their own Series must meet X's partitions one to one, which only
@@ -209,8 +212,11 @@ class DaskBatch:
         self.feature_names = feature_names
         #: the partitions' futures, in partition order (the rows stay on the workers)
         self.futures = futures
-        #: how the workers compute the sums (partitions.PARTITION_ENGINES), fixed per batch
+        #: the mode the batch was prepared with (partitions.PARTITION_ENGINES)
         self.partition_engine = partition_engine
+        #: the engine that sums each partition, in partition order, as its worker resolved
+        #: the mode ("native_cpu", "numpy", "native_cuda" or "cupy")
+        self.partition_engines = tuple(s.engine for s in summaries)
 
     def __enter__(self) -> DaskBatch:
         return self
@@ -244,13 +250,12 @@ class DaskBatch:
                             bandwidth=bandwidth)["losses"]
 
     def _reduce(self, function, **kwargs) -> dict:
-        """function(partition, **kwargs, engine=...) on every partition, reduced as sums()
-        says."""
+        """function(partition, **kwargs) on every partition (each with the engine it was
+        prepared for), reduced as sums() says."""
         client = self._client
 
         def reduce():
-            futures = client.map(function, self._futures, engine=self.partition_engine,
-                                 pure=False, **kwargs)
+            futures = client.map(function, self._futures, pure=False, **kwargs)
             while len(futures) > REDUCTION_GROUP:
                 futures = [
                     client.submit(add_in_order, *futures[start:start + REDUCTION_GROUP],
@@ -367,10 +372,12 @@ def prepare_batch(
     X: a dask array (rows partitioned by its row chunks; column chunks are merged) or a dask
     DataFrame. y: a dask array/Series partitioned like X, or the name of a column of the
     DataFrame X. sample_weight: None or like y. Each partition is validated and converted on
-    its worker; the whole-batch rules are then checked from per-partition summaries. Raises
-    backend: the estimator's backend, which picks the workers' engine when
-    RH_DASK_PARTITION_ENGINE is unset (partitions.partition_engine_mode). Raises
-    ValidationError for bad input, EngineError when the cluster fails.
+    its worker (and copied to the worker's GPU for a GPU partition engine); the whole-batch
+    rules are then checked from per-partition summaries. backend: the estimator's backend,
+    which picks the workers' engine when RH_DASK_PARTITION_ENGINE is unset
+    (partitions.partition_engine_mode). Raises ValidationError for bad input,
+    BackendUnavailableError when a worker cannot run an explicitly chosen engine, EngineError
+    when the cluster fails.
     """
     _, distributed = _modules()
     client = _client(distributed)
@@ -380,7 +387,7 @@ def prepare_batch(
             "y is None: RenewableHuberRegressor requires y to be passed, but the target y is None"
         )
     spec = PartitionSpec(np.dtype(dtype), bool(fit_intercept), n_features_expected,
-                         feature_names_expected)
+                         feature_names_expected, engine=engine)
     x_parts, y_parts, w_parts, spec, names = _partitions(X, y, sample_weight, spec)
     import dask
 

@@ -53,6 +53,7 @@ from ..cli import (
 )
 from ..exceptions import BackendUnavailableError, ConvergenceWarning, EngineError
 from .batch import _modules
+from .partitions import PARTITION_ENGINE_VARIABLE, partition_engine_mode
 
 
 def _check_options(args) -> None:
@@ -85,6 +86,24 @@ def _connected(address: str):
                             f"{_one_line(exc)}") from exc
     with client:
         yield client
+
+
+@contextlib.contextmanager
+def _partition_engine(engine: str | None):
+    """--partition-engine: RH_DASK_PARTITION_ENGINE of this process for the run (the client
+    reads it when each batch is prepared), restored afterwards."""
+    if engine is None:
+        yield
+        return
+    previous = os.environ.get(PARTITION_ENGINE_VARIABLE)
+    os.environ[PARTITION_ENGINE_VARIABLE] = engine
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(PARTITION_ENGINE_VARIABLE, None)
+        else:
+            os.environ[PARTITION_ENGINE_VARIABLE] = previous
 
 
 def _columns(args, table) -> list[str]:
@@ -120,7 +139,8 @@ def command_fit_on_cluster(args) -> int:
     names = getattr(model, "feature_names_in_", None)
     if args.resume is not None and args.features is None and names is not None:
         args.features = list(names)
-    with _connected(args.dask) as client:
+    engine = getattr(args, "partition_engine", None)
+    with _connected(args.dask) as client, _partition_engine(engine):
         try:
             table = dd.read_parquet(args.data)
             dataset = _Dataset(args.data, table.npartitions)
@@ -598,6 +618,8 @@ def _document(args, model, features, per_batch, run) -> dict:
         "features": list(features),
         "weight_column": args.weight_column,
         "backend": model.backend_,
+        "partition_engine": partition_engine_mode(getattr(args, "partition_engine", None),
+                                                  backend=model.backend_),
         "dtype": state["config"]["dtype"],
         "n_jobs": model.n_jobs_,
         "config": state["config"],
