@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from dask_support import local_cluster, requires_dask_array
 from test_dask_partition_engines import _close, _definitions, _fake_library
+from test_dask_partition_engines import _rows as partition_rows
 
 from renewable_huber import RenewableHuberRegressor, _abi, _loader, _row_statistics
 from renewable_huber.backends import native
@@ -40,14 +41,7 @@ GPU_ENGINES = ("native_cuda", "cupy")
 
 
 def _rows(rng, n=3000, p=6, weighted=False):
-    X = rng.normal(size=(n, p)) * rng.uniform(0.5, 3.0, size=p)
-    beta = rng.normal(size=p)
-    y = X @ beta + 0.7 + rng.standard_t(2, size=n)
-    w = None
-    if weighted:
-        w = rng.uniform(0.0, 2.0, size=n)
-        w[::11] = 0.0
-    return X, y, w, beta
+    return partition_rows(rng, n, p, weighted, zero_every=11)
 
 
 # ------------------------------------------------------------------------ GPU host only

@@ -28,14 +28,21 @@ from renewable_huber.exceptions import BackendUnavailableError, ValidationError
 TAU, H = 1.345, 0.3
 
 
-def _partition(rng, dtype, fit_intercept, weighted, n=2600, p=5):
+def _rows(rng, n, p, weighted, zero_every):
+    """Heavy-tailed rows with uneven column scales (X, y, weights or None, beta); every
+    zero_every-th weight is zero."""
     X = rng.normal(size=(n, p)) * rng.uniform(0.5, 3.0, size=p)
     beta = rng.normal(size=p)
     y = X @ beta + 0.7 + rng.standard_t(2, size=n)
     w = None
     if weighted:
         w = rng.uniform(0.0, 2.0, size=n)
-        w[::9] = 0.0
+        w[::zero_every] = 0.0
+    return X, y, w, beta
+
+
+def _partition(rng, dtype, fit_intercept, weighted, n=2600, p=5):
+    X, y, w, beta = _rows(rng, n, p, weighted, zero_every=9)
     spec = PartitionSpec(np.dtype(dtype), fit_intercept, p, None)
     partition = prepare_partition(0, X, y, w, spec)
     P = partition.X.shape[1]

@@ -77,6 +77,20 @@ __device__ __forceinline__ double row_weight(const RowView<T>& rows, int64_t i) 
   return rows.w ? static_cast<double>(rows.w[i]) : 1.0;
 }
 
+// ||x_i||^2 of design row i, the appended intercept column counted as a one; the same on every
+// lane of the team.
+template <int Team, class T>
+__device__ __forceinline__ double design_squares(const RowView<T>& rows, int64_t i, int lane) {
+  const T* xi = rows.x + i * rows.ldx;
+  double squares = 0.0;
+  for (int64_t j = lane; j < rows.ncols_x; j += Team) {
+    const double v = static_cast<double>(xi[j]);
+    squares += v * v;
+  }
+  squares = team_sum<Team>(squares);
+  return rows.ncols_x < rows.P ? squares + 1.0 : squares;
+}
+
 // Per tile of tile_rows consecutive rows (one block each, tile = first_tile + blockIdx.x): the
 // weight sum (weight_partials[tile]) and the first bad index of each kind (bad_partials[4 tile +
 // kind]: non-finite x, non-finite y, non-finite w, negative w; kNoIndex when none). The minimum
@@ -265,17 +279,9 @@ __global__ void weighted_square_norms_kernel(RowView<T> rows, const DeviceScalar
   const RowTeam<Team> team;
   double acc = 0.0;
   for (int64_t i = team.first; i < rows.n; i += team.stride) {
-    const T* xi = rows.x + i * rows.ldx;
-    double squares = 0.0;
-    for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
-      const double v = static_cast<double>(xi[j]);
-      squares += v * v;
-    }
-    squares = team_sum<Team>(squares);
+    const double squares = design_squares<Team>(rows, i, team.lane);
     if (team.lane != 0)
       continue;
-    if (rows.ncols_x < rows.P)
-      squares += 1.0;
     acc += row_weight(rows, i) * squares;
   }
   const double total = block_sum<kThreads>(acc, shared);
@@ -296,20 +302,12 @@ __global__ void statistics_rows_kernel(RowView<T> rows, const double* beta, doub
   double loss_acc = 0.0;
   double norm_acc = 0.0;
   for (int64_t i = team.first; i < rows.n; i += team.stride) {
-    const T* xi = rows.x + i * rows.ldx;
-    double squares = 0.0;
-    for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
-      const double v = static_cast<double>(xi[j]);
-      squares += v * v;
-    }
-    squares = team_sum<Team>(squares);
+    const double squares = design_squares<Team>(rows, i, team.lane);
     const double r = beta != nullptr
                          ? static_cast<double>(rows.y[i]) - row_dot<Team>(rows, i, team.lane, beta)
                          : 0.0;
     if (team.lane != 0)
       continue;
-    if (rows.ncols_x < rows.P)
-      squares += 1.0;
     const double w = row_weight(rows, i);
     norm_acc += w * squares;
     if (beta == nullptr)

@@ -187,6 +187,95 @@ void check_outcome(const World& w, RhCudaStatus status, bool valid, bool extreme
   }
 }
 
+// One device batch of n rows x cols columns and, half the time, one broken rule of the batch
+// rules every device-batch call shares (NULL or misaligned arrays, a refused value, a wrong
+// weight sum, row count or column count: `wrong_cols`). Two of the twelve draws are the
+// caller's own rule (own = 0 or 1, valid false); own is -1 otherwise.
+struct BatchFault {
+  bool valid = true;
+  bool null_x = false, null_y = false;
+  size_t offset_x = 0, offset_y = 0, offset_w = 0;
+  int64_t rows = 0, cols = 0;
+  int own = -1;
+};
+
+BatchFault break_batch_rule(const World& w, rhtest::Rng& rng, bool weighted, int64_t n,
+                            int64_t cols, int64_t wrong_cols, std::vector<double>& x,
+                            std::vector<double>& y, std::vector<double>& wt, double& declared) {
+  BatchFault f;
+  f.rows = n;
+  f.cols = cols;
+  if (!chance(rng, 0.5))
+    return f;
+  f.valid = false;
+  const int64_t draw = range(rng, 0, 11);
+  switch (draw) {
+    case 0:
+      f.null_x = true;
+      break;
+    case 1:
+      f.null_y = true;
+      break;
+    case 2:
+      f.offset_x = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
+      break;
+    case 3:
+      f.offset_y = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
+      break;
+    case 4:
+      if (weighted) {
+        f.offset_w = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
+      } else {
+        declared += 1.0;  // without weights batch_weight must be n_rows exactly
+      }
+      break;
+    case 5:
+      x[static_cast<size_t>(range(rng, 0, n * cols - 1))] = special(rng);
+      break;
+    case 6:
+      y[static_cast<size_t>(range(rng, 0, n - 1))] = special(rng);
+      break;
+    case 7:
+      if (weighted) {
+        wt[static_cast<size_t>(range(rng, 0, n - 1))] = chance(rng, 0.5) ? special(rng) : -1.0;
+      } else {
+        declared = 0.0;
+      }
+      break;
+    case 8:
+      f.rows = chance(rng, 0.5) ? 0 : -n;
+      break;
+    case 9:
+      f.cols = wrong_cols;
+      break;
+    default:
+      f.own = static_cast<int>(draw - 10);
+      break;
+  }
+  return f;
+}
+
+// The device arrays of a batch drawn by break_batch_rule, and the struct naming them.
+struct DeviceRows {
+  DeviceArray x, y, w;
+  RhCudaDeviceBatch batch{};
+  DeviceRows(const World& world, const BatchFault& f, const std::vector<double>& xv,
+             const std::vector<double>& yv, const std::vector<double>& wv, bool weighted,
+             double declared)
+      : x(xv, world.elem, f.offset_x),
+        y(yv, world.elem, f.offset_y),
+        w(wv, world.elem, f.offset_w) {
+    batch.abi_version = RH_CUDA_ABI_VERSION;
+    batch.struct_size = sizeof batch;
+    batch.x_design = f.null_x ? nullptr : x.get();
+    batch.y = f.null_y ? nullptr : y.get();
+    batch.sample_weight = weighted ? w.get() : nullptr;
+    batch.n_rows = f.rows;
+    batch.n_columns = f.cols;
+    batch.batch_weight = declared;
+  }
+};
+
 void fuzz_update(World& w, rhtest::Rng& rng) {
   const int64_t n = range(rng, 1, 40);
   const int64_t cols = chance(rng, 0.5) ? w.P : w.p;
@@ -211,70 +300,16 @@ void fuzz_update(World& w, rhtest::Rng& rng) {
       rhtest::config(w.p, chance(rng, 0.5) ? RH_CUDA_PENALTY_NONE : RH_CUDA_PENALTY_L1);
   c.max_iter = 50;
   c.tolerance = 1e-8;
-  bool valid = true;
-  size_t offset_x = 0, offset_y = 0, offset_w = 0;
-  bool null_x = false, null_y = false;
-  int64_t declared_rows = n, declared_cols = cols;
-  if (chance(rng, 0.5)) {
-    valid = false;
-    switch (range(rng, 0, 11)) {
-      case 0:
-        null_x = true;
-        break;
-      case 1:
-        null_y = true;
-        break;
-      case 2:
-        offset_x = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
-        break;
-      case 3:
-        offset_y = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
-        break;
-      case 4:
-        if (weighted) {
-          offset_w = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
-        } else {
-          declared += 1.0;  // without weights batch_weight must be n_rows exactly
-        }
-        break;
-      case 5:
-        x[static_cast<size_t>(range(rng, 0, n * cols - 1))] = special(rng);
-        break;
-      case 6:
-        y[static_cast<size_t>(range(rng, 0, n - 1))] = special(rng);
-        break;
-      case 7:
-        if (weighted) {
-          wt[static_cast<size_t>(range(rng, 0, n - 1))] = chance(rng, 0.5) ? special(rng) : -1.0;
-        } else {
-          declared = 0.0;
-        }
-        break;
-      case 8:
-        declared_rows = chance(rng, 0.5) ? 0 : -n;
-        break;
-      case 9:
-        declared_cols = w.P + 1;
-        break;
-      case 10:
-        c.bandwidth_scale = 1e-320;
-        break;  // h subnormal at any N >= 1
-      default:
-        declared *= weighted ? 1.01 : 2.0;
-        break;
-    }
+  const BatchFault fault = break_batch_rule(w, rng, weighted, n, cols, w.P + 1, x, y, wt, declared);
+  if (fault.own == 0) {
+    c.bandwidth_scale = 1e-320;  // h subnormal at any N >= 1
+  } else if (fault.own == 1) {
+    declared *= weighted ? 1.01 : 2.0;
   }
+  const bool valid = fault.valid;
   // arrays of exactly the declared size (when the declared shape is the real one)
-  DeviceArray dx(x, w.elem, offset_x), dy(y, w.elem, offset_y), dw(wt, w.elem, offset_w);
-  RhCudaDeviceBatch b{};
-  b.abi_version = RH_CUDA_ABI_VERSION;
-  b.struct_size = sizeof b;
-  b.x_design = null_x ? nullptr : dx.get();
-  b.y = null_y ? nullptr : dy.get();
-  b.sample_weight = weighted ? dw.get() : nullptr;
-  b.n_rows = declared_rows;
-  b.n_columns = declared_cols;
-  b.batch_weight = declared;
+  DeviceRows rows(w, fault, x, y, wt, weighted, declared);
+  const RhCudaDeviceBatch& b = rows.batch;
   const State before = copy_state(w.engine, w.P);
   RhCudaDiagnostics d = rhtest::diagnostics();
   std::vector<double> coef(static_cast<size_t>(w.P)), info(static_cast<size_t>(w.P * w.P));
@@ -373,76 +408,25 @@ void fuzz_row_statistics(World& w, rhtest::Rng& rng) {
   uint64_t bits = 0;
   while (bits == 0)
     bits = static_cast<uint64_t>(range(rng, 0, 63));
-  bool valid = true, null_x = false, null_y = false, null_beta = false, stray_output = false;
-  size_t offset_x = 0, offset_y = 0, offset_w = 0;
-  int64_t declared_rows = n, declared_cols = P;
-  if (chance(rng, 0.5)) {
-    valid = false;
-    switch (range(rng, 0, 11)) {
-      case 0:
-        null_x = true;
-        break;
-      case 1:
-        null_y = true;
-        break;
-      case 2:
-        offset_x = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
-        break;
-      case 3:
-        offset_y = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
-        break;
-      case 4:
-        if (weighted) {
-          offset_w = static_cast<size_t>(range(rng, 1, static_cast<int64_t>(w.elem) - 1));
-        } else {
-          declared += 1.0;
-        }
-        break;
-      case 5:
-        x[static_cast<size_t>(range(rng, 0, n * P - 1))] = special(rng);
-        break;
-      case 6:
-        y[static_cast<size_t>(range(rng, 0, n - 1))] = special(rng);
-        break;
-      case 7:
-        if (weighted) {
-          wt[static_cast<size_t>(range(rng, 0, n - 1))] = chance(rng, 0.5) ? special(rng) : -1.0;
-        } else {
-          declared = 0.0;
-        }
-        break;
-      case 8:
-        declared_rows = chance(rng, 0.5) ? 0 : -n;
-        break;
-      case 9:
-        declared_cols = P == w.p ? P + 1 : w.p;
-        break;
-      case 10:
-        if (bits == RH_CUDA_STATISTIC_NORM) {
-          bits = 1ull << 6;  // an unknown bit
-        } else if (chance(rng, 0.5)) {
-          null_beta = true;
-        } else {
-          beta64[static_cast<size_t>(range(rng, 0, P - 1))] = special(rng);
-          for (int64_t j = 0; j < P; ++j)
-            beta32[j] = static_cast<float>(beta64[j]);
-        }
-        break;
-      default:
-        stray_output = true;  // an output pointer for a statistic not requested, or none
-        break;
+  bool null_beta = false, stray_output = false;
+  const BatchFault fault =
+      break_batch_rule(w, rng, weighted, n, P, P == w.p ? P + 1 : w.p, x, y, wt, declared);
+  if (fault.own == 0) {
+    if (bits == RH_CUDA_STATISTIC_NORM) {
+      bits = 1ull << 6;  // an unknown bit
+    } else if (chance(rng, 0.5)) {
+      null_beta = true;
+    } else {
+      beta64[static_cast<size_t>(range(rng, 0, P - 1))] = special(rng);
+      for (int64_t j = 0; j < P; ++j)
+        beta32[j] = static_cast<float>(beta64[j]);
     }
+  } else if (fault.own == 1) {
+    stray_output = true;  // an output pointer for a statistic not requested, or none
   }
-  DeviceArray dx(x, w.elem, offset_x), dy(y, w.elem, offset_y), dw(wt, w.elem, offset_w);
-  RhCudaDeviceBatch b{};
-  b.abi_version = RH_CUDA_ABI_VERSION;
-  b.struct_size = sizeof b;
-  b.x_design = null_x ? nullptr : dx.get();
-  b.y = null_y ? nullptr : dy.get();
-  b.sample_weight = weighted ? dw.get() : nullptr;
-  b.n_rows = declared_rows;
-  b.n_columns = declared_cols;
-  b.batch_weight = declared;
+  const bool valid = fault.valid;
+  DeviceRows rows(w, fault, x, y, wt, weighted, declared);
+  const RhCudaDeviceBatch& b = rows.batch;
   const size_t PP = static_cast<size_t>(P * P);
   std::vector<double> outputs(2 + static_cast<size_t>(P) + 3 * PP, 7.25);
   RhCudaRowStatistics s{};

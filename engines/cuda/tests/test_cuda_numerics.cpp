@@ -667,12 +667,9 @@ void compare_with_cpu(void* lib, int32_t dtype, int32_t penalty, double rtol,
 }
 
 void test_agrees_with_the_cpu_engine() {
-  void* lib = dlopen(RH_CPU_ENGINE_PATH, RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    std::fprintf(stderr, "  cannot load %s: %s\n", RH_CPU_ENGINE_PATH, dlerror());
-    ++failures();
+  void* lib = open_cpu_engine();
+  if (lib == nullptr)
     return;
-  }
   for (int penalty : {RH_CUDA_PENALTY_NONE, RH_CUDA_PENALTY_L1}) {
     compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, penalty, 1e-8);
     compare_with_cpu<float>(lib, RH_CUDA_DTYPE_FLOAT32, penalty, 4e-4);

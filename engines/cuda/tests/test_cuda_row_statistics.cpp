@@ -461,12 +461,9 @@ void compare_with_cpu(void* lib, int64_t P, int64_t n) {
 }
 
 void test_agrees_with_the_cpu_engine() {
-  void* lib = dlopen(RH_CPU_ENGINE_PATH, RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    std::fprintf(stderr, "  cannot load %s: %s\n", RH_CPU_ENGINE_PATH, dlerror());
-    ++failures();
+  void* lib = open_cpu_engine();
+  if (lib == nullptr)
     return;
-  }
   compare_with_cpu<double>(lib, 33, 2600);
   compare_with_cpu<float>(lib, 33, 2600);
   compare_with_cpu<double>(lib, 1, 2600);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include "rh_cuda.h"
 
@@ -276,5 +277,18 @@ double max_rel_diff(const std::vector<T>& a, const std::vector<T>& b) {
   }
   return worst / (scale > 0.0 ? scale : 1.0);
 }
+
+#ifdef RH_CPU_ENGINE_PATH
+// librh_cpu (the build's, at RH_CPU_ENGINE_PATH) for comparisons, or nullptr with the reason
+// printed and a failure counted.
+inline void* open_cpu_engine() {
+  void* lib = dlopen(RH_CPU_ENGINE_PATH, RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    std::fprintf(stderr, "  cannot load %s: %s\n", RH_CPU_ENGINE_PATH, dlerror());
+    ++failures();
+  }
+  return lib;
+}
+#endif
 
 }  // namespace rhtest
