@@ -114,7 +114,8 @@ def test_cli_main_exits_zero_for_the_cpu_engine_with_its_capabilities(capsys):
 def test_cpu_engine_passes_the_row_statistics_extension_checks(cpu_summary):
     """librh_cpu exports the optional extension: its sums on every golden batch agree with the
     NumPy reference, and the sample refusals leave outputs and state untouched."""
-    checks = [r for r in cpu_summary.results if r.kind == "extension"]
+    checks = [r for r in cpu_summary.results
+              if r.kind == "extension" and not r.id.startswith("row_statistics/device")]
     sums = [r for r in checks if not r.id.startswith("row_statistics/refuses")]
     refusals = [r for r in checks if r.id.startswith("row_statistics/refuses")]
     assert len(sums) == 22 and all(r.outcome == "PASS" and r.worst <= 1.0 for r in sums)
@@ -136,10 +137,148 @@ def test_the_extension_check_catches_wrong_sums_and_reports_absence(monkeypatch)
 
     monkeypatch.setattr(extensions, "reference_row_statistics", off_by_1e_8)
     results = extensions.extension_checks(engine, cases, Capabilities.everything_on_host())
-    sums = [r for r in results if "refuses" not in r.id]
+    sums = [r for r in results if "refuses" not in r.id and "/device" not in r.id]
     assert sums and all(r.outcome == "FAIL" and "norm" in r.detail for r in sums)
     # an ABI engine without the symbols: one SKIP line saying so
     bare = types.SimpleNamespace(speaks_abi=True, lib=types.SimpleNamespace(_name="bare"))
     (absent,) = extensions.extension_checks(bare, cases, Capabilities.everything_on_host())
     assert absent.outcome == "SKIP" and absent.detail.startswith("absent:")
     assert "rh_cuda_engine_row_statistics" in absent.detail
+
+
+# ----------------------------------------------- the row-statistics device call (version 2)
+
+
+class _LibraryView:
+    """A stand-in engine library: the real one's symbols, except `hidden` (missing, as dlsym
+    would say) and `replaced` (Python callables in their place)."""
+
+    def __init__(self, lib, *, hidden=(), **replaced):
+        self._lib = lib
+        self._hidden = set(hidden)
+        self._replaced = replaced
+
+    def __getattr__(self, name):
+        if name in self._hidden:
+            raise AttributeError(name)
+        if name in self._replaced:
+            return self._replaced[name]
+        return getattr(self._lib, name)
+
+
+def _engine_with(lib_view, engine, device_id=None):
+    """An engine under test whose extension calls go to `lib_view` (its sessions are the real
+    engine's)."""
+    return types.SimpleNamespace(speaks_abi=True, lib=lib_view, open=engine.open,
+                                 device_id=engine.device_id if device_id is None else device_id)
+
+
+def _version(n):
+    def version():
+        return n
+    return version
+
+
+def _device_lines(results):
+    return [r for r in results if r.id.startswith("row_statistics/device")]
+
+
+@pytest.fixture(scope="module")
+def first_corpus():
+    from renewable_huber.conformance.corpus import default_corpus_paths, load_corpus
+
+    return list(load_corpus(default_corpus_paths()[0]))
+
+
+def _extension_results(engine, cases, capabilities_file="cpu.json"):
+    from renewable_huber.conformance import extensions
+    from renewable_huber.conformance.capabilities import load_capabilities
+
+    capabilities = load_capabilities(REPO / "conformance" / "capabilities" / capabilities_file)
+    return extensions.extension_checks(engine, cases, capabilities)
+
+
+def test_cpu_engine_refuses_the_device_call_with_unavailable(cpu_summary):
+    """librh_cpu (no device input) exports version 2: the device call on a primed engine is
+    UNAVAILABLE with a message, outputs untouched, state unchanged, in both dtypes."""
+    device = _device_lines(cpu_summary.results)
+    assert [r.id for r in device] == ["row_statistics/device unavailable[float64]",
+                                      "row_statistics/device unavailable[float32]"]
+    assert all(r.outcome == "PASS" and r.detail.startswith("UNAVAILABLE: ") for r in device)
+    assert all("rh_cuda_engine_row_statistics_device" in r.detail for r in device)
+
+
+def test_version_2_without_the_device_symbol_fails_and_version_1_is_a_skip(first_corpus):
+    engine = AbiEngine(_library("librh_cpu.so"))
+    missing = _LibraryView(engine.lib, hidden={"rh_cuda_engine_row_statistics_device"})
+    (line,) = _device_lines(_extension_results(_engine_with(missing, engine), first_corpus))
+    assert line.outcome == "FAIL"
+    assert "version 2" in line.detail
+    assert "does not export rh_cuda_engine_row_statistics_device" in line.detail
+    # a version 1 engine need not have it (and it is not even looked at)
+    old = _LibraryView(engine.lib, rh_cuda_row_statistics_version=_version(1))
+    results = _extension_results(_engine_with(old, engine), first_corpus)
+    (line,) = _device_lines(results)
+    assert line.outcome == "SKIP" and line.detail.startswith("device call: extension version 1")
+    assert all(r.outcome == "PASS" for r in results if r not in (line,))
+
+
+def test_a_host_engine_whose_device_call_does_not_refuse_properly_fails(first_corpus):
+    """The UNAVAILABLE check can fail: a device call answering SUCCESS, one that writes an
+    output, one that sets no message, one that commits an update before refusing."""
+    import ctypes
+
+    from renewable_huber import _abi
+    from renewable_huber.config import UpdateConfig
+
+    engine = AbiEngine(_library("librh_cpu.so"))
+    real = engine.lib
+
+    def succeeds(handle, batch, request):
+        return _abi.RH_CUDA_SUCCESS
+
+    def writes_the_loss(handle, batch, request):
+        real.rh_cuda_engine_row_statistics_device(handle, batch, request)
+        request._obj.loss = 0.0
+        return _abi.RH_CUDA_UNAVAILABLE
+
+    def says_nothing(handle, batch, request):
+        return _abi.RH_CUDA_UNAVAILABLE
+
+    def updates_first(handle, batch, request):
+        # commits one more update of the (host) rows it was handed, then refuses
+        rows = _abi.RhCudaHostBatch.from_buffer_copy(batch._obj)
+        config = _abi.make_update_config(UpdateConfig(
+            n_features_in=rows.n_columns, fit_intercept=False, tau=1.345, bandwidth_scale=1.0,
+            tol=1e-8, ridge=1e-8, max_iter=100, penalty="none", lambda_scale=1.0))
+        diagnostics = _abi.make(_abi.RhCudaDiagnostics)
+        assert real.rh_cuda_engine_update_host(handle, ctypes.byref(rows), ctypes.byref(config),
+                                               ctypes.byref(diagnostics)) == 0
+        return real.rh_cuda_engine_row_statistics_device(handle, batch, request)
+
+    expectations = {
+        succeeds: "status SUCCESS, expected UNAVAILABLE",
+        writes_the_loss: "an output was written",
+        says_nothing: "no last-error text",
+        updates_first: "the committed state changed",
+    }
+    for fake, problem in expectations.items():
+        view = _LibraryView(real, rh_cuda_engine_row_statistics_device=fake)
+        device = _device_lines(_extension_results(_engine_with(view, engine), first_corpus))
+        assert len(device) == 2, fake.__name__
+        assert all(r.outcome == "FAIL" and problem in r.detail for r in device), (
+            fake.__name__, [r.line() for r in device])
+
+
+def test_device_input_without_cupy_is_one_skip_naming_what_is_missing(first_corpus,
+                                                                      monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy raises ImportError
+    engine = AbiEngine(_library("librh_cpu.so"))
+    results = _extension_results(engine, first_corpus, "cuda.json")
+    (line,) = _device_lines(results)
+    assert line.outcome == "SKIP"
+    assert "CuPy" in line.detail and "rh_cuda_engine_row_statistics_device not run" in line.detail
+    assert "CUDA device" in line.detail  # librh_cpu runs on the host (device_id -1)
+    assert all(r.outcome == "PASS" for r in results if r is not line)
