@@ -10,6 +10,7 @@ import os
 import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from renewable_huber.conformance import AbiEngine, main, run_conformance
@@ -282,3 +283,138 @@ def test_device_input_without_cupy_is_one_skip_naming_what_is_missing(first_corp
     assert "CuPy" in line.detail and "rh_cuda_engine_row_statistics_device not run" in line.detail
     assert "CUDA device" in line.detail  # librh_cpu runs on the host (device_id -1)
     assert all(r.outcome == "PASS" for r in results if r is not line)
+
+
+class _FakeCupy:
+    """The few CuPy calls the kit's device path makes, over host memory: `array` copies into a
+    NumPy array and hands out a DLPack producer claiming it is on CUDA device 0 (its address is
+    the copy's), so a library view whose device call reads host memory can stand in for a GPU
+    engine. Counts the synchronisations and records each producer."""
+
+    def __init__(self):
+        fake = self
+
+        class Device:
+            def __init__(self, device_id):
+                self.device_id = device_id
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc_info):
+                return False
+
+            def synchronize(self):
+                fake.synchronised += 1
+
+        self.cuda = types.SimpleNamespace(
+            Device=Device, runtime=types.SimpleNamespace(getDeviceCount=lambda: 1))
+        self.synchronised = 0
+        self.producers = []
+
+    def array(self, values, dtype=None, order="K"):
+        from dlpack_fakes import FakeCudaProducer
+
+        copy = np.array(values, dtype=dtype, order="C")
+        producer = FakeCudaProducer(copy.shape, bits=copy.dtype.itemsize * 8,
+                                    data=copy.ctypes.data)
+        producer.host = copy  # keeps the memory alive while the producer is
+        self.producers.append(producer)
+        return producer
+
+
+def test_the_device_path_runs_on_stand_in_device_rows_and_can_fail(first_corpus, monkeypatch):
+    """Without a GPU: CuPy replaced by _FakeCupy, and the device call by one that reads the
+    (host) rows through the host call. The kit's device path (copies, synchronisation, DLPack
+    borrow on the engine's stream, the request builders, the reference) then passes every
+    golden batch; the refusals fail as they must for such an engine (its NaN message names
+    RhCudaHostBatch, and it accepts a host x_design); a device call whose sums are off fails."""
+    import ctypes
+    import sys
+
+    from renewable_huber import _abi
+
+    engine = AbiEngine(_library("librh_cpu.so"))
+    real = engine.lib
+    fake_cupy = _FakeCupy()
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+
+    def through_the_host_call(handle, batch, request):
+        rows = _abi.RhCudaHostBatch.from_buffer_copy(batch._obj)
+        return real.rh_cuda_engine_row_statistics(handle, ctypes.byref(rows), request)
+
+    view = _LibraryView(real, rh_cuda_engine_row_statistics_device=through_the_host_call)
+    results = _device_lines(_extension_results(_engine_with(view, engine, device_id=0),
+                                               first_corpus, "cuda.json"))
+    by_id = {r.id: r for r in results}
+    sums = [r for r in results if "refuses" not in r.id]
+    assert len(sums) == len(first_corpus) == 4
+    assert all(r.outcome == "PASS" and r.worst <= 1.0 for r in sums), [r.line() for r in sums]
+    assert fake_cupy.synchronised > 0
+    # every array went through DLPack with the engine's stream (librh_cpu: 0, passed as 1)
+    assert fake_cupy.producers and all(p.streams == [1] for p in fake_cupy.producers)
+    nan = by_id["row_statistics/device refuses NaN in y"]
+    assert nan.outcome == "FAIL" and "RhCudaHostBatch read RhCudaDeviceBatch" in nan.detail
+    assert nan.last_error.startswith("RhCudaHostBatch.y[4]")
+    host_x = by_id["row_statistics/device refuses host x_design"]
+    assert host_x.outcome == "FAIL" and "status SUCCESS" in host_x.detail
+
+    def off_by_1e_8(handle, batch, request):
+        status = through_the_host_call(handle, batch, request)
+        request._obj.weighted_norm *= 1.0 + 1e-8
+        return status
+
+    view = _LibraryView(real, rh_cuda_engine_row_statistics_device=off_by_1e_8)
+    results = _device_lines(_extension_results(_engine_with(view, engine, device_id=0),
+                                               first_corpus, "cuda.json"))
+    sums = [r for r in results if "refuses" not in r.id]
+    assert sums and all(r.outcome == "FAIL" and "norm" in r.detail for r in sums)
+
+
+# CUDA: the kit's device checks on librh_cuda (skipped with the reason without a GPU, librh_cuda
+# or CuPy).
+
+
+def _all_cases():
+    from renewable_huber.conformance.corpus import default_corpus_paths, load_corpus
+
+    return [case for path in default_corpus_paths() for case in load_corpus(path)]
+
+
+@pytest.mark.cuda
+def test_cuda_engine_passes_the_device_call_checks(cuda_engine):
+    pytest.importorskip("cupy", reason="CuPy is not installed")
+    engine = AbiEngine(cuda_engine)
+    cases = _all_cases()
+    results = _extension_results(engine, cases, "cuda.json")
+    device = _device_lines(results)
+    for line in device:
+        print(line.line())
+    assert [r.line() for r in device if r.outcome != "PASS"] == []
+    sums = [r for r in device if "refuses" not in r.id]
+    assert len(sums) == len(cases) == 22 and all(r.worst <= 1.0 for r in sums)
+    by_id = {r.id: r for r in device}
+    nan = by_id["row_statistics/device refuses NaN in y"]
+    assert nan.last_error.startswith("RhCudaDeviceBatch.y[4]")
+    host_x = by_id["row_statistics/device refuses host x_design"]
+    assert "RhCudaDeviceBatch.x_design" in host_x.last_error
+    assert len(device) == 24
+
+
+@pytest.mark.cuda
+def test_cuda_device_call_checks_can_fail(cuda_engine, first_corpus, monkeypatch):
+    """The same checks on librh_cuda against a reference whose weighted norm is off by 1e-8
+    relative: every device case fails, naming the norm."""
+    pytest.importorskip("cupy", reason="CuPy is not installed")
+    from renewable_huber.conformance import extensions
+
+    reference = extensions.reference_row_statistics
+
+    def off_by_1e_8(*args):
+        sums, scales, allowances = reference(*args)
+        return {**sums, "norm": sums["norm"] * (1.0 + 1e-8)}, scales, allowances
+
+    monkeypatch.setattr(extensions, "reference_row_statistics", off_by_1e_8)
+    device = _device_lines(_extension_results(AbiEngine(cuda_engine), first_corpus, "cuda.json"))
+    sums = [r for r in device if "refuses" not in r.id]
+    assert len(sums) == 4 and all(r.outcome == "FAIL" and "norm" in r.detail for r in sums)
