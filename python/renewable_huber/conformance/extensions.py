@@ -141,6 +141,7 @@ class _DeviceCall:
         self.cupy.cuda.Device(self.device_id).synchronize()
         element_bits = design.dtype.itemsize * 8
         with contextlib.ExitStack() as stack:
+            stack.enter_context(self.cupy.cuda.Device(self.device_id))
             pointers = []
             for array, name, ndim in zip(on_device, ("x_design", "y", "sample_weight"),
                                          (2, 1, 1), strict=True):
