@@ -10,6 +10,7 @@ import os
 import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from renewable_huber.conformance import AbiEngine, main, run_conformance
@@ -114,7 +115,8 @@ def test_cli_main_exits_zero_for_the_cpu_engine_with_its_capabilities(capsys):
 def test_cpu_engine_passes_the_row_statistics_extension_checks(cpu_summary):
     """librh_cpu exports the optional extension: its sums on every golden batch agree with the
     NumPy reference, and the sample refusals leave outputs and state untouched."""
-    checks = [r for r in cpu_summary.results if r.kind == "extension"]
+    checks = [r for r in cpu_summary.results
+              if r.kind == "extension" and not r.id.startswith("row_statistics/device")]
     sums = [r for r in checks if not r.id.startswith("row_statistics/refuses")]
     refusals = [r for r in checks if r.id.startswith("row_statistics/refuses")]
     assert len(sums) == 22 and all(r.outcome == "PASS" and r.worst <= 1.0 for r in sums)
@@ -136,10 +138,283 @@ def test_the_extension_check_catches_wrong_sums_and_reports_absence(monkeypatch)
 
     monkeypatch.setattr(extensions, "reference_row_statistics", off_by_1e_8)
     results = extensions.extension_checks(engine, cases, Capabilities.everything_on_host())
-    sums = [r for r in results if "refuses" not in r.id]
+    sums = [r for r in results if "refuses" not in r.id and "/device" not in r.id]
     assert sums and all(r.outcome == "FAIL" and "norm" in r.detail for r in sums)
     # an ABI engine without the symbols: one SKIP line saying so
     bare = types.SimpleNamespace(speaks_abi=True, lib=types.SimpleNamespace(_name="bare"))
     (absent,) = extensions.extension_checks(bare, cases, Capabilities.everything_on_host())
     assert absent.outcome == "SKIP" and absent.detail.startswith("absent:")
     assert "rh_cuda_engine_row_statistics" in absent.detail
+
+
+# ----------------------------------------------- the row-statistics device call (version 2)
+
+
+class _LibraryView:
+    """A stand-in engine library: the real one's symbols, except `hidden` (missing, as dlsym
+    would say) and `replaced` (Python callables in their place)."""
+
+    def __init__(self, lib, *, hidden=(), **replaced):
+        self._lib = lib
+        self._hidden = set(hidden)
+        self._replaced = replaced
+
+    def __getattr__(self, name):
+        if name in self._hidden:
+            raise AttributeError(name)
+        if name in self._replaced:
+            return self._replaced[name]
+        return getattr(self._lib, name)
+
+
+def _engine_with(lib_view, engine, device_id=None):
+    """An engine under test whose extension calls go to `lib_view` (its sessions are the real
+    engine's)."""
+    return types.SimpleNamespace(speaks_abi=True, lib=lib_view, open=engine.open,
+                                 device_id=engine.device_id if device_id is None else device_id)
+
+
+def _version(n):
+    def version():
+        return n
+    return version
+
+
+def _device_lines(results):
+    return [r for r in results if r.id.startswith("row_statistics/device")]
+
+
+@pytest.fixture(scope="module")
+def first_corpus():
+    from renewable_huber.conformance.corpus import default_corpus_paths, load_corpus
+
+    return list(load_corpus(default_corpus_paths()[0]))
+
+
+def _extension_results(engine, cases, capabilities_file="cpu.json"):
+    from renewable_huber.conformance import extensions
+    from renewable_huber.conformance.capabilities import load_capabilities
+
+    capabilities = load_capabilities(REPO / "conformance" / "capabilities" / capabilities_file)
+    return extensions.extension_checks(engine, cases, capabilities)
+
+
+def test_cpu_engine_refuses_the_device_call_with_unavailable(cpu_summary):
+    """librh_cpu (no device input) exports version 2: the device call on a primed engine is
+    UNAVAILABLE with a message, outputs untouched, state unchanged, in both dtypes."""
+    device = _device_lines(cpu_summary.results)
+    assert [r.id for r in device] == ["row_statistics/device unavailable[float64]",
+                                      "row_statistics/device unavailable[float32]"]
+    assert all(r.outcome == "PASS" and r.detail.startswith("UNAVAILABLE: ") for r in device)
+    assert all("rh_cuda_engine_row_statistics_device" in r.detail for r in device)
+
+
+def test_version_2_without_the_device_symbol_fails_and_version_1_is_a_skip(first_corpus):
+    engine = AbiEngine(_library("librh_cpu.so"))
+    missing = _LibraryView(engine.lib, hidden={"rh_cuda_engine_row_statistics_device"})
+    (line,) = _device_lines(_extension_results(_engine_with(missing, engine), first_corpus))
+    assert line.outcome == "FAIL"
+    assert "version 2" in line.detail
+    assert "does not export rh_cuda_engine_row_statistics_device" in line.detail
+    # a version 1 engine need not have it (and it is not even looked at)
+    old = _LibraryView(engine.lib, rh_cuda_row_statistics_version=_version(1))
+    results = _extension_results(_engine_with(old, engine), first_corpus)
+    (line,) = _device_lines(results)
+    assert line.outcome == "SKIP" and line.detail.startswith("device call: extension version 1")
+    assert all(r.outcome == "PASS" for r in results if r not in (line,))
+
+
+def test_a_host_engine_whose_device_call_does_not_refuse_properly_fails(first_corpus):
+    """The UNAVAILABLE check can fail: a device call answering SUCCESS, one that writes an
+    output, one that sets no message, one that commits an update before refusing."""
+    import ctypes
+
+    from renewable_huber import _abi
+    from renewable_huber.config import UpdateConfig
+
+    engine = AbiEngine(_library("librh_cpu.so"))
+    real = engine.lib
+
+    def succeeds(handle, batch, request):
+        return _abi.RH_CUDA_SUCCESS
+
+    def writes_the_loss(handle, batch, request):
+        real.rh_cuda_engine_row_statistics_device(handle, batch, request)
+        request._obj.loss = 0.0
+        return _abi.RH_CUDA_UNAVAILABLE
+
+    def says_nothing(handle, batch, request):
+        return _abi.RH_CUDA_UNAVAILABLE
+
+    def updates_first(handle, batch, request):
+        # commits one more update of the (host) rows it was handed, then refuses
+        rows = _abi.RhCudaHostBatch.from_buffer_copy(batch._obj)
+        config = _abi.make_update_config(UpdateConfig(
+            n_features_in=rows.n_columns, fit_intercept=False, tau=1.345, bandwidth_scale=1.0,
+            tol=1e-8, ridge=1e-8, max_iter=100, penalty="none", lambda_scale=1.0))
+        diagnostics = _abi.make(_abi.RhCudaDiagnostics)
+        assert real.rh_cuda_engine_update_host(handle, ctypes.byref(rows), ctypes.byref(config),
+                                               ctypes.byref(diagnostics)) == 0
+        return real.rh_cuda_engine_row_statistics_device(handle, batch, request)
+
+    expectations = {
+        succeeds: "status SUCCESS, expected UNAVAILABLE",
+        writes_the_loss: "an output was written",
+        says_nothing: "no last-error text",
+        updates_first: "the committed state changed",
+    }
+    for fake, problem in expectations.items():
+        view = _LibraryView(real, rh_cuda_engine_row_statistics_device=fake)
+        device = _device_lines(_extension_results(_engine_with(view, engine), first_corpus))
+        assert len(device) == 2, fake.__name__
+        assert all(r.outcome == "FAIL" and problem in r.detail for r in device), (
+            fake.__name__, [r.line() for r in device])
+
+
+def test_device_input_without_cupy_is_one_skip_naming_what_is_missing(first_corpus,
+                                                                      monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy raises ImportError
+    engine = AbiEngine(_library("librh_cpu.so"))
+    results = _extension_results(engine, first_corpus, "cuda.json")
+    (line,) = _device_lines(results)
+    assert line.outcome == "SKIP"
+    assert "CuPy" in line.detail and "rh_cuda_engine_row_statistics_device not run" in line.detail
+    assert "CUDA device" in line.detail  # librh_cpu runs on the host (device_id -1)
+    assert all(r.outcome == "PASS" for r in results if r is not line)
+
+
+class _FakeCupy:
+    """The few CuPy calls the kit's device path makes, over host memory: `array` copies into a
+    NumPy array and hands out a DLPack producer claiming it is on CUDA device 0 (its address is
+    the copy's), so a library view whose device call reads host memory can stand in for a GPU
+    engine. Counts the synchronisations and records each producer."""
+
+    def __init__(self):
+        fake = self
+
+        class Device:
+            def __init__(self, device_id):
+                self.device_id = device_id
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc_info):
+                return False
+
+            def synchronize(self):
+                fake.synchronised += 1
+
+        self.cuda = types.SimpleNamespace(
+            Device=Device, runtime=types.SimpleNamespace(getDeviceCount=lambda: 1))
+        self.synchronised = 0
+        self.producers = []
+
+    def array(self, values, dtype=None, order="K"):
+        from dlpack_fakes import FakeCudaProducer
+
+        copy = np.array(values, dtype=dtype, order="C")
+        producer = FakeCudaProducer(copy.shape, bits=copy.dtype.itemsize * 8,
+                                    data=copy.ctypes.data)
+        producer.host = copy  # keeps the memory alive while the producer is
+        self.producers.append(producer)
+        return producer
+
+
+def test_the_device_path_runs_on_stand_in_device_rows_and_can_fail(first_corpus, monkeypatch):
+    """Without a GPU: CuPy replaced by _FakeCupy, and the device call by one that reads the
+    (host) rows through the host call. The kit's device path (copies, synchronisation, DLPack
+    borrow on the engine's stream, the request builders, the reference) then passes every
+    golden batch; the refusals fail as they must for such an engine (its NaN message names
+    RhCudaHostBatch, and it accepts a host x_design); a device call whose sums are off fails."""
+    import ctypes
+    import sys
+
+    from renewable_huber import _abi
+
+    engine = AbiEngine(_library("librh_cpu.so"))
+    real = engine.lib
+    fake_cupy = _FakeCupy()
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+
+    def through_the_host_call(handle, batch, request):
+        rows = _abi.RhCudaHostBatch.from_buffer_copy(batch._obj)
+        return real.rh_cuda_engine_row_statistics(handle, ctypes.byref(rows), request)
+
+    view = _LibraryView(real, rh_cuda_engine_row_statistics_device=through_the_host_call)
+    results = _device_lines(_extension_results(_engine_with(view, engine, device_id=0),
+                                               first_corpus, "cuda.json"))
+    by_id = {r.id: r for r in results}
+    sums = [r for r in results if "refuses" not in r.id]
+    assert len(sums) == len(first_corpus) == 4
+    assert all(r.outcome == "PASS" and r.worst <= 1.0 for r in sums), [r.line() for r in sums]
+    assert fake_cupy.synchronised > 0
+    # every array went through DLPack with the engine's stream (librh_cpu: 0, passed as 1)
+    assert fake_cupy.producers and all(p.streams == [1] for p in fake_cupy.producers)
+    nan = by_id["row_statistics/device refuses NaN in y"]
+    assert nan.outcome == "FAIL" and "RhCudaHostBatch read RhCudaDeviceBatch" in nan.detail
+    assert nan.last_error.startswith("RhCudaHostBatch.y[4]")
+    host_x = by_id["row_statistics/device refuses host x_design"]
+    assert host_x.outcome == "FAIL" and "status SUCCESS" in host_x.detail
+
+    def off_by_1e_8(handle, batch, request):
+        status = through_the_host_call(handle, batch, request)
+        request._obj.weighted_norm *= 1.0 + 1e-8
+        return status
+
+    view = _LibraryView(real, rh_cuda_engine_row_statistics_device=off_by_1e_8)
+    results = _device_lines(_extension_results(_engine_with(view, engine, device_id=0),
+                                               first_corpus, "cuda.json"))
+    sums = [r for r in results if "refuses" not in r.id]
+    assert sums and all(r.outcome == "FAIL" and "norm" in r.detail for r in sums)
+
+
+# CUDA: the kit's device checks on librh_cuda (skipped with the reason without a GPU, librh_cuda
+# or CuPy).
+
+
+def _all_cases():
+    from renewable_huber.conformance.corpus import default_corpus_paths, load_corpus
+
+    return [case for path in default_corpus_paths() for case in load_corpus(path)]
+
+
+@pytest.mark.cuda
+def test_cuda_engine_passes_the_device_call_checks(cuda_engine):
+    pytest.importorskip("cupy", reason="CuPy is not installed")
+    engine = AbiEngine(cuda_engine)
+    cases = _all_cases()
+    results = _extension_results(engine, cases, "cuda.json")
+    device = _device_lines(results)
+    for line in device:
+        print(line.line())
+    assert [r.line() for r in device if r.outcome != "PASS"] == []
+    sums = [r for r in device if "refuses" not in r.id]
+    assert len(sums) == len(cases) == 22 and all(r.worst <= 1.0 for r in sums)
+    by_id = {r.id: r for r in device}
+    nan = by_id["row_statistics/device refuses NaN in y"]
+    assert nan.last_error.startswith("RhCudaDeviceBatch.y[4]")
+    host_x = by_id["row_statistics/device refuses host x_design"]
+    assert "RhCudaDeviceBatch.x_design" in host_x.last_error
+    assert len(device) == 24
+
+
+@pytest.mark.cuda
+def test_cuda_device_call_checks_can_fail(cuda_engine, first_corpus, monkeypatch):
+    """The same checks on librh_cuda against a reference whose weighted norm is off by 1e-8
+    relative: every device case fails, naming the norm."""
+    pytest.importorskip("cupy", reason="CuPy is not installed")
+    from renewable_huber.conformance import extensions
+
+    reference = extensions.reference_row_statistics
+
+    def off_by_1e_8(*args):
+        sums, scales, allowances = reference(*args)
+        return {**sums, "norm": sums["norm"] * (1.0 + 1e-8)}, scales, allowances
+
+    monkeypatch.setattr(extensions, "reference_row_statistics", off_by_1e_8)
+    device = _device_lines(_extension_results(AbiEngine(cuda_engine), first_corpus, "cuda.json"))
+    sums = [r for r in device if "refuses" not in r.id]
+    assert len(sums) == 4 and all(r.outcome == "FAIL" and "norm" in r.detail for r in sums)

@@ -6,22 +6,38 @@ golden batch: the six sums at the batch's recorded coefficients, tau and bandwid
 NumPy reference's Huber pieces evaluated in float64 on the values the engine reads, within
 ROW_STATISTICS_RTOL of the sums of the terms' absolute values (the scale a summation error is
 bounded by) plus what the residuals' own rounding can move them by (reference_row_statistics);
-and on a few refusals (INVALID_ARGUMENT, outputs untouched, committed state
-unchanged).
+and on a few refusals (INVALID_ARGUMENT, outputs untouched, committed state unchanged, on an
+engine primed with one committed update).
+
+The device call (version 2, rh_cuda_engine_row_statistics_device): an engine reporting version
+1 gets one SKIP line; one reporting version >= 2 without the symbol FAILs. With device_input
+false in the capabilities, the call on a primed engine with a valid request (host addresses,
+which such an engine must refuse before reading) must return UNAVAILABLE with a message,
+outputs untouched and state unchanged. With device_input true, and CuPy and the engine's CUDA
+device usable in this process, every golden batch also goes through the device call on CuPy
+copies of the same rows, held to the same reference and bound (not to the host call's bits),
+plus two refusals: NaN in y (INVALID_ARGUMENT in the host call's words, RhCudaDeviceBatch in
+place of RhCudaHostBatch) and a host address as x_design (INVALID_ARGUMENT); without CuPy or a
+device, one SKIP line naming what is missing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 
 import numpy as np
 
-from .. import _abi, _row_statistics
+from .. import _abi, _dlpack, _row_statistics
+from .._engine import batch_weight, host_address
+from ..config import UpdateConfig
 from ..core.huber import huber_loss, huber_score, smoothed_curvature
 from ..core.rules import majoriser_weights
 from .capabilities import Capabilities
 from .corpus import GoldenCase
+from .negative import _state_bytes
 from .report import CheckResult
+from .session import EngineCallFailed
 
 ROW_STATISTICS_RTOL = 1e-10
 KINDS = ("loss", "score", "curvature", "majoriser", "meat", "norm")
@@ -85,11 +101,65 @@ def _session_handle(engine, dtype, n_parameters: int):
     return session, session.handle
 
 
-def _call(lib, handle, design, y, w, beta, bits, tau, bandwidth, outputs):
-    """The raw call (its status, not an exception: the kit reports it) and its request."""
+def _preset(request, preset: float | None) -> None:
+    """Preset the request's scalar outputs (a refusal must leave them as they were)."""
+    if preset is not None:
+        request.loss = preset
+        request.weighted_norm = preset
+
+
+def _call(lib, handle, design, y, w, beta, bits, tau, bandwidth, outputs, preset=None):
+    """The raw host call (its status, not an exception: the kit reports it) and its request."""
     batch, request = _row_statistics.request(design, y, w, beta, bits, tau, bandwidth, outputs)
+    _preset(request, preset)
     status = lib.rh_cuda_engine_row_statistics(handle, ctypes.byref(batch), ctypes.byref(request))
     return status, request
+
+
+class _DeviceCall:
+    """The raw device call over CuPy copies of host rows: C-contiguous, the rows' dtype (the
+    engine's), on the engine's device, the copies complete (device synchronised) and then
+    borrowed through DLPack on the engine's stream, as the binding's compute_device borrows
+    them. host_x_design passes the host design's address as x_design instead (a refusal)."""
+
+    def __init__(self, cupy, lib, device_id: int):
+        self.cupy = cupy
+        self.lib = lib
+        self.device_id = device_id
+
+    def copy(self, values):
+        cupy = self.cupy
+        with cupy.cuda.Device(self.device_id):
+            copy = cupy.array(values, dtype=values.dtype, order="C")
+        return copy
+
+    def __call__(self, session, design, y, w, beta, bits, tau, bandwidth, outputs, preset=None,
+                 host_x_design=False):
+        stream = session.engine.stream()
+        n_rows, n_columns = design.shape
+        on_device = [self.copy(design), self.copy(y), None if w is None else self.copy(w)]
+        self.cupy.cuda.Device(self.device_id).synchronize()
+        element_bits = design.dtype.itemsize * 8
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(self.cupy.cuda.Device(self.device_id))
+            pointers = []
+            for array, name, ndim in zip(on_device, ("x_design", "y", "sample_weight"),
+                                         (2, 1, 1), strict=True):
+                if array is None:
+                    pointers.append(None)
+                    continue
+                view = stack.enter_context(_dlpack.Borrow(array, name, self.device_id, stream,
+                                                          element_bits, ndim))
+                pointers.append(view.data_pointer)
+            if host_x_design:
+                pointers[0] = host_address(design)
+            batch, request = _row_statistics.device_request(
+                pointers[0], pointers[1], pointers[2], n_rows, n_columns,
+                batch_weight(w, n_rows), beta, bits, tau, bandwidth, outputs)
+            _preset(request, preset)
+            status = self.lib.rh_cuda_engine_row_statistics_device(
+                session.handle, ctypes.byref(batch), ctypes.byref(request))
+        return status, request
 
 
 def _outputs(P: int) -> dict:
@@ -104,10 +174,25 @@ def _design(case: GoldenCase, X) -> np.ndarray:
     return np.ascontiguousarray(X)
 
 
-def _case_check(engine, lib, case: GoldenCase) -> CheckResult:
-    check_id = f"row_statistics/{case.qualified_id}"
+def _worst(got: dict, design, y, w, beta, tau: float, bandwidth: float) -> tuple[float, str]:
+    """The largest error over its bound among the six sums, and the kind where it is."""
+    expected, scales, allowances = reference_row_statistics(design, y, w, beta, tau, bandwidth)
+    worst, where = 0.0, ""
+    for kind in KINDS:
+        error = np.abs(np.asarray(got[kind]) - expected[kind])
+        bound = (ROW_STATISTICS_RTOL * np.asarray(scales[kind])
+                 + np.asarray(allowances[kind]) + 1e-300)
+        ratio = float(np.max(error / bound))
+        if not ratio <= worst:
+            worst, where = ratio, kind
+    return worst, where
+
+
+def _case_check(engine, case: GoldenCase, check_id: str, call) -> CheckResult:
+    """Every batch of `case` through `call` (_call's signature after lib, with the session in
+    place of the handle), each sum held to the reference within its bound."""
     P = case.n_parameters
-    session, handle = _session_handle(engine, case.dtype, P)
+    session = engine.open(case.dtype, P)
     try:
         worst = 0.0
         where = ""
@@ -119,23 +204,17 @@ def _case_check(engine, lib, case: GoldenCase) -> CheckResult:
             beta = np.ascontiguousarray(state.coefficients, dtype=case.dtype)
             tau = float(case.config["tau"])
             outputs = _outputs(P)
-            status, request = _call(lib, handle, design, y, w, beta,
-                                    _row_statistics.RH_CUDA_STATISTIC_ALL, tau, state.bandwidth,
-                                    outputs)
+            status, request = call(session, design, y, w, beta,
+                                   _row_statistics.RH_CUDA_STATISTIC_ALL, tau, state.bandwidth,
+                                   outputs)
             if status != _abi.RH_CUDA_SUCCESS:
                 return CheckResult("extension", check_id, "FAIL",
                                    detail=f"batch {k}: status {_abi.status_name(status)}",
                                    last_error=session.last_error())
             got = {"loss": request.loss, "norm": request.weighted_norm, **outputs}
-            expected, scales, allowances = reference_row_statistics(design, y, w, beta, tau,
-                                                                    state.bandwidth)
-            for kind in KINDS:
-                error = np.abs(np.asarray(got[kind]) - expected[kind])
-                bound = (ROW_STATISTICS_RTOL * np.asarray(scales[kind])
-                         + np.asarray(allowances[kind]) + 1e-300)
-                ratio = float(np.max(error / bound))
-                if not ratio <= worst:
-                    worst, where = ratio, f"batch {k} {kind}"
+            ratio, kind = _worst(got, design, y, w, beta, tau, state.bandwidth)
+            if not ratio <= worst:
+                worst, where = ratio, f"batch {k} {kind}"
         outcome = "PASS" if worst <= 1.0 else "FAIL"
         return CheckResult("extension", check_id, outcome, worst=worst,
                            detail="" if outcome == "PASS" else f"worst at {where}")
@@ -143,14 +222,70 @@ def _case_check(engine, lib, case: GoldenCase) -> CheckResult:
         session.close()
 
 
-def _refusal_checks(engine, lib) -> list[CheckResult]:
-    """A few refusals through the extension: INVALID_ARGUMENT, outputs untouched, committed
-    state unchanged (the C tests of each engine cover every refusal)."""
-    P = 3
+def _host_call(lib):
+    def call(session, *arguments, **options):
+        return _call(lib, session.handle, *arguments, **options)
+    return call
+
+
+# The refusals' rows: P = 3 columns, no intercept; the engine is primed with one update of them
+# first, so that a refusal that touched the committed state would show.
+_REFUSAL_ROWS = 20
+_REFUSAL_P = 3
+_SENTINEL = 7.0
+
+
+def _refusal_data(dtype):
     rng = np.random.default_rng(0)
-    design = np.ascontiguousarray(rng.normal(size=(20, P)))
-    y = np.ascontiguousarray(rng.normal(size=20))
-    beta = np.zeros(P)
+    design = np.ascontiguousarray(rng.normal(size=(_REFUSAL_ROWS, _REFUSAL_P)), dtype=dtype)
+    y = np.ascontiguousarray(rng.normal(size=_REFUSAL_ROWS), dtype=dtype)
+    return design, y, np.zeros(_REFUSAL_P, dtype=dtype)
+
+
+def _primed_session(engine, dtype, design, y):
+    """An engine of P = design's columns with one committed update of (design, y)."""
+    config = UpdateConfig(n_features_in=design.shape[1], fit_intercept=False, tau=1.345,
+                          bandwidth_scale=1.0, tol=1e-8, ridge=1e-8, max_iter=100,
+                          penalty="none", lambda_scale=1.0)
+    session = engine.open(np.dtype(dtype), design.shape[1])
+    try:
+        session.update(design, y, None, config, append_intercept=False)
+    except BaseException:
+        session.close()
+        raise
+    return session
+
+
+def _sentinel_outputs(P: int, bits: int) -> dict:
+    if not bits & _row_statistics.RH_CUDA_STATISTIC_SCORE:
+        return {}
+    return {kind: np.full_like(value, _SENTINEL) for kind, value in _outputs(P).items()}
+
+
+def _untouched(request, outputs: dict) -> bool:
+    return (request.loss == _SENTINEL and request.weighted_norm == _SENTINEL
+            and all(np.all(value == _SENTINEL) for value in outputs.values()))
+
+
+def _refusal_problems(status, expected: int, message: str, written: bool, before,
+                      after) -> list[str]:
+    problems = []
+    if status != expected:
+        problems.append(f"status {_abi.status_name(status)}, expected "
+                        f"{_abi.status_name(expected)}")
+    if not message:
+        problems.append("no last-error text")
+    if written:
+        problems.append("an output was written")
+    if _state_bytes(before) != _state_bytes(after):
+        problems.append("the committed state changed")
+    return problems
+
+
+def _refusal_checks(engine, lib) -> list[CheckResult]:
+    """A few refusals through the host call on a primed engine: INVALID_ARGUMENT, outputs
+    untouched, committed state unchanged (the C tests of each engine cover every refusal)."""
+    design, y, beta = _refusal_data(np.float64)
     bad_y = y.copy()
     bad_y[4] = np.nan
     all_bits = _row_statistics.RH_CUDA_STATISTIC_ALL
@@ -163,32 +298,196 @@ def _refusal_checks(engine, lib) -> list[CheckResult]:
     )
     results = []
     for name, X, yv, coefficients, bits in cases:
-        session, handle = _session_handle(engine, np.dtype(np.float64), P)
+        check_id = f"row_statistics/refuses {name}"
+        try:
+            session = _primed_session(engine, np.float64, design, y)
+        except EngineCallFailed as failure:
+            results.append(CheckResult("extension", check_id, "FAIL", detail=str(failure),
+                                       last_error=failure.message))
+            continue
         try:
             before = session.copy_state()
-            outputs = {kind: np.full_like(value, 7.0) for kind, value in _outputs(P).items()}
-            if not bits & _row_statistics.RH_CUDA_STATISTIC_SCORE:
-                outputs = {}
-            status, request = _call(lib, handle, X, yv, None, coefficients, bits, 1.345, 0.5,
-                                    outputs)
+            outputs = _sentinel_outputs(_REFUSAL_P, bits)
+            status, request = _call(lib, session.handle, X, yv, None, coefficients, bits, 1.345,
+                                    0.5, outputs, preset=_SENTINEL)
             message = session.last_error()
-            after = session.copy_state()
-            problems = []
-            if status != _abi.RH_CUDA_INVALID_ARGUMENT:
-                problems.append(f"status {_abi.status_name(status)}, expected INVALID_ARGUMENT")
-            if not message:
-                problems.append("no last-error text")
-            if any(np.any(value != 7.0) for value in outputs.values()):
-                problems.append("an output was written")
-            if not (np.array_equal(before.coefficients, after.coefficients)
-                    and np.array_equal(before.information, after.information)
-                    and before.n_samples_seen == after.n_samples_seen):
-                problems.append("the committed state changed")
+            problems = _refusal_problems(status, _abi.RH_CUDA_INVALID_ARGUMENT, message,
+                                         not _untouched(request, outputs), before,
+                                         session.copy_state())
             results.append(CheckResult(
-                "extension", f"row_statistics/refuses {name}", "FAIL" if problems else "PASS",
+                "extension", check_id, "FAIL" if problems else "PASS",
                 detail="; ".join(problems), last_error=message))
         finally:
             session.close()
+    return results
+
+
+# ------------------------------------------------------------------ the device call (version 2)
+
+_DEVICE = "row_statistics/device"
+
+
+def _unavailable_check(engine, lib, dtype_name: str) -> CheckResult:
+    """An engine without device input must refuse the device call with UNAVAILABLE before it
+    reads anything: a valid request whose batch holds host addresses (which such an engine
+    must never dereference) on a primed engine; outputs untouched, committed state unchanged."""
+    check_id = f"{_DEVICE} unavailable[{dtype_name}]"
+    design, y, beta = _refusal_data(np.dtype(dtype_name))
+    try:
+        session = _primed_session(engine, np.dtype(dtype_name), design, y)
+    except EngineCallFailed as failure:
+        return CheckResult("extension", check_id, "FAIL", detail=str(failure),
+                           last_error=failure.message)
+    try:
+        before = session.copy_state()
+        bits = _row_statistics.RH_CUDA_STATISTIC_ALL
+        outputs = _sentinel_outputs(_REFUSAL_P, bits)
+        batch, request = _row_statistics.device_request(
+            host_address(design), host_address(y), None, _REFUSAL_ROWS, _REFUSAL_P,
+            float(_REFUSAL_ROWS), beta, bits, 1.345, 0.5, outputs)
+        _preset(request, _SENTINEL)
+        status = lib.rh_cuda_engine_row_statistics_device(session.handle, ctypes.byref(batch),
+                                                          ctypes.byref(request))
+        message = session.last_error()
+        problems = _refusal_problems(status, _abi.RH_CUDA_UNAVAILABLE, message,
+                                     not _untouched(request, outputs), before,
+                                     session.copy_state())
+    finally:
+        session.close()
+    if problems:
+        return CheckResult("extension", check_id, "FAIL", detail="; ".join(problems),
+                           last_error=message)
+    return CheckResult("extension", check_id, "PASS",
+                       detail=f"{_abi.status_name(status)}: {message}")
+
+
+def device_requirements(device_id: int):
+    """(cupy, None) when CuPy imports and the engine's device is one of its CUDA devices, else
+    (None, what is missing)."""
+    try:
+        import cupy
+    except Exception as error:  # ImportError, or a CuPy that cannot load its CUDA libraries
+        missing = [f"CuPy (import cupy: {type(error).__name__}: {error})"]
+        if device_id < 0:
+            missing.append(f"a CUDA device (the engine runs on device_id {device_id}, the host)")
+        return None, "; ".join(missing)
+    if device_id < 0:
+        return None, f"a CUDA device (the engine runs on device_id {device_id}, the host)"
+    try:
+        count = int(cupy.cuda.runtime.getDeviceCount())
+    except Exception as error:
+        return None, f"a CUDA device CuPy can use ({type(error).__name__}: {error})"
+    if device_id >= count:
+        return None, (f"CUDA device {device_id} (the engine's) in CuPy, which sees {count} "
+                      "device(s)")
+    return cupy, None
+
+
+def _owner_swapped(host_message: str) -> str:
+    """The device call's expected text: the host call's with the batch struct's name swapped."""
+    return host_message.replace("RhCudaHostBatch", "RhCudaDeviceBatch")
+
+
+def _device_refusal_checks(engine, lib, device_call: _DeviceCall) -> list[CheckResult]:
+    """The device call's refusals on a primed float64 engine: NaN in y in device memory is
+    INVALID_ARGUMENT in the host call's words (the struct's name aside), a host address as
+    x_design is INVALID_ARGUMENT; outputs untouched and the committed state unchanged."""
+    design, y, beta = _refusal_data(np.float64)
+    bad_y = y.copy()
+    bad_y[4] = np.nan
+    bits = _row_statistics.RH_CUDA_STATISTIC_ALL
+    results = []
+    for name, rows, host_x in (("NaN in y", bad_y, False), ("host x_design", y, True)):
+        check_id = f"{_DEVICE} refuses {name}"
+        try:
+            session = _primed_session(engine, np.float64, design, y)
+        except EngineCallFailed as failure:
+            results.append(CheckResult("extension", check_id, "FAIL", detail=str(failure),
+                                       last_error=failure.message))
+            continue
+        try:
+            before = session.copy_state()
+            problems = []
+            if name == "NaN in y":
+                host_outputs = _sentinel_outputs(_REFUSAL_P, bits)
+                host_status, _ = _call(lib, session.handle, design, rows, None, beta, bits,
+                                       1.345, 0.5, host_outputs, preset=_SENTINEL)
+                host_message = session.last_error()
+                if host_status != _abi.RH_CUDA_INVALID_ARGUMENT:
+                    problems.append(f"the host call returned {_abi.status_name(host_status)}, "
+                                    "expected INVALID_ARGUMENT")
+            outputs = _sentinel_outputs(_REFUSAL_P, bits)
+            try:
+                status, request = device_call(session, design, rows, None, beta, bits, 1.345,
+                                              0.5, outputs, preset=_SENTINEL,
+                                              host_x_design=host_x)
+            except Exception as error:  # the kit's own transport (CuPy, DLPack): report it
+                results.append(CheckResult("extension", check_id, "FAIL",
+                                           detail=f"{type(error).__name__}: {error}"))
+                continue
+            message = session.last_error()
+            problems += _refusal_problems(status, _abi.RH_CUDA_INVALID_ARGUMENT, message,
+                                          not _untouched(request, outputs), before,
+                                          session.copy_state())
+            if name == "NaN in y" and message != _owner_swapped(host_message):
+                problems.append(
+                    "the device call's last error is not the host call's with RhCudaHostBatch "
+                    f'read RhCudaDeviceBatch (host call: "{host_message}")')
+            results.append(CheckResult("extension", check_id, "FAIL" if problems else "PASS",
+                                       detail="; ".join(problems), last_error=message))
+        finally:
+            session.close()
+    return results
+
+
+def _device_case_check(engine, case: GoldenCase, device_call: _DeviceCall) -> CheckResult:
+    check_id = f"{_DEVICE}/{case.qualified_id}"
+    try:
+        return _case_check(engine, case, check_id, device_call)
+    except EngineCallFailed as failure:
+        return CheckResult("extension", check_id, "FAIL", detail=str(failure),
+                           last_error=failure.message)
+    except Exception as error:  # the kit's own transport (CuPy, DLPack): report it, go on
+        return CheckResult("extension", check_id, "FAIL",
+                           detail=f"{type(error).__name__}: {error}")
+
+
+def device_call_checks(engine, lib, cases: list[GoldenCase],
+                       capabilities: Capabilities) -> list[CheckResult]:
+    """The checks of rh_cuda_engine_row_statistics_device (version 2) of an engine that has
+    the extension: see the module docstring."""
+    version = _row_statistics.extension_version(lib)
+    if version < _row_statistics.DEVICE_CALL_VERSION:
+        return [CheckResult("extension", _DEVICE, "SKIP",
+                            detail=f"device call: extension version {version} "
+                                   f"({_row_statistics.DEVICE_CALL} came with version "
+                                   f"{_row_statistics.DEVICE_CALL_VERSION})")]
+    if not _row_statistics.has_device_call(lib):
+        return [CheckResult("extension", _DEVICE, "FAIL",
+                            detail=f"the engine reports extension version {version} but does "
+                                   f"not export {_row_statistics.DEVICE_CALL} (version "
+                                   f"{_row_statistics.DEVICE_CALL_VERSION} added it)")]
+    if not capabilities.device_input:
+        return [_unavailable_check(engine, lib, dtype_name)
+                for dtype_name in ("float64", "float32")
+                if capabilities.missing_for(dtype_name) is None]
+    device_id = int(getattr(engine, "device_id", -1))
+    cupy, missing = device_requirements(device_id)
+    if cupy is None:
+        return [CheckResult("extension", _DEVICE, "SKIP",
+                            detail=f"device_input is declared, but this process lacks {missing}: "
+                                   f"{_row_statistics.DEVICE_CALL} not run")]
+    device_call = _DeviceCall(cupy, lib, device_id)
+    results = []
+    for case in cases:
+        reason = capabilities.missing_for(case.config["dtype"])
+        if reason:
+            results.append(CheckResult("extension", f"{_DEVICE}/{case.qualified_id}", "SKIP",
+                                       detail=reason))
+        else:
+            results.append(_device_case_check(engine, case, device_call))
+    if capabilities.missing_for("float64") is None:
+        results.extend(_device_refusal_checks(engine, lib, device_call))
     return results
 
 
@@ -202,13 +501,16 @@ def extension_checks(engine, cases: list[GoldenCase], capabilities: Capabilities
     if _row_statistics.lookup(lib) is None:
         return [CheckResult("extension", "row_statistics", "SKIP", detail=_ABSENT)]
     results = []
+    host_call = _host_call(lib)
     for case in cases:
         reason = capabilities.missing_for(case.config["dtype"])
         if reason:
             results.append(CheckResult("extension", f"row_statistics/{case.qualified_id}",
                                        "SKIP", detail=reason))
         else:
-            results.append(_case_check(engine, lib, case))
+            results.append(_case_check(engine, case, f"row_statistics/{case.qualified_id}",
+                                       host_call))
     if capabilities.missing_for("float64") is None:
         results.extend(_refusal_checks(engine, lib))
+    results.extend(device_call_checks(engine, lib, cases, capabilities))
     return results
