@@ -256,6 +256,15 @@ def _primed_session(engine, dtype, design, y):
     return session
 
 
+def _primed_or_failure(engine, dtype, design, y, check_id: str):
+    """(_primed_session's session, None), or (None, the FAIL line) when priming failed."""
+    try:
+        return _primed_session(engine, dtype, design, y), None
+    except EngineCallFailed as failure:
+        return None, CheckResult("extension", check_id, "FAIL", detail=str(failure),
+                                 last_error=failure.message)
+
+
 def _sentinel_outputs(P: int, bits: int) -> dict:
     if not bits & _row_statistics.RH_CUDA_STATISTIC_SCORE:
         return {}
@@ -299,11 +308,9 @@ def _refusal_checks(engine, lib) -> list[CheckResult]:
     results = []
     for name, X, yv, coefficients, bits in cases:
         check_id = f"row_statistics/refuses {name}"
-        try:
-            session = _primed_session(engine, np.float64, design, y)
-        except EngineCallFailed as failure:
-            results.append(CheckResult("extension", check_id, "FAIL", detail=str(failure),
-                                       last_error=failure.message))
+        session, failed = _primed_or_failure(engine, np.float64, design, y, check_id)
+        if failed is not None:
+            results.append(failed)
             continue
         try:
             before = session.copy_state()
@@ -333,11 +340,9 @@ def _unavailable_check(engine, lib, dtype_name: str) -> CheckResult:
     must never dereference) on a primed engine; outputs untouched, committed state unchanged."""
     check_id = f"{_DEVICE} unavailable[{dtype_name}]"
     design, y, beta = _refusal_data(np.dtype(dtype_name))
-    try:
-        session = _primed_session(engine, np.dtype(dtype_name), design, y)
-    except EngineCallFailed as failure:
-        return CheckResult("extension", check_id, "FAIL", detail=str(failure),
-                           last_error=failure.message)
+    session, failed = _primed_or_failure(engine, np.dtype(dtype_name), design, y, check_id)
+    if failed is not None:
+        return failed
     try:
         before = session.copy_state()
         bits = _row_statistics.RH_CUDA_STATISTIC_ALL
@@ -399,11 +404,9 @@ def _device_refusal_checks(engine, lib, device_call: _DeviceCall) -> list[CheckR
     results = []
     for name, rows, host_x in (("NaN in y", bad_y, False), ("host x_design", y, True)):
         check_id = f"{_DEVICE} refuses {name}"
-        try:
-            session = _primed_session(engine, np.float64, design, y)
-        except EngineCallFailed as failure:
-            results.append(CheckResult("extension", check_id, "FAIL", detail=str(failure),
-                                       last_error=failure.message))
+        session, failed = _primed_or_failure(engine, np.float64, design, y, check_id)
+        if failed is not None:
+            results.append(failed)
             continue
         try:
             before = session.copy_state()
