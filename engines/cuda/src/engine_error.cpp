@@ -24,6 +24,14 @@ void refuse_value(const char* owner, const char* field, int64_t index_or_row, in
   throw EngineError(status, text.text);
 }
 
+void refuse_weight_sum(const char* batch_name, double claimed, double sum, double previous_weight) {
+  // The message is written by the call: it must run before the text is read.
+  RhErrorBuffer text{};
+  const RhCudaStatus status =
+      rh_refuse_weight_sum(&text, batch_name, claimed, sum, previous_weight);
+  throw EngineError(status, text.text);
+}
+
 // Test builds: the fault-injection sweep's failure in place of a successful result.
 static cudaError_t injected(cudaError_t rc) {
   if (rc != cudaSuccess || !fault_injected_here())

@@ -36,6 +36,10 @@ class EngineError : public std::runtime_error {
 // >= 0) and the value's kind.
 [[noreturn]] void refuse_value(const char* owner, const char* field, int64_t index_or_row,
                                int64_t column, double value, RhValueRule rule);
+// Refuses a batch_weight that disagrees with the weights' sum, in the shared wording
+// (rh_refuse_weight_sum in rh_common.h).
+[[noreturn]] void refuse_weight_sum(const char* batch_name, double claimed, double sum,
+                                    double previous_weight);
 
 void check_cuda(cudaError_t rc, const char* what);
 void check_cublas(cublasStatus_t rc, const char* what);

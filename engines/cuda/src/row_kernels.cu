@@ -113,20 +113,20 @@ __global__ void validate_rows_kernel(RowView<T> rows, int64_t tile_rows, int fir
     const T* xi = rows.x + i * rows.ldx;
     for (int64_t j = lane; j < rows.ncols_x; j += Team) {
       if (!isfinite(static_cast<double>(xi[j]))) {
-        atomicMin(&bad[0], static_cast<unsigned long long>(i * rows.ncols_x + j));
+        atomicMin(&bad[kBadX], static_cast<unsigned long long>(i * rows.ncols_x + j));
         break;
       }
     }
     if (lane != 0)
       continue;
     if (!isfinite(static_cast<double>(rows.y[i]))) {
-      atomicMin(&bad[1], static_cast<unsigned long long>(i));
+      atomicMin(&bad[kBadY], static_cast<unsigned long long>(i));
     }
     const double w = row_weight(rows, i);
     if (!isfinite(w)) {
-      atomicMin(&bad[2], static_cast<unsigned long long>(i));
+      atomicMin(&bad[kBadWeight], static_cast<unsigned long long>(i));
     } else if (w < 0.0) {
-      atomicMin(&bad[3], static_cast<unsigned long long>(i));
+      atomicMin(&bad[kNegativeWeight], static_cast<unsigned long long>(i));
     }
     wsum += w;
   }

@@ -228,31 +228,12 @@ ScanResult read_scan(Engine& e, int tiles) {
 template <class T>
 void refuse_bad_values(const RowView<T>& rows, const RhCudaHostBatch& b, const char* name,
                        const ScanResult& scan) {
-  if (scan.first_bad[1] != kNoIndex) {
-    const auto at = static_cast<int64_t>(scan.first_bad[1]);
-    refuse_value(name, "y", at, -1, device_element(rows.y, at, sizeof(T)), RH_VALUE_FINITE);
-  }
-  if (scan.first_bad[2] != kNoIndex) {
-    const auto at = static_cast<int64_t>(scan.first_bad[2]);
-    refuse_value(name, "sample_weight", at, -1, device_element(rows.w, at, sizeof(T)),
-                 RH_VALUE_FINITE);
-  }
-  if (scan.first_bad[3] != kNoIndex) {
-    const auto at = static_cast<int64_t>(scan.first_bad[3]);
-    refuse_value(name, "sample_weight", at, -1, device_element(rows.w, at, sizeof(T)),
-                 RH_VALUE_NONNEGATIVE);
-  }
-  if (b.sample_weight != nullptr && !rh_weight_sum_matches(scan.weight_sum, b.batch_weight, 0.0)) {
-    RhErrorBuffer text{};
-    const RhCudaStatus status =
-        rh_refuse_weight_sum(&text, name, b.batch_weight, scan.weight_sum, 0.0);
-    throw EngineError(status, text.text);
-  }
-  if (scan.first_bad[0] != kNoIndex) {
-    const auto at = static_cast<int64_t>(scan.first_bad[0]);
-    refuse_value(name, "x_design", at / rows.ncols_x, at % rows.ncols_x,
-                 device_element(rows.x, at, sizeof(T)), RH_VALUE_FINITE);
-  }
+  refuse_bad_value(rows, name, kBadY, scan.first_bad[kBadY]);
+  refuse_bad_value(rows, name, kBadWeight, scan.first_bad[kBadWeight]);
+  refuse_bad_value(rows, name, kNegativeWeight, scan.first_bad[kNegativeWeight]);
+  if (b.sample_weight != nullptr && !rh_weight_sum_matches(scan.weight_sum, b.batch_weight, 0.0))
+    refuse_weight_sum(name, b.batch_weight, scan.weight_sum, 0.0);
+  refuse_bad_value(rows, name, kBadX, scan.first_bad[kBadX]);
 }
 
 template <class T>

@@ -146,7 +146,9 @@ inline RH_HOST_DEVICE bool solve_ended(const DeviceScalars& s) {
 }
 
 constexpr unsigned long long kNoIndex = ~0ull;
-// Kinds of bad value the validation pass looks for: non-finite x, y, w, and negative w.
+// Kinds of bad value the validation pass looks for, in the order of its per-tile first indices:
+// non-finite x, y, w, and negative w.
+enum BadKind : int { kBadX = 0, kBadY = 1, kBadWeight = 2, kNegativeWeight = 3 };
 constexpr int kBadKinds = 4;
 
 // One batch as the kernels see it: row-major, ldx columns stored, P used; when ncols_x == P - 1

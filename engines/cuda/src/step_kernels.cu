@@ -51,10 +51,10 @@ __global__ void begin_update_kernel(const double* weight_partials,
       out.history_coef =
           k.use_history ? rh_history_scale(k.previous_weight, N, k.previous_lambda) : 0.0;
       out.phi = RH_LAMM_INITIAL_PHI;
-      out.first_bad_x = bad[0];
-      out.first_bad_y = bad[1];
-      out.first_bad_w = bad[2];
-      out.first_negative_w = bad[3];
+      out.first_bad_x = bad[kBadX];
+      out.first_bad_y = bad[kBadY];
+      out.first_bad_w = bad[kBadWeight];
+      out.first_negative_w = bad[kNegativeWeight];
       const bool refused = bad[0] != kNoIndex || bad[1] != kNoIndex || bad[2] != kNoIndex ||
                            bad[3] != kNoIndex || out.weight_mismatch;
       out.state = refused ? kInvalidData : kRunning;

@@ -17,20 +17,26 @@ InjectedFailure injected_failure_setting() {
   return InjectedFailure::None;
 }
 
-int64_t forced_chunk_setting() {
-  const char* value = std::getenv("RH_CUDA_TEST_CHUNK");
+namespace {
+
+// A positive count from the environment variable `name`; 0 (the engine's own choice) when it is
+// unset or not a positive number.
+int64_t positive_count_setting(const char* name) {
+  const char* value = std::getenv(name);
   if (value == nullptr)
     return 0;
   const long long parsed = std::strtoll(value, nullptr, 10);
   return parsed > 0 ? parsed : 0;
 }
 
+}  // namespace
+
+int64_t forced_chunk_setting() {
+  return positive_count_setting("RH_CUDA_TEST_CHUNK");
+}
+
 int64_t statistics_chunk_rows_setting() {
-  const char* value = std::getenv("RH_CUDA_TEST_STATISTICS_ROWS");
-  if (value == nullptr)
-    return 0;
-  const long long parsed = std::strtoll(value, nullptr, 10);
-  return parsed > 0 ? parsed : 0;
+  return positive_count_setting("RH_CUDA_TEST_STATISTICS_ROWS");
 }
 
 bool separate_meat_pass_setting() {

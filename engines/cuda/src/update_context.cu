@@ -135,35 +135,38 @@ void UpdateContext<T>::wait_for_status() {
   // The kernels record where the first bad value is; the value itself (for its kind in the
   // message) is read back from the rows they checked, which hold the caller's values (device
   // input in place, host input staged unchanged).
-  if (s.first_bad_x != kNoIndex) {
-    const auto at = static_cast<int64_t>(s.first_bad_x);
-    refuse_value(batch_name, "x_design", at / rows.ncols_x, at % rows.ncols_x,
-                 device_element(rows.x, at, sizeof(T)), RH_VALUE_FINITE);
-  }
-  if (s.first_bad_y != kNoIndex) {
-    const auto at = static_cast<int64_t>(s.first_bad_y);
-    refuse_value(batch_name, "y", at, -1, device_element(rows.y, at, sizeof(T)), RH_VALUE_FINITE);
-  }
-  if (s.first_bad_w != kNoIndex) {
-    const auto at = static_cast<int64_t>(s.first_bad_w);
-    refuse_value(batch_name, "sample_weight", at, -1, device_element(rows.w, at, sizeof(T)),
-                 RH_VALUE_FINITE);
-  }
-  if (s.first_negative_w != kNoIndex) {
-    const auto at = static_cast<int64_t>(s.first_negative_w);
-    refuse_value(batch_name, "sample_weight", at, -1, device_element(rows.w, at, sizeof(T)),
-                 RH_VALUE_NONNEGATIVE);
-  }
-  if (s.weight_mismatch) {
-    // The message is written by the call: it must run before the text is read.
-    RhErrorBuffer text{};
-    const RhCudaStatus status = rh_refuse_weight_sum(&text, batch_name, k.claimed_batch_weight,
-                                                     s.batch_weight, k.previous_weight);
-    throw EngineError(status, text.text);
+  refuse_bad_value(rows, batch_name, kBadX, s.first_bad_x);
+  refuse_bad_value(rows, batch_name, kBadY, s.first_bad_y);
+  refuse_bad_value(rows, batch_name, kBadWeight, s.first_bad_w);
+  refuse_bad_value(rows, batch_name, kNegativeWeight, s.first_negative_w);
+  if (s.weight_mismatch)
+    refuse_weight_sum(batch_name, k.claimed_batch_weight, s.batch_weight, k.previous_weight);
+}
+
+template <class T>
+void refuse_bad_value(const RowView<T>& rows, const char* batch_name, BadKind kind,
+                      unsigned long long index) {
+  if (index == kNoIndex)
+    return;
+  const auto at = static_cast<int64_t>(index);
+  switch (kind) {
+    case kBadX:
+      refuse_value(batch_name, "x_design", at / rows.ncols_x, at % rows.ncols_x,
+                   device_element(rows.x, at, sizeof(T)), RH_VALUE_FINITE);
+    case kBadY:
+      refuse_value(batch_name, "y", at, -1, device_element(rows.y, at, sizeof(T)), RH_VALUE_FINITE);
+    case kBadWeight:
+    case kNegativeWeight:
+      refuse_value(batch_name, "sample_weight", at, -1, device_element(rows.w, at, sizeof(T)),
+                   kind == kBadWeight ? RH_VALUE_FINITE : RH_VALUE_NONNEGATIVE);
   }
 }
 
 template struct UpdateContext<float>;
 template struct UpdateContext<double>;
+template void refuse_bad_value<float>(const RowView<float>&, const char*, BadKind,
+                                      unsigned long long);
+template void refuse_bad_value<double>(const RowView<double>&, const char*, BadKind,
+                                       unsigned long long);
 
 }  // namespace rh

@@ -19,6 +19,13 @@ namespace rh {
 template <class T>
 RowView<T> place_batch(Engine& e, const RhCudaHostBatch& b, BatchLocation location);
 
+// INVALID_ARGUMENT naming the value of `rows` at `index` (row-major for kBadX) that broke rule
+// `kind`, read back from the rows the validation pass checked (device input in place, host input
+// staged unchanged); returns when index is kNoIndex. Callers decide the order of the kinds.
+template <class T>
+void refuse_bad_value(const RowView<T>& rows, const char* batch_name, BadKind kind,
+                      unsigned long long index);
+
 // How the Gram of an n x P batch is split over rows: `chunks` strided GEMMs of `rows` rows each
 // (the scaled design is zero-padded to chunks * rows rows). Depends only on the shape.
 struct GramSplit {
