@@ -19,6 +19,7 @@ by whoever hands in device arrays.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 import weakref
@@ -198,6 +199,42 @@ def device_request(x_pointer: int, y_pointer: int, w_pointer: int | None, n_rows
     return batch, statistics_request(beta, bits, tau, bandwidth, outputs)
 
 
+@contextlib.contextmanager
+def borrowed_device_request(X, y, w, weight, *, device_id: int, stream: int, dtype, beta,
+                            bits: int, tau: float, bandwidth: float, kinds=None,
+                            outputs: dict | None = None):
+    """Borrow X (n, P), y (n,) and w (n,) or None through DLPack on the engine's stream (their
+    producer's pending work ordered before it, as the native_cuda backend borrows device input;
+    C-contiguous arrays of `dtype` on `device_id`, never copied or cast), and yield the
+    (RhCudaDeviceBatch, RhCudaRowStatistics, outputs) of one rh_cuda_engine_row_statistics_device
+    call over them; the borrows end on exit. weight: the weights' float64 sum (ignored without
+    w: n). outputs: the host arrays for the P-sized results, made for `kinds` when None."""
+    element_bits = np.dtype(dtype).itemsize * 8
+    with contextlib.ExitStack() as stack:
+        x_view = stack.enter_context(_dlpack.Borrow(X, "X", device_id, stream, element_bits, 2))
+        y_view = stack.enter_context(_dlpack.Borrow(y, "y", device_id, stream, element_bits, 1))
+        n_rows, P = x_view.shape
+        if y_view.shape != (n_rows,):
+            raise ValidationError(
+                f"X has shape {x_view.shape} and y {y_view.shape}; expected (n, P) and (n,)"
+            )
+        w_pointer = None
+        if w is not None:
+            w_view = stack.enter_context(
+                _dlpack.Borrow(w, "sample_weight", device_id, stream, element_bits, 1))
+            if w_view.shape != (n_rows,):
+                raise ValidationError(
+                    f"sample_weight has shape {w_view.shape}; expected ({n_rows},)"
+                )
+            w_pointer = w_view.data_pointer
+        if outputs is None:
+            outputs = _outputs(kinds, P)
+        batch, statistics = device_request(
+            x_view.data_pointer, y_view.data_pointer, w_pointer, n_rows, P,
+            float(n_rows) if w is None else weight, beta, bits, tau, bandwidth, outputs)
+        yield batch, statistics, outputs
+
+
 class RowStatistics:
     """An engine of one dtype and P (on `device_id`: HOST_DEVICE_ID for librh_cpu, a CUDA
     device for librh_cuda) used for the extension's sums; its committed state is never used.
@@ -277,36 +314,16 @@ class RowStatistics:
             )
         if self._stream is None:
             self._stream = self._handle.stream()
-        bits = self.dtype.itemsize * 8
-        device, stream = self.device_id, self._stream
-        with _dlpack.Borrow(X, "X", device, stream, bits, 2) as x_view, \
-                _dlpack.Borrow(y, "y", device, stream, bits, 1) as y_view:
-            n_rows, P = x_view.shape
-            if y_view.shape != (n_rows,):
-                raise ValidationError(
-                    f"X has shape {x_view.shape} and y {y_view.shape}; expected (n, P) and (n,)"
-                )
-            outputs = _outputs(kinds, P)
-            beta = self._beta(beta)
-            if w is None:
-                batch, statistics = device_request(
-                    x_view.data_pointer, y_view.data_pointer, None, n_rows, P, float(n_rows),
-                    beta, self._bits(kinds), tau, bandwidth, outputs)
-                self._handle.call(DEVICE_CALL, ctypes.byref(batch), ctypes.byref(statistics))
-                return self._results(kinds, statistics, outputs)
-            if weight is None:
-                from .backends.native import _device_weight_sum
+        if w is not None and weight is None:
+            from .backends.native import _device_weight_sum
 
-                weight = _device_weight_sum(w)
-            with _dlpack.Borrow(w, "sample_weight", device, stream, bits, 1) as w_view:
-                if w_view.shape != (n_rows,):
-                    raise ValidationError(
-                        f"sample_weight has shape {w_view.shape}; expected ({n_rows},)"
-                    )
-                batch, statistics = device_request(
-                    x_view.data_pointer, y_view.data_pointer, w_view.data_pointer, n_rows, P,
-                    weight, beta, self._bits(kinds), tau, bandwidth, outputs)
-                self._handle.call(DEVICE_CALL, ctypes.byref(batch), ctypes.byref(statistics))
+            weight = _device_weight_sum(w)
+        with borrowed_device_request(
+            X, y, w, weight, device_id=self.device_id, stream=self._stream, dtype=self.dtype,
+            beta=self._beta(beta), bits=self._bits(kinds), tau=tau, bandwidth=bandwidth,
+            kinds=kinds,
+        ) as (batch, statistics, outputs):
+            self._handle.call(DEVICE_CALL, ctypes.byref(batch), ctypes.byref(statistics))
         return self._results(kinds, statistics, outputs)
 
     _per_thread = threading.local()

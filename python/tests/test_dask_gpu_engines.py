@@ -252,6 +252,52 @@ def test_a_library_without_the_device_call_is_refused_before_any_array_is_read(c
         engine.compute_device(object(), object(), None, np.zeros(3), ("loss",), TAU, H)
 
 
+@pytest.mark.parametrize("weighted", [False, True], ids=["unit", "weights"])
+def test_the_device_path_borrows_on_the_engine_stream_and_sums_as_the_host_path(cpu_library,
+                                                                               weighted):
+    """Without a GPU: compute_device over stand-in device rows (DLPack producers over host
+    memory that claim CUDA device 0) through a device call forwarded to the host call gives
+    compute()'s sums bit for bit, every array borrowed once on the engine's stream; a y of
+    the wrong length is refused before the call."""
+    from dlpack_fakes import FakeCudaProducer
+    from test_conformance_native import _LibraryView
+
+    lib = _loader.load_library_path(cpu_library)
+    X, y, w, beta = _rows(np.random.default_rng(11), n=500, weighted=weighted)
+    X = np.ascontiguousarray(np.column_stack([X, np.ones(len(y))]))
+    at = np.append(beta, 0.7)
+    engine = _row_statistics.RowStatistics(lib, np.float64, X.shape[1])
+    expected = engine.compute(X, y, w, at, KINDS, TAU, H)
+    calls = []
+
+    def forwarded(handle, batch, request):
+        calls.append(_abi.RhCudaDeviceBatch.from_buffer_copy(batch._obj))
+        rows = _abi.RhCudaHostBatch.from_buffer_copy(batch._obj)
+        return lib.rh_cuda_engine_row_statistics(handle, ctypes.byref(rows), request)
+
+    engine._handle.lib = _LibraryView(lib, rh_cuda_engine_row_statistics_device=forwarded)
+    engine.device_id, engine._stream = 0, 5
+
+    def device(array):
+        producer = FakeCudaProducer(array.shape, data=array.ctypes.data)
+        producer.host = array
+        return producer
+
+    arrays = [device(X), device(y)] + ([device(w)] if weighted else [])
+    got = engine.compute_device(*arrays[:2], arrays[2] if weighted else None, at, KINDS, TAU, H,
+                                weight=None if w is None else float(np.sum(w)))
+    for kind in KINDS:
+        assert np.array_equal(got[kind], expected[kind]), kind
+        assert type(got[kind]) is type(expected[kind]), kind
+    (batch,) = calls
+    assert batch.n_rows == 500 and batch.n_columns == X.shape[1]
+    assert batch.batch_weight == (500.0 if w is None else float(np.sum(w)))
+    assert all(p.streams == [5] and p.deleter_calls == 1 for p in arrays)
+    with pytest.raises(ValidationError, match=r"X has shape \(500, 7\) and y \(499,\)"):
+        engine.compute_device(arrays[0], device(y[:499]), None, at, KINDS, TAU, H)
+    assert len(calls) == 1
+
+
 def _spec(engine: str) -> PartitionSpec:
     return PartitionSpec(np.dtype("float64"), True, 6, None, engine=engine)
 

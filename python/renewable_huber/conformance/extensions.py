@@ -23,12 +23,11 @@ device, one SKIP line naming what is missing.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 
 import numpy as np
 
-from .. import _abi, _dlpack, _row_statistics
+from .. import _abi, _row_statistics
 from .._engine import batch_weight, host_address
 from ..config import UpdateConfig
 from ..core.huber import huber_loss, huber_score, smoothed_curvature
@@ -119,8 +118,9 @@ def _call(lib, handle, design, y, w, beta, bits, tau, bandwidth, outputs, preset
 class _DeviceCall:
     """The raw device call over CuPy copies of host rows: C-contiguous, the rows' dtype (the
     engine's), on the engine's device, the copies complete (device synchronised) and then
-    borrowed through DLPack on the engine's stream, as the binding's compute_device borrows
-    them. host_x_design passes the host design's address as x_design instead (a refusal)."""
+    borrowed through DLPack on the engine's stream by the binding's borrowed_device_request
+    (as compute_device borrows them). host_x_design passes the host design's address as
+    x_design instead (a refusal)."""
 
     def __init__(self, cupy, lib, device_id: int):
         self.cupy = cupy
@@ -136,26 +136,16 @@ class _DeviceCall:
     def __call__(self, session, design, y, w, beta, bits, tau, bandwidth, outputs, preset=None,
                  host_x_design=False):
         stream = session.engine.stream()
-        n_rows, n_columns = design.shape
+        n_rows = design.shape[0]
         on_device = [self.copy(design), self.copy(y), None if w is None else self.copy(w)]
         self.cupy.cuda.Device(self.device_id).synchronize()
-        element_bits = design.dtype.itemsize * 8
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(self.cupy.cuda.Device(self.device_id))
-            pointers = []
-            for array, name, ndim in zip(on_device, ("x_design", "y", "sample_weight"),
-                                         (2, 1, 1), strict=True):
-                if array is None:
-                    pointers.append(None)
-                    continue
-                view = stack.enter_context(_dlpack.Borrow(array, name, self.device_id, stream,
-                                                          element_bits, ndim))
-                pointers.append(view.data_pointer)
+        with self.cupy.cuda.Device(self.device_id), _row_statistics.borrowed_device_request(
+            *on_device, batch_weight(w, n_rows), device_id=self.device_id, stream=stream,
+            dtype=design.dtype, beta=beta, bits=bits, tau=tau, bandwidth=bandwidth,
+            outputs=outputs,
+        ) as (batch, request, _):
             if host_x_design:
-                pointers[0] = host_address(design)
-            batch, request = _row_statistics.device_request(
-                pointers[0], pointers[1], pointers[2], n_rows, n_columns,
-                batch_weight(w, n_rows), beta, bits, tau, bandwidth, outputs)
+                batch.x_design = host_address(design)
             _preset(request, preset)
             status = self.lib.rh_cuda_engine_row_statistics_device(
                 session.handle, ctypes.byref(batch), ctypes.byref(request))
