@@ -193,40 +193,78 @@ std::vector<double> solve_dense(std::vector<long double> A, std::vector<long dou
   return x;
 }
 
-void test_large_tau_reproduces_ordinary_least_squares() {
-  Batch<double> data = make_batch<double>(7, 3000, kFeatures, true, true, 0.0);
-  std::vector<long double> A(kP * kP, 0.0L), rhs(kP, 0.0L);
-  for (int64_t i = 0; i < data.n; ++i) {
-    for (int64_t j = 0; j < kP; ++j) {
-      rhs[j] += static_cast<long double>(data.x[i * kP + j]) * data.y[i];
-      for (int64_t k = 0; k < kP; ++k)
-        A[j * kP + k] += static_cast<long double>(data.x[i * kP + j]) * data.x[i * kP + k];
-    }
-  }
-  const std::vector<double> ols = solve_dense(A, rhs, kP);
-  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
+// The two ways librh_cuda solves a Newton system by Cholesky (docs/decisions.md, "The one-block
+// Cholesky"): the engine's own choice (the one-block kernel up to its limit, 160 parameters on an
+// H200, cuSOLVER above) and cuSOLVER for every P (the test build's switch).
+struct DensePath {
+  const char* name;
+  const char* variable;  // set to 0 before the engine is made; none: the engine's choice
+};
+constexpr DensePath kDensePaths[] = {{"engine's choice", nullptr},
+                                     {"cuSOLVER", "RH_CUDA_TEST_SMALL_DENSE_MAX"}};
+
+RhCudaEngine* create_on_path(const DensePath& path, int64_t P, const char* chunk = nullptr) {
+  if (path.variable != nullptr)
+    setenv(path.variable, "0", 1);
+  if (chunk != nullptr)
+    setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
+  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, P);
   RhCudaEngine* e = nullptr;
   RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
-  RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE, 100.0);
-  RhCudaHostBatch b = data.view();
-  RhCudaDiagnostics d = diagnostics();
-  HostState<double> s(kP);
-  RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view), RH_CUDA_SUCCESS);
-  const double err = max_abs_diff(s.coef.data(), ols.data(), kP);
-  std::printf("OLS limit: max |beta - beta_ols| = %.3e, iterations %lld\n", err,
-              static_cast<long long>(d.iterations));
-  RH_CHECK(err < 1e-10);
-  RH_CHECK(d.converged == 1 && d.used_regularized_fallback == 0);
-  // Every residual lies inside (-tau + h, tau - h), so the information is exactly X'X.
-  double info_err = 0.0;
-  for (int64_t j = 0; j < kP * kP; ++j)
-    info_err = std::fmax(info_err, std::fabs(s.info[j] - static_cast<double>(A[j])) /
-                                       (1.0 + std::fabs(static_cast<double>(A[j]))));
-  RH_CHECK(info_err < 1e-12);
-  const double N = 3000.0;
-  RH_CHECK(std::fabs(d.bandwidth - 1.0 / (std::sqrt(N) * std::log(6.0))) < 1e-15);
-  RH_CHECK(d.lambda_value == 0.0);
-  rh_cuda_engine_destroy(e);
+  if (path.variable != nullptr)
+    unsetenv(path.variable);
+  unsetenv("RH_CUDA_TEST_CHUNK");
+  return e;
+}
+
+// tau = 100 leaves every residual in the quadratic zone: the first Newton step is the least
+// squares solution, computed here in long double. P crosses the one-block kernel's 32-parameter
+// register slots (32, 33, 64, 91) and its limit (160, 161 on an H200), up to the standard wide
+// shape's 257.
+void test_large_tau_reproduces_ordinary_least_squares() {
+  for (int64_t features : {kFeatures, int64_t{31}, int64_t{32}, int64_t{63}, int64_t{90},
+                           int64_t{159}, int64_t{160}, int64_t{256}}) {
+    const int64_t P = features + 1;
+    Batch<double> data = make_batch<double>(7, 3000, features, true, true, 0.0);
+    std::vector<long double> A(static_cast<size_t>(P * P), 0.0L), rhs(static_cast<size_t>(P));
+    for (int64_t i = 0; i < data.n; ++i) {
+      const double* x = data.x.data() + i * P;
+      for (int64_t j = 0; j < P; ++j) {
+        rhs[j] += static_cast<long double>(x[j]) * data.y[i];
+        for (int64_t k = 0; k <= j; ++k)
+          A[j * P + k] += static_cast<long double>(x[j]) * x[k];
+      }
+    }
+    for (int64_t j = 0; j < P; ++j)
+      for (int64_t k = j + 1; k < P; ++k)
+        A[j * P + k] = A[k * P + j];
+    const std::vector<double> ols = solve_dense(A, rhs, P);
+    for (const DensePath& path : kDensePaths) {
+      RhCudaEngine* e = create_on_path(path, P);
+      RhCudaUpdateConfig c = config(features, RH_CUDA_PENALTY_NONE, 100.0);
+      RhCudaHostBatch b = data.view();
+      RhCudaDiagnostics d = diagnostics();
+      HostState<double> s(P);
+      RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view),
+                      RH_CUDA_SUCCESS);
+      const double err = max_abs_diff(s.coef.data(), ols.data(), P);
+      std::printf("OLS limit (P = %lld, %s): max |beta - beta_ols| = %.3e, iterations %lld\n",
+                  static_cast<long long>(P), path.name, err, static_cast<long long>(d.iterations));
+      RH_CHECK(err < 1e-10);
+      RH_CHECK(d.converged == 1 && d.used_regularized_fallback == 0);
+      // Every residual lies inside (-tau + h, tau - h), so the information is exactly X'X.
+      double info_err = 0.0;
+      for (int64_t j = 0; j < P * P; ++j)
+        info_err = std::fmax(info_err, std::fabs(s.info[j] - static_cast<double>(A[j])) /
+                                           (1.0 + std::fabs(static_cast<double>(A[j]))));
+      RH_CHECK(info_err < 1e-12);
+      const double N = 3000.0;
+      RH_CHECK(std::fabs(d.bandwidth -
+                         1.0 / (std::sqrt(N) * std::log(static_cast<double>(features)))) < 1e-15);
+      RH_CHECK(d.lambda_value == 0.0);
+      rh_cuda_engine_destroy(e);
+    }
+  }
 }
 
 void test_l1_lambda_follows_the_closed_form() {
@@ -445,10 +483,10 @@ void test_fast_math_stays_close_to_strict_float32() {
 
 void test_singular_system_takes_the_minimum_norm_solution() {
   // Column 1 duplicates column 0: X'X is exactly singular and the minimum-norm solution splits
-  // their joint coefficient equally. Every Cholesky attempt is refused (the one-block kernel at
-  // 6 features, cuSOLVER's at 40), inside whatever chunk of queued iterations it falls: the
-  // result must not depend on the chunk size.
-  for (int64_t features : {kFeatures, int64_t{40}}) {
+  // their joint coefficient equally. Every Cholesky attempt is refused, on both Cholesky paths,
+  // inside whatever chunk of queued iterations it falls: the result must not depend on the
+  // chunk size.
+  for (int64_t features : {kFeatures, int64_t{40}, int64_t{200}}) {
     const int64_t P = features + 1;
     Batch<double> data = make_batch<double>(21, 400, features, true, true, 0.0);
     for (int64_t i = 0; i < data.n; ++i)
@@ -470,31 +508,30 @@ void test_singular_system_takes_the_minimum_norm_solution() {
     expected[0] = expected[1] = 0.5 * reduced[0];
     for (int64_t j = 2; j < P; ++j)
       expected[j] = reduced[j - 1];
-    std::vector<std::vector<double>> results;
-    for (const char* chunk : {"1", "5"}) {
-      setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
-      RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, P);
-      RhCudaEngine* e = nullptr;
-      RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
-      unsetenv("RH_CUDA_TEST_CHUNK");
-      RhCudaUpdateConfig c = config(features, RH_CUDA_PENALTY_NONE, 100.0);
-      RhCudaHostBatch b = data.view();
-      RhCudaDiagnostics d = diagnostics();
-      HostState<double> s(P);
-      RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view),
-                      RH_CUDA_SUCCESS);
-      std::printf("singular (%lld features, chunk %s): fallback %d, beta0 %.12f beta1 %.12f\n",
-                  static_cast<long long>(features), chunk, d.used_regularized_fallback, s.coef[0],
-                  s.coef[1]);
-      const double err = max_abs_diff(s.coef.data(), expected.data(), P);
-      std::printf("  max |beta - minimum-norm least squares| = %.3e\n", err);
-      RH_CHECK(d.used_regularized_fallback == 1);
-      RH_CHECK(std::isfinite(s.coef[0]) && std::fabs(s.coef[0] - s.coef[1]) < 1e-8);
-      RH_CHECK(err < 1e-7);
-      results.push_back(s.coef);
-      rh_cuda_engine_destroy(e);
+    for (const DensePath& path : kDensePaths) {
+      std::vector<std::vector<double>> results;
+      for (const char* chunk : {"1", "5"}) {
+        RhCudaEngine* e = create_on_path(path, P, chunk);
+        RhCudaUpdateConfig c = config(features, RH_CUDA_PENALTY_NONE, 100.0);
+        RhCudaHostBatch b = data.view();
+        RhCudaDiagnostics d = diagnostics();
+        HostState<double> s(P);
+        RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view),
+                        RH_CUDA_SUCCESS);
+        std::printf(
+            "singular (%lld features, %s, chunk %s): fallback %d, beta0 %.12f beta1 %.12f\n",
+            static_cast<long long>(features), path.name, chunk, d.used_regularized_fallback,
+            s.coef[0], s.coef[1]);
+        const double err = max_abs_diff(s.coef.data(), expected.data(), P);
+        std::printf("  max |beta - minimum-norm least squares| = %.3e\n", err);
+        RH_CHECK(d.used_regularized_fallback == 1);
+        RH_CHECK(std::isfinite(s.coef[0]) && std::fabs(s.coef[0] - s.coef[1]) < 1e-8);
+        RH_CHECK(err < 1e-7);
+        results.push_back(s.coef);
+        rh_cuda_engine_destroy(e);
+      }
+      RH_CHECK(results[0] == results[1]);
     }
-    RH_CHECK(results[0] == results[1]);
   }
 }
 

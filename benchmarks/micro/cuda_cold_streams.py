@@ -1,0 +1,77 @@
+"""Cold streams of the standard profile's shapes on native_cuda, device (CuPy) input: a new
+estimator per stream, every batch of the shape folded in, the device synchronised at the end.
+For comparing two builds of librh_cuda (or one build under different test switches) on one host.
+
+    RH_CUDA_LIBRARY=build/.../librh_cuda.so PYTHONPATH=python \
+        python3 benchmarks/micro/cuda_cold_streams.py LABEL [--repetitions 5] [--penalties none]
+
+Prints one JSON line per case: the label, the case, the median wall time of --repetitions streams
+after one warm-up stream, the iterations of the last stream and its first coefficient (a quick
+check that two builds fit alike). Run the builds alternately, several rounds: these streams take
+milliseconds and a shared host is noisy. A script, not a test: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from renewable_huber import RenewableHuberRegressor
+
+# Run as a script from anywhere: the repository root holds the benchmarks package.
+if str(Path(__file__).resolve().parents[2]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.profiles import shapes_of  # noqa: E402
+
+
+def stream(cp, shape, X, y, dtype: str, penalty: str):
+    """One cold stream: a new estimator, every batch of the shape; (model, total iterations)."""
+    model = RenewableHuberRegressor(backend="native_cuda", device="cuda", dtype=dtype,
+                                    penalty=penalty)
+    iterations = 0
+    for start in range(0, shape.rows, shape.batch_size):
+        stop = start + shape.batch_size
+        model.partial_fit(X[start:stop], y[start:stop])
+        iterations += model.n_iter_
+    cp.cuda.Device().synchronize()
+    return model, iterations
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("label")
+    parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--penalties", default="none,l1")
+    parser.add_argument("--dtypes", default="float64,float32")
+    args = parser.parse_args()
+    import cupy as cp
+
+    for shape in shapes_of("standard"):
+        rng = np.random.default_rng(11)
+        X = rng.standard_normal((shape.rows, shape.features))
+        y = X @ rng.uniform(-1, 1, shape.features) + rng.standard_t(3, shape.rows)
+        for dtype in args.dtypes.split(","):
+            Xd, yd = cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
+            for penalty in args.penalties.split(","):
+                stream(cp, shape, Xd, yd, dtype, penalty)
+                walls = []
+                for _ in range(args.repetitions):
+                    began = time.perf_counter()
+                    model, iterations = stream(cp, shape, Xd, yd, dtype, penalty)
+                    walls.append(time.perf_counter() - began)
+                print(json.dumps({
+                    "side": args.label, "case": f"{shape.name} {dtype} {penalty}",
+                    "ms": 1e3 * statistics.median(walls), "iters": iterations,
+                    "coef0": float(np.asarray(model.coef_)[0]),
+                }), flush=True)
+
+
+if __name__ == "__main__":
+    main()
