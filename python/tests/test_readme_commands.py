@@ -1,7 +1,8 @@
 """The README's command-line examples, run as written: a new user copies them, so each must work
 on files of the shapes it names (data.csv and more.csv with a target column y, new.csv with the
 same features). demo and conformance have tests of their own (test_cli.py, the kit's tests);
-this file runs the stream-fit-resume-predict-info sequence exactly as the README prints it."""
+this file runs the stream-fit-resume-predict-info sequence exactly as the README prints it, and
+the README's Python example."""
 
 from __future__ import annotations
 
@@ -64,3 +65,17 @@ def test_the_readme_fit_resume_predict_and_info_commands_work_as_printed(
     # The resumed model saw both files: its prediction is close to the generating line.
     predicted = np.array([float(r[0]) for r in rows[1:]])
     assert np.allclose(predicted, X[:5] @ beta + 0.7, atol=0.3)
+
+
+def test_the_readme_python_example_runs_as_printed(tmp_path, monkeypatch, capsys):
+    block = next(b for b in readme_blocks() if any("RenewableHuberRegressor(" in line
+                                                      for line in b))
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile("\n".join(block), str(README), "exec"), namespace)
+    assert (tmp_path / "model.npz").exists()
+    model, on_numpy = namespace["model"], namespace["on_numpy"]
+    # summary() printed its table, and the checkpoint went on on the NumPy reference.
+    assert "std err" in capsys.readouterr().out
+    assert on_numpy.n_features_in_ == model.n_features_in_
+    assert on_numpy.backend_ == "numpy"
