@@ -203,18 +203,28 @@ struct DensePath {
 constexpr DensePath kDensePaths[] = {{"engine's choice", nullptr},
                                      {"cuSOLVER", "RH_CUDA_TEST_SMALL_DENSE_MAX"}};
 
-RhCudaEngine* create_on_path(const DensePath& path, int64_t P, const char* chunk = nullptr) {
+// One float64 update of `data` (tau = 100: every residual in the quadratic zone, the least
+// squares limit) by a new engine on `path`, with RH_CUDA_TEST_CHUNK=chunk when given; the state
+// lands in s.
+RhCudaDiagnostics least_squares_update(const DensePath& path, const Batch<double>& data,
+                                       int64_t features, HostState<double>& s,
+                                       const char* chunk = nullptr) {
   if (path.variable != nullptr)
     setenv(path.variable, "0", 1);
   if (chunk != nullptr)
     setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
-  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, P);
+  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, features + 1);
   RhCudaEngine* e = nullptr;
   RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
   if (path.variable != nullptr)
     unsetenv(path.variable);
   unsetenv("RH_CUDA_TEST_CHUNK");
-  return e;
+  RhCudaUpdateConfig c = config(features, RH_CUDA_PENALTY_NONE, 100.0);
+  RhCudaHostBatch b = data.view();
+  RhCudaDiagnostics d = diagnostics();
+  RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view), RH_CUDA_SUCCESS);
+  rh_cuda_engine_destroy(e);
+  return d;
 }
 
 // tau = 100 leaves every residual in the quadratic zone: the first Newton step is the least
@@ -240,13 +250,8 @@ void test_large_tau_reproduces_ordinary_least_squares() {
         A[j * P + k] = A[k * P + j];
     const std::vector<double> ols = solve_dense(A, rhs, P);
     for (const DensePath& path : kDensePaths) {
-      RhCudaEngine* e = create_on_path(path, P);
-      RhCudaUpdateConfig c = config(features, RH_CUDA_PENALTY_NONE, 100.0);
-      RhCudaHostBatch b = data.view();
-      RhCudaDiagnostics d = diagnostics();
       HostState<double> s(P);
-      RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view),
-                      RH_CUDA_SUCCESS);
+      const RhCudaDiagnostics d = least_squares_update(path, data, features, s);
       const double err = max_abs_diff(s.coef.data(), ols.data(), P);
       std::printf("OLS limit (P = %lld, %s): max |beta - beta_ols| = %.3e, iterations %lld\n",
                   static_cast<long long>(P), path.name, err, static_cast<long long>(d.iterations));
@@ -262,7 +267,6 @@ void test_large_tau_reproduces_ordinary_least_squares() {
       RH_CHECK(std::fabs(d.bandwidth -
                          1.0 / (std::sqrt(N) * std::log(static_cast<double>(features)))) < 1e-15);
       RH_CHECK(d.lambda_value == 0.0);
-      rh_cuda_engine_destroy(e);
     }
   }
 }
@@ -511,13 +515,8 @@ void test_singular_system_takes_the_minimum_norm_solution() {
     for (const DensePath& path : kDensePaths) {
       std::vector<std::vector<double>> results;
       for (const char* chunk : {"1", "5"}) {
-        RhCudaEngine* e = create_on_path(path, P, chunk);
-        RhCudaUpdateConfig c = config(features, RH_CUDA_PENALTY_NONE, 100.0);
-        RhCudaHostBatch b = data.view();
-        RhCudaDiagnostics d = diagnostics();
         HostState<double> s(P);
-        RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &s.view),
-                        RH_CUDA_SUCCESS);
+        const RhCudaDiagnostics d = least_squares_update(path, data, features, s, chunk);
         std::printf(
             "singular (%lld features, %s, chunk %s): fallback %d, beta0 %.12f beta1 %.12f\n",
             static_cast<long long>(features), path.name, chunk, d.used_regularized_fallback,
@@ -528,7 +527,6 @@ void test_singular_system_takes_the_minimum_norm_solution() {
         RH_CHECK(std::isfinite(s.coef[0]) && std::fabs(s.coef[0] - s.coef[1]) < 1e-8);
         RH_CHECK(err < 1e-7);
         results.push_back(s.coef);
-        rh_cuda_engine_destroy(e);
       }
       RH_CHECK(results[0] == results[1]);
     }
