@@ -246,13 +246,18 @@ def _primed_session(engine, dtype, design, y):
     return session
 
 
-def _primed_or_failure(engine, dtype, design, y, check_id: str):
-    """(_primed_session's session, None), or (None, the FAIL line) when priming failed."""
+def _on_primed_engine(engine, dtype, design, y, check_id: str, check) -> CheckResult:
+    """check(session, committed state before) on a _primed_session, closed afterwards whatever
+    happens; the FAIL line when priming failed."""
     try:
-        return _primed_session(engine, dtype, design, y), None
+        session = _primed_session(engine, dtype, design, y)
     except EngineCallFailed as failure:
-        return None, CheckResult("extension", check_id, "FAIL", detail=str(failure),
-                                 last_error=failure.message)
+        return CheckResult("extension", check_id, "FAIL", detail=str(failure),
+                           last_error=failure.message)
+    try:
+        return check(session, session.copy_state())
+    finally:
+        session.close()
 
 
 def _sentinel_outputs(P: int, bits: int) -> dict:
@@ -295,15 +300,9 @@ def _refusal_checks(engine, lib) -> list[CheckResult]:
         ("NaN in y", design, bad_y, beta, all_bits),
         ("n_columns not P", np.ascontiguousarray(design[:, :2]), y, beta, all_bits),
     )
-    results = []
-    for name, X, yv, coefficients, bits in cases:
-        check_id = f"row_statistics/refuses {name}"
-        session, failed = _primed_or_failure(engine, np.float64, design, y, check_id)
-        if failed is not None:
-            results.append(failed)
-            continue
-        try:
-            before = session.copy_state()
+
+    def refusal(check_id, X, yv, coefficients, bits):
+        def check(session, before):
             outputs = _sentinel_outputs(_REFUSAL_P, bits)
             status, request = _call(lib, session.handle, X, yv, None, coefficients, bits, 1.345,
                                     0.5, outputs, preset=_SENTINEL)
@@ -311,12 +310,12 @@ def _refusal_checks(engine, lib) -> list[CheckResult]:
             problems = _refusal_problems(status, _abi.RH_CUDA_INVALID_ARGUMENT, message,
                                          not _untouched(request, outputs), before,
                                          session.copy_state())
-            results.append(CheckResult(
-                "extension", check_id, "FAIL" if problems else "PASS",
-                detail="; ".join(problems), last_error=message))
-        finally:
-            session.close()
-    return results
+            return CheckResult("extension", check_id, "FAIL" if problems else "PASS",
+                               detail="; ".join(problems), last_error=message)
+        return _on_primed_engine(engine, np.float64, design, y, check_id, check)
+
+    return [refusal(f"row_statistics/refuses {name}", X, yv, coefficients, bits)
+            for name, X, yv, coefficients, bits in cases]
 
 
 # ------------------------------------------------------------------ the device call (version 2)
@@ -330,11 +329,8 @@ def _unavailable_check(engine, lib, dtype_name: str) -> CheckResult:
     must never dereference) on a primed engine; outputs untouched, committed state unchanged."""
     check_id = f"{_DEVICE} unavailable[{dtype_name}]"
     design, y, beta = _refusal_data(np.dtype(dtype_name))
-    session, failed = _primed_or_failure(engine, np.dtype(dtype_name), design, y, check_id)
-    if failed is not None:
-        return failed
-    try:
-        before = session.copy_state()
+
+    def check(session, before):
         bits = _row_statistics.RH_CUDA_STATISTIC_ALL
         outputs = _sentinel_outputs(_REFUSAL_P, bits)
         batch, request = _row_statistics.device_request(
@@ -347,13 +343,13 @@ def _unavailable_check(engine, lib, dtype_name: str) -> CheckResult:
         problems = _refusal_problems(status, _abi.RH_CUDA_UNAVAILABLE, message,
                                      not _untouched(request, outputs), before,
                                      session.copy_state())
-    finally:
-        session.close()
-    if problems:
-        return CheckResult("extension", check_id, "FAIL", detail="; ".join(problems),
-                           last_error=message)
-    return CheckResult("extension", check_id, "PASS",
-                       detail=f"{_abi.status_name(status)}: {message}")
+        if problems:
+            return CheckResult("extension", check_id, "FAIL", detail="; ".join(problems),
+                               last_error=message)
+        return CheckResult("extension", check_id, "PASS",
+                           detail=f"{_abi.status_name(status)}: {message}")
+
+    return _on_primed_engine(engine, np.dtype(dtype_name), design, y, check_id, check)
 
 
 def device_requirements(device_id: int):
@@ -391,15 +387,11 @@ def _device_refusal_checks(engine, lib, device_call: _DeviceCall) -> list[CheckR
     bad_y = y.copy()
     bad_y[4] = np.nan
     bits = _row_statistics.RH_CUDA_STATISTIC_ALL
-    results = []
-    for name, rows, host_x in (("NaN in y", bad_y, False), ("host x_design", y, True)):
+
+    def refusal(name, rows, host_x):
         check_id = f"{_DEVICE} refuses {name}"
-        session, failed = _primed_or_failure(engine, np.float64, design, y, check_id)
-        if failed is not None:
-            results.append(failed)
-            continue
-        try:
-            before = session.copy_state()
+
+        def check(session, before):
             problems = []
             if name == "NaN in y":
                 host_outputs = _sentinel_outputs(_REFUSAL_P, bits)
@@ -415,9 +407,8 @@ def _device_refusal_checks(engine, lib, device_call: _DeviceCall) -> list[CheckR
                                               0.5, outputs, preset=_SENTINEL,
                                               host_x_design=host_x)
             except Exception as error:  # the kit's own transport (CuPy, DLPack): report it
-                results.append(CheckResult("extension", check_id, "FAIL",
-                                           detail=f"{type(error).__name__}: {error}"))
-                continue
+                return CheckResult("extension", check_id, "FAIL",
+                                   detail=f"{type(error).__name__}: {error}")
             message = session.last_error()
             problems += _refusal_problems(status, _abi.RH_CUDA_INVALID_ARGUMENT, message,
                                           not _untouched(request, outputs), before,
@@ -426,11 +417,13 @@ def _device_refusal_checks(engine, lib, device_call: _DeviceCall) -> list[CheckR
                 problems.append(
                     "the device call's last error is not the host call's with RhCudaHostBatch "
                     f'read RhCudaDeviceBatch (host call: "{host_message}")')
-            results.append(CheckResult("extension", check_id, "FAIL" if problems else "PASS",
-                                       detail="; ".join(problems), last_error=message))
-        finally:
-            session.close()
-    return results
+            return CheckResult("extension", check_id, "FAIL" if problems else "PASS",
+                               detail="; ".join(problems), last_error=message)
+
+        return _on_primed_engine(engine, np.float64, design, y, check_id, check)
+
+    return [refusal(name, rows, host_x)
+            for name, rows, host_x in (("NaN in y", bad_y, False), ("host x_design", y, True))]
 
 
 def _device_case_check(engine, case: GoldenCase, device_call: _DeviceCall) -> CheckResult:
