@@ -276,6 +276,27 @@ struct DeviceRows {
   }
 };
 
+// Sample weights 0.5 + U(0, 1) for n rows four times in ten (else none, wt left empty), each 0
+// with probability zero_chance and rounded to float where float_exact; returns the batch_weight
+// to declare (their sum, or n without weights).
+double fuzz_weights(rhtest::Rng& rng, int64_t n, bool float_exact, double zero_chance,
+                    std::vector<double>& wt) {
+  if (!chance(rng, 0.4))
+    return static_cast<double>(n);
+  wt.resize(static_cast<size_t>(n));
+  double declared = 0.0;
+  for (double& v : wt) {
+    if (zero_chance > 0.0 && chance(rng, zero_chance)) {
+      v = 0.0;
+      continue;
+    }
+    const double u = 0.5 + rng.uniform();
+    v = float_exact ? static_cast<double>(static_cast<float>(u)) : u;
+    declared += v;
+  }
+  return declared;
+}
+
 void fuzz_update(World& w, rhtest::Rng& rng) {
   const int64_t n = range(rng, 1, 40);
   const int64_t cols = chance(rng, 0.5) ? w.P : w.p;
@@ -284,18 +305,8 @@ void fuzz_update(World& w, rhtest::Rng& rng) {
     v = rng.normal();
   for (double& v : y)
     v = rng.normal() * 2.0;
-  const bool weighted = chance(rng, 0.4);
-  double declared = static_cast<double>(n);
-  if (weighted) {
-    wt.resize(static_cast<size_t>(n));
-    declared = 0.0;
-    for (double& v : wt) {
-      v = w.dtype == RH_CUDA_DTYPE_FLOAT32
-              ? static_cast<double>(static_cast<float>(0.5 + rng.uniform()))
-              : 0.5 + rng.uniform();
-      declared += v;
-    }
-  }
+  double declared = fuzz_weights(rng, n, w.dtype == RH_CUDA_DTYPE_FLOAT32, 0.0, wt);
+  const bool weighted = !wt.empty();
   RhCudaUpdateConfig c =
       rhtest::config(w.p, chance(rng, 0.5) ? RH_CUDA_PENALTY_NONE : RH_CUDA_PENALTY_L1);
   c.max_iter = 50;
@@ -395,16 +406,9 @@ void fuzz_row_statistics(World& w, rhtest::Rng& rng) {
     beta32[j] = static_cast<float>(rng.normal());
     beta64[j] = static_cast<double>(beta32[j]);
   }
-  const bool weighted = chance(rng, 0.4);
-  double declared = static_cast<double>(n);
-  if (weighted) {
-    wt.resize(static_cast<size_t>(n));
-    declared = 0.0;
-    for (double& v : wt) {
-      v = chance(rng, 0.1) ? 0.0 : static_cast<double>(static_cast<float>(0.5 + rng.uniform()));
-      declared += v;
-    }
-  }
+  // Weights exact in float32 too, and sometimes 0.
+  double declared = fuzz_weights(rng, n, true, 0.1, wt);
+  const bool weighted = !wt.empty();
   uint64_t bits = 0;
   while (bits == 0)
     bits = static_cast<uint64_t>(range(rng, 0, 63));
