@@ -233,6 +233,7 @@ void take_options(Engine& e, const RhCudaEngineOptions& options) {
   e.injected = injected_failure_setting();
   e.forced_chunk = forced_chunk_setting();
   e.separate_meat_pass = separate_meat_pass_setting();
+  e.fused_gram_max = fused_gram_limit_setting();
   e.statistics_chunk_rows = statistics_chunk_rows_setting();
 }
 

@@ -34,6 +34,17 @@ template <class T>
 void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, DeviceScalars* sc,
                      double* residual, T* score, T* scaled, T* meat_scaled, double* partials,
                      double* xtu_partials, RunWhen when, cudaStream_t s);
+// The row pass with the Gram fused in, for P <= kFusedGramMaxP (what launch_row_pass writes,
+// without K's rows, and instead of scaled rows the Gram of each block's rows): the grid is
+// fused_gram_blocks(n, P) blocks, each with its partials (2 in partials, kWideRowColumns of X'u
+// when xtu_partials is not null, else the scores) and its Gram's upper 8 x 8 blocks in
+// gram_partials (fused_gram_padded(P)^2 doubles per block, column-major).
+int64_t fused_gram_padded(int64_t P);
+int fused_gram_blocks(int64_t n_rows, int64_t P);
+template <class T>
+void launch_row_pass_gram(const RowView<T>& rows, const double* beta, double tau, DeviceScalars* sc,
+                          double* residual, T* score, double* partials, double* xtu_partials,
+                          double* gram_partials, RunWhen when, cudaStream_t s);
 template <class T>
 void launch_newton_trials(const RowView<T>& rows, const double* residual, const double* dir,
                           double tau, const DeviceScalars* sc, double* partials, cudaStream_t s);
@@ -89,6 +100,11 @@ void launch_assemble_hessian(const T* gram, const double* J, const BatchConstant
 // out = sum over chunks of the chunk-major partial P x P Grams, in chunk order.
 template <class T>
 void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, T* out, cudaStream_t s);
+// When `when` holds (the same test as the fused row pass before it): out = the sum of the
+// fused row pass's `blocks` partial Grams in block order, both triangles written.
+template <class T>
+void launch_sum_fused_gram(const double* partials, int blocks, int64_t P, const DeviceScalars* sc,
+                           RunWhen when, T* out, cudaStream_t s);
 // A paused state (needs_host: kNeedsFallback, kNeedsMajoriser, kNeedsLammBound) -> kRunning,
 // before the host queues the rest of the paused iteration.
 void launch_resume(DeviceScalars* sc, cudaStream_t s);

@@ -6,6 +6,7 @@
 #include "engine_error.hpp"
 #include "huber_math.cuh"
 #include "kernels.hpp"
+#include "step_common.cuh"
 
 namespace rh {
 
@@ -28,6 +29,31 @@ int64_t validation_tile_rows(int64_t n_rows, int64_t ncols_x) {
 int validation_tiles(int64_t n_rows, int64_t ncols_x) {
   const int64_t tile = validation_tile_rows(n_rows, ncols_x);
   return static_cast<int>((n_rows + tile - 1) / tile);
+}
+
+int fused_gram_slots(int64_t P) {
+  for (int slots : {2, 3, 5, 8, 12, 16}) {
+    if (P <= 8 * slots)
+      return slots;
+  }
+  return 0;
+}
+
+int64_t fused_gram_padded(int64_t P) {
+  return 8 * int64_t{fused_gram_slots(P)};
+}
+
+int64_t fused_gram_rows_per_block(int64_t n_rows, int64_t P) {
+  // About two blocks per SM of an H200 while the per-block partial Grams stay small next to the
+  // rows; one block per SM above 64 columns.
+  const int64_t target = fused_gram_padded(P) <= 64 ? 264 : 132;
+  const int64_t rows = (n_rows + target - 1) / target;
+  return (rows + kFusedTileRows - 1) / kFusedTileRows * kFusedTileRows;
+}
+
+int fused_gram_blocks(int64_t n_rows, int64_t P) {
+  const int64_t per_block = fused_gram_rows_per_block(n_rows, P);
+  return static_cast<int>((n_rows + per_block - 1) / per_block);
 }
 
 namespace {
@@ -234,6 +260,190 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
     double total = 0.0;
     for (int w = 0; w < kThreads / 32; ++w)
       total += shared[w * kWideRowColumns + threadIdx.x];
+    xtu_partials[blockIdx.x * kWideRowColumns + threadIdx.x] = total;
+  }
+}
+
+// The row pass with the Gram fused in (P <= kFusedGramMaxP; docs/decisions.md, "The fused
+// row pass"): the same residuals, scores, objective partials and X'u as row_pass_kernel, and
+// per block the Gram of its rows, sum_i w_i c(r_i) x_i x_i', on the float64 tensor cores
+// (mma m8n8k4), so the scaled rows never go through HBM. Each block owns one contiguous range
+// of rows (a multiple of kFusedTileRows, from the shape alone) and walks it a tile at a time:
+// the 8 lanes of a team read one row into registers (kSlots columns each, the appended
+// intercept column as a one, padding columns as zeros), form r, and write sqrt(w c) x into the
+// tile in shared memory; warp w then adds the tile's 8 x 8 output blocks (ta, tb), ta <= tb,
+// numbered p = tb (tb + 1) / 2 + ta with p = w (mod 8), into its accumulators, while the next
+// tile's rows load. float32 rows are widened to double, so the Gram is formed from exact
+// products and summed in double. The block's upper 8 x 8 blocks go to
+// gram_partials[block * kPad^2 + row + col * kPad]; launch_sum_fused_gram adds the blocks in
+// block order.
+template <int kSlots>
+struct FusedGramShape {
+  static constexpr int kPad = 8 * kSlots;  // padded P: kSlots 8-column blocks
+  static constexpr int kLd = kPad + 4;     // row stride of the tile: conflict-free mma loads
+  static constexpr int kPairs = kSlots * (kSlots + 1) / 2;
+  static constexpr int kPairsPerWarp = (kPairs + kWarps - 1) / kWarps;
+};
+
+// D += A B for one 8 x 8 x 4 step: lane l holds A[l / 4][l % 4], B[l % 4][l / 4] and
+// D[l / 4][2 (l % 4) + {0, 1}].
+__device__ __forceinline__ void mma_8x8x4(double (&d)[2], double a, double b) {
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+               : "+d"(d[0]), "+d"(d[1])
+               : "d"(a), "d"(b));
+}
+
+// Row i of `rows` as the kSlots columns lane `lane` of its team reads (j = lane + 8 k), with y
+// and w; rows at or past `end` read as zeros (weight 0, so they add nothing).
+template <class T, int kSlots>
+__device__ __forceinline__ void load_fused_row(const RowView<T>& rows, int64_t i, int64_t end,
+                                               int lane, double (&x)[kSlots], double& y,
+                                               double& w) {
+  const bool valid = i < end;
+  const T* xi = rows.x + (valid ? i : 0) * rows.ldx;
+#pragma unroll
+  for (int k = 0; k < kSlots; ++k) {
+    const int64_t j = lane + 8 * k;
+    double v = 0.0;
+    if (valid && j < rows.ncols_x) {
+      v = static_cast<double>(xi[j]);
+    } else if (valid && j == rows.ncols_x && j < rows.P) {
+      v = 1.0;  // the appended intercept column
+    }
+    x[k] = v;
+  }
+  y = valid ? static_cast<double>(rows.y[i]) : 0.0;
+  w = valid ? row_weight(rows, i) : 0.0;
+}
+
+template <class T, int kSlots>
+__global__ void __launch_bounds__(kThreads)
+    row_gram_kernel(RowView<T> rows, const double* beta, double tau, DeviceScalars* sc,
+                    double* residual, T* score, double* partials, double* xtu_partials,
+                    double* gram_partials, int64_t rows_per_block, int when) {
+  if (!should_run(sc, when))
+    return;
+  using Shape = FusedGramShape<kSlots>;
+  constexpr int kLd = Shape::kLd;
+  constexpr int kXtuSlots = kSlots < 4 ? kSlots : 4;  // columns below kWideRowColumns
+  __shared__ double tile[kFusedTileRows * kLd];
+  __shared__ double beta_s[Shape::kPad];
+  __shared__ double shared[kThreads];
+  for (int j = threadIdx.x; j < Shape::kPad; j += kThreads)
+    beta_s[j] = j < rows.P ? beta[j] : 0.0;
+
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int team_lane = threadIdx.x & 7;
+  const int tile_row = threadIdx.x >> 3;
+  // This warp's output blocks, as offsets of their rows' and columns' first entry; -1: none.
+  int row_at[Shape::kPairsPerWarp];
+  int col_at[Shape::kPairsPerWarp];
+  double acc[Shape::kPairsPerWarp][2];
+#pragma unroll
+  for (int s = 0; s < Shape::kPairsPerWarp; ++s) {
+    const int p = warp + kWarps * s;
+    int tb = 0;
+    while ((tb + 1) * (tb + 2) / 2 <= p)
+      ++tb;
+    row_at[s] = p < Shape::kPairs ? 8 * (p - tb * (tb + 1) / 2) : -1;
+    col_at[s] = 8 * tb;
+    acc[s][0] = 0.0;
+    acc[s][1] = 0.0;
+  }
+
+  const int64_t begin = blockIdx.x * rows_per_block;
+  const int64_t end = begin + rows_per_block < rows.n ? begin + rows_per_block : rows.n;
+  const double h = sc->bandwidth;
+  const bool with_xtu = xtu_partials != nullptr;
+  double rho_acc = 0.0;
+  double score_acc = 0.0;
+  double xtu_acc[kXtuSlots];
+#pragma unroll
+  for (int k = 0; k < kXtuSlots; ++k)
+    xtu_acc[k] = 0.0;
+  double x[kSlots];
+  double y = 0.0;
+  double w = 0.0;
+  int64_t i = begin + tile_row;
+  load_fused_row<T, kSlots>(rows, i, end, team_lane, x, y, w);
+  __syncthreads();  // beta_s
+  for (int64_t first = begin; first < end; first += kFusedTileRows, i += kFusedTileRows) {
+    double dot = 0.0;
+#pragma unroll
+    for (int k = 0; k < kSlots; ++k)
+      dot += x[k] * beta_s[team_lane + 8 * k];
+    dot = team_sum<8>(dot);
+    double root = 0.0;
+    if (i < end) {
+      const double r = y - dot;
+      const double psi = huber_psi(r, tau);
+      const double u = w * psi;
+      root = sqrt(w * smoothed_curvature(r, tau, h));
+      if (with_xtu) {
+#pragma unroll
+        for (int k = 0; k < kXtuSlots; ++k)
+          xtu_acc[k] += x[k] * u;
+      }
+      if (team_lane == 0) {
+        rho_acc += w * rh_huber_rho(r, tau);
+        score_acc += u;
+        residual[i] = r;
+        if (!with_xtu)
+          score[i] = static_cast<T>(u);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kSlots; ++k)
+      tile[tile_row * kLd + team_lane + 8 * k] = root * x[k];
+    __syncthreads();
+    if (first + kFusedTileRows < end)
+      load_fused_row<T, kSlots>(rows, i + kFusedTileRows, end, team_lane, x, y, w);
+#pragma unroll
+    for (int step = 0; step < kFusedTileRows / 4; ++step) {
+      const double* z = tile + (4 * step + (lane & 3)) * kLd + (lane >> 2);
+#pragma unroll
+      for (int s = 0; s < Shape::kPairsPerWarp; ++s) {
+        if (row_at[s] >= 0)
+          mma_8x8x4(acc[s], z[row_at[s]], z[col_at[s]]);
+      }
+    }
+    __syncthreads();  // the tile is rewritten next
+  }
+
+  double* block_gram = gram_partials + blockIdx.x * int64_t{Shape::kPad} * Shape::kPad;
+#pragma unroll
+  for (int s = 0; s < Shape::kPairsPerWarp; ++s) {
+    if (row_at[s] < 0)
+      continue;
+    const int row = row_at[s] + (lane >> 2);
+    const int col = col_at[s] + 2 * (lane & 3);
+    block_gram[row + col * Shape::kPad] = acc[s][0];
+    block_gram[row + (col + 1) * Shape::kPad] = acc[s][1];
+  }
+  const double rho_total = block_sum<kThreads>(rho_acc, shared);
+  const double score_total = block_sum<kThreads>(score_acc, shared);
+  if (threadIdx.x == 0) {
+    partials[2 * blockIdx.x] = rho_total;
+    partials[2 * blockIdx.x + 1] = score_total;
+  }
+  if (!with_xtu)
+    return;
+  // As row_pass_kernel<T, 8>: the teams of a warp, then the warps in order.
+#pragma unroll
+  for (int k = 0; k < kXtuSlots; ++k) {
+    double v = xtu_acc[k];
+#pragma unroll
+    for (int offset = 8; offset < 32; offset <<= 1)
+      v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (lane < 8)
+      shared[warp * kWideRowColumns + lane + 8 * k] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < rows.ncols_x) {
+    double total = 0.0;
+    for (int v = 0; v < kWarps; ++v)
+      total += shared[v * kWideRowColumns + threadIdx.x];
     xtu_partials[blockIdx.x * kWideRowColumns + threadIdx.x] = total;
   }
 }
@@ -488,6 +698,34 @@ void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, Dev
 }
 
 template <class T>
+void launch_row_pass_gram(const RowView<T>& rows, const double* beta, double tau, DeviceScalars* sc,
+                          double* residual, T* score, double* partials, double* xtu_partials,
+                          double* gram_partials, RunWhen when, cudaStream_t s) {
+  const int64_t per_block = fused_gram_rows_per_block(rows.n, rows.P);
+  const int blocks = fused_gram_blocks(rows.n, rows.P);
+  const int w = static_cast<int>(when);
+  switch (fused_gram_slots(rows.P)) {
+#define RH_FUSED_CASE(slots)                                                                     \
+  case slots:                                                                                    \
+    row_gram_kernel<T, slots><<<blocks, kThreads, 0, s>>>(rows, beta, tau, sc, residual, score,  \
+                                                          partials, xtu_partials, gram_partials, \
+                                                          per_block, w);                         \
+    break;
+    RH_FUSED_CASE(2)
+    RH_FUSED_CASE(3)
+    RH_FUSED_CASE(5)
+    RH_FUSED_CASE(8)
+    RH_FUSED_CASE(12)
+    RH_FUSED_CASE(16)
+#undef RH_FUSED_CASE
+    default:
+      fail(RH_CUDA_INTERNAL_ERROR, "the fused row pass takes at most %lld parameters, not %lld",
+           static_cast<long long>(kFusedGramMaxP), static_cast<long long>(rows.P));
+  }
+  check_launch("row_gram_kernel");
+}
+
+template <class T>
 void launch_newton_trials(const RowView<T>& rows, const double* residual, const double* dir,
                           double tau, const DeviceScalars* sc, double* partials, cudaStream_t s) {
   RH_LAUNCH_ROWS(newton_trials_kernel, T, rows, s, rows, residual, dir, tau, sc, partials);
@@ -533,6 +771,9 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
                                         cudaStream_t);                                             \
   template void launch_row_pass<T>(const RowView<T>&, const double*, double, DeviceScalars*,       \
                                    double*, T*, T*, T*, double*, double*, RunWhen, cudaStream_t);  \
+  template void launch_row_pass_gram<T>(const RowView<T>&, const double*, double, DeviceScalars*,  \
+                                        double*, T*, double*, double*, double*, RunWhen,           \
+                                        cudaStream_t);                                             \
   template void launch_newton_trials<T>(const RowView<T>&, const double*, const double*, double,   \
                                         const DeviceScalars*, double*, cudaStream_t);              \
   template void launch_lamm_trials<T>(const RowView<T>&, const double*, int, double,               \

@@ -178,6 +178,33 @@ __global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int
   }
 }
 
+// One warp per entry of the upper triangle: lane l adds blocks l, l + 32, ..., then the fixed
+// shuffle tree; the entry is written to both triangles.
+template <class T>
+__global__ void sum_fused_gram_kernel(const double* partials, int blocks, int64_t P, int64_t pad,
+                                      const DeviceScalars* sc, int when, T* out) {
+  if (!should_run(sc, when))
+    return;
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  const int64_t stride = pad * pad;
+  for (int64_t idx = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;
+       idx < P * P; idx += warps) {
+    const int64_t row = idx % P;
+    const int64_t col = idx / P;
+    if (row > col)
+      continue;
+    double acc = 0.0;
+    for (int b = lane; b < blocks; b += 32)
+      acc += partials[b * stride + row + col * pad];
+    acc = warp_sum(acc);
+    if (lane == 0) {
+      out[row + col * P] = static_cast<T>(acc);
+      out[col + row * P] = static_cast<T>(acc);
+    }
+  }
+}
+
 __global__ void resume_kernel(DeviceScalars* sc) {
   if (needs_host(sc->state))
     sc->state = kRunning;
@@ -241,6 +268,14 @@ void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, T* out, 
   check_launch("sum_gram_partials_kernel");
 }
 
+template <class T>
+void launch_sum_fused_gram(const double* partials, int blocks, int64_t P, const DeviceScalars* sc,
+                           RunWhen when, T* out, cudaStream_t s) {
+  sum_fused_gram_kernel<T><<<warp_rows_blocks(P * P), kThreads, 0, s>>>(
+      partials, blocks, P, fused_gram_padded(P), sc, static_cast<int>(when), out);
+  check_launch("sum_fused_gram_kernel");
+}
+
 void launch_resume(DeviceScalars* sc, cudaStream_t s) {
   resume_kernel<<<1, 1, 0, s>>>(sc);
   check_launch("resume_kernel");
@@ -262,7 +297,9 @@ void launch_matvec(const double* A, const double* v, const DeviceScalars* sc, do
                                    cudaStream_t);                                                \
   template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,       \
                                            const DeviceScalars*, double*, cudaStream_t);         \
-  template void launch_sum_gram_partials<T>(const T*, int, int64_t, T*, cudaStream_t);
+  template void launch_sum_gram_partials<T>(const T*, int, int64_t, T*, cudaStream_t);           \
+  template void launch_sum_fused_gram<T>(const double*, int, int64_t, const DeviceScalars*,      \
+                                         RunWhen, T*, cudaStream_t);
 
 RH_INSTANTIATE_STEP_KERNELS(float)
 RH_INSTANTIATE_STEP_KERNELS(double)

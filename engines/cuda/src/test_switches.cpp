@@ -44,12 +44,25 @@ bool separate_meat_pass_setting() {
   return value != nullptr && std::strcmp(value, "separate") == 0;
 }
 
-int64_t small_dense_limit_setting(int64_t device_limit) {
-  const char* value = std::getenv("RH_CUDA_TEST_SMALL_DENSE_MAX");
+namespace {
+
+// A limit the tests may lower: min(N, limit) for RH_... = N >= 0, else limit.
+int64_t lowered_limit_setting(const char* name, int64_t limit) {
+  const char* value = std::getenv(name);
   if (value == nullptr || value[0] == '\0')
-    return device_limit;
+    return limit;
   const long long parsed = std::strtoll(value, nullptr, 10);
-  return parsed < 0 ? device_limit : std::min<int64_t>(parsed, device_limit);
+  return parsed < 0 ? limit : std::min<int64_t>(parsed, limit);
+}
+
+}  // namespace
+
+int64_t small_dense_limit_setting(int64_t device_limit) {
+  return lowered_limit_setting("RH_CUDA_TEST_SMALL_DENSE_MAX", device_limit);
+}
+
+int64_t fused_gram_limit_setting() {
+  return lowered_limit_setting("RH_CUDA_TEST_FUSED_GRAM_MAX", kFusedGramMaxP);
 }
 
 StagingMode staging_mode_setting() {
@@ -138,6 +151,9 @@ int64_t statistics_chunk_rows_setting() {
 }
 int64_t small_dense_limit_setting(int64_t device_limit) {
   return device_limit;
+}
+int64_t fused_gram_limit_setting() {
+  return kFusedGramMaxP;
 }
 StagingMode staging_mode_setting() {
   return StagingMode::Pinned;

@@ -78,6 +78,20 @@ template void gram_of_scaled_rows<double>(Engine&, int64_t, int64_t, const doubl
 
 template <class T>
 void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu) {
+  if (with_gram && fused_gram()) {
+    double* xtu_partials = with_xtu && row_pass_xtu() ? e.ws.xtu_partials.as<double>() : nullptr;
+    double* gram_partials = e.ws.gram_partials.as<double>();
+    const int blocks = fused_gram_blocks(rows.n, rows.P);
+    launch_row_pass_gram<T>(rows, beta(), k.tau, device_scalars(), e.ws.residual.as<double>(),
+                            e.ws.score.as<T>(), e.ws.row_partials.as<double>(), xtu_partials,
+                            gram_partials, when, e.stream);
+    if (with_xtu && !row_pass_xtu())
+      gemv_transposed(e.blas, rows, e.ws.score.as<T>(), xtu());
+    launch_sum_fused_gram<T>(gram_partials, blocks, rows.P, device_scalars(), when, gram(),
+                             e.stream);
+    row_partial_blocks = blocks;
+    return;
+  }
   T* scaled = with_gram ? e.ws.scaled_rows.as<T>() : nullptr;
   T* meat_scaled = with_gram && with_meat ? e.ws.meat_rows.as<T>() : nullptr;
   double* xtu_partials = with_xtu && row_pass_xtu() ? e.ws.xtu_partials.as<double>() : nullptr;
@@ -90,6 +104,7 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu) {
     gemv_transposed(e.blas, rows, e.ws.score.as<T>(), xtu());
   if (with_gram)
     gram_upper<T>(e, rows.P, rows.n, scaled, gram());
+  row_partial_blocks = row_blocks(rows.n, rows.ncols_x);
 }
 
 template <class T>
@@ -104,8 +119,8 @@ template <class T>
 void UpdateContext<T>::gradient(RunWhen when, bool set_objective) {
   launch_gradient<T>(information64(), beta(), beta0(), xtu(),
                      row_pass_xtu() ? e.ws.xtu_partials.as<double>() : nullptr, rows.ncols_x, k,
-                     e.ws.row_partials.as<double>(), row_blocks(rows.n, rows.ncols_x),
-                     set_objective, device_scalars(), grad(), jdelta(), when, e.stream);
+                     e.ws.row_partials.as<double>(), row_partial_blocks, set_objective,
+                     device_scalars(), grad(), jdelta(), when, e.stream);
 }
 
 template <class T>

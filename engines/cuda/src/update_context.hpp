@@ -59,6 +59,8 @@ struct UpdateContext {
   // cuBLAS's GEMM cannot skip. Chosen when the Gram costs more than a synchronisation many
   // times over (update_pipeline.cu, kHeavyGramFlops); never changes a result.
   bool gram_after_end = false;
+  // Blocks of the last row pass queued, whose partials the next gradient sums.
+  int row_partial_blocks = 0;
   bool used_svd = false;
   bool data_checked = false;
   // LAMM's curvature bound is in DeviceScalars.lamm_bound (computed at the first 40-rejection
@@ -103,6 +105,13 @@ struct UpdateContext {
   // The row pass forms X'u itself (narrow rows) instead of cuBLAS's gemv over the scores.
   bool row_pass_xtu() const {
     return rows.ncols_x <= kWideRowColumns;
+  }
+  // The row passes that form the Gram do it themselves (launch_row_pass_gram) instead of writing
+  // scaled rows for cuBLAS: narrow enough, no K to keep (its rows come from the same pass), and
+  // not FAST_MATH (whose float32 Gram is cuBLAS's on TF32 tensor cores).
+  bool fused_gram() const {
+    return k.P <= e.fused_gram_max && !with_meat &&
+           (e.enabled_flags & RH_CUDA_ENGINE_FLAG_FAST_MATH) == 0;
   }
 
   // Residual, score and the objective partials at the current beta, then (with_xtu) X'u;

@@ -128,6 +128,11 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
   if (split.chunks > 1) {
     reserve_elems(e.ws.gram_partials, int64_t{split.chunks} * P * P, sizeof(T), "Gram partials");
   }
+  if (P <= e.fused_gram_max) {
+    const int64_t pad = fused_gram_padded(P);
+    reserve_elems(e.ws.gram_partials, fused_gram_blocks(b.n_rows, P) * pad * pad, sizeof(double),
+                  "Gram partials");
+  }
 
   // K only follows unpenalised streams: after L1 selection the intervals are not valid.
   const bool with_meat = e.committed.meat_available && c.penalty != RH_CUDA_PENALTY_L1;

@@ -193,15 +193,18 @@ std::vector<double> solve_dense(std::vector<long double> A, std::vector<long dou
   return x;
 }
 
-// The two ways librh_cuda solves a Newton system by Cholesky (docs/decisions.md, "The one-block
-// Cholesky"): the engine's own choice (the one-block kernel up to its limit, 160 parameters on an
-// H200, cuSOLVER above) and cuSOLVER for every P (the test build's switch).
+// The ways librh_cuda forms and solves a Newton system: the engine's choice (the Gram formed by
+// the row pass up to kFusedGramMaxP = 128 parameters, cuBLAS above; the one-block Cholesky up to
+// its limit, 160 parameters on an H200, cuSOLVER above), cuSOLVER for every P, and cuBLAS's Gram
+// for every P (docs/decisions.md, "The one-block Cholesky" and "The fused row pass"; the test
+// build's switches).
 struct DensePath {
   const char* name;
   const char* variable;  // set to 0 before the engine is made; none: the engine's choice
 };
 constexpr DensePath kDensePaths[] = {{"engine's choice", nullptr},
-                                     {"cuSOLVER", "RH_CUDA_TEST_SMALL_DENSE_MAX"}};
+                                     {"cuSOLVER", "RH_CUDA_TEST_SMALL_DENSE_MAX"},
+                                     {"cuBLAS Gram", "RH_CUDA_TEST_FUSED_GRAM_MAX"}};
 
 // One float64 update of `data` (tau = 100: every residual in the quadratic zone, the least
 // squares limit) by a new engine on `path`, with RH_CUDA_TEST_CHUNK=chunk when given; the state
@@ -230,10 +233,12 @@ RhCudaDiagnostics least_squares_update(const DensePath& path, const Batch<double
 // tau = 100 leaves every residual in the quadratic zone: the first Newton step is the least
 // squares solution, computed here in long double. P crosses the one-block kernel's 32-parameter
 // register slots (32, 33, 64, 91) and its limit (160, 161 on an H200), up to the standard wide
-// shape's 257.
+// shape's 257, and the fused Gram's padded widths (16, 17, 24, 33, 40, 64, 91, 128) and its
+// limit (128, 129).
 void test_large_tau_reproduces_ordinary_least_squares() {
-  for (int64_t features : {kFeatures, int64_t{31}, int64_t{32}, int64_t{63}, int64_t{90},
-                           int64_t{159}, int64_t{160}, int64_t{256}}) {
+  for (int64_t features : {kFeatures, int64_t{15}, int64_t{16}, int64_t{23}, int64_t{31},
+                           int64_t{32}, int64_t{39}, int64_t{63}, int64_t{90}, int64_t{127},
+                           int64_t{128}, int64_t{159}, int64_t{160}, int64_t{256}}) {
     const int64_t P = features + 1;
     Batch<double> data = make_batch<double>(7, 3000, features, true, true, 0.0);
     std::vector<long double> A(static_cast<size_t>(P * P), 0.0L), rhs(static_cast<size_t>(P));
