@@ -9,11 +9,16 @@ namespace rh {
 
 namespace {
 
+// The select kernel's block: a warp per line-search trial, so the 27 sums over the trials
+// kernel's block partials take one round of loads instead of four.
+constexpr int kSelectThreads = 1024;
+static_assert(kSelectThreads / 32 >= kLineSearchTrials, "a warp per trial");
+
 // First trial index at which beta - t d rounds back to beta in every component (kLineSearchTrials
 // when none does). Rounding is monotone in t, so every later, smaller step vanishes as well.
 __device__ int vanishing_trial(const double* beta, const double* dir, int64_t P, int* shared) {
   int first = 0;
-  for (int64_t j = threadIdx.x; j < P; j += kThreads) {
+  for (int64_t j = threadIdx.x; j < P; j += kSelectThreads) {
     double t = 1.0;
     int trial = 0;
     while (trial < kLineSearchTrials && beta[j] - t * dir[j] != beta[j]) {
@@ -24,7 +29,7 @@ __device__ int vanishing_trial(const double* beta, const double* dir, int64_t P,
   }
   shared[threadIdx.x] = first;
   __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
+  for (int s = kSelectThreads / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s)
       shared[threadIdx.x] = max(shared[threadIdx.x], shared[threadIdx.x + s]);
     __syncthreads();
@@ -41,12 +46,12 @@ __device__ int vanishing_trial(const double* beta, const double* dir, int64_t P,
 // optimum. All 27 trials rejected: along the Newton direction (majoriser == 0) the iteration
 // pauses in kNeedsMajoriser, uncounted, for the host's fallback step; along the majoriser's
 // direction it ends the solve, converged when g'd / 2 is within rounding of F.
-__global__ void newton_select_kernel(const double* partials, int blocks, const double* dir,
+__global__ void __launch_bounds__(kSelectThreads) newton_select_kernel(const double* partials, int blocks, const double* dir,
                                      const double* jdelta, const double* jdir, const double* beta0,
                                      const double* g, int majoriser, BatchConstants k,
                                      DeviceScalars* sc, double* beta) {
-  __shared__ double shared[kThreads];
-  __shared__ int shared_index[kThreads];
+  __shared__ double shared[kSelectThreads];
+  __shared__ int shared_index[kSelectThreads];
   __shared__ double trial_sums[kLineSearchTrials];
   __shared__ double chosen_step;
   __shared__ int zero_step;
@@ -58,27 +63,27 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
     return;
   }
   const int warp = threadIdx.x >> 5;
-  for (int t = warp; t < kLineSearchTrials; t += kWarps) {
+  for (int t = warp; t < kLineSearchTrials; t += kSelectThreads / 32) {
     // The trials kernel writes trial-major partials: this trial's are contiguous.
     const double total = warp_column_sum(partials + static_cast<int64_t>(t) * blocks, blocks, 1, 0);
     if ((threadIdx.x & 31) == 0)
       trial_sums[t] = total;
   }
   double a = 0.0, b = 0.0, c = 0.0;
-  for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
+  for (int64_t j = threadIdx.x; j < k.P; j += kSelectThreads) {
     const double delta = beta[j] - beta0[j];
     a += delta * jdelta[j];
     b += dir[j] * jdelta[j] + delta * jdir[j];
     c += dir[j] * jdir[j];
   }
-  a = block_sum<kThreads>(a, shared);
-  b = block_sum<kThreads>(b, shared);
-  c = block_sum<kThreads>(c, shared);
+  a = block_sum<kSelectThreads>(a, shared);
+  b = block_sum<kSelectThreads>(b, shared);
+  c = block_sum<kSelectThreads>(c, shared);
   const int vanishes_from = vanishing_trial(beta, dir, k.P, shared_index);
   double nonzero = 0.0;
-  for (int64_t j = threadIdx.x; j < k.P; j += kThreads)
+  for (int64_t j = threadIdx.x; j < k.P; j += kSelectThreads)
     nonzero += dir[j] != 0.0 ? 1.0 : 0.0;
-  nonzero = block_sum<kThreads>(nonzero, shared);
+  nonzero = block_sum<kSelectThreads>(nonzero, shared);
   // Thread 0's: a step the line search cut short ends the solve only when it also changed f by
   // at most tol |f| (short because of the cut, it says nothing of the distance to the optimum,
   // which a first-order decrease of f reveals).
@@ -138,9 +143,9 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
     }
     // The decrease the majoriser's quadratic model predicts for the full step.
     double gd = 0.0;
-    for (int64_t j = threadIdx.x; j < k.P; j += kThreads)
+    for (int64_t j = threadIdx.x; j < k.P; j += kSelectThreads)
       gd += g[j] * dir[j];
-    gd = block_sum<kThreads>(gd, shared);
+    gd = block_sum<kSelectThreads>(gd, shared);
     if (threadIdx.x == 0) {
       sc->state =
           rh_within_rounding(0.5 * gd, sc->objective, k.dtype_epsilon) ? kConverged : kStalled;
@@ -149,15 +154,15 @@ __global__ void newton_select_kernel(const double* partials, int blocks, const d
     return;
   }
   double step2 = 0.0, norm2 = 0.0;
-  for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
+  for (int64_t j = threadIdx.x; j < k.P; j += kSelectThreads) {
     const double updated = beta[j] - t * dir[j];
     const double step = updated - beta[j];
     beta[j] = updated;
     step2 += step * step;
     norm2 += updated * updated;
   }
-  step2 = block_sum<kThreads>(step2, shared);
-  norm2 = block_sum<kThreads>(norm2, shared);
+  step2 = block_sum<kSelectThreads>(step2, shared);
+  norm2 = block_sum<kSelectThreads>(norm2, shared);
   if (threadIdx.x == 0) {
     sc->fresh = 1;
     sc->zero_newton_step = 0;
@@ -175,7 +180,7 @@ void launch_newton_select(const double* partials, int blocks, const double* dir,
                           const double* jdelta, const double* jdir, const double* beta0,
                           const double* g, bool majoriser, const BatchConstants& k,
                           DeviceScalars* sc, double* beta, cudaStream_t s) {
-  newton_select_kernel<<<1, kThreads, 0, s>>>(partials, blocks, dir, jdelta, jdir, beta0, g,
+  newton_select_kernel<<<1, kSelectThreads, 0, s>>>(partials, blocks, dir, jdelta, jdir, beta0, g,
                                               majoriser ? 1 : 0, k, sc, beta);
   check_launch("newton_select_kernel");
 }

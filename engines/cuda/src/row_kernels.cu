@@ -43,12 +43,20 @@ int64_t fused_gram_padded(int64_t P) {
   return 8 * int64_t{fused_gram_slots(P)};
 }
 
+// Rows each team of the fused row pass holds per tile: two where the tile (kFusedTeams * 2 rows
+// of 8 kSlots + 4 doubles) still fits the 48 KiB of static shared memory, so twice the loads
+// are in flight while the tile's products run; one above.
+constexpr int fused_rows_per_team(int slots) {
+  return slots <= 8 ? 2 : 1;
+}
+
 int64_t fused_gram_rows_per_block(int64_t n_rows, int64_t P) {
   // About two blocks per SM of an H200 while the per-block partial Grams stay small next to the
-  // rows; one block per SM above 64 columns.
+  // rows; one block per SM above 64 columns. Whole tiles.
   const int64_t target = fused_gram_padded(P) <= 64 ? 264 : 132;
+  const int64_t tile = int64_t{kFusedTeams} * fused_rows_per_team(fused_gram_slots(P));
   const int64_t rows = (n_rows + target - 1) / target;
-  return (rows + kFusedTileRows - 1) / kFusedTileRows * kFusedTileRows;
+  return (rows + tile - 1) / tile * tile;
 }
 
 int fused_gram_blocks(int64_t n_rows, int64_t P) {
@@ -268,8 +276,8 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
 // row pass"): the same residuals, scores, objective partials and X'u as row_pass_kernel, and
 // per block the Gram of its rows, sum_i w_i c(r_i) x_i x_i', on the float64 tensor cores
 // (mma m8n8k4), so the scaled rows never go through HBM. Each block owns one contiguous range
-// of rows (a multiple of kFusedTileRows, from the shape alone) and walks it a tile at a time:
-// the 8 lanes of a team read one row into registers (kSlots columns each, the appended
+// of rows (whole tiles, from the shape alone) and walks it a tile at a time: the 8 lanes of a
+// team read one or two rows (fused_rows_per_team) into registers (kSlots columns each, the appended
 // intercept column as a one, padding columns as zeros), form r, and write sqrt(w c) x into the
 // tile in shared memory; warp w then adds the tile's 8 x 8 output blocks (ta, tb), ta <= tb,
 // numbered p = tb (tb + 1) / 2 + ta with p = w (mod 8), into its accumulators, while the next
@@ -283,6 +291,8 @@ struct FusedGramShape {
   static constexpr int kLd = kPad + 4;     // row stride of the tile: conflict-free mma loads
   static constexpr int kPairs = kSlots * (kSlots + 1) / 2;
   static constexpr int kPairsPerWarp = (kPairs + kWarps - 1) / kWarps;
+  static constexpr int kRowsPerThread = fused_rows_per_team(kSlots);
+  static constexpr int kTileRows = kFusedTeams * kRowsPerThread;
 };
 
 // D += A B for one 8 x 8 x 4 step: lane l holds A[l / 4][l % 4], B[l % 4][l / 4] and
@@ -325,8 +335,10 @@ __global__ void __launch_bounds__(kThreads)
     return;
   using Shape = FusedGramShape<kSlots>;
   constexpr int kLd = Shape::kLd;
+  constexpr int kRows = Shape::kRowsPerThread;
+  constexpr int kTileRows = Shape::kTileRows;
   constexpr int kXtuSlots = kSlots < 4 ? kSlots : 4;  // columns below kWideRowColumns
-  __shared__ double tile[kFusedTileRows * kLd];
+  __shared__ double tile[kTileRows * kLd];
   __shared__ double beta_s[Shape::kPad];
   __shared__ double shared[kThreads];
   for (int j = threadIdx.x; j < Shape::kPad; j += kThreads)
@@ -335,7 +347,7 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int team_lane = threadIdx.x & 7;
-  const int tile_row = threadIdx.x >> 3;
+  const int team = threadIdx.x >> 3;  // this team's rows of a tile: team, team + 32, ...
   // This warp's output blocks, as offsets of their rows' and columns' first entry; -1: none.
   int row_at[Shape::kPairsPerWarp];
   int col_at[Shape::kPairsPerWarp];
@@ -362,45 +374,55 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int k = 0; k < kXtuSlots; ++k)
     xtu_acc[k] = 0.0;
-  double x[kSlots];
-  double y = 0.0;
-  double w = 0.0;
-  int64_t i = begin + tile_row;
-  load_fused_row<T, kSlots>(rows, i, end, team_lane, x, y, w);
+  double x[kRows][kSlots];
+  double y[kRows];
+  double w[kRows];
+#pragma unroll
+  for (int q = 0; q < kRows; ++q)
+    load_fused_row<T, kSlots>(rows, begin + team + 32 * q, end, team_lane, x[q], y[q], w[q]);
   __syncthreads();  // beta_s
-  for (int64_t first = begin; first < end; first += kFusedTileRows, i += kFusedTileRows) {
-    double dot = 0.0;
+  for (int64_t first = begin; first < end; first += kTileRows) {
 #pragma unroll
-    for (int k = 0; k < kSlots; ++k)
-      dot += x[k] * beta_s[team_lane + 8 * k];
-    dot = team_sum<8>(dot);
-    double root = 0.0;
-    if (i < end) {
-      const double r = y - dot;
-      const double psi = huber_psi(r, tau);
-      const double u = w * psi;
-      root = sqrt(w * smoothed_curvature(r, tau, h));
-      if (with_xtu) {
+    for (int q = 0; q < kRows; ++q) {
+      const int64_t i = first + team + 32 * q;
+      double dot = 0.0;
 #pragma unroll
-        for (int k = 0; k < kXtuSlots; ++k)
-          xtu_acc[k] += x[k] * u;
+      for (int k = 0; k < kSlots; ++k)
+        dot += x[q][k] * beta_s[team_lane + 8 * k];
+      dot = team_sum<8>(dot);
+      double root = 0.0;
+      if (i < end) {
+        const double r = y[q] - dot;
+        const double psi = huber_psi(r, tau);
+        const double u = w[q] * psi;
+        root = sqrt(w[q] * smoothed_curvature(r, tau, h));
+        if (with_xtu) {
+#pragma unroll
+          for (int k = 0; k < kXtuSlots; ++k)
+            xtu_acc[k] += x[q][k] * u;
+        }
+        if (team_lane == 0) {
+          rho_acc += w[q] * rh_huber_rho(r, tau);
+          score_acc += u;
+          residual[i] = r;
+          if (!with_xtu)
+            score[i] = static_cast<T>(u);
+        }
       }
-      if (team_lane == 0) {
-        rho_acc += w * rh_huber_rho(r, tau);
-        score_acc += u;
-        residual[i] = r;
-        if (!with_xtu)
-          score[i] = static_cast<T>(u);
+#pragma unroll
+      for (int k = 0; k < kSlots; ++k)
+        tile[(team + 32 * q) * kLd + team_lane + 8 * k] = root * x[q][k];
+    }
+    __syncthreads();
+    if (first + kTileRows < end) {
+#pragma unroll
+      for (int q = 0; q < kRows; ++q) {
+        load_fused_row<T, kSlots>(rows, first + kTileRows + team + 32 * q, end, team_lane, x[q],
+                                  y[q], w[q]);
       }
     }
 #pragma unroll
-    for (int k = 0; k < kSlots; ++k)
-      tile[tile_row * kLd + team_lane + 8 * k] = root * x[k];
-    __syncthreads();
-    if (first + kFusedTileRows < end)
-      load_fused_row<T, kSlots>(rows, i + kFusedTileRows, end, team_lane, x, y, w);
-#pragma unroll
-    for (int step = 0; step < kFusedTileRows / 4; ++step) {
+    for (int step = 0; step < kTileRows / 4; ++step) {
       const double* z = tile + (4 * step + (lane & 3)) * kLd + (lane >> 2);
 #pragma unroll
       for (int s = 0; s < Shape::kPairsPerWarp; ++s) {

@@ -49,11 +49,11 @@ enum LammGroup : int { kLammGroupFirst = 0, kLammGroupRest = 1, kLammGroupBound 
 // kSmallDenseCap (docs/decisions.md, "The one-block Cholesky").
 constexpr int64_t kSmallDenseCap = 160;
 // Up to kFusedGramMaxP parameters the row pass forms the Gram itself (launch_row_pass_gram), a
-// tile of kFusedTileRows rows at a time (8 lanes a row in one kThreads block); above it, and for
-// the majoriser's and K's Grams, the Gram X' diag(v) X comes from cuBLAS over scaled rows.
+// tile of rows at a time, each row read by a team of 8 lanes (kFusedTeams teams per kThreads
+// block); above it, and for the majoriser's and K's Grams, the Gram X' diag(v) X comes from
+// cuBLAS over scaled rows.
 constexpr int64_t kFusedGramMaxP = 128;
-constexpr int kFusedTileRows = 32;
-static_assert(kFusedTileRows * 8 == kThreads, "a fused tile is one row per 8 lanes of a block");
+constexpr int kFusedTeams = kThreads / 8;
 // The Gram X' diag(v) X is split over row chunks (one strided-batched GEMM, then a fixed-order
 // sum) so tall-skinny batches use many SMs: chunks of at least kGramChunkRows rows, and about
 // kGramTargetTiles output tiles of 64 x 64 in flight.
