@@ -40,11 +40,14 @@ Engine floor: the passes librh_cuda actually queues with its default settings (e
 launches, inference off), mirrored from engines/cuda/src:
 
 - per batch: a validation pass (reads X, y), then a row pass at the starting beta;
-- a row pass reads X and y, writes the residuals (8 n bytes), for Newton and LAMM's final
-  Gram the scaled rows sqrt(w c) x (n P s), and, when c > 32, the scores (n s) that cuBLAS's
-  gemv then reads with X again for X'u (c <= 32: X'u is formed inside the row pass);
-- the Gram is a cuBLAS GEMM over the scaled rows (reads n P s bytes, 2 n P^2 flops), in
-  row chunks summed by one more kernel when there is more than one chunk;
+- a row pass reads X and y, writes the residuals (8 n bytes) and, when c > 32, the scores
+  (n s) that cuBLAS's gemv then reads with X again for X'u (c <= 32: X'u is formed inside the
+  row pass);
+- the Gram (Newton's at every iteration, LAMM's once): up to P = 128 the row pass forms it
+  itself (2 n P^2 flops on the tensor cores) and writes one padded partial Gram per block
+  (8 pad^2 bytes each), which one more kernel reads and sums; above, the row pass writes the
+  scaled rows sqrt(w c) x (n P s) and a cuBLAS GEMM reads them (2 n P^2 flops), in row chunks
+  summed by one more kernel when there is more than one chunk;
 - Newton iteration: the Cholesky attempt and solve (one kernel for P <= the one-block limit,
   160 on an H200; above it assemble, cuSOLVER potrf, check, copy, potrs, J dir), the 27
   line-search trials in one pass (reads X and the residuals), the select kernel, the row pass
@@ -93,6 +96,8 @@ DEVICE_VERSION = 1
 WIDE_ROW_COLUMNS = 32  # X'u inside the row pass up to this many stored columns
 SMALL_DENSE_MAX = 160  # the one-block Cholesky's limit on an H200 (device dependent)
 HEAVY_GRAM_FLOPS = 2e9  # above it: cuSOLVER one iteration per chunk, LAMM's Gram once
+FUSED_GRAM_MAX_P = 128  # the row pass forms the Gram itself up to this P
+FUSED_GRAM_SLOTS = (2, 3, 5, 8, 12, 16)  # its padded widths, in 8-column blocks
 GRAM_CHUNK_ROWS = 128
 GRAM_TARGET_TILES = 264
 GRAM_MAX_CHUNKS = 256
@@ -198,6 +203,17 @@ def gram_split(n: int, P: int) -> tuple[int, int]:
     return -(-n // rows), rows
 
 
+def fused_gram_blocks(n: int, P: int) -> tuple[int, int]:
+    """(blocks, padded P) of librh_cuda's fused row pass over n rows (fused_gram_blocks)."""
+    slots = next(s for s in FUSED_GRAM_SLOTS if P <= 8 * s)
+    pad = 8 * slots
+    target = 264 if pad <= 64 else 132
+    tile = 32 * (2 if slots <= 8 else 1)
+    rows = -(-n // target)
+    rows = -(-rows // tile) * tile
+    return -(-n // rows), pad
+
+
 def chunk_sizes(*, l1: bool, cusolver: bool, n: int, P: int, hint: int) -> tuple[int, int]:
     """(first, later) iterations queued per synchronisation (update_pipeline's chunk_sizes)."""
     cap = (1 if 2.0 * n * P * P > HEAVY_GRAM_FLOPS else 2) if cusolver else 8
@@ -244,20 +260,28 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     sum_launch = 1 if chunks > 1 else 0
     padding_rows = chunks * chunk_rows - n  # zeroed once per batch (cudaMemsetAsync)
     gram_flops = 2.0 * n * P * P
+    fused = P <= FUSED_GRAM_MAX_P
+    if fused:
+        blocks, pad = fused_gram_blocks(n, P)
+        partial_bytes = 8 * blocks * pad * pad  # written by the row pass, read by its sum
+    # Launches of a row pass with the Gram, beyond the row pass itself: the fused pass's sum,
+    # or cuBLAS's GEMM and its chunk sum.
+    gram_launches = 1 if fused else 1 + sum_launch
 
     def row_pass(with_gram: bool, with_xtu: bool) -> Work:
-        # residuals; scaled rows for the Gram; scores unless the pass forms X'u itself
-        written = (8 * n + (scaled_bytes if with_gram else 0)
-                   + (n * s if wide or not with_xtu else 0))
+        # residuals; scaled rows for cuBLAS's Gram; scores unless the pass forms X'u itself
+        written = 8 * n + (n * s if wide or not with_xtu else 0)
         work = Work(bytes=batch_bytes + written, launches=1)
         if with_xtu:
             work.add(Work(bytes=gemv_bytes, launches=gemv_launch))
         if with_gram:
-            work.add(gram_gemm())
+            work.add(gram_of_the_pass())
         return work
 
-    def gram_gemm() -> Work:
-        return Work(bytes=scaled_bytes, flops=gram_flops, launches=1 + sum_launch)
+    def gram_of_the_pass() -> Work:
+        if fused:
+            return Work(bytes=2 * partial_bytes, flops=gram_flops, launches=gram_launches)
+        return Work(bytes=2 * scaled_bytes, flops=gram_flops, launches=gram_launches)
 
     cusolver = not l1 and P > small_dense_max
     first, later = chunk_sizes(l1=l1, cusolver=cusolver, n=n, P=P, hint=hint)
@@ -281,18 +305,23 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
         # Iterations queued past the end: every launch, and cuBLAS's gemv in full.
         per_iteration_launches = 8 + 1 + gemv_launch + 1
         work.add(Work(bytes=wasted * gemv_bytes, launches=wasted * per_iteration_launches))
+        # The final Gram's row pass (residuals, scores; no X'u) runs once.
+        final = Work(bytes=batch_bytes + 8 * n + n * s)
+        final.add(gram_of_the_pass())
         if 2.0 * n * P * P > HEAVY_GRAM_FLOPS:
             # A heavy Gram waits for a status readback that shows the end: one more
-            # synchronisation and one row pass + GEMM + commit, once.
+            # synchronisation and one row pass + Gram + commit, once.
             work.add(Work(syncs=1, launches=2))  # the readback copy, the final commit
-            work.add(gram_gemm())
-            work.add(Work(launches=1))  # its row pass
+            work.add(Work(launches=1))  # the row pass
+            work.add(final)
         else:
-            # After every chunk the final Gram's GEMM; the row pass feeding it runs once.
-            for _ in range(syncs):
-                work.add(gram_gemm())
-                work.add(Work(launches=1))  # its row pass kernel (returns at once but the last)
-        work.add(Work(bytes=batch_bytes + 8 * n + scaled_bytes + n * s))
+            # Queued after every chunk: the row pass (and the fused pass's sum) return at once
+            # but in the last chunk; cuBLAS's GEMM runs in full every time.
+            work.add(Work(launches=syncs * (1 + gram_launches)))
+            final.launches = 0
+            work.add(final)
+            if not fused:
+                work.add(Work(bytes=(syncs - 1) * scaled_bytes, flops=(syncs - 1) * gram_flops))
         return work
     solve_launches = 1 if not cusolver else 6  # one-block kernel | assemble, potrf, check,
     # copy, potrs, J dir
@@ -302,9 +331,11 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
         work.add(trials)
         work.add(row_pass(with_gram=True, with_xtu=True))
         work.add(Work(launches=1))  # gradient
-    # Iterations queued past the end: every launch; cuBLAS's GEMM and gemv in full.
-    per_iteration_launches = solve_launches + 2 + 1 + gemv_launch + 1 + sum_launch + 1
-    work.add(Work(bytes=wasted * (scaled_bytes + gemv_bytes), flops=wasted * gram_flops,
+    # Iterations queued past the end: every launch; cuBLAS's GEMM and gemv in full (the fused
+    # row pass and its sum return at once).
+    per_iteration_launches = solve_launches + 2 + 1 + gemv_launch + gram_launches + 1
+    wasted_gram = Work() if fused else Work(bytes=scaled_bytes, flops=gram_flops)
+    work.add(Work(bytes=wasted * (wasted_gram.bytes + gemv_bytes), flops=wasted * wasted_gram.flops,
                   launches=wasted * per_iteration_launches))
     return work
 

@@ -54,28 +54,39 @@ def test_ideal_floor_of_one_newton_batch():
     assert roofline.ideal_work(100, 3, 8, 0, l1=False, host=False).bytes == 100 * 4 * 8
 
 
+def test_fused_gram_blocks_follow_the_engine():
+    # P = 17 pads to 24 (three 8-column blocks); up to 64 padded columns the pass aims at 264
+    # blocks of whole 64-row tiles: 4,096 rows -> 16 per block -> one tile of 64 -> 64 blocks.
+    assert roofline.fused_gram_blocks(4096, 17) == (64, 24)
+    # P = 33 pads to 40: 65,536 rows -> 249 -> 256 (four tiles) per block -> 256 blocks.
+    assert roofline.fused_gram_blocks(65_536, 33) == (256, 40)
+    # P = 91 pads to 96, one 32-row tile per team and 132 blocks aimed at: 32,768 rows -> 249
+    # -> 256 per block -> 128 blocks; P = 128 is the last width the pass forms.
+    assert roofline.fused_gram_blocks(32_768, 91) == (128, 96)
+    assert roofline.fused_gram_blocks(100, 128) == (4, 128)
+
+
 def test_engine_floor_of_a_newton_batch_with_the_one_block_cholesky():
     # 4,096 x 16 float64, 5 iterations, a new engine: first chunk 4, later chunks 2, so 6
     # iterations are queued over 2 synchronisations and one runs past the end.
     n, c, s = 4096, 16, 8
     batch = n * (c + 1) * s  # X and y
-    scaled = n * (c + 1) * s  # sqrt(w c) x with the intercept column
-    row_pass = batch + 8 * n + scaled  # X'u inside the pass (c <= 32): no scores written
-    gemm = scaled
+    partials = 8 * 64 * 24 * 24  # the fused pass's 64 padded partial Grams, in double
+    row_pass = batch + 8 * n + 2 * partials  # X'u inside the pass (c <= 32): no scores
     trials = n * c * s + 8 * n  # X and the residuals
-    expected_bytes = batch + (row_pass + gemm) + 5 * (trials + row_pass + gemm) + 1 * gemm
-    # 2 * 4096 * 17^2 per Gram: the starting one, 5 real and 1 queued past the end
-    expected_flops = 7 * 2 * 4096 * 17 * 17
-    # Gram in 32 chunks of 128 rows (264 tiles wanted, 4096 / 128 chunks possible): GEMM and
-    # the partial sum. Fixed: validation, begin, row pass, GEMM, sum, gradient, 2 commits;
-    # per queued iteration: Cholesky, trials, select, row pass, GEMM, sum, gradient.
-    expected_launches = 6 + 2 + 6 * 7
+    # The iteration queued past the end moves nothing: its kernels return at once.
+    expected_bytes = batch + row_pass + 5 * (trials + row_pass)
+    # 2 * 4096 * 17^2 per Gram: the starting one and 5 real ones
+    expected_flops = 6 * 2 * 4096 * 17 * 17
+    # Fixed: validation, begin, row pass, Gram sum, gradient, 2 commits; per queued iteration:
+    # Cholesky, trials, select, row pass, Gram sum, gradient.
+    expected_launches = 5 + 2 + 6 * 6
     work = roofline.engine_work(n, c, s, 5, l1=False, host=False, hint=0)
-    assert work.bytes == expected_bytes == 14_123_008
-    assert work.flops == expected_flops == 16_572_416
-    assert (work.launches, work.syncs) == (expected_launches, 2) == (50, 2)
+    assert work.bytes == expected_bytes == 10_420_224
+    assert work.flops == expected_flops == 14_204_928
+    assert (work.launches, work.syncs) == (expected_launches, 2) == (43, 2)
     t = work.seconds(device(), "float64")
-    assert t["total"] == pytest.approx(14_123_008 / 1e12 + 16_572_416 / 1e13 + 50 * 2e-6
+    assert t["total"] == pytest.approx(10_420_224 / 1e12 + 14_204_928 / 1e13 + 43 * 2e-6
                                        + 2 * 1e-5)
 
 
@@ -83,21 +94,20 @@ def test_engine_floor_of_a_lamm_batch_on_host_input():
     # 4,096 x 16 float32 L1, 3 iterations, new engine: one chunk of 4 (one queued past the end).
     n, c, s = 4096, 16, 4
     batch = n * (c + 1) * s
-    scaled = n * (c + 1) * s
+    partials = 8 * 64 * 24 * 24
     row_pass = batch + 8 * n  # X'u inside the pass, no Gram
-    final_row_pass = batch + 8 * n + scaled + n * s  # scaled rows and scores for the Gram
+    final_row_pass = batch + 8 * n + n * s + 2 * partials  # scores, and the fused Gram
     expected_bytes = (batch  # validation
                       + row_pass  # at the starting beta
                       + 3 * (batch + row_pass)  # first attempt group's trials + row pass
-                      + scaled  # the chunk's GEMM
                       + final_row_pass)
     # validation, begin, row pass, gradient, commit; 4 queued iterations of 8 attempt-group
-    # launches, row pass, gradient; after the chunk: row pass, GEMM, partial sum.
-    expected_launches = 5 + 4 * 10 + 3
+    # launches, row pass, gradient; after the chunk: the final row pass and its Gram sum.
+    expected_launches = 5 + 4 * 10 + 2
     work = roofline.engine_work(n, c, s, 3, l1=True, host=True, hint=0)
-    assert work.bytes == expected_bytes == 3_244_032
+    assert work.bytes == expected_bytes == 3_276_800
     assert work.flops == 2 * 4096 * 17 * 17
-    assert (work.launches, work.syncs) == (expected_launches, 1) == (48, 1)
+    assert (work.launches, work.syncs) == (expected_launches, 1) == (47, 1)
     assert work.transfer_bytes == batch
 
 
