@@ -81,9 +81,9 @@ void solve_newton(UpdateContext<T>& ctx) {
   ctx.row_pass(true, kRunWhileRunning);
   ctx.gradient(kRunWhileRunning, true);
 
-  // A wasted iteration costs launches that return at once, except cuBLAS's X'u and Gram and,
-  // above Engine::small_dense_max, cuSOLVER's potrf/potrs, which cannot
-  // (UpdateContext::later_chunk).
+  // A wasted iteration costs launches that return at once, except cuBLAS's X'u (wide rows), its
+  // Gram (beyond UpdateContext::fused_gram) and, above Engine::small_dense_max, cuSOLVER's
+  // potrf/potrs, which cannot (UpdateContext::later_chunk).
   int64_t chunk = ctx.first_chunk;
   int paused = kRunning;  // the needs_host state the last chunk ended in, if any
   int64_t done = 0;
