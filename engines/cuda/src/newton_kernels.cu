@@ -46,10 +46,11 @@ __device__ int vanishing_trial(const double* beta, const double* dir, int64_t P,
 // optimum. All 27 trials rejected: along the Newton direction (majoriser == 0) the iteration
 // pauses in kNeedsMajoriser, uncounted, for the host's fallback step; along the majoriser's
 // direction it ends the solve, converged when g'd / 2 is within rounding of F.
-__global__ void __launch_bounds__(kSelectThreads) newton_select_kernel(const double* partials, int blocks, const double* dir,
-                                     const double* jdelta, const double* jdir, const double* beta0,
-                                     const double* g, int majoriser, BatchConstants k,
-                                     DeviceScalars* sc, double* beta) {
+__global__ void __launch_bounds__(kSelectThreads)
+    newton_select_kernel(const double* partials, int blocks, const double* dir,
+                         const double* jdelta, const double* jdir, const double* beta0,
+                         const double* g, int majoriser, BatchConstants k, DeviceScalars* sc,
+                         double* beta) {
   __shared__ double shared[kSelectThreads];
   __shared__ int shared_index[kSelectThreads];
   __shared__ double trial_sums[kLineSearchTrials];
@@ -181,7 +182,7 @@ void launch_newton_select(const double* partials, int blocks, const double* dir,
                           const double* g, bool majoriser, const BatchConstants& k,
                           DeviceScalars* sc, double* beta, cudaStream_t s) {
   newton_select_kernel<<<1, kSelectThreads, 0, s>>>(partials, blocks, dir, jdelta, jdir, beta0, g,
-                                              majoriser ? 1 : 0, k, sc, beta);
+                                                    majoriser ? 1 : 0, k, sc, beta);
   check_launch("newton_select_kernel");
 }
 
