@@ -180,6 +180,43 @@ constexpr int xtu_slots() {
   return Team >= kWideRowColumns ? 1 : static_cast<int>(kWideRowColumns) / Team;
 }
 
+// A row pass block's partials: sum w rho and sum w psi at partials[2 block] and [2 block + 1]
+// and, when xtu_partials is not null, X'u from each lane's kSlots column sums (lane l of a team
+// of Team lanes owns columns l, l + Team, ...): the lanes that own the same columns summed with a
+// fixed butterfly, then the warps in order, column j at xtu_partials[block * kWideRowColumns +
+// j]. Every thread of the block calls it; `shared` holds kThreads doubles.
+template <int Team, int kSlots>
+__device__ void write_row_partials(double rho, double score, const double (&xtu)[kSlots],
+                                   int64_t ncols_x, double* shared, double* partials,
+                                   double* xtu_partials) {
+  const double rho_total = block_sum<kThreads>(rho, shared);
+  const double score_total = block_sum<kThreads>(score, shared);
+  if (threadIdx.x == 0) {
+    partials[2 * blockIdx.x] = rho_total;
+    partials[2 * blockIdx.x + 1] = score_total;
+  }
+  if (xtu_partials == nullptr)
+    return;
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int k = 0; k < kSlots; ++k) {
+    double v = xtu[k];
+#pragma unroll
+    for (int offset = Team; offset < 32; offset <<= 1)
+      v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (lane < Team)
+      shared[warp * kWideRowColumns + lane + k * Team] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < ncols_x) {
+    double total = 0.0;
+    for (int w = 0; w < kWarps; ++w)
+      total += shared[w * kWideRowColumns + threadIdx.x];
+    xtu_partials[blockIdx.x * kWideRowColumns + threadIdx.x] = total;
+  }
+}
+
 // Row i of a scaled design for a Gram GEMM: root x_i, the appended intercept column as root.
 template <int Team, class T>
 __device__ __forceinline__ void write_scaled_row(const RowView<T>& rows, int64_t i, int lane,
@@ -242,34 +279,8 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
     if (xtu_partials == nullptr)
       score[i] = static_cast<T>(u);
   }
-  const double rho_total = block_sum<kThreads>(rho_acc, shared);
-  const double score_total = block_sum<kThreads>(score_acc, shared);
-  if (threadIdx.x == 0) {
-    partials[2 * blockIdx.x] = rho_total;
-    partials[2 * blockIdx.x + 1] = score_total;
-  }
-  if (xtu_partials == nullptr || Team >= kWideRowColumns)
-    return;
-  // The lanes that own the same columns, summed with a fixed butterfly, then the warps in
-  // order: X'u partials of this block, column j at xtu_partials[block * kWideRowColumns + j].
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int k = 0; k < kSlots; ++k) {
-    double v = xtu_acc[k];
-#pragma unroll
-    for (int offset = Team; offset < 32; offset <<= 1)
-      v += __shfl_xor_sync(0xffffffffu, v, offset);
-    if (lane < Team)
-      shared[warp * kWideRowColumns + lane + k * Team] = v;
-  }
-  __syncthreads();
-  if (threadIdx.x < rows.ncols_x) {
-    double total = 0.0;
-    for (int w = 0; w < kThreads / 32; ++w)
-      total += shared[w * kWideRowColumns + threadIdx.x];
-    xtu_partials[blockIdx.x * kWideRowColumns + threadIdx.x] = total;
-  }
+  write_row_partials<Team, kSlots>(rho_acc, score_acc, xtu_acc, rows.ncols_x, shared, partials,
+                                   Team < kWideRowColumns ? xtu_partials : nullptr);
 }
 
 // The row pass with the Gram fused in (P <= kFusedGramMaxP; docs/decisions.md, "The fused
@@ -443,31 +454,8 @@ __global__ void __launch_bounds__(kThreads)
     block_gram[row + col * Shape::kPad] = acc[s][0];
     block_gram[row + (col + 1) * Shape::kPad] = acc[s][1];
   }
-  const double rho_total = block_sum<kThreads>(rho_acc, shared);
-  const double score_total = block_sum<kThreads>(score_acc, shared);
-  if (threadIdx.x == 0) {
-    partials[2 * blockIdx.x] = rho_total;
-    partials[2 * blockIdx.x + 1] = score_total;
-  }
-  if (!with_xtu)
-    return;
-  // As row_pass_kernel<T, 8>: the teams of a warp, then the warps in order.
-#pragma unroll
-  for (int k = 0; k < kXtuSlots; ++k) {
-    double v = xtu_acc[k];
-#pragma unroll
-    for (int offset = 8; offset < 32; offset <<= 1)
-      v += __shfl_xor_sync(0xffffffffu, v, offset);
-    if (lane < 8)
-      shared[warp * kWideRowColumns + lane + 8 * k] = v;
-  }
-  __syncthreads();
-  if (threadIdx.x < rows.ncols_x) {
-    double total = 0.0;
-    for (int v = 0; v < kWarps; ++v)
-      total += shared[v * kWideRowColumns + threadIdx.x];
-    xtu_partials[blockIdx.x * kWideRowColumns + threadIdx.x] = total;
-  }
+  write_row_partials<8, kXtuSlots>(rho_acc, score_acc, xtu_acc, rows.ncols_x, shared, partials,
+                                   xtu_partials);
 }
 
 // Newton's majoriser fallback (docs/algorithm.md, "Unpenalised"): sqrt(w m(r)) x for the Gram

@@ -146,10 +146,19 @@ __global__ void assemble_hessian_kernel(const T* gram, const double* J, BatchCon
   }
 }
 
+// The sums of the partial Grams run unless a gate (the state of the row pass that wrote the
+// partials, as that pass tested it) says that pass did not.
+__device__ __forceinline__ bool gram_sum_runs(const DeviceScalars* gate, int when) {
+  return gate == nullptr || should_run(gate, when);
+}
+
 // Sums the per-chunk partial Grams of a split Gram in chunk order (double accumulation), so the
 // result depends only on the batch shape.
 template <class T>
-__global__ void sum_gram_partials_kernel(const T* partials, int chunks, int64_t PP, T* out) {
+__global__ void sum_gram_partials_kernel(const T* partials, int chunks, int64_t PP,
+                                         const DeviceScalars* gate, int when, T* out) {
+  if (!gram_sum_runs(gate, when))
+    return;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < PP;
        idx += stride) {
@@ -164,7 +173,10 @@ __global__ void sum_gram_partials_kernel(const T* partials, int chunks, int64_t 
 // and then a fixed shuffle tree, so the sum is still fixed-order and every thread has little
 // to walk.
 template <class T>
-__global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int64_t PP, T* out) {
+__global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int64_t PP,
+                                              const DeviceScalars* gate, int when, T* out) {
+  if (!gram_sum_runs(gate, when))
+    return;
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
   for (int64_t idx = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5; idx < PP;
@@ -183,7 +195,7 @@ __global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int
 template <class T>
 __global__ void sum_fused_gram_kernel(const double* partials, int blocks, int64_t P, int64_t pad,
                                       const DeviceScalars* sc, int when, T* out) {
-  if (!should_run(sc, when))
+  if (!gram_sum_runs(sc, when))
     return;
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
@@ -257,13 +269,15 @@ void launch_assemble_hessian(const T* gram, const double* J, const BatchConstant
 }
 
 template <class T>
-void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, T* out, cudaStream_t s) {
+void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, const DeviceScalars* gate,
+                              RunWhen when, T* out, cudaStream_t s) {
+  const int w = static_cast<int>(when);
   if (chunks > 16) {
     sum_gram_partials_warp_kernel<T>
-        <<<warp_rows_blocks(P * P), kThreads, 0, s>>>(partials, chunks, P * P, out);
+        <<<warp_rows_blocks(P * P), kThreads, 0, s>>>(partials, chunks, P * P, gate, w, out);
   } else {
     sum_gram_partials_kernel<T>
-        <<<elementwise_blocks(P * P), kThreads, 0, s>>>(partials, chunks, P * P, out);
+        <<<elementwise_blocks(P * P), kThreads, 0, s>>>(partials, chunks, P * P, gate, w, out);
   }
   check_launch("sum_gram_partials_kernel");
 }
@@ -287,18 +301,19 @@ void launch_matvec(const double* A, const double* v, const DeviceScalars* sc, do
   check_launch("matvec_kernel");
 }
 
-#define RH_INSTANTIATE_STEP_KERNELS(T)                                                           \
-  template void launch_begin_update<T>(const double*, const unsigned long long*, int,            \
-                                       const BatchConstants&, const T*, const T*, double*,       \
-                                       double*, double*, DeviceScalars*, cudaStream_t);          \
-  template void launch_gradient<T>(const double*, const double*, const double*, const T*,        \
-                                   const double*, int64_t, const BatchConstants&, const double*, \
-                                   int, bool, DeviceScalars*, double*, double*, RunWhen,         \
-                                   cudaStream_t);                                                \
-  template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,       \
-                                           const DeviceScalars*, double*, cudaStream_t);         \
-  template void launch_sum_gram_partials<T>(const T*, int, int64_t, T*, cudaStream_t);           \
-  template void launch_sum_fused_gram<T>(const double*, int, int64_t, const DeviceScalars*,      \
+#define RH_INSTANTIATE_STEP_KERNELS(T)                                                             \
+  template void launch_begin_update<T>(const double*, const unsigned long long*, int,              \
+                                       const BatchConstants&, const T*, const T*, double*,         \
+                                       double*, double*, DeviceScalars*, cudaStream_t);            \
+  template void launch_gradient<T>(const double*, const double*, const double*, const T*,          \
+                                   const double*, int64_t, const BatchConstants&, const double*,   \
+                                   int, bool, DeviceScalars*, double*, double*, RunWhen,           \
+                                   cudaStream_t);                                                  \
+  template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,         \
+                                           const DeviceScalars*, double*, cudaStream_t);           \
+  template void launch_sum_gram_partials<T>(const T*, int, int64_t, const DeviceScalars*, RunWhen, \
+                                            T*, cudaStream_t);                                     \
+  template void launch_sum_fused_gram<T>(const double*, int, int64_t, const DeviceScalars*,        \
                                          RunWhen, T*, cudaStream_t);
 
 RH_INSTANTIATE_STEP_KERNELS(float)

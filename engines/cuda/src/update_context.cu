@@ -55,15 +55,19 @@ cublasStatus_t gemm_chunks(cublasHandle_t h, int p, int rows, const double* a, l
                                    p, stride_a, &zero, c, p, stride_c, chunks);
 }
 
+// gate (null: none): the Gram is the row pass's and lands in `out` only when that pass ran
+// (launch_sum_gram_partials), so it always goes through the partials.
 template <class T>
-void gram_upper(Engine& e, int64_t P, int64_t n, const T* scaled, T* out) {
+void gram_upper(Engine& e, int64_t P, int64_t n, const T* scaled, T* out,
+                const DeviceScalars* gate = nullptr, RunWhen when = kRunUnlessInvalid) {
   const GramSplit split = gram_split(n, P);
-  T* target = split.chunks == 1 ? out : e.ws.gram_partials.as<T>();
+  const bool direct = split.chunks == 1 && gate == nullptr;
+  T* target = direct ? out : e.ws.gram_partials.as<T>();
   check_cublas(gemm_chunks(e.blas, static_cast<int>(P), static_cast<int>(split.rows), scaled,
                            split.rows * P, target, P * P, split.chunks),
                "cublasGemmStridedBatched (Gram)");
-  if (split.chunks > 1)
-    launch_sum_gram_partials<T>(target, split.chunks, P, out, e.stream);
+  if (!direct)
+    launch_sum_gram_partials<T>(target, split.chunks, P, gate, when, out, e.stream);
 }
 
 }  // namespace
@@ -78,38 +82,49 @@ template void gram_of_scaled_rows<double>(Engine&, int64_t, int64_t, const doubl
 
 template <class T>
 void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu) {
-  if (with_gram && fused_gram()) {
-    double* xtu_partials = with_xtu && row_pass_xtu() ? e.ws.xtu_partials.as<double>() : nullptr;
-    double* gram_partials = e.ws.gram_partials.as<double>();
-    const int blocks = fused_gram_blocks(rows.n, rows.P);
+  const bool fused = with_gram && fused_gram();
+  double* xtu_partials = with_xtu && row_pass_xtu() ? e.ws.xtu_partials.as<double>() : nullptr;
+  T* scaled = with_gram && !fused ? e.ws.scaled_rows.as<T>() : nullptr;
+  if (fused) {
     launch_row_pass_gram<T>(rows, beta(), k.tau, device_scalars(), e.ws.residual.as<double>(),
                             e.ws.score.as<T>(), e.ws.row_partials.as<double>(), xtu_partials,
-                            gram_partials, when, e.stream);
-    if (with_xtu && !row_pass_xtu())
-      gemv_transposed(e.blas, rows, e.ws.score.as<T>(), xtu());
-    launch_sum_fused_gram<T>(gram_partials, blocks, rows.P, device_scalars(), when, gram(),
-                             e.stream);
-    row_partial_blocks = blocks;
-    return;
+                            e.ws.gram_partials.as<double>(), when, e.stream);
+    row_partial_blocks = fused_gram_blocks(rows.n, rows.P);
+  } else {
+    T* meat_scaled = with_gram && with_meat ? e.ws.meat_rows.as<T>() : nullptr;
+    launch_row_pass<T>(rows, beta(), k.tau, device_scalars(), e.ws.residual.as<double>(),
+                       e.ws.score.as<T>(), scaled, meat_scaled, e.ws.row_partials.as<double>(),
+                       xtu_partials, when, e.stream);
+    row_partial_blocks = row_blocks(rows.n, rows.ncols_x);
   }
-  T* scaled = with_gram ? e.ws.scaled_rows.as<T>() : nullptr;
-  T* meat_scaled = with_gram && with_meat ? e.ws.meat_rows.as<T>() : nullptr;
-  double* xtu_partials = with_xtu && row_pass_xtu() ? e.ws.xtu_partials.as<double>() : nullptr;
-  launch_row_pass<T>(rows, beta(), k.tau, device_scalars(), e.ws.residual.as<double>(),
-                     e.ws.score.as<T>(), scaled, meat_scaled, e.ws.row_partials.as<double>(),
-                     xtu_partials, when, e.stream);
   // cuBLAS cannot skip: queued past the end of a solve it recomputes X'u from unchanged scores,
-  // bit for bit the same (and the Gram below from unchanged scaled rows).
+  // bit for bit the same. Its Gram below is recomputed too, from scaled rows the majoriser's
+  // pass may have overwritten, but only the sum that skips with the row pass writes gram().
   if (with_xtu && !row_pass_xtu())
     gemv_transposed(e.blas, rows, e.ws.score.as<T>(), xtu());
-  if (with_gram)
-    gram_upper<T>(e, rows.P, rows.n, scaled, gram());
-  row_partial_blocks = row_blocks(rows.n, rows.ncols_x);
+  if (fused) {
+    launch_sum_fused_gram<T>(e.ws.gram_partials.as<double>(), row_partial_blocks, rows.P,
+                             device_scalars(), when, gram(), e.stream);
+  } else if (with_gram) {
+    gram_upper<T>(e, rows.P, rows.n, scaled, gram(), device_scalars(), when);
+  }
+}
+
+template <class T>
+void UpdateContext<T>::zero_gram_padding(T* scaled) {
+  const int64_t padded = gram_split(rows.n, rows.P).padded_rows();
+  if (padded > rows.n) {
+    check_cuda(cudaMemsetAsync(scaled + rows.n * rows.P, 0, (padded - rows.n) * rows.P * sizeof(T),
+                               e.stream),
+               "cudaMemsetAsync (Gram padding)");
+  }
 }
 
 template <class T>
 void UpdateContext<T>::majoriser_gram_pass() {
   T* scaled = e.ws.scaled_rows.as<T>();
+  if (fused_gram())
+    zero_gram_padding(scaled);  // the row passes wrote none of these rows
   launch_majoriser_rows<T>(rows, e.ws.residual.as<double>(), k.tau, device_scalars(), scaled,
                            e.stream);
   gram_upper<T>(e, rows.P, rows.n, scaled, majoriser_gram());

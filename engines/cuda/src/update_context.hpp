@@ -56,8 +56,9 @@ struct UpdateContext {
   bool with_meat = false;
   // LAMM (which needs the Gram only at the solution): the finish's row pass and Gram are queued
   // after a synchronisation has shown the solve ended, instead of after every chunk, where
-  // cuBLAS's GEMM cannot skip. Chosen when the Gram costs more than a synchronisation many
-  // times over (update_pipeline.cu, kHeavyGramFlops); never changes a result.
+  // cuBLAS's GEMM cannot skip. Chosen when that Gram (not the fused row pass's, which skips)
+  // costs more than a synchronisation many times over (update_pipeline.cu, kHeavyGramFlops);
+  // never changes a result.
   bool gram_after_end = false;
   // Blocks of the last row pass queued, whose partials the next gradient sums.
   int row_partial_blocks = 0;
@@ -118,6 +119,9 @@ struct UpdateContext {
   // with_gram also forms X' diag(w c) X at this beta (the Newton Hessian, and the information
   // increment at the end).
   void row_pass(bool with_gram, RunWhen when, bool with_xtu = true);
+  // Zeroes the rows of `scaled` (a scaled design of this batch) past n up to the last Gram
+  // chunk's end: cuBLAS's Gram reads them.
+  void zero_gram_padding(T* scaled);
   // While running: X' diag(w m(r)) X into majoriser_gram(), m the majoriser weight at the
   // residuals of the last row pass (Newton's fallback step); the Gram at beta stays in gram().
   void majoriser_gram_pass();

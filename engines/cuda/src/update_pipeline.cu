@@ -125,9 +125,8 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
   reserve_elems(e.ws.score, b.n_rows, sizeof(T), "scores");
   const GramSplit split = gram_split(b.n_rows, P);
   reserve_elems(e.ws.scaled_rows, split.padded_rows() * P, sizeof(T), "scaled design");
-  if (split.chunks > 1) {
-    reserve_elems(e.ws.gram_partials, int64_t{split.chunks} * P * P, sizeof(T), "Gram partials");
-  }
+  // The row pass's cuBLAS Gram always goes through the partials (UpdateContext::row_pass).
+  reserve_elems(e.ws.gram_partials, int64_t{split.chunks} * P * P, sizeof(T), "Gram partials");
   if (P <= e.fused_gram_max) {
     const int64_t pad = fused_gram_padded(P);
     reserve_elems(e.ws.gram_partials, fused_gram_blocks(b.n_rows, P) * pad * pad, sizeof(double),
@@ -152,19 +151,15 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
                        chunks.first,
                        chunks.later};
   ctx.with_meat = with_meat;
-  ctx.gram_after_end = chunks.gram_after_end;
+  // The fused row pass skips by itself until the solve ended: no readback to wait for.
+  ctx.gram_after_end = chunks.gram_after_end && !ctx.fused_gram();
 
-  // The row pass writes the scaled rows of this batch only; the padding rows of the last Gram
-  // chunk must be zero (in K's scaled design too).
-  if (split.padded_rows() > b.n_rows) {
-    const size_t padding = (split.padded_rows() - b.n_rows) * P * sizeof(T);
-    check_cuda(cudaMemsetAsync(e.ws.scaled_rows.as<T>() + b.n_rows * P, 0, padding, e.stream),
-               "cudaMemsetAsync (Gram padding)");
-    if (with_meat) {
-      check_cuda(cudaMemsetAsync(e.ws.meat_rows.as<T>() + b.n_rows * P, 0, padding, e.stream),
-                 "cudaMemsetAsync (K's Gram padding)");
-    }
-  }
+  // The row pass writes scaled rows for cuBLAS's Gram unless it forms the Gram itself (the
+  // majoriser's pass zeroes the padding then, UpdateContext::majoriser_gram_pass).
+  if (!ctx.fused_gram())
+    ctx.zero_gram_padding(e.ws.scaled_rows.as<T>());
+  if (with_meat)
+    ctx.zero_gram_padding(e.ws.meat_rows.as<T>());
   // place_batch queued the validation pass. Refused data move the state to kInvalidData:
   // everything queued after returns at once and the first synchronisation reports the reason
   // (UpdateContext::wait_for_status).

@@ -538,6 +538,79 @@ void test_singular_system_takes_the_minimum_norm_solution() {
   }
 }
 
+// A zero Newton step sends the iteration to the majoriser, whose step must then strictly
+// decrease f; at an exact optimum none does, the solve ends without moving beta, and the row
+// pass after that step does not run. The information must still gain the curvature Gram at
+// beta, not the majoriser's Gram, whose scaled rows that iteration wrote (on the cuBLAS path its
+// GEMM recomputes the Gram from them; only the sum that skips with the row pass may write it).
+// Integers throughout make every sum exact: y = x . beta + e with e in {0, +5, -5} for each x,
+// tau = 1, so the rows with e = 0 have c = 1, the others c = 0 and psi = +-1 in pairs that
+// cancel: g = 0 exactly, and so is the Newton direction.
+void test_rejected_majoriser_step_keeps_the_curvature_gram() {
+  constexpr int64_t p = 2;
+  constexpr int64_t P = p + 1;
+  const double beta[P] = {1.0, 2.0, 3.0};
+  std::vector<double> x, y;
+  std::vector<long double> expected(P * P, 0.0L);
+  for (int a = -3; a <= 3; ++a) {
+    for (int bcol = -2; bcol <= 2; ++bcol) {
+      const double row[P] = {static_cast<double>(a), static_cast<double>(bcol), 1.0};
+      for (double e : {0.0, 5.0, -5.0}) {
+        x.push_back(row[0]);
+        x.push_back(row[1]);
+        y.push_back(row[0] * beta[0] + row[1] * beta[1] + beta[2] + e);
+      }
+      for (int64_t r = 0; r < P; ++r)
+        for (int64_t c = 0; c < P; ++c)
+          expected[r * P + c] += static_cast<long double>(row[r]) * row[c];
+    }
+  }
+  const int64_t n = static_cast<int64_t>(y.size());
+  for (int64_t j = 0; j < P; ++j)
+    expected[j * P + j] += 100.0L;  // the restored information
+  for (const DensePath& path : kDensePaths) {
+    if (path.variable != nullptr)
+      setenv(path.variable, "0", 1);
+    RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, P);
+    RhCudaEngine* e = nullptr;
+    RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+    if (path.variable != nullptr)
+      unsetenv(path.variable);
+    HostState<double> in(P);
+    for (int64_t j = 0; j < P; ++j) {
+      in.coef[j] = beta[j];
+      in.info[j * P + j] = 100.0;
+    }
+    RhCudaHostStateView v{};
+    v.abi_version = RH_CUDA_ABI_VERSION;
+    v.struct_size = sizeof v;
+    v.coefficients = in.coef.data();
+    v.information = in.info.data();
+    v.n_samples_seen = 100;
+    v.batch_count = 1;
+    v.previous_lambda = 0.0;
+    v.weight_sum = 100.0;
+    RH_CHECK_STATUS(rh_cuda_engine_restore(e, &v), RH_CUDA_SUCCESS);
+    RhCudaUpdateConfig c = config(p, RH_CUDA_PENALTY_NONE, 1.0);
+    RhCudaHostBatch b = host_batch(x.data(), y.data(), nullptr, n, p, static_cast<double>(n));
+    RhCudaDiagnostics d = diagnostics();
+    HostState<double> out(P);
+    RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &out.view),
+                    RH_CUDA_SUCCESS);
+    double info_err = 0.0;
+    for (int64_t j = 0; j < P * P; ++j)
+      info_err = std::fmax(info_err, std::fabs(out.info[j] - static_cast<double>(expected[j])));
+    std::printf(
+        "rejected majoriser step (%s): converged %d, iterations %lld, max |information - "
+        "(J + curvature Gram)| = %.3e\n",
+        path.name, d.converged, static_cast<long long>(d.iterations), info_err);
+    RH_CHECK(d.converged == 1);
+    RH_CHECK(std::memcmp(out.coef.data(), beta, P * sizeof(double)) == 0);
+    RH_CHECK(info_err == 0.0);
+    rh_cuda_engine_destroy(e);
+  }
+}
+
 void test_asymmetric_restore_round_trips_and_is_kept() {
   RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
   RhCudaEngine* e = nullptr;
@@ -742,6 +815,7 @@ int main() {
   test_graph_cache_follows_changing_batches();
   test_fast_math_stays_close_to_strict_float32();
   test_singular_system_takes_the_minimum_norm_solution();
+  test_rejected_majoriser_step_keeps_the_curvature_gram();
   test_asymmetric_restore_round_trips_and_is_kept();
   test_injected_solver_failure_rolls_back();
   test_device_prediction_matches_host_prediction();
