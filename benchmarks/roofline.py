@@ -55,8 +55,9 @@ launches, inference off), mirrored from engines/cuda/src:
 - LAMM iteration: two groups of four launches for the 40 attempts (the first group's 8
   candidates read X and y once; the second group returns at once), the row pass without the
   Gram, the gradient kernel; after every chunk the Gram's GEMM (and, in the chunk that ended
-  the solve, its row pass), or, when 2 n P^2 > 2e9, a status readback after every chunk and
-  the final row pass, GEMM and commit once, after the synchronisation that showed the end;
+  the solve, its row pass), or, when cuBLAS forms it (P > 128) and 2 n P^2 > 2e9, a status
+  readback after every chunk and the final row pass, GEMM and commit once, after the
+  synchronisation that showed the end;
 - iterations are queued in chunks with one synchronisation each: the first chunk as long as the
   engine's previous update needed (4, or 2 where cuSOLVER factors, for a new engine; capped at
   8, 2 on the cuSOLVER path, 1 there when 2 n P^2 > 2e9), later chunks 2 (Newton), 1
@@ -257,7 +258,6 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     gemv_bytes = (n * c * s + n * s) if wide else 0
     gemv_launch = 1 if wide else 0
     chunks, chunk_rows = gram_split(n, P)
-    sum_launch = 1 if chunks > 1 else 0
     padding_rows = chunks * chunk_rows - n  # zeroed once per batch (cudaMemsetAsync)
     gram_flops = 2.0 * n * P * P
     fused = P <= FUSED_GRAM_MAX_P
@@ -265,8 +265,9 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
         blocks, pad = fused_gram_blocks(n, P)
         partial_bytes = 8 * blocks * pad * pad  # written by the row pass, read by its sum
     # Launches of a row pass with the Gram, beyond the row pass itself: the fused pass's sum,
-    # or cuBLAS's GEMM and its chunk sum.
-    gram_launches = 1 if fused else 1 + sum_launch
+    # or cuBLAS's GEMM and the sum of its chunks (one chunk too: the sum writes the Gram only
+    # when the row pass ran).
+    gram_launches = 1 if fused else 2
 
     def row_pass(with_gram: bool, with_xtu: bool) -> Work:
         # residuals; scaled rows for cuBLAS's Gram; scores unless the pass forms X'u itself
@@ -290,7 +291,7 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
 
     work = Work(bytes=batch_bytes, launches=2, syncs=syncs,  # validation, begin_update
                 transfer_bytes=batch_bytes if host else 0.0)
-    if padding_rows > 0:
+    if padding_rows > 0 and not fused:  # cuBLAS's Gram reads the zeroed padding rows
         work.add(Work(bytes=padding_rows * P * s, launches=1))
     work.add(row_pass(with_gram=not l1, with_xtu=True))
     work.add(Work(launches=1))  # gradient
@@ -308,7 +309,7 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
         # The final Gram's row pass (residuals, scores; no X'u) runs once.
         final = Work(bytes=batch_bytes + 8 * n + n * s)
         final.add(gram_of_the_pass())
-        if 2.0 * n * P * P > HEAVY_GRAM_FLOPS:
+        if 2.0 * n * P * P > HEAVY_GRAM_FLOPS and not fused:
             # A heavy Gram waits for a status readback that shows the end: one more
             # synchronisation and one row pass + Gram + commit, once.
             work.add(Work(syncs=1, launches=2))  # the readback copy, the final commit

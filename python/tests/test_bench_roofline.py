@@ -122,6 +122,11 @@ def test_lamm_with_a_heavy_gram_forms_it_once_after_one_more_synchronisation():
     light = roofline.engine_work(2_000, 256, 8, 9, l1=True, host=False, hint=0)
     assert light.flops == 3 * (2 * 2_000 * P * P)
     assert light.syncs == 3
+    # Up to 128 parameters the row pass forms the Gram and skips by itself until the solve
+    # ended: a heavy Gram (2 * 65,536 * 128^2 = 2.1e9) needs no readback, and is formed once.
+    fused = roofline.engine_work(65_536, 127, 8, 9, l1=True, host=False, hint=0)
+    assert fused.flops == 2 * 65_536 * 128 * 128 > 2e9
+    assert fused.syncs == 3
 
 
 def test_engine_floor_on_the_cusolver_path():
