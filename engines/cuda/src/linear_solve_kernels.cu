@@ -3,7 +3,7 @@
 // acceptance tests of cuSOLVER's Cholesky and LU factors (rh_pivot_floor), the SVD's
 // minimum-norm solve (rh_rank_cutoff) and the equilibration by powers of two.
 #include <cmath>
-#include <utility>
+#include <tuple>
 
 #include "engine_error.hpp"
 #include "step_common.cuh"
@@ -12,142 +12,272 @@ namespace rh {
 
 namespace {
 
-// Small symmetric systems (P <= Engine::small_dense_max) in one block and shared memory:
-// assembles H = (G + J) / N + ridge I, factors H = U'U (upper, row-major), applies the same
-// acceptance test as check_cholesky_kernel (every pivot finite and above rh_pivot_floor(P, eps)
-// times its own column's diagonal of H; a pivot is the squared diagonal of U) and, on the same
-// data, solves H dir = g and forms jdir = J dir for the line search. A refused factor moves the
-// state to kNeedsFallback, exactly as check_cholesky_kernel does after cuSOLVER's potrf.
+// Small symmetric systems (P <= Engine::small_dense_max) in one block: assembles H = (G + J) / N
+// + ridge I, eliminates it with g carried as an extra column, applies the same acceptance test as
+// check_cholesky_kernel and, on the same data, solves H dir = g and forms jdir = J dir for the
+// line search. A refused factor moves the state to kNeedsFallback, exactly as
+// check_cholesky_kernel does after cuSOLVER's potrf.
 //
-// Latency decides the time here, not work: one block barrier per column, and the step that
-// makes the next pivot ready is the only chain between two barriers. Row kk of U is formed on
-// the fly as A[kk][.] / sqrt(d_kk), with the reciprocal root (rsqrt, within an ulp) made by the
-// thread whose update finalises d_kk; the stored row is scaled one column later, when nothing
-// reads it. The two triangular solves run in one warp with the right-hand side in registers
-// (Slots per lane) and a shuffle per column. Slots = ceil(P / 32): the kernel is instantiated
-// for each, so a row costs the instructions of its own width.
+// Latency and instruction issue decide the time here, not arithmetic (docs/decisions.md, "The
+// one-block Cholesky"):
+// - Each thread owns up to Owned elements of the upper triangle of [H | g] and keeps them in
+//   registers from the assembly to the end. Slot s of thread t holds element e = t + s T (T
+//   threads) of the row-major enumeration (row i holds columns i..P), so slot s covers a
+//   contiguous range of rows for the whole block, and the rows of later slots are later.
+// - Symmetric Gaussian elimination, one block barrier per column: at step kk every element below
+//   the pivot row takes a_ij -= (a_ki / d_kk) a_kj, reading row kk from shared memory. The owners
+//   of row kk + 1 publish it as it becomes final, and the owner of its pivot d = a_kk also forms
+//   1 / d, so the next step starts after one barrier. With R the eliminated rows and D their
+//   pivots, H = R' D^-1 R (the Cholesky factor is D^-1/2 R, and d_kk its squared diagonal), and
+//   the carried column has become w with R dir = w: the forward solve is done.
+// - The steps run in phases: once every row of slot s is final, no thread visits slot s again
+//   (the phase's range of slots is a compile-time constant), so a step costs the instructions of
+//   the elements still being updated, not of all of them.
+// - Back substitution in one warp: dir_kk = (w_kk - t_kk) / d_kk, t_i += R[i][kk] dir_kk, with
+//   t in registers (Slots per lane) and a shuffle per column.
 constexpr int kSmallDenseSlots = static_cast<int>((kSmallDenseCap + 31) / 32);
+constexpr int kSmallDenseThreads = 1024;
 
-// Slot s of a lane holds index lane + 32 s. Constant indices only, so the array stays in
-// registers.
-template <int Slots>
-__device__ __forceinline__ double slot_value(const double (&v)[Slots], int slot) {
-  double out = 0.0;
-#pragma unroll
-  for (int s = 0; s < Slots; ++s)
-    out = s == slot ? v[s] : out;
-  return out;
+__host__ __device__ constexpr int64_t augmented_elements(int64_t P) {
+  return P * (P + 3) / 2;
 }
 
-template <class T, int Slots>
-__global__ void small_cholesky_solve_kernel(const T* gram, const double* J, BatchConstants k,
-                                            DeviceScalars* sc, const double* g, double* dir,
-                                            double* jdir) {
+// First element index of row i in the row-major enumeration of the upper triangle of [H | g].
+__device__ __forceinline__ int augmented_row_start(int P, int i) {
+  return i * (2 * P + 3 - i) / 2;
+}
+
+// The row of element e: the root of augmented_row_start(P, i) = e, then exact corrections.
+__device__ __forceinline__ int augmented_row(int P, int e) {
+  const float b = 2.0f * P + 3.0f;
+  int i = static_cast<int>((b - sqrtf(b * b - 8.0f * e)) * 0.5f);
+  i = i < 0 ? 0 : (i > P - 1 ? P - 1 : i);
+  while (i > 0 && augmented_row_start(P, i) > e)
+    --i;
+  while (i < P - 1 && augmented_row_start(P, i + 1) <= e)
+    ++i;
+  return i;
+}
+
+// What a thread owns: its elements' values, and the byte offsets of their row and column in a
+// row of [H | g]. Up to 5 elements per thread the offsets sit in two registers each; above, in
+// one (16 bits each), as the 64 registers a thread of a 1,024-thread block has allow.
+template <int Owned>
+struct OwnedElements {
+  static constexpr bool kPacked = Owned > 5;
+  double value[Owned];
+  int row_bytes_or_both[Owned];
+  int col_bytes_only[kPacked ? 1 : Owned];
+  int pending_row_bytes;  // the row of the next element to publish (rows grow with the slot)
+
+  __device__ __forceinline__ void place(int s, int row_bytes, int col_bytes) {
+    if constexpr (kPacked) {
+      row_bytes_or_both[s] = row_bytes | (col_bytes << 16);
+    } else {
+      row_bytes_or_both[s] = row_bytes;
+      col_bytes_only[s] = col_bytes;
+    }
+  }
+  __device__ __forceinline__ int row_bytes(int s) const {
+    if constexpr (kPacked)
+      return row_bytes_or_both[s] & 0xffff;
+    else
+      return row_bytes_or_both[s];
+  }
+  __device__ __forceinline__ int col_bytes(int s) const {
+    if constexpr (kPacked)
+      return row_bytes_or_both[s] >> 16;
+    else
+      return col_bytes_only[s];
+  }
+};
+
+// Row `row` is final: the threads that own one of its elements publish it, to the pivot row
+// buffer of its parity and to R (or w); the pivot's owner also forms 1 / d. A thread owns at most
+// one element of a row (its slots lie blockDim.x > P + 1 elements apart) and its slots reach
+// their rows in slot order, so one comparison with the row it publishes next tells; that element
+// is in slot First or later, the earlier slots being final.
+template <int Owned, int First>
+__device__ __forceinline__ void publish_pending(OwnedElements<Owned>& own, int row,
+                                                double* pivot_rows, double* factor, double* pivots,
+                                                double* inv_pivot, double* rhs, int P) {
+  if (own.pending_row_bytes != row * static_cast<int>(sizeof(double)))
+    return;
+  // Selects keyed on the row, not an index: an indexed read would move the values to local
+  // memory.
+  const int row_bytes = own.pending_row_bytes;
+  double value = 0.0;
+  int col_bytes = 0;
+  int later_row_bytes = -1;  // the next pending row: the first later slot's
+#pragma unroll
+  for (int s = Owned - 1; s >= First; --s) {
+    const bool here = own.row_bytes(s) == row_bytes;
+    value = here ? own.value[s] : value;
+    col_bytes = here ? own.col_bytes(s) : col_bytes;
+    later_row_bytes = own.row_bytes(s) > row_bytes ? own.row_bytes(s) : later_row_bytes;
+  }
+  const int j = col_bytes / static_cast<int>(sizeof(double));
+  pivot_rows[(row & 1) * (P + 1) + j] = value;
+  if (j == P) {
+    rhs[row] = value;
+  } else if (j > row) {
+    factor[j * P + row] = value;
+  } else {
+    pivots[row] = value;
+    inv_pivot[row] = __drcp_rn(value);
+  }
+  own.pending_row_bytes = later_row_bytes;
+}
+
+// Step kk of the elimination over slots First..Owned-1 (the earlier slots are final). Slots
+// after First are wholly below the pivot row; First only partly.
+template <int Owned, int First>
+__device__ __forceinline__ void eliminate_step(OwnedElements<Owned>& own, int kk,
+                                               const char* pivot_row, double* inv_pivot,
+                                               double* pivot_rows, double* factor, double* pivots,
+                                               double* rhs, int P) {
+  const double inv = inv_pivot[kk];
+  const int kk_bytes = kk * static_cast<int>(sizeof(double));
+  // The loads of a group of elements first, then their updates, and every store after all of
+  // them (a store to shared memory would otherwise order the loads behind it). Groups bound the
+  // registers the loads in flight hold.
+  constexpr int kGroup = OwnedElements<Owned>::kPacked ? 3 : Owned;
+#pragma unroll
+  for (int group = First; group < Owned; group += kGroup) {
+    double left[kGroup];
+    double right[kGroup];
+#pragma unroll
+    for (int s = group; s < group + kGroup && s < Owned; ++s) {
+      if (s > First || own.row_bytes(s) > kk_bytes) {
+        left[s - group] = *reinterpret_cast<const double*>(pivot_row + own.row_bytes(s));
+        right[s - group] = *reinterpret_cast<const double*>(pivot_row + own.col_bytes(s));
+      }
+    }
+#pragma unroll
+    for (int s = group; s < group + kGroup && s < Owned; ++s) {
+      if (s > First || own.row_bytes(s) > kk_bytes)
+        own.value[s] = fma(-(left[s - group] * inv), right[s - group], own.value[s]);
+    }
+  }
+  // Row kk + 1 is final: its owners publish it.
+  publish_pending<Owned, First>(own, kk + 1, pivot_rows, factor, pivots, inv_pivot, rhs, P);
+}
+
+// The steps of phase First and of every later phase: phase First runs while some row of slot
+// First is not final (kk below the last row of its elements, for every thread alike).
+template <int Owned, int First>
+__device__ __forceinline__ void eliminate_phases(OwnedElements<Owned>& own, int& kk, int count,
+                                                 double* pivot_rows, double* inv_pivot,
+                                                 double* factor, double* pivots, double* rhs,
+                                                 int P) {
+  if constexpr (First < Owned) {
+    const int first_element = First * static_cast<int>(blockDim.x);
+    const int end =
+        first_element < count
+            ? augmented_row(P, min(first_element + static_cast<int>(blockDim.x), count) - 1)
+            : 0;
+    for (; kk < end; ++kk) {
+      __syncthreads();  // row kk and 1 / d_kk are published
+      const char* pivot_row = reinterpret_cast<const char*>(pivot_rows + (kk & 1) * (P + 1));
+      eliminate_step<Owned, First>(own, kk, pivot_row, inv_pivot, pivot_rows, factor, pivots, rhs,
+                                   P);
+    }
+    eliminate_phases<Owned, First + 1>(own, kk, count, pivot_rows, inv_pivot, factor, pivots, rhs,
+                                       P);
+  }
+}
+
+template <class T, int Slots, int Owned>
+__global__ void __launch_bounds__(kSmallDenseThreads)
+    small_cholesky_solve_kernel(const T* gram, const double* J, BatchConstants k, DeviceScalars* sc,
+                                const double* g, double* dir, double* jdir) {
   if (sc->state != kRunning)
     return;
   extern __shared__ double smem[];
   const int P = static_cast<int>(k.P);
-  double* A = smem;                 // P x P, row-major; the upper triangle becomes U
-  double* pivots = A + P * P;       // P: d_kk, the squared diagonal of U
-  double* inv_root = pivots + P;    // P: 1 / sqrt(d_kk)
-  double* diagonal = inv_root + P;  // P: H's diagonal, for the pivot test
-  double* solution = diagonal + P;  // P: dir, for J dir
+  const int width = P + 1;              // a row of [H | g]
+  double* factor = smem;                // P x P, column-major: factor[j P + i] = R[i][j], i < j
+  double* pivot_rows = factor + P * P;  // 2 x width: row kk of R at (kk & 1) * width
+  double* inv_pivot = pivot_rows + 2 * width;  // P: 1 / d_kk
+  double* pivots = inv_pivot + P;              // P: d_kk
+  double* diagonal = pivots + P;               // P: H's diagonal, for the pivot test
+  double* rhs = diagonal + P;                  // P: w
+  double* solution = rhs + P;                  // P: dir, for J dir
   const int tid = threadIdx.x;
   const int nthreads = blockDim.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
   const int warps = nthreads >> 5;
+  const int count = static_cast<int>(augmented_elements(P));
   const double inv_n = 1.0 / sc->total_weight;
-  for (int idx = tid; idx < P * P; idx += nthreads) {
-    const int i = idx / P;
-    const int j = idx - i * P;
-    if (i <= j) {
-      const double value = (static_cast<double>(gram[i + static_cast<int64_t>(j) * P]) +
-                            J[static_cast<int64_t>(i) * P + j]) *
-                           inv_n;
-      A[idx] = i == j ? value + k.ridge : value;
-      if (i == j)
-        diagonal[i] = A[idx];
-    }
-  }
-  __syncthreads();
-  if (tid == 0) {
-    pivots[0] = A[0];
-    inv_root[0] = rsqrt(A[0]);
-  }
 
-  for (int kk = 0; kk < P; ++kk) {
-    __syncthreads();  // row kk is final and inv_root[kk] is set
-    const double ir = inv_root[kk];
-    if (kk > 0) {
-      const double previous = inv_root[kk - 1];
-      for (int j = kk + tid; j < P; j += nthreads)
-        A[(kk - 1) * P + j] *= previous;
-    }
-    const double* pivot_row = A + kk * P;
-    for (int i = kk + 1 + warp; i < P; i += warps) {
-      // Every load of the row first (stores to A would otherwise order them one by one).
-      const double ui = pivot_row[i] * ir;
-      double* row = A + i * P;
-      double pivot_part[Slots];
-      double updated[Slots];
+  OwnedElements<Owned> own;
 #pragma unroll
-      for (int s = 0; s < Slots; ++s) {
-        const int j = i + lane + 32 * s;
-        pivot_part[s] = j < P ? pivot_row[j] : 0.0;
-        updated[s] = j < P ? row[j] : 0.0;
-      }
-#pragma unroll
-      for (int s = 0; s < Slots; ++s) {
-        const int j = i + lane + 32 * s;
-        updated[s] -= ui * (pivot_part[s] * ir);
-        if (j < P)
-          row[j] = updated[s];
-      }
-      if (i == kk + 1 && lane == 0) {  // the next pivot is final: its root for the next column
-        pivots[i] = updated[0];
-        inv_root[i] = rsqrt(updated[0]);
+  for (int s = 0; s < Owned; ++s) {
+    const int e = tid + s * nthreads;
+    own.value[s] = 0.0;
+    // Below every pivot row kk < P - 1.
+    own.place(s, P * static_cast<int>(sizeof(double)), P * static_cast<int>(sizeof(double)));
+    if (e < count) {
+      const int i = augmented_row(P, e);
+      const int j = i + (e - augmented_row_start(P, i));
+      own.place(s, i * static_cast<int>(sizeof(double)), j * static_cast<int>(sizeof(double)));
+      if (j == P) {
+        own.value[s] = g[i];
+      } else {
+        own.value[s] = (static_cast<double>(gram[i + static_cast<int64_t>(j) * P]) +
+                        J[static_cast<int64_t>(i) * P + j]) *
+                       inv_n;
+        if (i == j) {
+          own.value[s] += k.ridge;
+          diagonal[i] = own.value[s];
+        }
       }
     }
   }
+  // Row 0 is final as assembled.
+  own.pending_row_bytes = own.row_bytes(0);
+  publish_pending<Owned, 0>(own, 0, pivot_rows, factor, pivots, inv_pivot, rhs, P);
+  // Elements past the end sit in row P, "below" every pivot: their updates read row P of the
+  // pivot buffer (its column P, in bounds) and are never published; no step reaches kk = P - 1.
+  int kk = 0;
+  eliminate_phases<Owned, 0>(own, kk, count, pivot_rows, inv_pivot, factor, pivots, rhs, P);
   __syncthreads();
 
-  // U' z = g (forward), then U dir = z (backward), in warp 0: lane l holds indices l + 32 s.
+  // R dir = w, backward, in warp 0: lane l holds indices l + 32 s; t becomes dir as it is solved.
   if (warp == 0) {
-    double r[Slots];
+    double w[Slots];
+    double invd[Slots];
+    double t[Slots];
 #pragma unroll
     for (int s = 0; s < Slots; ++s) {
       const int i = lane + 32 * s;
-      r[s] = i < P ? g[i] : 0.0;
+      w[s] = i < P ? rhs[i] : 0.0;
+      invd[s] = i < P ? inv_pivot[i] : 0.0;
+      t[s] = 0.0;
     }
-    for (int kk = 0; kk < P; ++kk) {
-      const double zk = __shfl_sync(0xffffffffu, slot_value(r, kk >> 5), kk & 31) * inv_root[kk];
 #pragma unroll
-      for (int s = 0; s < Slots; ++s) {
-        const int j = lane + 32 * s;
-        if (j > kk && j < P)
-          r[s] -= A[kk * P + j] * zk;
-        if (j == kk)
-          r[s] = zk;
-      }
-    }
-    for (int kk = P - 1; kk >= 0; --kk) {
-      const double xk = __shfl_sync(0xffffffffu, slot_value(r, kk >> 5), kk & 31) * inv_root[kk];
+    for (int slot = Slots - 1; slot >= 0; --slot) {
+      for (int l = min(P - 1 - 32 * slot, 31); l >= 0; --l) {
+        const int kk_solve = 32 * slot + l;
+        const double x = __shfl_sync(0xffffffffu, (w[slot] - t[slot]) * invd[slot], l);
+        const double* column = factor + kk_solve * P;
 #pragma unroll
-      for (int s = 0; s < Slots; ++s) {
-        const int j = lane + 32 * s;
-        if (j < kk)
-          r[s] -= A[j * P + kk] * xk;
-        if (j == kk)
-          r[s] = xk;
+        for (int s = 0; s <= slot; ++s) {
+          const int i = lane + 32 * s;
+          if (i < kk_solve)
+            t[s] = fma(column[i], x, t[s]);
+        }
+        if (lane == l)
+          t[slot] = x;
       }
     }
 #pragma unroll
     for (int s = 0; s < Slots; ++s) {
       const int i = lane + 32 * s;
       if (i < P) {
-        dir[i] = r[s];
-        solution[i] = r[s];
+        dir[i] = t[s];
+        solution[i] = t[s];
       }
     }
   }
@@ -308,25 +438,37 @@ __global__ void scale_vector_kernel(double* v, const double* d, int64_t P) {
 
 }  // namespace
 
-// A whole block of warps: each column's trailing update is spread one row per warp, so the
-// latency of a column is a few shared-memory round trips, not a warp's walk over many rows
-// (256 threads measured slower on an H200: 34 vs 27 us at P = 33, 158 vs 95 us at P = 91).
-constexpr int kSmallDenseThreads = 1024;
-
+// P x P doubles for R, two pivot rows of P + 1 and five P-vectors.
 constexpr size_t small_cholesky_shared_bytes(int64_t P) {
-  return static_cast<size_t>(P * P + 4 * P) * sizeof(double);
+  return static_cast<size_t>(P * P + 2 * (P + 1) + 5 * P) * sizeof(double);
 }
 
-template <class T, int Slots>
+// The kernel's instances: Slots = ceil(P / 32) for the back substitution, and for each the
+// element counts per thread that its P range needs with at most kSmallDenseThreads threads (an
+// instance of fewer elements runs more threads, up to that cap).
+template <int S, int O>
+struct SmallDenseShape {
+  static constexpr int kSlots = S;
+  static constexpr int kOwned = O;
+};
+
+using SmallDenseShapes =
+    std::tuple<SmallDenseShape<1, 1>, SmallDenseShape<2, 1>, SmallDenseShape<2, 2>,
+               SmallDenseShape<2, 3>, SmallDenseShape<3, 3>, SmallDenseShape<3, 4>,
+               SmallDenseShape<3, 5>, SmallDenseShape<4, 5>, SmallDenseShape<4, 7>,
+               SmallDenseShape<4, 9>, SmallDenseShape<5, 9>, SmallDenseShape<5, 13>>;
+static_assert(kSmallDenseSlots == 5, "SmallDenseShapes covers P up to 160");
+
+template <class T, class Shape>
 void allow_small_dense_bytes(int bytes) {
-  check_cuda(cudaFuncSetAttribute(small_cholesky_solve_kernel<T, Slots>,
+  check_cuda(cudaFuncSetAttribute(small_cholesky_solve_kernel<T, Shape::kSlots, Shape::kOwned>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
              "cudaFuncSetAttribute (one-block Cholesky)");
 }
 
-template <class T, int... Slots>
-void allow_small_dense_bytes_all(int bytes, std::integer_sequence<int, Slots...>) {
-  (allow_small_dense_bytes<T, Slots + 1>(bytes), ...);
+template <class T, class... Shapes>
+void allow_small_dense_bytes_all(int bytes, std::tuple<Shapes...>*) {
+  (allow_small_dense_bytes<T, Shapes>(bytes), ...);
 }
 
 int64_t configure_small_dense(int device, int64_t cap) {
@@ -340,40 +482,45 @@ int64_t configure_small_dense(int device, int64_t cap) {
   // Above the 48 KiB every kernel may use, the kernels opt in to the bytes the limit needs.
   const size_t bytes = small_cholesky_shared_bytes(limit);
   if (bytes > 48 * 1024) {
-    const auto slots = std::make_integer_sequence<int, kSmallDenseSlots>{};
-    allow_small_dense_bytes_all<float>(static_cast<int>(bytes), slots);
-    allow_small_dense_bytes_all<double>(static_cast<int>(bytes), slots);
+    allow_small_dense_bytes_all<float>(static_cast<int>(bytes),
+                                       static_cast<SmallDenseShapes*>(nullptr));
+    allow_small_dense_bytes_all<double>(static_cast<int>(bytes),
+                                        static_cast<SmallDenseShapes*>(nullptr));
   }
   return limit;
 }
 
-template <class T, int Slots>
-void launch_small_cholesky_slots(const T* gram, const double* J, const BatchConstants& k,
+// The first instance whose slots match P and whose elements per thread cover [H | g] with at
+// most kSmallDenseThreads threads; it runs just enough whole warps for that.
+template <class T, class Shape, class... Rest>
+void launch_small_cholesky_shape(const T* gram, const double* J, const BatchConstants& k,
                                  DeviceScalars* sc, const double* g, double* dir, double* jdir,
                                  cudaStream_t s) {
-  const size_t bytes = small_cholesky_shared_bytes(k.P);
-  small_cholesky_solve_kernel<T, Slots>
-      <<<1, kSmallDenseThreads, bytes, s>>>(gram, J, k, sc, g, dir, jdir);
+  const int64_t elements = augmented_elements(k.P);
+  const int64_t threads = (elements + Shape::kOwned - 1) / Shape::kOwned;
+  if constexpr (sizeof...(Rest) > 0) {
+    if ((k.P + 31) / 32 != Shape::kSlots || threads > kSmallDenseThreads)
+      return launch_small_cholesky_shape<T, Rest...>(gram, J, k, sc, g, dir, jdir, s);
+  }
+  const int block = static_cast<int>((threads + 31) / 32 * 32);
+  small_cholesky_solve_kernel<T, Shape::kSlots, Shape::kOwned>
+      <<<1, block, small_cholesky_shared_bytes(k.P), s>>>(gram, J, k, sc, g, dir, jdir);
   check_launch("small_cholesky_solve_kernel");
+}
+
+template <class T, class... Shapes>
+void launch_small_cholesky_from(const T* gram, const double* J, const BatchConstants& k,
+                                DeviceScalars* sc, const double* g, double* dir, double* jdir,
+                                cudaStream_t s, std::tuple<Shapes...>*) {
+  launch_small_cholesky_shape<T, Shapes...>(gram, J, k, sc, g, dir, jdir, s);
 }
 
 template <class T>
 void launch_small_cholesky_solve(const T* gram, const double* J, const BatchConstants& k,
                                  DeviceScalars* sc, const double* g, double* dir, double* jdir,
                                  cudaStream_t s) {
-  static_assert(kSmallDenseSlots == 5, "one case per slot count below");
-  switch ((k.P + 31) / 32) {
-    case 1:
-      return launch_small_cholesky_slots<T, 1>(gram, J, k, sc, g, dir, jdir, s);
-    case 2:
-      return launch_small_cholesky_slots<T, 2>(gram, J, k, sc, g, dir, jdir, s);
-    case 3:
-      return launch_small_cholesky_slots<T, 3>(gram, J, k, sc, g, dir, jdir, s);
-    case 4:
-      return launch_small_cholesky_slots<T, 4>(gram, J, k, sc, g, dir, jdir, s);
-    default:
-      return launch_small_cholesky_slots<T, 5>(gram, J, k, sc, g, dir, jdir, s);
-  }
+  launch_small_cholesky_from<T>(gram, J, k, sc, g, dir, jdir, s,
+                                static_cast<SmallDenseShapes*>(nullptr));
 }
 
 template <class T>

@@ -231,14 +231,16 @@ RhCudaDiagnostics least_squares_update(const DensePath& path, const Batch<double
 }
 
 // tau = 100 leaves every residual in the quadratic zone: the first Newton step is the least
-// squares solution, computed here in long double. P crosses the one-block kernel's 32-parameter
-// register slots (32, 33, 64, 91) and its limit (160, 161 on an H200), up to the standard wide
-// shape's 257, and the fused Gram's padded widths (16, 17, 24, 33, 40, 64, 91, 128) and its
-// limit (128, 129).
+// squares solution, computed here in long double. P crosses every instance of the one-block
+// kernel (its back substitution's 32-parameter slots and its elements per thread: P = 7-32, 33,
+// 50, 64, 70, 80, 91, 97, 110, 128, 129, 150, 160) and its limit (160, 161 on an H200), up to
+// the standard wide shape's 257, and the fused Gram's padded widths (16, 17, 24, 33, 40, 64,
+// 91, 128) and its limit (128, 129).
 void test_large_tau_reproduces_ordinary_least_squares() {
-  for (int64_t features : {kFeatures, int64_t{15}, int64_t{16}, int64_t{23}, int64_t{31},
-                           int64_t{32}, int64_t{39}, int64_t{63}, int64_t{90}, int64_t{127},
-                           int64_t{128}, int64_t{159}, int64_t{160}, int64_t{256}}) {
+  for (int64_t features : {kFeatures,    int64_t{15},  int64_t{16},  int64_t{23},  int64_t{31},
+                           int64_t{32},  int64_t{39},  int64_t{49},  int64_t{63},  int64_t{69},
+                           int64_t{79},  int64_t{90},  int64_t{96},  int64_t{109}, int64_t{127},
+                           int64_t{128}, int64_t{149}, int64_t{159}, int64_t{160}, int64_t{256}}) {
     const int64_t P = features + 1;
     Batch<double> data = make_batch<double>(7, 3000, features, true, true, 0.0);
     std::vector<long double> A(static_cast<size_t>(P * P), 0.0L), rhs(static_cast<size_t>(P));
