@@ -14,29 +14,53 @@ namespace {
 constexpr int kSelectThreads = 1024;
 static_assert(kSelectThreads / 32 >= kLineSearchTrials, "a warp per trial");
 
-// First trial index at which beta - t d rounds back to beta in every component (kLineSearchTrials
-// when none does). Rounding is monotone in t, so every later, smaller step vanishes as well.
-__device__ int vanishing_trial(const double* beta, const double* dir, int64_t P, int* shared) {
-  int first = 0;
-  for (int64_t j = threadIdx.x; j < P; j += kSelectThreads) {
-    double t = 1.0;
-    int trial = 0;
-    while (trial < kLineSearchTrials && beta[j] - t * dir[j] != beta[j]) {
-      t *= 0.5;
-      ++trial;
+// First trial index at which beta_j - t d_j rounds back to beta_j (kLineSearchTrials when none
+// does). Rounding is monotone in t, so every later, smaller step vanishes as well.
+__device__ __forceinline__ int vanishing_trial(double beta, double dir) {
+  double t = 1.0;
+  int trial = 0;
+  while (trial < kLineSearchTrials && beta - t * dir != beta) {
+    t *= 0.5;
+    ++trial;
+  }
+  return trial;
+}
+
+// Thread 0's totals of N per-thread values over the block: each warp's fixed shuffle tree, one
+// barrier, then the warp totals in warp order (block_sum's order, so the same bits), and the
+// largest of an int per thread. The other threads get nothing: thread 0 alone decides.
+template <int N>
+__device__ __forceinline__ void sums_to_thread0(const double (&v)[N], int largest, double* shared,
+                                                int* shared_int, double (&total)[N],
+                                                int& total_largest) {
+  constexpr int kWarps = kSelectThreads / 32;
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  double mine[N];
+#pragma unroll
+  for (int n = 0; n < N; ++n)
+    mine[n] = warp_sum(v[n]);
+  largest = __reduce_max_sync(0xffffffffu, largest);
+  if (lane == 0) {
+#pragma unroll
+    for (int n = 0; n < N; ++n)
+      shared[n * kWarps + warp] = mine[n];
+    shared_int[warp] = largest;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+      double acc = 0.0;
+      for (int w = 0; w < kWarps; ++w)
+        acc += shared[n * kWarps + w];
+      total[n] = acc;
     }
-    first = max(first, trial);
+    int most = 0;
+    for (int w = 0; w < kWarps; ++w)
+      most = max(most, shared_int[w]);
+    total_largest = most;
   }
-  shared[threadIdx.x] = first;
-  __syncthreads();
-  for (int s = kSelectThreads / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s)
-      shared[threadIdx.x] = max(shared[threadIdx.x], shared[threadIdx.x + s]);
-    __syncthreads();
-  }
-  const int result = shared[0];
-  __syncthreads();
-  return result;
 }
 
 // The line search of docs/algorithm.md ("Unpenalised"). F is the objective at beta evaluated
@@ -70,21 +94,22 @@ __global__ void __launch_bounds__(kSelectThreads)
     if ((threadIdx.x & 31) == 0)
       trial_sums[t] = total;
   }
-  double a = 0.0, b = 0.0, c = 0.0;
+  // Per thread: its share of delta' J delta, of the line's slope and curvature terms, of the
+  // nonzero count of dir, and the first trial at which its coefficients stop moving.
+  double mine[4] = {0.0, 0.0, 0.0, 0.0};
+  int vanishes_mine = 0;
   for (int64_t j = threadIdx.x; j < k.P; j += kSelectThreads) {
     const double delta = beta[j] - beta0[j];
-    a += delta * jdelta[j];
-    b += dir[j] * jdelta[j] + delta * jdir[j];
-    c += dir[j] * jdir[j];
+    mine[0] += delta * jdelta[j];
+    mine[1] += dir[j] * jdelta[j] + delta * jdir[j];
+    mine[2] += dir[j] * jdir[j];
+    mine[3] += dir[j] != 0.0 ? 1.0 : 0.0;
+    vanishes_mine = max(vanishes_mine, vanishing_trial(beta[j], dir[j]));
   }
-  a = block_sum<kSelectThreads>(a, shared);
-  b = block_sum<kSelectThreads>(b, shared);
-  c = block_sum<kSelectThreads>(c, shared);
-  const int vanishes_from = vanishing_trial(beta, dir, k.P, shared_index);
-  double nonzero = 0.0;
-  for (int64_t j = threadIdx.x; j < k.P; j += kSelectThreads)
-    nonzero += dir[j] != 0.0 ? 1.0 : 0.0;
-  nonzero = block_sum<kSelectThreads>(nonzero, shared);
+  double line[4];  // thread 0's: a, b, c, nonzero
+  int vanishes_from = 0;
+  sums_to_thread0<4>(mine, vanishes_mine, shared, shared_index, line, vanishes_from);
+  const double a = line[0], b = line[1], c = line[2], nonzero = line[3];
   // Thread 0's: a step the line search cut short ends the solve only when it also changed f by
   // at most tol |f| (short because of the cut, it says nothing of the distance to the optimum,
   // which a first-order decrease of f reveals).
@@ -154,17 +179,19 @@ __global__ void __launch_bounds__(kSelectThreads)
     }
     return;
   }
-  double step2 = 0.0, norm2 = 0.0;
+  double squares[2] = {0.0, 0.0};  // of the step and of the new beta
   for (int64_t j = threadIdx.x; j < k.P; j += kSelectThreads) {
     const double updated = beta[j] - t * dir[j];
     const double step = updated - beta[j];
     beta[j] = updated;
-    step2 += step * step;
-    norm2 += updated * updated;
+    squares[0] += step * step;
+    squares[1] += updated * updated;
   }
-  step2 = block_sum<kSelectThreads>(step2, shared);
-  norm2 = block_sum<kSelectThreads>(norm2, shared);
+  double totals[2];
+  int unused = 0;
+  sums_to_thread0<2>(squares, 0, shared, shared_index, totals, unused);
   if (threadIdx.x == 0) {
+    const double step2 = totals[0], norm2 = totals[1];
     sc->fresh = 1;
     sc->zero_newton_step = 0;
     if (!isfinite(norm2) || !isfinite(sc->objective)) {
