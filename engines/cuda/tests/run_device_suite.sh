@@ -4,6 +4,8 @@
 # the CUDA-marked and then the full pytest suite, the conformance kit on librh_cuda, and a short
 # per-batch timing. Logs land in OUTDIR (at most 8 files); OUTDIR/summary.txt has one line per
 # step with pass/fail counts. A CUDA test that skips on the GPU host counts as a failure.
+# RH_SUITE_FULL_PYTEST=0 leaves the last step, the full Python suite, out (a quicker re-check of
+# engine changes; release evidence runs it).
 #
 #   engines/cuda/tests/run_device_suite.sh OUTDIR [BUILD_DIR]
 set -u
@@ -112,14 +114,19 @@ else
 fi
 
 # -------------------------------------------------------------- full pytest suite (last)
-echo "===== full suite" >>"$OUTDIR/pytest.log"
-# This host's NumPy/BLAS rounds the golden reference differently in the last digits
-# (float32 cases: one ulp, ~1e-7): compare the regenerated corpora within 1e-6.
-export RH_GOLDEN_RTOL=1e-6
-(cd "$ROOT" && timeout 300 python3 -m pytest -q -rs -p no:cacheprovider --continue-on-collection-errors python/tests) >>"$OUTDIR/pytest.log" 2>&1
-rc=$?
-line=$(pytest_counts "$OUTDIR/pytest.log")
-if [ $rc -eq 0 ]; then verdict pytest-all PASS "$line"; else verdict pytest-all FAIL "rc $rc: $line"; fi
+if [ "${RH_SUITE_FULL_PYTEST:-1}" = 0 ]; then
+  # A quick re-check of engine changes, not release evidence: the summary says it was left out.
+  note "$(printf '%-22s %-4s %s' pytest-all SKIP 'RH_SUITE_FULL_PYTEST=0: the full Python suite was left out')"
+else
+  echo "===== full suite" >>"$OUTDIR/pytest.log"
+  # This host's NumPy/BLAS rounds the golden reference differently in the last digits
+  # (float32 cases: one ulp, ~1e-7): compare the regenerated corpora within 1e-6.
+  export RH_GOLDEN_RTOL=1e-6
+  (cd "$ROOT" && timeout 300 python3 -m pytest -q -rs -p no:cacheprovider --continue-on-collection-errors python/tests) >>"$OUTDIR/pytest.log" 2>&1
+  rc=$?
+  line=$(pytest_counts "$OUTDIR/pytest.log")
+  if [ $rc -eq 0 ]; then verdict pytest-all PASS "$line"; else verdict pytest-all FAIL "rc $rc: $line"; fi
+fi
 
 note "FAILED STEPS: $FAILED"
 [ $FAILED -eq 0 ]
