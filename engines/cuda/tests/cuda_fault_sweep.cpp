@@ -248,14 +248,9 @@ RhCudaStatus op_restore(Fixture& f) {
   for (int k = 0; k < kParams * kParams; ++k)
     information32[k] = static_cast<float>(information[k]);
   const bool f32 = f.dtype == RH_CUDA_DTYPE_FLOAT32;
-  RhCudaHostStateView v{};
-  v.abi_version = RH_CUDA_ABI_VERSION;
-  v.struct_size = sizeof v;
-  v.coefficients = f32 ? static_cast<const void*>(coefficients32) : coefficients;
-  v.information = f32 ? static_cast<const void*>(information32) : information;
-  v.n_samples_seen = 120;
-  v.batch_count = 3;
-  v.weight_sum = 117.5;
+  const RhCudaHostStateView v = rhtest::restore_view(
+      f32 ? static_cast<const void*>(coefficients32) : coefficients,
+      f32 ? static_cast<const void*>(information32) : information, 120, 3, 117.5);
   return rh_cuda_engine_restore(f.engine, &v);
 }
 RhCudaStatus op_update_newton(Fixture& f) {

@@ -315,14 +315,7 @@ void test_restore_misuse(RhCudaEngine* e) {
   HostState<double> s(kP);
   for (int64_t i = 0; i < kP; ++i)
     s.coef[i] = 0.1 * static_cast<double>(i);
-  RhCudaHostStateView v{};
-  v.abi_version = RH_CUDA_ABI_VERSION;
-  v.struct_size = sizeof v;
-  v.coefficients = s.coef.data();
-  v.information = s.info.data();
-  v.n_samples_seen = 10;
-  v.batch_count = 1;
-  v.weight_sum = 10.0;
+  const RhCudaHostStateView v = restore_view(s.coef.data(), s.info.data(), 10, 1, 10.0);
   RhCudaHostStateView w = v;
   w.batch_count = 0;
   expect_refused(e, "batch_count inconsistent", RH_CUDA_INVALID_ARGUMENT, "batch_count",
@@ -930,15 +923,9 @@ void test_meat_and_old_size_state_structs() {
     old_out->struct_size = old_size;
     RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b, &c, &d, old_out), RH_CUDA_SUCCESS);
     RH_CHECK(old_out->batch_count == 2);
-    RhCudaHostStateView v{};
-    v.abi_version = RH_CUDA_ABI_VERSION;
-    v.struct_size = sizeof v;
-    v.coefficients = s.coef.data();
-    v.information = s.info.data();
-    v.n_samples_seen = old_out->n_samples_seen;
-    v.batch_count = old_out->batch_count;
+    RhCudaHostStateView v = restore_view(s.coef.data(), s.info.data(), old_out->n_samples_seen,
+                                         old_out->batch_count, old_out->weight_sum);
     v.previous_lambda = old_out->previous_lambda;
-    v.weight_sum = old_out->weight_sum;
     std::memcpy(old_view, &v, old_size);
     old_view->struct_size = old_size;
     RH_CHECK_STATUS(rh_cuda_engine_restore(e, old_view), RH_CUDA_SUCCESS);
@@ -1020,12 +1007,7 @@ void test_rules_shared_with_the_cpu_engine(RhCudaEngine* e) {
                  });
 
   HostState<double> empty(kP);
-  RhCudaHostStateView v{};
-  v.abi_version = RH_CUDA_ABI_VERSION;
-  v.struct_size = sizeof v;
-  v.coefficients = empty.coef.data();
-  v.information = empty.info.data();
-  v.weight_sum = 5.0;
+  const RhCudaHostStateView v = restore_view(empty.coef.data(), empty.info.data(), 0, 0, 5.0);
   expect_refused(e, "weight without a batch", RH_CUDA_INVALID_ARGUMENT,
                  "weight_sum is 5 with batch_count 0",
                  [&] { return rh_cuda_engine_restore(e, &v); });

@@ -583,15 +583,7 @@ void test_rejected_majoriser_step_keeps_the_curvature_gram() {
       in.coef[j] = beta[j];
       in.info[j * P + j] = 100.0;
     }
-    RhCudaHostStateView v{};
-    v.abi_version = RH_CUDA_ABI_VERSION;
-    v.struct_size = sizeof v;
-    v.coefficients = in.coef.data();
-    v.information = in.info.data();
-    v.n_samples_seen = 100;
-    v.batch_count = 1;
-    v.previous_lambda = 0.0;
-    v.weight_sum = 100.0;
+    const RhCudaHostStateView v = restore_view(in.coef.data(), in.info.data(), 100, 1, 100.0);
     RH_CHECK_STATUS(rh_cuda_engine_restore(e, &v), RH_CUDA_SUCCESS);
     RhCudaUpdateConfig c = config(p, RH_CUDA_PENALTY_NONE, 1.0);
     RhCudaHostBatch b = host_batch(x.data(), y.data(), nullptr, n, p, static_cast<double>(n));
@@ -625,15 +617,7 @@ void test_asymmetric_restore_round_trips_and_is_kept() {
     for (int64_t c = 0; c < kP; ++c)
       in.info[r * kP + c] = (r == c ? 800.0 : 0.0) + 3.0 * rng.normal();
   }
-  RhCudaHostStateView v{};
-  v.abi_version = RH_CUDA_ABI_VERSION;
-  v.struct_size = sizeof v;
-  v.coefficients = in.coef.data();
-  v.information = in.info.data();
-  v.n_samples_seen = 1000;
-  v.batch_count = 2;
-  v.previous_lambda = 0.0;
-  v.weight_sum = 1000.0;
+  const RhCudaHostStateView v = restore_view(in.coef.data(), in.info.data(), 1000, 2, 1000.0);
   RH_CHECK_STATUS(rh_cuda_engine_restore(e, &v), RH_CUDA_SUCCESS);
   HostState<double> out(kP);
   RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &out.view), RH_CUDA_SUCCESS);
@@ -671,14 +655,7 @@ void test_injected_solver_failure_rolls_back() {
     in.coef[j] = 0.25 * static_cast<double>(j);
     in.info[j * kP + j] = 50.0;
   }
-  RhCudaHostStateView v{};
-  v.abi_version = RH_CUDA_ABI_VERSION;
-  v.struct_size = sizeof v;
-  v.coefficients = in.coef.data();
-  v.information = in.info.data();
-  v.n_samples_seen = 50;
-  v.batch_count = 1;
-  v.weight_sum = 50.0;
+  const RhCudaHostStateView v = restore_view(in.coef.data(), in.info.data(), 50, 1, 50.0);
   RH_CHECK_STATUS(rh_cuda_engine_restore(e, &v), RH_CUDA_SUCCESS);
   Batch<double> data = make_batch<double>(4, 300, kFeatures, true, false);
   RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE);

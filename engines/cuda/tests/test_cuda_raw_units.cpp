@@ -453,15 +453,8 @@ void test_asymmetric_information_takes_the_majoriser_through_lu() {
   }
   start.info[0 * P + 1] += 1e-15;
   start.weight_sum = 10.0;
-  RhCudaHostStateView v{};
-  v.abi_version = RH_CUDA_ABI_VERSION;
-  v.struct_size = sizeof v;
-  v.coefficients = start.coef.data();
-  v.information = start.info.data();
-  v.n_samples_seen = 10;
-  v.batch_count = 1;
-  v.previous_lambda = 0.0;
-  v.weight_sum = start.weight_sum;
+  const RhCudaHostStateView v =
+      restore_view(start.coef.data(), start.info.data(), 10, 1, start.weight_sum);
   const std::vector<Batch<double>> batches = {raw_batch<double>(41, 2000, p, 1e5, 200.0, 5)};
   const RhCudaUpdateConfig c = newton_config(p);
   const std::vector<Step> host =

@@ -138,6 +138,22 @@ inline RhCudaHostBatch host_batch(const void* x, const void* y, const void* w, i
   return b;
 }
 
+// A state to restore from caller arrays (coefficients: P values, information: P x P) with the
+// given counts; previous_lambda 0 and no K.
+inline RhCudaHostStateView restore_view(const void* coefficients, const void* information,
+                                        int64_t n_samples_seen, int64_t batch_count,
+                                        double weight_sum) {
+  RhCudaHostStateView v{};
+  v.abi_version = RH_CUDA_ABI_VERSION;
+  v.struct_size = sizeof v;
+  v.coefficients = coefficients;
+  v.information = information;
+  v.n_samples_seen = n_samples_seen;
+  v.batch_count = batch_count;
+  v.weight_sum = weight_sum;
+  return v;
+}
+
 template <class T>
 struct Batch {
   std::vector<T> x, y, w;
