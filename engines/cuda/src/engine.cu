@@ -61,7 +61,6 @@ struct ResourceSet {
   // The one-block Cholesky's limit on this device (configure_small_dense: the kernels'
   // shared-memory opt-in is set once per set, not per engine).
   int64_t small_dense_max = 0;
-  int64_t panel_dense_max = 0;  // the panel Cholesky's, likewise
 
   ResourceSet() = default;
   ResourceSet(const ResourceSet&) = delete;
@@ -209,7 +208,6 @@ std::unique_ptr<ResourceSet> make_resource_set(int device) {
   check_cusolver(cusolverDnCreate(&set->solver), "cusolverDnCreate");
   check_cusolver(cusolverDnCreateGesvdjInfo(&set->svd_params), "cusolverDnCreateGesvdjInfo");
   set->small_dense_max = configure_small_dense(device, kSmallDenseCap);
-  set->panel_dense_max = configure_panel_dense(device, kPanelDenseCap);
   set->blas_work.bind(set->stream, set->memory);
   // A fixed workspace keeps cuBLAS from allocating during graph capture.
   set->blas_work.reserve(kBlasWorkspaceBytes, "cuBLAS workspace");
@@ -283,7 +281,6 @@ void lease_resources(Engine& e) {
   e.solver = r.solver;
   e.svd_params = r.svd_params;
   e.small_dense_max = small_dense_limit_setting(r.small_dense_max);
-  e.panel_dense_max = panel_dense_limit_setting(r.panel_dense_max);
   r.for_each_carried(e.ws, [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
   e.ws.for_each([&](GrowingBuffer& b) {
     if (b.kind() == MemoryKind::Device)

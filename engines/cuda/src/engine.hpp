@@ -198,17 +198,10 @@ struct Engine {
   // Newton systems of at most this many parameters use the one-block Cholesky (the resource
   // set's limit from the device's shared memory, or the tests' lower cap).
   int64_t small_dense_max = 0;
-  // Larger Newton systems up to this many parameters use the panel Cholesky (the same).
-  int64_t panel_dense_max = 0;
   // Row passes with the Gram at most this many parameters wide form it themselves, unless they
   // also write K's rows (kFusedGramMaxP, or the tests' lower cap; UpdateContext::fused_gram).
   int64_t fused_gram_max = kFusedGramMaxP;
 
-  // The Newton system is factored, tested and solved by one kernel (the one-block or the panel
-  // Cholesky) rather than cuSOLVER's chain.
-  bool dense_kernel_solves() const {
-    return P <= small_dense_max || P <= panel_dense_max;
-  }
   bool graphs_enabled() const {
     return (enabled_flags & RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS) != 0;
   }

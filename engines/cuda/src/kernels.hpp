@@ -128,17 +128,6 @@ void launch_small_cholesky_solve(const T* gram, const double* J, const BatchCons
 // per block; lets the kernel use that much. Called when a resource set is made (device
 // current).
 int64_t configure_small_dense(int device, int64_t cap);
-// Engine::small_dense_max < P <= Engine::panel_dense_max, while running: the same factorisation,
-// pivot test and solve for dir as launch_small_cholesky_solve (J dir is left to launch_matvec), by
-// a blocked single-block kernel that writes H's factor L (row-major, lower triangle) to the P x P
-// `factor`.
-template <class T>
-void launch_panel_cholesky_solve(const T* gram, const double* J, const BatchConstants& k,
-                                 DeviceScalars* sc, const double* g, double* factor, double* dir,
-                                 cudaStream_t s);
-// The largest P, at most cap, whose panel Cholesky fits the device's opt-in shared memory per
-// block; lets the kernel use that much. Called when a resource set is made (device current).
-int64_t configure_panel_dense(int device, int64_t cap);
 // While running, on cuSOLVER's Cholesky factor of H = (G + J) / N + ridge I: accepts it when
 // info == 0 and every squared pivot exceeds rh_pivot_floor(P, eps) times H's own diagonal entry
 // (recomputed from gram and J); a refused attempt moves the state to kNeedsFallback.

@@ -1,11 +1,10 @@
 // The Newton step's solve ladder (docs/decisions.md, "Linear solve ladder"): Cholesky when H is
 // bitwise symmetric, then, on the equilibrated system, LU with partial pivoting, then the SVD.
 // All in double. Systems of
-// up to Engine::small_dense_max parameters are factored and solved by one single-block kernel,
-// up to Engine::panel_dense_max by the blocked single-block kernel; larger ones by cuSOLVER. The
-// same ladder solves with the majoriser M = [G_m + J] / N + ridge I of the Newton fallback
-// (docs/algorithm.md, "Unpenalised"): the matrix is assembled from whichever Gram the caller
-// passes.
+// up to Engine::small_dense_max parameters are factored and solved by one single-block kernel;
+// larger ones by cuSOLVER. The same ladder solves with the majoriser M = [G_m + J] / N + ridge I of
+// the Newton fallback (docs/algorithm.md, "Unpenalised"): the matrix is assembled from
+// whichever Gram the caller passes.
 #include "engine_error.hpp"
 #include "kernels.hpp"
 #include "solvers.hpp"
@@ -33,17 +32,10 @@ void assemble(UpdateContext<T>& ctx, const T* gram) {
 template <class T>
 void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram) {
   Engine& e = ctx.e;
-  // Factor, acceptance test and the solve for the next direction in one kernel (the one-block
-  // kernel also forms J dir).
   if (ctx.small_dense()) {
+    // Factor, acceptance test, the solve for the next direction and J dir in one kernel.
     launch_small_cholesky_solve<T>(gram, ctx.information64(), ctx.k, ctx.device_scalars(),
                                    ctx.grad(), e.ws.dir.as<double>(), e.ws.jdir.as<double>(),
-                                   e.stream);
-    return;
-  }
-  if (ctx.dense_kernel()) {
-    launch_panel_cholesky_solve<T>(gram, ctx.information64(), ctx.k, ctx.device_scalars(),
-                                   ctx.grad(), e.ws.hessian.as<double>(), e.ws.dir.as<double>(),
                                    e.stream);
     return;
   }
@@ -63,7 +55,7 @@ void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram) {
 template <class T>
 void enqueue_cholesky_solve(UpdateContext<T>& ctx) {
   refuse_if_injected(ctx);
-  if (ctx.dense_kernel())
+  if (ctx.small_dense())
     return;  // the attempt already solved for the direction
   Engine& e = ctx.e;
   const int n = static_cast<int>(ctx.k.P);

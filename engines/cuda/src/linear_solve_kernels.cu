@@ -2,11 +2,8 @@
 // ladder"; linear_solve.cu orchestrates it): the one-block Cholesky solve of small systems, the
 // acceptance tests of cuSOLVER's Cholesky and LU factors (rh_pivot_floor), the SVD's
 // minimum-norm solve (rh_rank_cutoff) and the equilibration by powers of two.
-#include <algorithm>
 #include <cmath>
 #include <tuple>
-
-#include <cuda_pipeline.h>
 
 #include "engine_error.hpp"
 #include "step_common.cuh"
@@ -292,9 +289,12 @@ __global__ void __launch_bounds__(kSmallDenseThreads)
       refused = 1;
   }
   refused = __syncthreads_or(refused);  // also publishes the solution to every warp
-  // jdir = J dir, one row per warp.
+  // jdir = J dir, one row per warp, in the lane order and shuffle tree of matvec_kernel.
   for (int j = warp; j < P; j += warps) {
-    const double acc = warp_matvec_row(J, solution, P, j);
+    double acc = 0.0;
+    for (int c = lane; c < P; c += 32)
+      acc += J[static_cast<int64_t>(j) * P + c] * solution[c];
+    acc = warp_sum(acc);
     if (lane == 0)
       jdir[j] = acc;
   }
@@ -303,267 +303,6 @@ __global__ void __launch_bounds__(kSmallDenseThreads)
     if (refused)
       sc->state = kNeedsFallback;
   }
-}
-
-// The panel Cholesky (docs/decisions.md, "The panel Cholesky"): for P above the one-block
-// kernel's limit, the same factorisation, pivot test and solve for dir by one block,
-// left-looking, 32 columns at a time (J dir is left to matvec_kernel). The row g' is carried
-// under H as row P of the panels, so its part of the factor is w with L w = g: the forward solve
-// comes for free.
-// - Panel j0 holds rows j0..P of columns j0..j0+31 in shared memory. The earlier panels' part,
-//   L[j0.., :j0] L[j0..j0+31, :j0]', comes from the tensor cores (mma m8n8k4, 8-row strips per
-//   warp, accumulated over the whole panel in registers), reading L back from global memory 16
-//   columns at a time through two shared-memory buffers: the asynchronous copy of the next
-//   chunk overlaps the products of this one.
-// - The diagonal 32 x 32 block is factored by one warp, a row per lane, with shuffles and no
-//   block barrier; the rows below (and g) are solved against it, a row per thread.
-// - Every per-column loop is a loop, not unrolled: a lane keeps its row's columns kk..kk+31 in
-//   registers and shifts them down one as column kk is done, so each step runs the same
-//   instructions. Fully unrolled, the column steps made ~280 KB of straight-line code that one
-//   warp ran once per panel, fetching nearly every instruction from L2.
-// - L' dir = w, a panel at a time from the last: the block forms the earlier solution's part,
-//   one warp solves the 32 x 32 triangle with shuffles.
-constexpr int kPanelWidth = 32;  // columns per panel: one lane per row of its diagonal block
-constexpr int kPanelLd = 33;     // doubles per panel row
-constexpr int kChunkWidth = 16;  // columns of L per staged chunk
-constexpr int kChunkLd = 20;     // = 4 (mod 16) doubles: conflict-free fragment loads
-constexpr int kColumnLd = 2 * kPanelWidth;  // the diagonal block's columns, as rows, padded
-constexpr int kPanelThreads = 512;
-constexpr int kPanelWarps = kPanelThreads / 32;
-constexpr int kPanelStrips = 4;  // 8-row strips per warp: at most P + 1 = 512 rows
-
-// Rows of the panel buffers: every row of the first panel, g's included, in whole 8-row strips,
-// and at least the 32 rows the diagonal block's fragments read.
-__host__ __device__ constexpr int64_t panel_buffer_rows(int64_t P) {
-  return (P + 8) / 8 * 8 > kPanelWidth ? (P + 8) / 8 * 8 : kPanelWidth;
-}
-
-// Queues chunk `chunk` of L's columns (rows j0.. of the first panel's height) into its buffer:
-// rows of H by asynchronous copy, the row of g from `forward`, rows past the panel as zeros.
-__device__ __forceinline__ void stage_factor_chunk(double* buffer, const double* factor,
-                                                   const double* forward, int P, int j0, int R,
-                                                   int filled, int chunk) {
-  const int kc0 = chunk * kChunkWidth;
-  for (int idx = threadIdx.x; idx < filled * kChunkWidth; idx += kPanelThreads) {
-    const int r = idx / kChunkWidth;
-    const int kk = idx % kChunkWidth;
-    double* dst = buffer + r * kChunkLd + kk;
-    const int i = j0 + r;
-    if (i < P)
-      __pipeline_memcpy_async(dst, factor + static_cast<int64_t>(i) * P + kc0 + kk, sizeof(double));
-    else
-      *dst = r < R ? forward[kc0 + kk] : 0.0;
-  }
-  __pipeline_commit();
-}
-
-template <class T>
-__global__ void __launch_bounds__(kPanelThreads)
-    panel_cholesky_solve_kernel(const T* gram, const double* J, BatchConstants k, DeviceScalars* sc,
-                                const double* g, double* factor, double* dir) {
-  if (sc->state != kRunning)
-    return;
-  extern __shared__ double smem[];
-  const int P = static_cast<int>(k.P);
-  const int rows = static_cast<int>(panel_buffer_rows(P));
-  double* panel = smem;                                 // rows x kPanelLd
-  double* chunks = panel + rows * kPanelLd;             // 2 x rows x kChunkLd
-  double* columns = chunks + 2 * rows * kChunkLd;       // kPanelWidth x kColumnLd
-  double* forward = columns + kPanelWidth * kColumnLd;  // P: w, the factor's row of g
-  double* diagonal = forward + P;                       // P: H's diagonal, for the pivot test
-  double* inv_root = diagonal + P;                      // P: 1 / L_kk
-  double* solution = inv_root + P;                      // P: dir
-  const int tid = threadIdx.x;
-  const int lane = tid & 31;
-  const int warp = tid >> 5;
-  const double inv_n = 1.0 / sc->total_weight;
-  const double floor = rh_pivot_floor(P, k.dtype_epsilon);
-
-  for (int j0 = 0; j0 < P; j0 += kPanelWidth) {
-    const int nb = min(kPanelWidth, P - j0);
-    const int R = P + 1 - j0;  // rows j0..P-1 of H, then g
-    const int strips = (R + 7) / 8;
-    const int filled = max(strips * 8, kPanelWidth);
-    // The panel as assembled: its lower part ((i, j), i >= j), exactly as the cuSOLVER path's
-    // assembly forms it; zeros elsewhere.
-    for (int idx = tid; idx < R * kPanelWidth; idx += kPanelThreads) {
-      const int r = idx / kPanelWidth;
-      const int c = idx % kPanelWidth;
-      const int i = j0 + r;
-      const int j = j0 + c;
-      double v = 0.0;
-      if (c < nb && i >= j) {
-        if (i == P) {
-          v = g[j];
-        } else {
-          const int64_t row = static_cast<int64_t>(i) * P;
-          v = (static_cast<double>(gram[j + row]) + J[row + j]) * inv_n;
-          if (i == j) {
-            v += k.ridge;
-            diagonal[j] = v;
-          }
-        }
-      }
-      panel[r * kPanelLd + c] = v;
-    }
-
-    // The earlier panels' part on the tensor cores.
-    const int chunk_count = j0 / kChunkWidth;
-    double acc[kPanelStrips][4][2] = {};
-    if (chunk_count > 0)
-      stage_factor_chunk(chunks, factor, forward, P, j0, R, filled, 0);
-    for (int c = 0; c < chunk_count; ++c) {
-      __pipeline_wait_prior(0);
-      __syncthreads();  // chunk c is in; every warp is done with the other buffer
-      if (c + 1 < chunk_count)
-        stage_factor_chunk(chunks + ((c + 1) & 1) * rows * kChunkLd, factor, forward, P, j0, R,
-                           filled, c + 1);
-      const double* buffer = chunks + (c & 1) * rows * kChunkLd;
-#pragma unroll
-      for (int ks = 0; ks < kChunkWidth / 4; ++ks) {
-        const int column = 4 * ks + (lane & 3);
-        double b[4];
-#pragma unroll
-        for (int cg = 0; cg < 4; ++cg)
-          b[cg] = buffer[(8 * cg + (lane >> 2)) * kChunkLd + column];
-#pragma unroll
-        for (int s = 0; s < kPanelStrips; ++s) {
-          const int strip = warp + kPanelWarps * s;
-          if (strip < strips) {
-            const double a = buffer[(8 * strip + (lane >> 2)) * kChunkLd + column];
-#pragma unroll
-            for (int cg = 0; cg < 4; ++cg)
-              mma_8x8x4(acc[s][cg], a, b[cg]);
-          }
-        }
-      }
-    }
-    if (chunk_count > 0) {
-#pragma unroll
-      for (int s = 0; s < kPanelStrips; ++s) {
-        const int row = 8 * (warp + kPanelWarps * s) + (lane >> 2);
-#pragma unroll
-        for (int cg = 0; cg < 4; ++cg) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int col = 8 * cg + 2 * (lane & 3) + h;
-            if (row < R && col < nb)
-              panel[row * kPanelLd + col] -= acc[s][cg][h];
-          }
-        }
-      }
-    }
-    __syncthreads();
-
-    // The diagonal block in warp 0. Lane r holds a[t] = row r, column kk + t; step kk takes the
-    // pivot from lane kk, forms column kk of L (written to the panel, and as row kk of
-    // `columns` for the solve below), and updates the later columns while shifting them down.
-    // Lanes past the block, and columns past 31, compute values nothing reads.
-    int refused = 0;
-    if (warp == 0) {
-      double a[kPanelWidth];
-#pragma unroll
-      for (int t = 0; t < kPanelWidth; ++t)
-        a[t] = panel[lane * kPanelLd + t];
-      for (int kk = 0; kk < nb; ++kk) {
-        const double d = __shfl_sync(0xffffffffu, a[0], kk);
-        if (!isfinite(d) || !(d > floor * diagonal[j0 + kk]))
-          refused = 1;
-        const double inv = rsqrt(d);
-        const double l = lane == kk ? d * inv : a[0] * inv;
-        if (lane >= kk && lane < nb) {
-          panel[lane * kPanelLd + kk] = l;
-          columns[kk * kColumnLd + lane] = l;
-        }
-        if (lane == kk)
-          inv_root[j0 + kk] = inv;
-#pragma unroll
-        for (int t = 1; t < kPanelWidth; ++t)
-          a[t - 1] = fma(-l, __shfl_sync(0xffffffffu, l, (kk + t) & 31), a[t]);
-        a[kPanelWidth - 1] = 0.0;
-      }
-    }
-    if (__syncthreads_or(refused)) {
-      if (tid == 0) {
-        sc->factor_ok = 0;
-        sc->state = kNeedsFallback;
-      }
-      return;
-    }
-
-    // The rows below the diagonal block, and g: x L_jj' = b, a row per thread, x[t] holding
-    // column c + t as column c is solved (column c of L_jj is row c of `columns`).
-    for (int r = nb + tid; r < R; r += kPanelThreads) {
-      double x[kPanelWidth];
-#pragma unroll
-      for (int t = 0; t < kPanelWidth; ++t)
-        x[t] = panel[r * kPanelLd + t];
-      for (int c = 0; c < nb; ++c) {
-        const double v = x[0] * inv_root[j0 + c];
-        panel[r * kPanelLd + c] = v;
-        const double* below = columns + c * kColumnLd + c;  // below[t] = L[c + t][c]
-#pragma unroll
-        for (int t = 1; t < kPanelWidth; ++t)
-          x[t - 1] = fma(-v, below[t], x[t]);
-        x[kPanelWidth - 1] = 0.0;
-      }
-    }
-    __syncthreads();
-
-    // The panel's part of L to global memory (row-major, lower triangle), g's to `forward`.
-    for (int idx = tid; idx < R * kPanelWidth; idx += kPanelThreads) {
-      const int r = idx / kPanelWidth;
-      const int c = idx % kPanelWidth;
-      const int i = j0 + r;
-      if (c >= nb || c > r)
-        continue;
-      const double v = panel[r * kPanelLd + c];
-      if (i == P)
-        forward[j0 + c] = v;
-      else
-        factor[static_cast<int64_t>(i) * P + j0 + c] = v;
-    }
-    __syncthreads();
-  }
-
-  // L' dir = w, from the last panel back. partial[w][c]: warp w's share of the earlier
-  // solution's part in row c of the panel (rows i = j0 + nb + w, + kPanelWarps, ...); the
-  // diagonal block's rows are staged in `columns` (row m at m kColumnLd).
-  double* partial = chunks;
-  for (int j0 = (P - 1) / kPanelWidth * kPanelWidth; j0 >= 0; j0 -= kPanelWidth) {
-    const int nb = min(kPanelWidth, P - j0);
-    double part = 0.0;
-    if (lane < nb) {
-      for (int i = j0 + nb + warp; i < P; i += kPanelWarps)
-        part = fma(factor[static_cast<int64_t>(i) * P + j0 + lane], solution[i], part);
-      for (int m = warp; m < nb; m += kPanelWarps)
-        columns[m * kColumnLd + lane] =
-            lane < m ? factor[static_cast<int64_t>(j0 + m) * P + j0 + lane] : 0.0;
-    }
-    partial[warp * kPanelWidth + lane] = part;
-    __syncthreads();
-    if (warp == 0) {
-      double earlier = 0.0;
-      for (int w = 0; w < kPanelWarps; ++w)
-        earlier += partial[w * kPanelWidth + lane];
-      const double inv = lane < nb ? inv_root[j0 + lane] : 0.0;
-      double rhs = lane < nb ? forward[j0 + lane] - earlier : 0.0;
-      double solved = 0.0;
-      for (int m = nb - 1; m >= 0; --m) {
-        const double x = __shfl_sync(0xffffffffu, rhs * inv, m);
-        rhs = fma(-columns[m * kColumnLd + lane], x, rhs);
-        solved = lane == m ? x : solved;
-      }
-      if (lane < nb)
-        solution[j0 + lane] = solved;
-    }
-    __syncthreads();
-  }
-
-  for (int i = tid; i < P; i += kPanelThreads)
-    dir[i] = solution[i];
-  if (tid == 0)
-    sc->factor_ok = 1;
 }
 
 // Cholesky (cuSOLVER's factor): every squared pivot finite and above rh_pivot_floor(P, eps) times
@@ -784,41 +523,6 @@ void launch_small_cholesky_solve(const T* gram, const double* J, const BatchCons
                                 static_cast<SmallDenseShapes*>(nullptr));
 }
 
-// The panel, the two chunk buffers, the diagonal block's columns and four P-vectors.
-constexpr size_t panel_cholesky_shared_bytes(int64_t P) {
-  return static_cast<size_t>(panel_buffer_rows(P) * (kPanelLd + 2 * kChunkLd) +
-                             kPanelWidth * kColumnLd + 4 * P) *
-         sizeof(double);
-}
-
-int64_t configure_panel_dense(int device, int64_t cap) {
-  int optin = 0;
-  check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-             "cudaDeviceGetAttribute (shared memory per block)");
-  // At most kPanelStrips strips of 8 rows per warp: P + 1 <= 8 kPanelStrips kPanelWarps.
-  cap = std::min<int64_t>(cap, 8 * kPanelStrips * kPanelWarps - 1);
-  int64_t limit = 0;
-  while (limit < cap && panel_cholesky_shared_bytes(limit + 1) <= static_cast<size_t>(optin))
-    ++limit;
-  const int bytes = static_cast<int>(panel_cholesky_shared_bytes(limit));
-  check_cuda(cudaFuncSetAttribute(panel_cholesky_solve_kernel<float>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-             "cudaFuncSetAttribute (panel Cholesky)");
-  check_cuda(cudaFuncSetAttribute(panel_cholesky_solve_kernel<double>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
-             "cudaFuncSetAttribute (panel Cholesky)");
-  return limit;
-}
-
-template <class T>
-void launch_panel_cholesky_solve(const T* gram, const double* J, const BatchConstants& k,
-                                 DeviceScalars* sc, const double* g, double* factor, double* dir,
-                                 cudaStream_t s) {
-  panel_cholesky_solve_kernel<T>
-      <<<1, kPanelThreads, panel_cholesky_shared_bytes(k.P), s>>>(gram, J, k, sc, g, factor, dir);
-  check_launch("panel_cholesky_solve_kernel");
-}
-
 template <class T>
 void launch_check_cholesky(const double* factor, const int* info, const T* gram, const double* J,
                            const BatchConstants& k, DeviceScalars* sc, cudaStream_t s) {
@@ -857,9 +561,6 @@ void launch_scale_vector(double* v, const double* d, int64_t P, cudaStream_t s) 
 
 #define RH_INSTANTIATE_LINEAR_SOLVE_KERNELS(T)                                                  \
   template void launch_small_cholesky_solve<T>(const T*, const double*, const BatchConstants&,  \
-                                               DeviceScalars*, const double*, double*, double*, \
-                                               cudaStream_t);                                   \
-  template void launch_panel_cholesky_solve<T>(const T*, const double*, const BatchConstants&,  \
                                                DeviceScalars*, const double*, double*, double*, \
                                                cudaStream_t);                                   \
   template void launch_check_cholesky<T>(const double*, const int*, const T*, const double*,    \

@@ -40,7 +40,7 @@ void enqueue_step(UpdateContext<T>& ctx, bool jdir_ready, bool majoriser) {
 
 // One iteration on the Cholesky path: the attempt on H(beta) comes first, so an iteration
 // queued after the solve ended costs no factorisation where the kernels can skip it (the
-// one-kernel solves), and one cuSOLVER potrf where they cannot.
+// one-block solve), and one cuSOLVER potrf where they cannot.
 template <class T>
 void enqueue_cholesky_iteration(UpdateContext<T>& ctx) {
   enqueue_cholesky_attempt(ctx, ctx.gram());
@@ -82,7 +82,7 @@ void solve_newton(UpdateContext<T>& ctx) {
   ctx.gradient(kRunWhileRunning, true);
 
   // A wasted iteration costs launches that return at once, except cuBLAS's X'u (wide rows), its
-  // Gram (beyond UpdateContext::fused_gram) and, beyond Engine::dense_kernel_solves, cuSOLVER's
+  // Gram (beyond UpdateContext::fused_gram) and, above Engine::small_dense_max, cuSOLVER's
   // potrf/potrs, which cannot (UpdateContext::later_chunk).
   int64_t chunk = ctx.first_chunk;
   int paused = kRunning;  // the needs_host state the last chunk ended in, if any

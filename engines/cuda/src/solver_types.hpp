@@ -44,12 +44,10 @@ static_assert(kLammMaxGroup >= kLammFirstGroup && kLammMaxGroup >= kLammBoundAtt
 // nothing (the next group follows), pause for the curvature-bound group, or end the solve.
 enum LammGroup : int { kLammGroupFirst = 0, kLammGroupRest = 1, kLammGroupBound = 2 };
 // Newton systems up to Engine::small_dense_max parameters are factored and solved in one
-// block's shared memory (launch_small_cholesky_solve); larger ones up to
-// Engine::panel_dense_max by the panel Cholesky (launch_panel_cholesky_solve), the rest by
-// cuSOLVER. Each limit is the largest P whose kernel fits the device's opt-in shared memory per
-// block, at most its cap (docs/decisions.md, "The one-block Cholesky", "The panel Cholesky").
+// block's shared memory (launch_small_cholesky_solve); larger ones go to cuSOLVER. The limit is
+// the largest P whose factor fits the device's opt-in shared memory per block, at most
+// kSmallDenseCap (docs/decisions.md, "The one-block Cholesky").
 constexpr int64_t kSmallDenseCap = 160;
-constexpr int64_t kPanelDenseCap = 511;
 // Up to kFusedGramMaxP parameters the row pass forms the Gram itself (launch_row_pass_gram), a
 // tile of rows at a time, each row read by a team of 8 lanes (kFusedTeams teams per kThreads
 // block); above it, and for the majoriser's and K's Grams, the Gram X' diag(v) X comes from

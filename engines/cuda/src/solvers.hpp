@@ -19,8 +19,8 @@ void solve_lamm(UpdateContext<T>& ctx);
 // Queues the Cholesky attempt on (gram + J) / N + ridge I (symmetric information only; gram is
 // the Gram at beta for H(beta), the majoriser's for M(beta)): assemble, factor, and the pivot
 // test of docs/decisions.md into DeviceScalars.factor_ok; a refused factor moves the state to
-// kNeedsFallback, so the rest of the chunk returns at once. Where Engine::dense_kernel_solves
-// the same kernel also solves for dir (and the one-block kernel forms J dir).
+// kNeedsFallback, so the rest of the chunk returns at once. For P <= Engine::small_dense_max the
+// same kernel also solves for dir and forms J dir.
 template <class T>
 void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram);
 

@@ -17,25 +17,6 @@ __device__ __forceinline__ double mask_of(const BatchConstants& k, int64_t j) {
   return (k.fit_intercept && j == k.P - 1) ? 0.0 : 1.0;
 }
 
-// D += A B for one 8 x 8 x 4 step: lane l holds A[l / 4][l % 4], B[l % 4][l / 4] and
-// D[l / 4][2 (l % 4) + {0, 1}].
-__device__ __forceinline__ void mma_8x8x4(double (&d)[2], double a, double b) {
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-               : "+d"(d[0]), "+d"(d[1])
-               : "d"(a), "d"(b));
-}
-
-// (A v)[j] for row j of the P x P row-major A, summed by one warp: lane l takes columns l, l + 32,
-// ... in order, then warp_sum's shuffle tree. Every kernel that forms J dir uses this order, so
-// the direction's J dir has the same bits whichever kernel formed it.
-__device__ __forceinline__ double warp_matvec_row(const double* A, const double* v, int64_t P,
-                                                  int64_t j) {
-  double acc = 0.0;
-  for (int64_t c = threadIdx.x & 31; c < P; c += 32)
-    acc += A[j * P + c] * v[c];
-  return warp_sum(acc);
-}
-
 // Fixed-order sum of partials[b * stride + column] over b, done by one warp.
 __device__ __forceinline__ double warp_column_sum(const double* partials, int blocks, int stride,
                                                   int column) {

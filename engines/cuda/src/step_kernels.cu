@@ -227,10 +227,14 @@ __global__ void matvec_kernel(const double* A, const double* v, const DeviceScal
   if (sc->state != kRunning)
     return;
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
   if (j >= P)
     return;
-  const double acc = warp_matvec_row(A, v, P, j);
-  if ((threadIdx.x & 31) == 0)
+  double acc = 0.0;
+  for (int64_t c = lane; c < P; c += 32)
+    acc += A[j * P + c] * v[c];
+  acc = warp_sum(acc);
+  if (lane == 0)
     out[j] = acc;
 }
 

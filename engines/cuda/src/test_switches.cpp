@@ -61,10 +61,6 @@ int64_t small_dense_limit_setting(int64_t device_limit) {
   return lowered_limit_setting("RH_CUDA_TEST_SMALL_DENSE_MAX", device_limit);
 }
 
-int64_t panel_dense_limit_setting(int64_t device_limit) {
-  return lowered_limit_setting("RH_CUDA_TEST_PANEL_DENSE_MAX", device_limit);
-}
-
 int64_t fused_gram_limit_setting() {
   return lowered_limit_setting("RH_CUDA_TEST_FUSED_GRAM_MAX", kFusedGramMaxP);
 }
@@ -154,9 +150,6 @@ int64_t statistics_chunk_rows_setting() {
   return 0;
 }
 int64_t small_dense_limit_setting(int64_t device_limit) {
-  return device_limit;
-}
-int64_t panel_dense_limit_setting(int64_t device_limit) {
   return device_limit;
 }
 int64_t fused_gram_limit_setting() {

@@ -103,11 +103,6 @@ struct UpdateContext {
   bool small_dense() const {
     return k.P <= e.small_dense_max;
   }
-  // One kernel factors the Newton system, tests it and solves for dir: the one-block or the
-  // panel Cholesky (cuSOLVER's chain otherwise).
-  bool dense_kernel() const {
-    return e.dense_kernel_solves();
-  }
   // The row pass forms X'u itself (narrow rows) instead of cuBLAS's gemv over the scores.
   bool row_pass_xtu() const {
     return rows.ncols_x <= kWideRowColumns;

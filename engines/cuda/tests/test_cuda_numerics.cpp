@@ -195,30 +195,16 @@ std::vector<double> solve_dense(std::vector<long double> A, std::vector<long dou
 
 // The ways librh_cuda forms and solves a Newton system: the engine's choice (the Gram formed by
 // the row pass up to kFusedGramMaxP = 128 parameters, cuBLAS above; the one-block Cholesky up to
-// its limit, 160 parameters on an H200, the panel Cholesky above up to its own limit, cuSOLVER
-// beyond), the panel Cholesky for every P up to its limit, cuSOLVER for every P, and cuBLAS's
-// Gram for every P (docs/decisions.md, "The one-block Cholesky", "The panel Cholesky" and "The
-// fused row pass"; the test build's switches).
+// its limit, 160 parameters on an H200, cuSOLVER above), cuSOLVER for every P, and cuBLAS's Gram
+// for every P (docs/decisions.md, "The one-block Cholesky" and "The fused row pass"; the test
+// build's switches).
 struct DensePath {
   const char* name;
-  const char* variables[2];  // each set to 0 while the engine is made; none: the engine's choice
-
-  void lower() const {
-    for (const char* variable : variables)
-      if (variable != nullptr)
-        setenv(variable, "0", 1);
-  }
-  void restore() const {
-    for (const char* variable : variables)
-      if (variable != nullptr)
-        unsetenv(variable);
-  }
+  const char* variable;  // set to 0 before the engine is made; none: the engine's choice
 };
-constexpr DensePath kDensePaths[] = {
-    {"engine's choice", {nullptr, nullptr}},
-    {"panel Cholesky", {"RH_CUDA_TEST_SMALL_DENSE_MAX", nullptr}},
-    {"cuSOLVER", {"RH_CUDA_TEST_SMALL_DENSE_MAX", "RH_CUDA_TEST_PANEL_DENSE_MAX"}},
-    {"cuBLAS Gram", {"RH_CUDA_TEST_FUSED_GRAM_MAX", nullptr}}};
+constexpr DensePath kDensePaths[] = {{"engine's choice", nullptr},
+                                     {"cuSOLVER", "RH_CUDA_TEST_SMALL_DENSE_MAX"},
+                                     {"cuBLAS Gram", "RH_CUDA_TEST_FUSED_GRAM_MAX"}};
 
 // One float64 update of `data` (tau = 100: every residual in the quadratic zone, the least
 // squares limit) by a new engine on `path`, with RH_CUDA_TEST_CHUNK=chunk when given; the state
@@ -226,13 +212,15 @@ constexpr DensePath kDensePaths[] = {
 RhCudaDiagnostics least_squares_update(const DensePath& path, const Batch<double>& data,
                                        int64_t features, HostState<double>& s,
                                        const char* chunk = nullptr) {
-  path.lower();
+  if (path.variable != nullptr)
+    setenv(path.variable, "0", 1);
   if (chunk != nullptr)
     setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
   RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, features + 1);
   RhCudaEngine* e = nullptr;
   RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
-  path.restore();
+  if (path.variable != nullptr)
+    unsetenv(path.variable);
   unsetenv("RH_CUDA_TEST_CHUNK");
   RhCudaUpdateConfig c = config(features, RH_CUDA_PENALTY_NONE, 100.0);
   RhCudaHostBatch b = data.view();
@@ -246,9 +234,8 @@ RhCudaDiagnostics least_squares_update(const DensePath& path, const Batch<double
 // squares solution, computed here in long double. P crosses every instance of the one-block
 // kernel (its back substitution's 32-parameter slots and its elements per thread: P = 7-32, 33,
 // 50, 64, 70, 80, 91, 97, 110, 128, 129, 150, 160) and its limit (160, 161 on an H200), up to
-// the standard wide shape's 257; the panel Cholesky's panels of 32 columns, whole and partial
-// (P = 7, 32, 33, 64, 97, 129, 161, 257); and the fused Gram's padded widths (16, 17, 24, 33,
-// 40, 64, 91, 128) and its limit (128, 129).
+// the standard wide shape's 257, and the fused Gram's padded widths (16, 17, 24, 33, 40, 64,
+// 91, 128) and its limit (128, 129).
 void test_large_tau_reproduces_ordinary_least_squares() {
   for (int64_t features : {kFeatures,    int64_t{15},  int64_t{16},  int64_t{23},  int64_t{31},
                            int64_t{32},  int64_t{39},  int64_t{49},  int64_t{63},  int64_t{69},
@@ -507,7 +494,7 @@ void test_fast_math_stays_close_to_strict_float32() {
 
 void test_singular_system_takes_the_minimum_norm_solution() {
   // Column 1 duplicates column 0: X'X is exactly singular and the minimum-norm solution splits
-  // their joint coefficient equally. Every Cholesky attempt is refused, on every Cholesky path,
+  // their joint coefficient equally. Every Cholesky attempt is refused, on both Cholesky paths,
   // inside whatever chunk of queued iterations it falls: the result must not depend on the
   // chunk size.
   for (int64_t features : {kFeatures, int64_t{40}, int64_t{200}}) {
@@ -584,11 +571,13 @@ void test_rejected_majoriser_step_keeps_the_curvature_gram() {
   for (int64_t j = 0; j < P; ++j)
     expected[j * P + j] += 100.0L;  // the restored information
   for (const DensePath& path : kDensePaths) {
-    path.lower();
+    if (path.variable != nullptr)
+      setenv(path.variable, "0", 1);
     RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, P);
     RhCudaEngine* e = nullptr;
     RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
-    path.restore();
+    if (path.variable != nullptr)
+      unsetenv(path.variable);
     HostState<double> in(P);
     for (int64_t j = 0; j < P; ++j) {
       in.coef[j] = beta[j];
