@@ -1,0 +1,114 @@
+"""One cold stream of a standard-profile shape on native_cuda inside an NVTX range named
+"measure", for Nsight Compute's per-kernel view of where the stream's device time goes; and a
+summary of that view.
+
+    RH_CUDA_LIBRARY=build/.../librh_cuda.so PYTHONPATH=python \
+        ncu --nvtx --nvtx-include "measure/" --metrics gpu__time_duration.sum \
+            --print-summary per-kernel \
+        python3 benchmarks/micro/cuda_stream_kernels.py run wide float64 none > ncu.log
+    python3 benchmarks/micro/cuda_stream_kernels.py summarize ncu.log
+
+`run` folds every batch of the shape into a new estimator (device input, CuPy), twice before
+the range to warm up, once inside it, and prints the stream's wall time (under Nsight Compute
+each kernel runs alone at locked clocks, so that time is not the unprofiled one). `summarize`
+prints each kernel's launches, mean and total time from the per-kernel summary, largest total
+first. A script, not a test: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+# Run as a script from anywhere: the repository root holds the benchmarks package.
+if str(Path(__file__).resolve().parents[2]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.profiles import shapes_of  # noqa: E402
+
+_UNITS_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
+
+
+def run(shape_name: str, dtype: str, penalty: str) -> None:
+    import cupy as cp
+    from cupy.cuda import nvtx
+
+    from renewable_huber import RenewableHuberRegressor
+
+    shape = {s.name: s for s in shapes_of("standard")}[shape_name]
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((shape.rows, shape.features))
+    y = X @ rng.uniform(-1, 1, shape.features) + rng.standard_t(3, shape.rows)
+    Xd, yd = cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
+
+    def stream() -> int:
+        model = RenewableHuberRegressor(backend="native_cuda", device="cuda", dtype=dtype,
+                                        penalty=penalty)
+        iterations = 0
+        for start in range(0, shape.rows, shape.batch_size):
+            model.partial_fit(Xd[start:start + shape.batch_size],
+                              yd[start:start + shape.batch_size])
+            iterations += model.n_iter_
+        cp.cuda.Device().synchronize()
+        return iterations
+
+    stream()
+    stream()
+    nvtx.RangePush("measure")
+    began = time.perf_counter()
+    iterations = stream()
+    wall = time.perf_counter() - began
+    nvtx.RangePop()
+    print(f"{shape_name} {dtype} {penalty}: {1e3 * wall:.3f} ms, {iterations} iterations")
+
+
+def summarize(path: str) -> None:
+    # ncu's per-kernel summary: a kernel's header line (its signature, grid, block, device and
+    # invocations), then a metric table whose gpu__time_duration.sum row holds the unit and the
+    # minimum, maximum and average.
+    header = re.compile(r"^  (.*?) \(\d+, \d+, \d+\)x\(\d+, \d+, \d+\), .*Invocations (\d+)$")
+    duration = re.compile(r"^\s+gpu__time_duration\.sum\s+(\S+)\s+\S+\s+\S+\s+(\S+)$")
+    rows = []
+    kernel = None
+    for line in Path(path).read_text().splitlines():
+        found = header.match(line)
+        if found:
+            name = re.sub(r"\(.*", "", found.group(1)).split("::")[-1]
+            kernel = (name, int(found.group(2)))
+            continue
+        found = duration.match(line)
+        if found and kernel is not None:
+            mean = float(found.group(2).replace(",", "")) * _UNITS_US.get(found.group(1),
+                                                                           float("nan"))
+            rows.append((kernel[1] * mean, kernel[1], mean, kernel[0]))
+            kernel = None
+    total = 0.0
+    for kernel_total, launches, mean, name in sorted(rows, reverse=True):
+        total += kernel_total
+        print(f"{kernel_total:10.1f} us = {launches:4d} x {mean:8.2f}  {name}")
+    print(f"kernel total {total:.1f} us")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser("run")
+    run_parser.add_argument("shape", choices=[s.name for s in shapes_of("standard")])
+    run_parser.add_argument("dtype", choices=["float64", "float32"])
+    run_parser.add_argument("penalty", choices=["none", "l1"])
+    summary_parser = commands.add_parser("summarize")
+    summary_parser.add_argument("log")
+    args = parser.parse_args()
+    if args.command == "run":
+        run(args.shape, args.dtype, args.penalty)
+    else:
+        summarize(args.log)
+
+
+if __name__ == "__main__":
+    main()
