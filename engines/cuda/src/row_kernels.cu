@@ -359,18 +359,23 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x >> 5;
   const int team_lane = threadIdx.x & 7;
   const int team = threadIdx.x >> 3;  // this team's rows of a tile: team, team + 32, ...
-  // This warp's output blocks, as offsets of their rows' and columns' first entry; -1: none.
-  int row_at[Shape::kPairsPerWarp];
-  int col_at[Shape::kPairsPerWarp];
+  // This warp's output blocks p = warp + kWarps s < kPairs, as the tile offsets (in doubles) of
+  // this lane's A and B fragments at step 0, packed as a | b << 16: a product costs two shared
+  // loads at offsets from them (and, for 12 and 16 blocks, their unpacking); the write at the
+  // end recovers the blocks' first row and column from them. Kept as row and column offsets
+  // instead, the wider shapes' went to local memory, with about ten instructions per product.
+  static_assert(Shape::kTileRows * kLd < (1 << 15), "tile offsets fit in 15 bits");
+  int fragments[Shape::kPairsPerWarp];
   double acc[Shape::kPairsPerWarp][2];
+  const int lane_offset = (lane & 3) * kLd + (lane >> 2);
 #pragma unroll
   for (int s = 0; s < Shape::kPairsPerWarp; ++s) {
     const int p = warp + kWarps * s;
     int tb = 0;
     while ((tb + 1) * (tb + 2) / 2 <= p)
       ++tb;
-    row_at[s] = p < Shape::kPairs ? 8 * (p - tb * (tb + 1) / 2) : -1;
-    col_at[s] = 8 * tb;
+    const int row_at = 8 * (p - tb * (tb + 1) / 2);
+    fragments[s] = (lane_offset + row_at) | ((lane_offset + 8 * tb) << 16);
     acc[s][0] = 0.0;
     acc[s][1] = 0.0;
   }
@@ -432,13 +437,15 @@ __global__ void __launch_bounds__(kThreads)
                                   y[q], w[q]);
       }
     }
+    if (Shape::kPairsPerWarp > 1 || warp < Shape::kPairs) {  // one test per tile for one block
 #pragma unroll
-    for (int step = 0; step < kTileRows / 4; ++step) {
-      const double* z = tile + (4 * step + (lane & 3)) * kLd + (lane >> 2);
+      for (int step = 0; step < kTileRows / 4; ++step) {
+        const double* z = tile + 4 * step * kLd;
 #pragma unroll
-      for (int s = 0; s < Shape::kPairsPerWarp; ++s) {
-        if (row_at[s] >= 0)
-          mma_8x8x4(acc[s], z[row_at[s]], z[col_at[s]]);
+        for (int s = 0; s < Shape::kPairsPerWarp; ++s) {
+          if (warp + kWarps * s < Shape::kPairs)
+            mma_8x8x4(acc[s], z[fragments[s] & 0xffff], z[fragments[s] >> 16]);
+        }
       }
     }
     __syncthreads();  // the tile is rewritten next
@@ -447,10 +454,11 @@ __global__ void __launch_bounds__(kThreads)
   double* block_gram = gram_partials + blockIdx.x * int64_t{Shape::kPad} * Shape::kPad;
 #pragma unroll
   for (int s = 0; s < Shape::kPairsPerWarp; ++s) {
-    if (row_at[s] < 0)
+    if (warp + kWarps * s >= Shape::kPairs)
       continue;
-    const int row = row_at[s] + (lane >> 2);
-    const int col = col_at[s] + 2 * (lane & 3);
+    // The block's first row and column, from its fragments' offsets.
+    const int row = (fragments[s] & 0xffff) - lane_offset + (lane >> 2);
+    const int col = (fragments[s] >> 16) - lane_offset + 2 * (lane & 3);
     block_gram[row + col * Shape::kPad] = acc[s][0];
     block_gram[row + (col + 1) * Shape::kPad] = acc[s][1];
   }
