@@ -66,15 +66,16 @@ def run(shape_name: str, dtype: str, penalty: str) -> None:
     print(f"{shape_name} {dtype} {penalty}: {1e3 * wall:.3f} ms, {iterations} iterations")
 
 
-def summarize(path: str) -> None:
-    # ncu's per-kernel summary: a kernel's header line (its signature, grid, block, device and
-    # invocations), then a metric table whose gpu__time_duration.sum row holds the unit and the
-    # minimum, maximum and average.
+def kernel_times(text: str) -> list[tuple[float, int, float, str]]:
+    """(total us, launches, mean us, kernel) per kernel of ncu's per-kernel summary, largest
+    total first. Each kernel's header line holds its signature, grid, block, device and
+    invocations; the gpu__time_duration.sum row of the metric table that follows holds the
+    unit, then the minimum, maximum and average."""
     header = re.compile(r"^  (.*?) \(\d+, \d+, \d+\)x\(\d+, \d+, \d+\), .*Invocations (\d+)$")
     duration = re.compile(r"^\s+gpu__time_duration\.sum\s+(\S+)\s+\S+\s+\S+\s+(\S+)$")
     rows = []
     kernel = None
-    for line in Path(path).read_text().splitlines():
+    for line in text.splitlines():
         found = header.match(line)
         if found:
             name = re.sub(r"\(.*", "", found.group(1)).split("::")[-1]
@@ -82,15 +83,20 @@ def summarize(path: str) -> None:
             continue
         found = duration.match(line)
         if found and kernel is not None:
-            mean = float(found.group(2).replace(",", "")) * _UNITS_US.get(found.group(1),
-                                                                           float("nan"))
+            unit = _UNITS_US.get(found.group(1))
+            if unit is None:
+                raise ValueError(f"unknown time unit {found.group(1)!r} for {kernel[0]}")
+            mean = float(found.group(2).replace(",", "")) * unit
             rows.append((kernel[1] * mean, kernel[1], mean, kernel[0]))
             kernel = None
-    total = 0.0
-    for kernel_total, launches, mean, name in sorted(rows, reverse=True):
-        total += kernel_total
+    return sorted(rows, reverse=True)
+
+
+def summarize(path: str) -> None:
+    rows = kernel_times(Path(path).read_text())
+    for kernel_total, launches, mean, name in rows:
         print(f"{kernel_total:10.1f} us = {launches:4d} x {mean:8.2f}  {name}")
-    print(f"kernel total {total:.1f} us")
+    print(f"kernel total {sum(row[0] for row in rows):.1f} us")
 
 
 def main() -> None:
