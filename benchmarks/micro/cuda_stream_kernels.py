@@ -7,12 +7,15 @@ summary of that view.
             --print-summary per-kernel \
         python3 benchmarks/micro/cuda_stream_kernels.py run wide float64 none > ncu.log
     python3 benchmarks/micro/cuda_stream_kernels.py summarize ncu.log
+    python3 benchmarks/micro/cuda_stream_kernels.py compare base-ncu.log candidate-ncu.log
 
 `run` folds every batch of the shape into a new estimator (device input, CuPy), twice before
 the range to warm up, once inside it, and prints the stream's wall time (under Nsight Compute
 each kernel runs alone at locked clocks, so that time is not the unprofiled one). `summarize`
 prints each kernel's launches, mean and total time from the per-kernel summary, largest total
-first. A script, not a test: nothing is asserted.
+first. `compare` sets two such outputs (two builds, the same stream) side by side, with the
+ratio of their kernel totals: a comparison of builds that the host's other work does not move.
+A script, not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -99,6 +102,33 @@ def summarize(path: str) -> None:
     print(f"kernel total {sum(row[0] for row in rows):.1f} us")
 
 
+def compare(base_path: str, candidate_path: str) -> None:
+    """Two summaries of the same stream (two builds) side by side: each kernel's total in
+    either, and the ratio of the stream's kernel totals. Nsight Compute runs each kernel alone,
+    so these totals do not drift with the host's other work as wall times do."""
+    def by_kernel(path: str) -> dict[str, tuple[float, int]]:
+        # A kernel launched with several grids has a summary entry per grid: add them.
+        totals: dict[str, tuple[float, int]] = {}
+        for total, launches, _, name in kernel_times(Path(path).read_text()):
+            known = totals.get(name, (0.0, 0))
+            totals[name] = (known[0] + total, known[1] + launches)
+        return totals
+
+    base = by_kernel(base_path)
+    candidate = by_kernel(candidate_path)
+    names = sorted(set(base) | set(candidate),
+                   key=lambda name: -max(base.get(name, (0.0,))[0],
+                                         candidate.get(name, (0.0,))[0]))
+    for name in names:
+        b = base.get(name, (0.0, 0))
+        c = candidate.get(name, (0.0, 0))
+        print(f"{b[0]:10.1f} us ({b[1]:4d}) {c[0]:10.1f} us ({c[1]:4d})  {name}")
+    base_total = sum(row[0] for row in base.values())
+    candidate_total = sum(row[0] for row in candidate.values())
+    print(f"kernel total {base_total:.1f} us -> {candidate_total:.1f} us "
+          f"(base / candidate {base_total / candidate_total:.3f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -109,11 +139,16 @@ def main() -> None:
     run_parser.add_argument("penalty", choices=["none", "l1"])
     summary_parser = commands.add_parser("summarize")
     summary_parser.add_argument("log")
+    compare_parser = commands.add_parser("compare")
+    compare_parser.add_argument("base_log")
+    compare_parser.add_argument("candidate_log")
     args = parser.parse_args()
     if args.command == "run":
         run(args.shape, args.dtype, args.penalty)
-    else:
+    elif args.command == "summarize":
         summarize(args.log)
+    else:
+        compare(args.base_log, args.candidate_log)
 
 
 if __name__ == "__main__":

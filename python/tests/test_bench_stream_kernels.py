@@ -50,3 +50,29 @@ def test_kernel_times_refuses_an_unknown_unit():
     text = EXCERPT.replace("msecond", "fortnight")
     with pytest.raises(ValueError, match="fortnight"):
         cuda_stream_kernels.kernel_times(text)
+
+
+def test_compare_sets_two_builds_side_by_side(tmp_path, capsys):
+    base = tmp_path / "base.log"
+    candidate = tmp_path / "candidate.log"
+    base.write_text(EXCERPT)
+    # The candidate's row pass takes 10.5 us instead of 21: totals 469.4 -> 427.4 us.
+    candidate.write_text(EXCERPT.replace("22.90   21.00", "22.90   10.50"))
+    cuda_stream_kernels.compare(str(base), str(candidate))
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == "kernel total 469.4 us -> 427.4 us (base / candidate 1.098)"
+
+
+def test_compare_adds_the_entries_of_one_kernel(tmp_path, capsys):
+    # The same kernel on a second grid is a second summary entry: 4 x 21 + 2 x 5 = 94 us.
+    second_grid = """\
+  void rh::<unnamed>::row_gram_kernel<double, 5>(rh::RowView<T1>, const double *, double) \
+(8, 1, 1)x(256, 1, 1), Device 0, CC 9.0, Invocations 2
+    gpu__time_duration.sum          us    4.00    6.00    5.00
+"""
+    log = tmp_path / "both.log"
+    log.write_text(EXCERPT + second_grid)
+    cuda_stream_kernels.compare(str(log), str(log))
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert "      94.0 us (   6)       94.0 us (   6)  row_gram_kernel<double, 5>" in lines
+    assert lines[-1] == "kernel total 479.4 us -> 479.4 us (base / candidate 1.000)"
