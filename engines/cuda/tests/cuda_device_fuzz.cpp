@@ -106,9 +106,7 @@ State copy_state(RhCudaEngine* e, int64_t P) {
   State s;
   s.coef.assign(static_cast<size_t>(P), 0.0);
   s.info.assign(static_cast<size_t>(P * P), 0.0);
-  RhCudaHostState h{};
-  h.abi_version = RH_CUDA_ABI_VERSION;
-  h.struct_size = sizeof h;
+  RhCudaHostState h = rhtest::abi_struct<RhCudaHostState>();
   h.coefficients = s.coef.data();
   h.information = s.info.data();
   if (rh_cuda_engine_copy_state(e, &h) != RH_CUDA_SUCCESS) {
@@ -324,9 +322,7 @@ void fuzz_update(World& w, rhtest::Rng& rng) {
   const State before = copy_state(w.engine, w.P);
   RhCudaDiagnostics d = rhtest::diagnostics();
   std::vector<double> coef(static_cast<size_t>(w.P)), info(static_cast<size_t>(w.P * w.P));
-  RhCudaHostState out{};
-  out.abi_version = RH_CUDA_ABI_VERSION;
-  out.struct_size = sizeof out;
+  RhCudaHostState out = rhtest::abi_struct<RhCudaHostState>();
   out.coefficients = coef.data();
   out.information = info.data();
   const RhCudaStatus status = rh_cuda_engine_update_device_with_state(w.engine, &b, &c, &d, &out);
@@ -433,9 +429,7 @@ void fuzz_row_statistics(World& w, rhtest::Rng& rng) {
   const RhCudaDeviceBatch& b = rows.batch;
   const size_t PP = static_cast<size_t>(P * P);
   std::vector<double> outputs(2 + static_cast<size_t>(P) + 3 * PP, 7.25);
-  RhCudaRowStatistics s{};
-  s.abi_version = RH_CUDA_ABI_VERSION;
-  s.struct_size = sizeof s;
+  RhCudaRowStatistics s = rhtest::abi_struct<RhCudaRowStatistics>();
   s.statistics = bits;
   s.coefficients = null_beta                          ? nullptr
                    : w.dtype == RH_CUDA_DTYPE_FLOAT32 ? static_cast<const void*>(beta32.data())

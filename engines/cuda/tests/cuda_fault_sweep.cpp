@@ -88,9 +88,7 @@ constexpr unsigned char kCanary = 0x5a;
 Snapshot snapshot(RhCudaEngine* engine) {
   Snapshot s;
   std::memset(&s, 0, sizeof s);
-  RhCudaHostState h{};
-  h.abi_version = RH_CUDA_ABI_VERSION;
-  h.struct_size = sizeof h;
+  RhCudaHostState h = rhtest::abi_struct<RhCudaHostState>();
   h.coefficients = s.coefficients;
   h.information = s.information;
   RH_CHECK_STATUS(rh_cuda_engine_copy_state(engine, &h), RH_CUDA_SUCCESS);
@@ -261,9 +259,7 @@ RhCudaStatus op_update_l1(Fixture& f) {
 }
 RhCudaStatus op_update_with_state(Fixture& f) {
   Snapshot& e = f.out.exported;
-  RhCudaHostState h{};
-  h.abi_version = RH_CUDA_ABI_VERSION;
-  h.struct_size = sizeof h;
+  RhCudaHostState h = rhtest::abi_struct<RhCudaHostState>();
   h.coefficients = e.coefficients;
   h.information = e.information;
   const RhCudaStatus status = host_update(f, kRows, RH_CUDA_PENALTY_L1, &h, &f.out.diagnostics);
@@ -276,9 +272,7 @@ RhCudaStatus op_update_with_state(Fixture& f) {
 RhCudaStatus op_update_device(Fixture& f) {
   RhCudaUpdateConfig c = rhtest::config(kFeatures, RH_CUDA_PENALTY_NONE);
   const int s = Data::slot(f.dtype);
-  RhCudaDeviceBatch b{};
-  b.abi_version = RH_CUDA_ABI_VERSION;
-  b.struct_size = sizeof b;
+  RhCudaDeviceBatch b = rhtest::abi_struct<RhCudaDeviceBatch>();
   b.x_design = data->device_x[s];
   b.y = data->device_y[s];
   b.n_rows = kRows;
@@ -286,9 +280,7 @@ RhCudaStatus op_update_device(Fixture& f) {
   b.batch_weight = static_cast<double>(kRows);
   f.out.diagnostics = rhtest::diagnostics();
   Snapshot& e = f.out.exported;
-  RhCudaHostState h{};
-  h.abi_version = RH_CUDA_ABI_VERSION;
-  h.struct_size = sizeof h;
+  RhCudaHostState h = rhtest::abi_struct<RhCudaHostState>();
   h.coefficients = e.coefficients;
   h.information = e.information;
   const RhCudaStatus status =
@@ -353,9 +345,7 @@ RhCudaStatus op_row_statistics(Fixture& f, bool device) {
     beta64[j] = 0.1 * static_cast<double>(j + 1);
     beta32[j] = static_cast<float>(beta64[j]);
   }
-  RhCudaRowStatistics r{};
-  r.abi_version = RH_CUDA_ABI_VERSION;
-  r.struct_size = sizeof r;
+  RhCudaRowStatistics r = rhtest::abi_struct<RhCudaRowStatistics>();
   r.statistics = RH_CUDA_STATISTIC_ALL;
   r.coefficients = f.dtype == RH_CUDA_DTYPE_FLOAT32 ? static_cast<const void*>(beta32)
                                                     : static_cast<const void*>(beta64);

@@ -48,9 +48,7 @@ void time_shape(const Shape& s, int32_t dtype, uint64_t flags, int reps) {
     return;
   }
   std::vector<T> zeros_coef(P, T(0)), zeros_info(P * P, T(0));
-  RhCudaHostStateView empty{};
-  empty.abi_version = RH_CUDA_ABI_VERSION;
-  empty.struct_size = sizeof empty;
+  RhCudaHostStateView empty = abi_struct<RhCudaHostStateView>();
   empty.coefficients = zeros_coef.data();
   empty.information = zeros_info.data();
   HostState<T> out(P);

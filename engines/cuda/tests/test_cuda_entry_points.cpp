@@ -447,9 +447,7 @@ Outcome update(RhCudaEngine* e, const Case& c, const DeviceBatchCopy* device = n
   const int64_t P = c.P();
   out.coef.assign(static_cast<size_t>(P) * c.elem(), 0);
   out.info.assign(static_cast<size_t>(P * P) * c.elem(), 0);
-  RhCudaHostState state{};
-  state.abi_version = RH_CUDA_ABI_VERSION;
-  state.struct_size = sizeof state;
+  RhCudaHostState state = abi_struct<RhCudaHostState>();
   state.coefficients = out.coef.data();
   state.information = out.info.data();
   out.diag = diagnostics();
@@ -816,9 +814,7 @@ void test_allocation_failure() {
     Outcome s;
     s.coef.assign(static_cast<size_t>(c.P()) * c.elem(), 0);
     s.info.assign(static_cast<size_t>(c.P() * c.P()) * c.elem(), 0);
-    RhCudaHostState st{};
-    st.abi_version = RH_CUDA_ABI_VERSION;
-    st.struct_size = sizeof st;
+    RhCudaHostState st = abi_struct<RhCudaHostState>();
     st.coefficients = s.coef.data();
     st.information = s.info.data();
     s.status = rh_cuda_engine_copy_state(e, &st);
@@ -1037,9 +1033,7 @@ void test_misaligned_device_pointers_are_refused(RhCudaEngine* e) {
       return rh_cuda_engine_update_device_with_state(e, &b, &c, &d, &state.view);
     });
   }
-  RhCudaPrediction p{};
-  p.abi_version = RH_CUDA_ABI_VERSION;
-  p.struct_size = sizeof p;
+  RhCudaPrediction p = abi_struct<RhCudaPrediction>();
   p.x_design = shifted;
   p.prediction = static_cast<char*>(raw) + 1;
   p.n_rows = 4;

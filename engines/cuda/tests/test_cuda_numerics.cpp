@@ -353,9 +353,7 @@ void test_graphs_on_and_off_agree() {
     RhCudaDiagnostics d = diagnostics();
     RH_CHECK_STATUS(rh_cuda_engine_update_host(e, &b, &c, &d), RH_CUDA_SUCCESS);
   }
-  RhCudaEngineFeatures f{};
-  f.abi_version = RH_CUDA_ABI_VERSION;
-  f.struct_size = sizeof f;
+  RhCudaEngineFeatures f = abi_struct<RhCudaEngineFeatures>();
   RH_CHECK_STATUS(rh_cuda_engine_features(e, &f), RH_CUDA_SUCCESS);
   std::printf("graphs: requested %llu enabled %llu captures %llu replays %llu fallbacks %llu\n",
               (unsigned long long)f.requested_flags, (unsigned long long)f.enabled_flags,
@@ -455,9 +453,7 @@ void test_graph_cache_follows_changing_batches() {
       RH_CHECK(eager.coef == graph.coef && eager.info == graph.info);
       RH_CHECK(d[0].iterations == d[1].iterations && d[0].objective == d[1].objective);
     }
-    RhCudaEngineFeatures f{};
-    f.abi_version = RH_CUDA_ABI_VERSION;
-    f.struct_size = sizeof f;
+    RhCudaEngineFeatures f = abi_struct<RhCudaEngineFeatures>();
     RH_CHECK_STATUS(rh_cuda_engine_features(engines[1], &f), RH_CUDA_SUCCESS);
     std::printf("graph cache (%s): captures %llu replays %llu fallbacks %llu\n",
                 penalty ? "l1" : "none", (unsigned long long)f.graph_captures,

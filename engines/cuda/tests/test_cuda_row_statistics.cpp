@@ -83,9 +83,7 @@ struct Outputs {
 };
 
 RhCudaRowStatistics request(uint64_t bits, const void* beta, Outputs& out) {
-  RhCudaRowStatistics s{};
-  s.abi_version = RH_CUDA_ABI_VERSION;
-  s.struct_size = sizeof s;
+  RhCudaRowStatistics s = abi_struct<RhCudaRowStatistics>();
   s.statistics = bits;
   s.coefficients = beta;
   s.tau = kTau;

@@ -75,10 +75,17 @@ inline int finish(const char* test) {
   return 1;
 }
 
+// An ABI struct of type S, zeroed, with its header (abi_version, struct_size) filled in.
+template <class S>
+S abi_struct() {
+  S s{};
+  s.abi_version = RH_CUDA_ABI_VERSION;
+  s.struct_size = sizeof s;
+  return s;
+}
+
 inline RhCudaEngineOptions options(int32_t dtype, int64_t P, uint64_t flags = 0) {
-  RhCudaEngineOptions o{};
-  o.abi_version = RH_CUDA_ABI_VERSION;
-  o.struct_size = sizeof o;
+  RhCudaEngineOptions o = abi_struct<RhCudaEngineOptions>();
   o.dtype = dtype;
   o.device_id = 0;
   o.n_parameters = P;
@@ -87,9 +94,7 @@ inline RhCudaEngineOptions options(int32_t dtype, int64_t P, uint64_t flags = 0)
 }
 
 inline RhCudaUpdateConfig config(int64_t p, int32_t penalty, double tau = 1.345) {
-  RhCudaUpdateConfig c{};
-  c.abi_version = RH_CUDA_ABI_VERSION;
-  c.struct_size = sizeof c;
+  RhCudaUpdateConfig c = abi_struct<RhCudaUpdateConfig>();
   c.n_features_in = p;
   c.max_iter = 100;
   c.tau = tau;
@@ -102,18 +107,14 @@ inline RhCudaUpdateConfig config(int64_t p, int32_t penalty, double tau = 1.345)
 }
 
 inline RhCudaDiagnostics diagnostics() {
-  RhCudaDiagnostics d{};
-  d.abi_version = RH_CUDA_ABI_VERSION;
-  d.struct_size = sizeof d;
+  RhCudaDiagnostics d = abi_struct<RhCudaDiagnostics>();
   return d;
 }
 
 // A prediction request of n_rows x p features (the engine appends the intercept).
 inline RhCudaPrediction prediction(const void* x, void* out, int64_t n_rows, int64_t p,
                                    int32_t location = RH_CUDA_MEMORY_HOST) {
-  RhCudaPrediction q{};
-  q.abi_version = RH_CUDA_ABI_VERSION;
-  q.struct_size = sizeof q;
+  RhCudaPrediction q = abi_struct<RhCudaPrediction>();
   q.x_design = x;
   q.prediction = out;
   q.n_rows = n_rows;
@@ -126,9 +127,7 @@ inline RhCudaPrediction prediction(const void* x, void* out, int64_t n_rows, int
 // An RhCudaHostBatch over caller memory (w null: unweighted).
 inline RhCudaHostBatch host_batch(const void* x, const void* y, const void* w, int64_t n_rows,
                                   int64_t n_columns, double batch_weight) {
-  RhCudaHostBatch b{};
-  b.abi_version = RH_CUDA_ABI_VERSION;
-  b.struct_size = sizeof b;
+  RhCudaHostBatch b = abi_struct<RhCudaHostBatch>();
   b.x_design = x;
   b.y = y;
   b.sample_weight = w;
@@ -143,9 +142,7 @@ inline RhCudaHostBatch host_batch(const void* x, const void* y, const void* w, i
 inline RhCudaHostStateView restore_view(const void* coefficients, const void* information,
                                         int64_t n_samples_seen, int64_t batch_count,
                                         double weight_sum) {
-  RhCudaHostStateView v{};
-  v.abi_version = RH_CUDA_ABI_VERSION;
-  v.struct_size = sizeof v;
+  RhCudaHostStateView v = abi_struct<RhCudaHostStateView>();
   v.coefficients = coefficients;
   v.information = information;
   v.n_samples_seen = n_samples_seen;
