@@ -30,6 +30,15 @@ if str(Path(__file__).resolve().parents[2]) not in sys.path:
 from benchmarks.profiles import shapes_of  # noqa: E402
 
 
+def shape_data(shape):
+    """The host rows every native_cuda micro script streams for `shape`: normal features, a
+    uniform slope and t(3) noise, from a fixed seed, in float64."""
+    rng = np.random.default_rng(11)
+    X = rng.standard_normal((shape.rows, shape.features))
+    y = X @ rng.uniform(-1, 1, shape.features) + rng.standard_t(3, shape.rows)
+    return X, y
+
+
 def stream(cp, shape, X, y, dtype: str, penalty: str):
     """One cold stream: a new estimator, every batch of the shape; (model, total iterations)."""
     model = RenewableHuberRegressor(backend="native_cuda", device="cuda", dtype=dtype,
@@ -54,9 +63,7 @@ def main() -> None:
     import cupy as cp
 
     for shape in shapes_of("standard"):
-        rng = np.random.default_rng(11)
-        X = rng.standard_normal((shape.rows, shape.features))
-        y = X @ rng.uniform(-1, 1, shape.features) + rng.standard_t(3, shape.rows)
+        X, y = shape_data(shape)
         for dtype in args.dtypes.split(","):
             Xd, yd = cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
             for penalty in args.penalties.split(","):

@@ -26,8 +26,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 # Run as a script from anywhere: the repository root holds the benchmarks package.
 if str(Path(__file__).resolve().parents[2]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -38,32 +36,17 @@ _UNITS_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, 
 
 def run(shape_name: str, dtype: str, penalty: str) -> None:
     import cupy as cp
+    from benchmarks.micro.cuda_cold_streams import shape_data, stream
     from cupy.cuda import nvtx
 
-    from renewable_huber import RenewableHuberRegressor
-
     shape = {s.name: s for s in shapes_of("standard")}[shape_name]
-    rng = np.random.default_rng(11)
-    X = rng.standard_normal((shape.rows, shape.features))
-    y = X @ rng.uniform(-1, 1, shape.features) + rng.standard_t(3, shape.rows)
+    X, y = shape_data(shape)
     Xd, yd = cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
-
-    def stream() -> int:
-        model = RenewableHuberRegressor(backend="native_cuda", device="cuda", dtype=dtype,
-                                        penalty=penalty)
-        iterations = 0
-        for start in range(0, shape.rows, shape.batch_size):
-            model.partial_fit(Xd[start:start + shape.batch_size],
-                              yd[start:start + shape.batch_size])
-            iterations += model.n_iter_
-        cp.cuda.Device().synchronize()
-        return iterations
-
-    stream()
-    stream()
+    stream(cp, shape, Xd, yd, dtype, penalty)
+    stream(cp, shape, Xd, yd, dtype, penalty)
     nvtx.RangePush("measure")
     began = time.perf_counter()
-    iterations = stream()
+    _, iterations = stream(cp, shape, Xd, yd, dtype, penalty)
     wall = time.perf_counter() - began
     nvtx.RangePop()
     print(f"{shape_name} {dtype} {penalty}: {1e3 * wall:.3f} ms, {iterations} iterations")
