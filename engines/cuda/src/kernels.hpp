@@ -118,8 +118,8 @@ void launch_matvec(const double* A, const double* v, const DeviceScalars* sc, do
 
 // --- the linear-solve ladder (linear_solve_kernels.cu) ----------------------------------------
 // P <= Engine::small_dense_max, while running: assemble H, factor it (Cholesky), set factor_ok with
-// the same test as launch_check_cholesky (refused: kNeedsFallback), solve H dir = g and form jdir =
-// J dir, in one single-block kernel.
+// the same test as launch_cholesky_verdict_solve (refused: kNeedsFallback), solve H dir = g and
+// form jdir = J dir, in one single-block kernel.
 template <class T>
 void launch_small_cholesky_solve(const T* gram, const double* J, const BatchConstants& k,
                                  DeviceScalars* sc, const double* g, double* dir, double* jdir,
@@ -128,12 +128,14 @@ void launch_small_cholesky_solve(const T* gram, const double* J, const BatchCons
 // per block; lets the kernel use that much. Called when a resource set is made (device
 // current).
 int64_t configure_small_dense(int device, int64_t cap);
-// While running, on cuSOLVER's Cholesky factor of H = (G + J) / N + ridge I: accepts it when
-// info == 0 and every squared pivot exceeds rh_pivot_floor(P, eps) times H's own diagonal entry
-// (recomputed from gram and J); a refused attempt moves the state to kNeedsFallback.
+// While running, on cuSOLVER's Cholesky factor of H = (G + J) / N + ridge I (lower): accepts it
+// when info == 0 and every squared pivot exceeds rh_pivot_floor(P, eps) times H's own diagonal
+// entry (recomputed from gram and J), then solves H dir = g with it; a refused attempt moves the
+// state to kNeedsFallback. One single-block kernel.
 template <class T>
-void launch_check_cholesky(const double* factor, const int* info, const T* gram, const double* J,
-                           const BatchConstants& k, DeviceScalars* sc, cudaStream_t s);
+void launch_cholesky_verdict_solve(const double* factor, const int* info, const T* gram,
+                                   const double* J, const BatchConstants& k, DeviceScalars* sc,
+                                   const double* g, double* dir, cudaStream_t s);
 // While running, on an LU factor: sets factor_ok when info == 0 and
 // min |u_ii| > rh_pivot_floor(P, eps) max |u_ii|.
 void launch_check_factor(const double* factor, const int* info, int64_t P, double eps,

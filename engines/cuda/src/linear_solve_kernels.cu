@@ -14,9 +14,9 @@ namespace {
 
 // Small symmetric systems (P <= Engine::small_dense_max) in one block: assembles H = (G + J) / N
 // + ridge I, eliminates it with g carried as an extra column, applies the same acceptance test as
-// check_cholesky_kernel and, on the same data, solves H dir = g and forms jdir = J dir for the
-// line search. A refused factor moves the state to kNeedsFallback, exactly as
-// check_cholesky_kernel does after cuSOLVER's potrf.
+// cholesky_verdict_solve_kernel and, on the same data, solves H dir = g and forms jdir = J dir for
+// the line search. A refused factor moves the state to kNeedsFallback, exactly as
+// cholesky_verdict_solve_kernel does after cuSOLVER's potrf.
 //
 // Latency and instruction issue decide the time here, not arithmetic (docs/decisions.md, "The
 // one-block Cholesky"):
@@ -305,35 +305,146 @@ __global__ void __launch_bounds__(kSmallDenseThreads)
   }
 }
 
-// Cholesky (cuSOLVER's factor): every squared pivot finite and above rh_pivot_floor(P, eps) times
-// its own column's diagonal of H, recomputed from G and J exactly as the assembly formed it (potrf
-// overwrote H): the share of the column left after projecting out the earlier ones, a test
-// that rescaling a column does not change (docs/decisions.md).
+// Cholesky (cuSOLVER's factor L, lower, column-major): every squared pivot finite and above
+// rh_pivot_floor(P, eps) times its own column's diagonal of H, recomputed from G and J exactly as
+// the assembly formed it (potrf overwrote H): the share of the column left after projecting out
+// the earlier ones, a test that rescaling a column does not change (docs/decisions.md). An
+// accepted factor is then solved with in the same block, L L' dir = g, by blocked substitution
+// (docs/decisions.md, "The triangular solves"):
+// - 32-row tiles. Warp 0 solves the tile's diagonal block, staged in shared memory, one column
+//   per shuffle step; then every thread updates the later rows with the tile's solution (one row
+//   per thread, the tile's 32 columns read straight from the factor). Forward over the tiles,
+//   then backward with L', whose update reads L's rows of the tile (contiguous in each column).
+// - The next diagonal block is loaded while the current one is solved (two buffers), so each
+//   tile costs two barriers, the shuffle chain and one memory latency.
+// - dir itself carries the partial solution (only this block touches it; __syncthreads makes
+//   global writes visible within the block), so any P is solved without a shared-memory limit.
+constexpr int kTriangularThreads = 512;  // 128 registers: a row's 32 loads in flight
+constexpr int kTriangularTile = 32;
+constexpr int kTileStride = kTriangularTile + 1;  // conflict-free rows and columns of a tile
+
+// Tile (r0, r0) of L into D (row i, column j at D[i * kTileStride + j]), its lower triangle and
+// zeros elsewhere.
+__device__ __forceinline__ void load_diagonal_tile(const double* L, int64_t P, int64_t r0,
+                                                   double* D) {
+  constexpr int kPerThread = kTriangularTile * kTriangularTile / kTriangularThreads;
+  double v[kPerThread];
+#pragma unroll
+  for (int q = 0; q < kPerThread; ++q) {
+    const int e = threadIdx.x + q * kTriangularThreads;
+    const int i = e & 31;
+    const int j = e >> 5;
+    v[q] = r0 + i < P && j <= i ? L[(r0 + i) + (r0 + j) * P] : 0.0;
+  }
+#pragma unroll
+  for (int q = 0; q < kPerThread; ++q) {
+    const int e = threadIdx.x + q * kTriangularThreads;
+    D[(e & 31) * kTileStride + (e >> 5)] = v[q];
+  }
+}
+
 template <class T>
-__global__ void check_cholesky_kernel(const double* factor, const int* info, const T* gram,
-                                      const double* J, BatchConstants k, DeviceScalars* sc) {
+__global__ void __launch_bounds__(kTriangularThreads)
+    cholesky_verdict_solve_kernel(const double* L, const int* info, const T* gram, const double* J,
+                                  BatchConstants k, DeviceScalars* sc, const double* g,
+                                  double* dir) {
   if (sc->state != kRunning)
     return;
-  __shared__ int refused_shared;
-  if (threadIdx.x == 0)
-    refused_shared = 0;
-  __syncthreads();
+  __shared__ double tiles[2][kTriangularTile * kTileStride];
+  __shared__ double solved[kTriangularTile];
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
   const int64_t P = k.P;
   const double inv_n = 1.0 / sc->total_weight;
   const double floor = rh_pivot_floor(P, k.dtype_epsilon);
-  for (int64_t j = threadIdx.x; j < P; j += kThreads) {
-    const double root = factor[j + j * P];
+  int refused = 0;
+  for (int64_t j = tid; j < P; j += kTriangularThreads) {
+    const double root = L[j + j * P];
     const double pivot = root * root;
     const double diagonal = (static_cast<double>(gram[j + j * P]) + J[j * P + j]) * inv_n + k.ridge;
     if (!isfinite(pivot) || !(pivot > floor * diagonal))
-      refused_shared = 1;
+      refused = 1;
+    dir[j] = g[j];
   }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const int accepted = *info == 0 && !refused_shared;
-    sc->factor_ok = accepted;
-    if (!accepted)
+  load_diagonal_tile(L, P, 0, tiles[0]);
+  refused = __syncthreads_or(refused) || *info != 0;
+  if (tid == 0) {
+    sc->factor_ok = refused ? 0 : 1;
+    if (refused)
       sc->state = kNeedsFallback;
+  }
+  if (refused)
+    return;
+
+  const int64_t tiles_count = (P + kTriangularTile - 1) / kTriangularTile;
+  // Warp 0's part of a tile: solve D y = b (forward) or D' y = b (backward) in place in dir and
+  // in `solved`; the caller's barrier follows.
+  auto solve_tile = [&](const double* D, int64_t r0, bool forward) {
+    const int m = static_cast<int>(P - r0 < kTriangularTile ? P - r0 : kTriangularTile);
+    double b = lane < m ? dir[r0 + lane] : 0.0;
+    const double reciprocal = lane < m ? 1.0 / D[lane * kTileStride + lane] : 0.0;
+#pragma unroll
+    for (int step = 0; step < kTriangularTile; ++step) {
+      const int c = forward ? step : kTriangularTile - 1 - step;
+      if (c < m) {
+        if (lane == c)
+          b *= reciprocal;
+        const double y = __shfl_sync(0xffffffffu, b, c);
+        if (forward ? lane > c : lane < c)
+          b = fma(-(forward ? D[lane * kTileStride + c] : D[c * kTileStride + lane]), y, b);
+      }
+    }
+    if (lane < m) {
+      dir[r0 + lane] = b;
+      solved[lane] = b;
+    }
+  };
+  int buffer = 0;
+  for (int64_t t = 0; t < tiles_count; ++t) {
+    const int64_t r0 = t * kTriangularTile;
+    const int64_t end = r0 + kTriangularTile < P ? r0 + kTriangularTile : P;
+    if (warp == 0)
+      solve_tile(tiles[buffer], r0, true);
+    if (t + 1 < tiles_count)
+      load_diagonal_tile(L, P, end, tiles[buffer ^ 1]);
+    __syncthreads();
+    // Later rows: dir_i -= L[i, r0:end] y.
+    for (int64_t i = end + tid; i < P; i += kTriangularThreads) {
+      const double* element = L + i + r0 * P;  // L[i, r0], then along the row
+      double acc[4] = {0.0, 0.0, 0.0, 0.0};
+#pragma unroll
+      for (int c = 0; c < kTriangularTile; ++c, element += P) {
+        if (r0 + c < end)
+          acc[c & 3] = fma(*element, solved[c], acc[c & 3]);
+      }
+      dir[i] -= (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    }
+    __syncthreads();
+    if (t + 1 < tiles_count)
+      buffer ^= 1;
+  }
+  for (int64_t t = tiles_count - 1; t >= 0; --t) {
+    const int64_t r0 = t * kTriangularTile;
+    const int64_t end = r0 + kTriangularTile < P ? r0 + kTriangularTile : P;
+    if (warp == 0)
+      solve_tile(tiles[buffer], r0, false);
+    if (t > 0)
+      load_diagonal_tile(L, P, r0 - kTriangularTile, tiles[buffer ^ 1]);
+    __syncthreads();
+    // Earlier rows: dir_c -= L[r0:end, c]' x.
+    for (int64_t c = tid; c < r0; c += kTriangularThreads) {
+      const double* column = L + r0 + c * P;
+      double acc[4] = {0.0, 0.0, 0.0, 0.0};
+#pragma unroll
+      for (int i = 0; i < kTriangularTile; ++i) {
+        if (r0 + i < end)
+          acc[i & 3] = fma(column[i], solved[i], acc[i & 3]);
+      }
+      dir[c] -= (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    }
+    __syncthreads();
+    buffer ^= 1;
   }
 }
 
@@ -524,10 +635,12 @@ void launch_small_cholesky_solve(const T* gram, const double* J, const BatchCons
 }
 
 template <class T>
-void launch_check_cholesky(const double* factor, const int* info, const T* gram, const double* J,
-                           const BatchConstants& k, DeviceScalars* sc, cudaStream_t s) {
-  check_cholesky_kernel<T><<<1, kThreads, 0, s>>>(factor, info, gram, J, k, sc);
-  check_launch("check_cholesky_kernel");
+void launch_cholesky_verdict_solve(const double* factor, const int* info, const T* gram,
+                                   const double* J, const BatchConstants& k, DeviceScalars* sc,
+                                   const double* g, double* dir, cudaStream_t s) {
+  cholesky_verdict_solve_kernel<T>
+      <<<1, kTriangularThreads, 0, s>>>(factor, info, gram, J, k, sc, g, dir);
+  check_launch("cholesky_verdict_solve_kernel");
 }
 
 void launch_check_factor(const double* factor, const int* info, int64_t P, double eps,
@@ -559,12 +672,13 @@ void launch_scale_vector(double* v, const double* d, int64_t P, cudaStream_t s) 
   check_launch("scale_vector_kernel");
 }
 
-#define RH_INSTANTIATE_LINEAR_SOLVE_KERNELS(T)                                                  \
-  template void launch_small_cholesky_solve<T>(const T*, const double*, const BatchConstants&,  \
-                                               DeviceScalars*, const double*, double*, double*, \
-                                               cudaStream_t);                                   \
-  template void launch_check_cholesky<T>(const double*, const int*, const T*, const double*,    \
-                                         const BatchConstants&, DeviceScalars*, cudaStream_t);
+#define RH_INSTANTIATE_LINEAR_SOLVE_KERNELS(T)                                                   \
+  template void launch_small_cholesky_solve<T>(const T*, const double*, const BatchConstants&,   \
+                                               DeviceScalars*, const double*, double*, double*,  \
+                                               cudaStream_t);                                    \
+  template void launch_cholesky_verdict_solve<T>(                                                \
+      const double*, const int*, const T*, const double*, const BatchConstants&, DeviceScalars*, \
+      const double*, double*, cudaStream_t);
 
 RH_INSTANTIATE_LINEAR_SOLVE_KERNELS(float)
 RH_INSTANTIATE_LINEAR_SOLVE_KERNELS(double)

@@ -44,7 +44,6 @@ void enqueue_step(UpdateContext<T>& ctx, bool jdir_ready, bool majoriser) {
 template <class T>
 void enqueue_cholesky_iteration(UpdateContext<T>& ctx) {
   enqueue_cholesky_attempt(ctx, ctx.gram());
-  enqueue_cholesky_solve(ctx);
   enqueue_step(ctx, ctx.small_dense(), false);
 }
 
@@ -65,8 +64,7 @@ void enqueue_majoriser_iteration(UpdateContext<T>& ctx) {
       launch_resume(ctx.device_scalars(), ctx.e.stream);
       solve_without_cholesky(ctx, ctx.majoriser_gram());
     } else {
-      enqueue_cholesky_solve(ctx);
-      jdir_ready = ctx.small_dense();
+      jdir_ready = ctx.small_dense();  // the attempt solved for dir
     }
   } else {
     solve_without_cholesky(ctx, ctx.majoriser_gram());
@@ -83,7 +81,7 @@ void solve_newton(UpdateContext<T>& ctx) {
 
   // A wasted iteration costs launches that return at once, except cuBLAS's X'u (wide rows), its
   // Gram (beyond UpdateContext::fused_gram) and, above Engine::small_dense_max, cuSOLVER's
-  // potrf/potrs, which cannot (UpdateContext::later_chunk).
+  // potrf, which cannot (UpdateContext::later_chunk).
   int64_t chunk = ctx.first_chunk;
   int paused = kRunning;  // the needs_host state the last chunk ended in, if any
   int64_t done = 0;

@@ -18,18 +18,15 @@ void solve_lamm(UpdateContext<T>& ctx);
 
 // Queues the Cholesky attempt on (gram + J) / N + ridge I (symmetric information only; gram is
 // the Gram at beta for H(beta), the majoriser's for M(beta)): assemble, factor, and the pivot
-// test of docs/decisions.md into DeviceScalars.factor_ok; a refused factor moves the state to
-// kNeedsFallback, so the rest of the chunk returns at once. For P <= Engine::small_dense_max the
-// same kernel also solves for dir and forms J dir.
+// test of docs/decisions.md into DeviceScalars.factor_ok, and on an accepted factor dir = H^-1 g
+// (or M^-1 g); a refused factor moves the state to kNeedsFallback, so the rest of the chunk
+// returns at once. For P <= Engine::small_dense_max one kernel does it all and also forms J dir.
 template <class T>
 void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram);
 
-// dir = H^-1 g (or M^-1 g). enqueue_cholesky_solve uses the factor from
-// enqueue_cholesky_attempt; solve_without_cholesky (state kRunning) assembles from gram and
-// factors with LU with partial pivoting, then falls back to the minimum-norm SVD solve (one
+// dir = H^-1 g (or M^-1 g) without Cholesky (state kRunning): assembles from gram and factors
+// with LU with partial pivoting, then falls back to the minimum-norm SVD solve (one
 // synchronisation to read the LU pivot test; the SVD sets UpdateContext::used_svd).
-template <class T>
-void enqueue_cholesky_solve(UpdateContext<T>& ctx);
 template <class T>
 void solve_without_cholesky(UpdateContext<T>& ctx, const T* gram);
 
