@@ -326,6 +326,8 @@ void reserve_workspace(Engine& e, int64_t PP) {
   reserve_elems(ws.gram, PP, e.elem_size, "Gram matrix");
   reserve_elems(ws.majoriser_gram, PP, e.elem_size, "majoriser Gram matrix");
   reserve_elems(ws.equilibration, 3 * P, sizeof(double), "linear-solve equilibration");
+  reserve_elems(ws.tile_inverses, cholesky_tile_inverse_elems(P), sizeof(double),
+                "Cholesky tile inverses");
   reserve_elems(ws.pivots, P, sizeof(int), "LU pivots");
   reserve_elems(ws.solver_info, 1, sizeof(int), "cuSOLVER info");
   for (GrowingBuffer* b : {&ws.candidates, &ws.candidate_deltas, &ws.candidate_jdeltas}) {

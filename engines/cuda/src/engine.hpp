@@ -64,6 +64,9 @@ struct Workspace {
   // 3 P doubles for the linear solve's LU and SVD rungs: the equilibration d, d * g, and an
   // equilibrated solution kept while the SVD of H itself is tried (linear_solve.cu).
   GrowingBuffer equilibration;
+  // The inverses of the 32 x 32 diagonal blocks of cuSOLVER's Cholesky factor, each in both
+  // layouts (linear_solve_kernels.cu, cholesky_verdict_solve_kernel).
+  GrowingBuffer tile_inverses;
   // Row-sized, grown to the largest batch.
   GrowingBuffer x_stage, y_stage, w_stage, residual, score, scaled_rows, row_partials;
   // K's scaled design sqrt(w) |psi(r)| x at the final beta (Gram-padded like scaled_rows),
@@ -120,6 +123,7 @@ struct Workspace {
                              &trial_partials,
                              &majoriser_gram,
                              &equilibration,
+                             &tile_inverses,
                              &x_stage,
                              &y_stage,
                              &w_stage,
@@ -144,8 +148,8 @@ struct Workspace {
     }
   }
 };
-static_assert(sizeof(Workspace) == 46 * sizeof(GrowingBuffer),
-              "Workspace gained or lost a member: list it in Workspace::for_each and update 46");
+static_assert(sizeof(Workspace) == 47 * sizeof(GrowingBuffer),
+              "Workspace gained or lost a member: list it in Workspace::for_each and update 47");
 
 struct GraphCounters {
   uint64_t captures = 0;

@@ -310,48 +310,67 @@ __global__ void __launch_bounds__(kSmallDenseThreads)
 // the assembly formed it (potrf overwrote H): the share of the column left after projecting out
 // the earlier ones, a test that rescaling a column does not change (docs/decisions.md). An
 // accepted factor is then solved with in the same block, L L' dir = g, by blocked substitution
-// (docs/decisions.md, "The triangular solves"):
-// - 32-row tiles. Warp 0 solves the tile's diagonal block, staged in shared memory, one column
-//   per shuffle step; then every thread updates the later rows with the tile's solution (one row
-//   per thread, the tile's 32 columns read straight from the factor). Forward over the tiles,
-//   then backward with L', whose update reads L's rows of the tile (contiguous in each column).
-// - The next diagonal block is loaded while the current one is solved (two buffers), so each
-//   tile costs two barriers, the shuffle chain and one memory latency.
+// over 32-row tiles (docs/decisions.md, "The triangular solves"):
+// - First every warp inverts diagonal blocks of L, a lane per column of the inverse, all blocks
+//   at once (no step of a tile's solve waits on a chain of 32 divisions or shuffles).
+// - Then tile by tile, forward and backward: warp 0 multiplies the tile's right-hand side by the
+//   block's inverse (its transpose going backward), prefetched into registers during the
+//   previous tile; the other warps update the later rows (earlier ones going backward) with
+//   that solution, their entries of L loaded before the barrier that publishes it. Two
+//   barriers per tile.
 // - dir itself carries the partial solution (only this block touches it; __syncthreads makes
 //   global writes visible within the block), so any P is solved without a shared-memory limit.
-constexpr int kTriangularThreads = 512;  // 128 registers: a row's 32 loads in flight
-constexpr int kTriangularTile = 32;
-constexpr int kTileStride = kTriangularTile + 1;  // conflict-free rows and columns of a tile
+constexpr int kTriangularThreads = 512;  // 128 registers: 32 loads in flight per thread
+constexpr int kTile = 32;
+constexpr int kHalfTile = kTile / 2;
+constexpr int kUpdaterPairs = (kTriangularThreads - kTile) / 2;  // warps 1.. update the rest
 
-// Tile (r0, r0) of L into D (row i, column j at D[i * kTileStride + j]), its lower triangle and
-// zeros elsewhere.
-__device__ __forceinline__ void load_diagonal_tile(const double* L, int64_t P, int64_t r0,
-                                                   double* D) {
-  constexpr int kPerThread = kTriangularTile * kTriangularTile / kTriangularThreads;
-  double v[kPerThread];
+// The inverse of diagonal block t of L (rows and columns t * 32 .. t * 32 + 31, the identity
+// beyond P) in two layouts: column-major at inverses + 2 t kTile^2, row-major right after.
+__device__ __forceinline__ void invert_diagonal_block(const double* L, int64_t P, int64_t t,
+                                                      double* inverses) {
+  const int c = threadIdx.x & 31;  // this lane's column of the inverse
+  const int64_t r0 = t * kTile;
+  const int m = static_cast<int>(P - r0 < kTile ? P - r0 : kTile);
+  double z[kTile];
 #pragma unroll
-  for (int q = 0; q < kPerThread; ++q) {
-    const int e = threadIdx.x + q * kTriangularThreads;
-    const int i = e & 31;
-    const int j = e >> 5;
-    v[q] = r0 + i < P && j <= i ? L[(r0 + i) + (r0 + j) * P] : 0.0;
-  }
+  for (int i = 0; i < kTile; ++i) {
+    // One chain: more would let the compiler hoist more loads than 128 registers hold.
+    double sum = i == c ? 1.0 : 0.0;
+    const double* element = L + (r0 + i) + r0 * P;  // L[r0 + i, r0 + j], stepped along the row
 #pragma unroll
-  for (int q = 0; q < kPerThread; ++q) {
-    const int e = threadIdx.x + q * kTriangularThreads;
-    D[(e & 31) * kTileStride + (e >> 5)] = v[q];
+    for (int j = 0; j < i; ++j, element += P) {
+      if (i < m)
+        sum = fma(-*element, z[j], sum);
+    }
+    z[i] = i < m ? sum / *element : sum;
   }
+  double* column_major = inverses + 2 * t * kTile * kTile;
+  double* row_major = column_major + kTile * kTile;
+#pragma unroll
+  for (int i = 0; i < kTile; ++i) {
+    column_major[c * kTile + i] = z[i];
+    row_major[i * kTile + c] = z[i];
+  }
+}
+
+// held[c] = p[c * stride] for c < count, else 0; the pointer is stepped rather than indexed, so
+// the loads in flight need one address register, not one each.
+__device__ __forceinline__ void load_tile_line(const double* p, int64_t stride, int64_t count,
+                                               double (&held)[kHalfTile]) {
+#pragma unroll
+  for (int c = 0; c < kHalfTile; ++c, p += stride)
+    held[c] = c < count ? *p : 0.0;
 }
 
 template <class T>
 __global__ void __launch_bounds__(kTriangularThreads)
     cholesky_verdict_solve_kernel(const double* L, const int* info, const T* gram, const double* J,
-                                  BatchConstants k, DeviceScalars* sc, const double* g,
-                                  double* dir) {
+                                  BatchConstants k, DeviceScalars* sc, const double* g, double* dir,
+                                  double* inverses) {
   if (sc->state != kRunning)
     return;
-  __shared__ double tiles[2][kTriangularTile * kTileStride];
-  __shared__ double solved[kTriangularTile];
+  __shared__ double solved[kTile];
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
@@ -367,7 +386,6 @@ __global__ void __launch_bounds__(kTriangularThreads)
       refused = 1;
     dir[j] = g[j];
   }
-  load_diagonal_tile(L, P, 0, tiles[0]);
   refused = __syncthreads_or(refused) || *info != 0;
   if (tid == 0) {
     sc->factor_ok = refused ? 0 : 1;
@@ -376,75 +394,104 @@ __global__ void __launch_bounds__(kTriangularThreads)
   }
   if (refused)
     return;
+  const int64_t tiles = (P + kTile - 1) / kTile;
+  for (int64_t t = warp; t < tiles; t += kTriangularThreads / 32)
+    invert_diagonal_block(L, P, t, inverses);
+  __syncthreads();
 
-  const int64_t tiles_count = (P + kTriangularTile - 1) / kTriangularTile;
-  // Warp 0's part of a tile: solve D y = b (forward) or D' y = b (backward) in place in dir and
-  // in `solved`; the caller's barrier follows.
-  auto solve_tile = [&](const double* D, int64_t r0, bool forward) {
-    const int m = static_cast<int>(P - r0 < kTriangularTile ? P - r0 : kTriangularTile);
-    double b = lane < m ? dir[r0 + lane] : 0.0;
-    const double reciprocal = lane < m ? 1.0 / D[lane * kTileStride + lane] : 0.0;
+  // Held in registers across the barriers: in warp 0 its lane's row (forward) or column
+  // (backward) of the next block inverse; in the other warps, pairs of threads share a row
+  // (forward) or column (backward) of the update, half of the tile's 32 entries each.
+  double inverse[kTile];
+  double held[kHalfTile];
+  auto prefetch = [&](int64_t t, bool forward) {
+    const double* base = inverses + 2 * t * kTile * kTile + (forward ? 0 : kTile * kTile);
 #pragma unroll
-    for (int step = 0; step < kTriangularTile; ++step) {
-      const int c = forward ? step : kTriangularTile - 1 - step;
-      if (c < m) {
-        if (lane == c)
-          b *= reciprocal;
-        const double y = __shfl_sync(0xffffffffu, b, c);
-        if (forward ? lane > c : lane < c)
-          b = fma(-(forward ? D[lane * kTileStride + c] : D[c * kTileStride + lane]), y, b);
-      }
-    }
-    if (lane < m) {
-      dir[r0 + lane] = b;
-      solved[lane] = b;
-    }
+    for (int c = 0; c < kTile; ++c)
+      inverse[c] = base[c * kTile + lane];
   };
-  int buffer = 0;
-  for (int64_t t = 0; t < tiles_count; ++t) {
-    const int64_t r0 = t * kTriangularTile;
-    const int64_t end = r0 + kTriangularTile < P ? r0 + kTriangularTile : P;
-    if (warp == 0)
-      solve_tile(tiles[buffer], r0, true);
-    if (t + 1 < tiles_count)
-      load_diagonal_tile(L, P, end, tiles[buffer ^ 1]);
-    __syncthreads();
-    // Later rows: dir_i -= L[i, r0:end] y.
-    for (int64_t i = end + tid; i < P; i += kTriangularThreads) {
-      const double* element = L + i + r0 * P;  // L[i, r0], then along the row
-      double acc[4] = {0.0, 0.0, 0.0, 0.0};
+  // Warp 0: the tile's solution from its right-hand side in dir, into dir and `solved`.
+  auto solve_tile = [&](int64_t r0) {
+    const bool inside = r0 + lane < P;
+    const double b = inside ? dir[r0 + lane] : 0.0;
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
 #pragma unroll
-      for (int c = 0; c < kTriangularTile; ++c, element += P) {
-        if (r0 + c < end)
-          acc[c & 3] = fma(*element, solved[c], acc[c & 3]);
-      }
-      dir[i] -= (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for (int c = 0; c < kTile; ++c)
+      acc[c & 3] = fma(inverse[c], __shfl_sync(0xffffffffu, b, c), acc[c & 3]);
+    const double y = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    if (inside)
+      dir[r0 + lane] = y;
+    solved[lane] = y;
+  };
+  const int pair = (tid - kTile) >> 1;  // updaters only
+  const int half = tid & 1;
+  // An updater pair's share: held . solved over its half, summed across the pair.
+  auto pair_dot = [&] {
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+#pragma unroll
+    for (int c = 0; c < kHalfTile; ++c)
+      acc[c & 3] = fma(held[c], solved[half * kHalfTile + c], acc[c & 3]);
+    const double mine = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    return mine + __shfl_xor_sync(0xffffffffu, mine, 1);
+  };
+
+  if (warp == 0)
+    prefetch(0, true);
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t r0 = t * kTile;
+    const int64_t end = r0 + kTile < P ? r0 + kTile : P;
+    const int64_t own = end - r0 - half * kHalfTile;  // this thread's columns of the tile
+    const int64_t below = P - end;                    // later rows: dir_i -= L[i, r0:end] y
+    auto load_row = [&](int64_t base) {
+      const bool active = base + pair < below;
+      load_tile_line(L + (end + base + pair) + (r0 + half * kHalfTile) * P, P, active ? own : 0,
+                     held);
+    };
+    if (warp == 0) {
+      solve_tile(r0);
+      prefetch(t + 1 < tiles ? t + 1 : t, t + 1 < tiles);
+    } else {
+      load_row(0);
     }
     __syncthreads();
-    if (t + 1 < tiles_count)
-      buffer ^= 1;
+    if (warp != 0) {
+      for (int64_t base = 0; base < below; base += kUpdaterPairs) {
+        if (base != 0)
+          load_row(base);
+        const double sum = pair_dot();
+        if (base + pair < below && half == 0)
+          dir[end + base + pair] -= sum;
+      }
+    }
+    __syncthreads();
   }
-  for (int64_t t = tiles_count - 1; t >= 0; --t) {
-    const int64_t r0 = t * kTriangularTile;
-    const int64_t end = r0 + kTriangularTile < P ? r0 + kTriangularTile : P;
-    if (warp == 0)
-      solve_tile(tiles[buffer], r0, false);
-    if (t > 0)
-      load_diagonal_tile(L, P, r0 - kTriangularTile, tiles[buffer ^ 1]);
-    __syncthreads();
-    // Earlier rows: dir_c -= L[r0:end, c]' x.
-    for (int64_t c = tid; c < r0; c += kTriangularThreads) {
-      const double* column = L + r0 + c * P;
-      double acc[4] = {0.0, 0.0, 0.0, 0.0};
-#pragma unroll
-      for (int i = 0; i < kTriangularTile; ++i) {
-        if (r0 + i < end)
-          acc[i & 3] = fma(column[i], solved[i], acc[i & 3]);
-      }
-      dir[c] -= (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  for (int64_t t = tiles - 1; t >= 0; --t) {
+    const int64_t r0 = t * kTile;
+    const int64_t end = r0 + kTile < P ? r0 + kTile : P;
+    const int64_t own = end - r0 - half * kHalfTile;  // this thread's rows of the tile
+    // Earlier rows: dir_c -= L[r0:end, c]' x, L's rows of the tile contiguous in column c.
+    auto load_column = [&](int64_t base) {
+      const bool active = base + pair < r0;
+      load_tile_line(L + (r0 + half * kHalfTile) + (base + pair) * P, 1, active ? own : 0, held);
+    };
+    if (warp == 0) {
+      solve_tile(r0);
+      if (t > 0)
+        prefetch(t - 1, false);
+    } else {
+      load_column(0);
     }
     __syncthreads();
-    buffer ^= 1;
+    if (warp != 0) {
+      for (int64_t base = 0; base < r0; base += kUpdaterPairs) {
+        if (base != 0)
+          load_column(base);
+        const double sum = pair_dot();
+        if (base + pair < r0 && half == 0)
+          dir[base + pair] -= sum;
+      }
+    }
+    __syncthreads();
   }
 }
 
@@ -549,6 +596,10 @@ __global__ void scale_vector_kernel(double* v, const double* d, int64_t P) {
 
 }  // namespace
 
+int64_t cholesky_tile_inverse_elems(int64_t P) {
+  return 2 * ((P + kTile - 1) / kTile) * kTile * kTile;
+}
+
 // P x P doubles for R, two pivot rows of P + 1 and five P-vectors.
 constexpr size_t small_cholesky_shared_bytes(int64_t P) {
   return static_cast<size_t>(P * P + 2 * (P + 1) + 5 * P) * sizeof(double);
@@ -637,9 +688,10 @@ void launch_small_cholesky_solve(const T* gram, const double* J, const BatchCons
 template <class T>
 void launch_cholesky_verdict_solve(const double* factor, const int* info, const T* gram,
                                    const double* J, const BatchConstants& k, DeviceScalars* sc,
-                                   const double* g, double* dir, cudaStream_t s) {
+                                   const double* g, double* dir, double* tile_inverses,
+                                   cudaStream_t s) {
   cholesky_verdict_solve_kernel<T>
-      <<<1, kTriangularThreads, 0, s>>>(factor, info, gram, J, k, sc, g, dir);
+      <<<1, kTriangularThreads, 0, s>>>(factor, info, gram, J, k, sc, g, dir, tile_inverses);
   check_launch("cholesky_verdict_solve_kernel");
 }
 
@@ -678,7 +730,7 @@ void launch_scale_vector(double* v, const double* d, int64_t P, cudaStream_t s) 
                                                cudaStream_t);                                    \
   template void launch_cholesky_verdict_solve<T>(                                                \
       const double*, const int*, const T*, const double*, const BatchConstants&, DeviceScalars*, \
-      const double*, double*, cudaStream_t);
+      const double*, double*, double*, cudaStream_t);
 
 RH_INSTANTIATE_LINEAR_SOLVE_KERNELS(float)
 RH_INSTANTIATE_LINEAR_SOLVE_KERNELS(double)
