@@ -61,6 +61,7 @@ struct ResourceSet {
   // The one-block Cholesky's limit on this device (configure_small_dense: the kernels'
   // shared-memory opt-in is set once per set, not per engine).
   int64_t small_dense_max = 0;
+  int cholesky_solve_shared = 0;  // likewise for the Cholesky solve (configure_cholesky_solve)
 
   ResourceSet() = default;
   ResourceSet(const ResourceSet&) = delete;
@@ -208,6 +209,7 @@ std::unique_ptr<ResourceSet> make_resource_set(int device) {
   check_cusolver(cusolverDnCreate(&set->solver), "cusolverDnCreate");
   check_cusolver(cusolverDnCreateGesvdjInfo(&set->svd_params), "cusolverDnCreateGesvdjInfo");
   set->small_dense_max = configure_small_dense(device, kSmallDenseCap);
+  set->cholesky_solve_shared = configure_cholesky_solve(device);
   set->blas_work.bind(set->stream, set->memory);
   // A fixed workspace keeps cuBLAS from allocating during graph capture.
   set->blas_work.reserve(kBlasWorkspaceBytes, "cuBLAS workspace");
@@ -281,6 +283,7 @@ void lease_resources(Engine& e) {
   e.solver = r.solver;
   e.svd_params = r.svd_params;
   e.small_dense_max = small_dense_limit_setting(r.small_dense_max);
+  e.cholesky_solve_shared = cholesky_solve_shared_setting(r.cholesky_solve_shared);
   r.for_each_carried(e.ws, [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
   e.ws.for_each([&](GrowingBuffer& b) {
     if (b.kind() == MemoryKind::Device)

@@ -202,6 +202,9 @@ struct Engine {
   // Newton systems of at most this many parameters use the one-block Cholesky (the resource
   // set's limit from the device's shared memory, or the tests' lower cap).
   int64_t small_dense_max = 0;
+  // Shared memory the Cholesky solve above that may use (the resource set's, or the tests' 0:
+  // its right-hand side and block inverses in global memory, as at large P).
+  int cholesky_solve_shared = 0;
   // Row passes with the Gram at most this many parameters wide form it themselves, unless they
   // also write K's rows (kFusedGramMaxP, or the tests' lower cap; UpdateContext::fused_gram).
   int64_t fused_gram_max = kFusedGramMaxP;

@@ -132,13 +132,17 @@ int64_t configure_small_dense(int device, int64_t cap);
 // when info == 0 and every squared pivot exceeds rh_pivot_floor(P, eps) times H's own diagonal
 // entry (recomputed from gram and J), then solves H dir = g with it; a refused attempt moves the
 // state to kNeedsFallback. One single-block kernel; tile_inverses holds
-// cholesky_tile_inverse_elems(P) doubles of scratch.
+// cholesky_tile_inverse_elems(P) doubles of scratch, used where shared_limit bytes (from
+// configure_cholesky_solve) do not hold them.
 template <class T>
 void launch_cholesky_verdict_solve(const double* factor, const int* info, const T* gram,
                                    const double* J, const BatchConstants& k, DeviceScalars* sc,
                                    const double* g, double* dir, double* tile_inverses,
-                                   cudaStream_t s);
+                                   int shared_limit, cudaStream_t s);
 int64_t cholesky_tile_inverse_elems(int64_t P);
+// The dynamic shared memory the Cholesky solve may use on this device, which it is allowed.
+// Called when a resource set is made (device current).
+int configure_cholesky_solve(int device);
 // While running, on an LU factor: sets factor_ok when info == 0 and
 // min |u_ii| > rh_pivot_floor(P, eps) max |u_ii|.
 void launch_check_factor(const double* factor, const int* info, int64_t P, double eps,

@@ -56,7 +56,7 @@ void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram) {
   launch_cholesky_verdict_solve<T>(e.ws.hessian.as<double>(), e.ws.solver_info.as<int>(), gram,
                                    ctx.information64(), ctx.k, ctx.device_scalars(), ctx.grad(),
                                    e.ws.dir.as<double>(), e.ws.tile_inverses.as<double>(),
-                                   e.stream);
+                                   e.cholesky_solve_shared, e.stream);
 }
 
 // LU's pivot test and the SVD's rank cutoff compare columns with each other, so both run on the

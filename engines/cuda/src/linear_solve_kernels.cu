@@ -311,47 +311,61 @@ __global__ void __launch_bounds__(kSmallDenseThreads)
 // the earlier ones, a test that rescaling a column does not change (docs/decisions.md). An
 // accepted factor is then solved with in the same block, L L' dir = g, by blocked substitution
 // over 32-row tiles (docs/decisions.md, "The triangular solves"):
-// - First every warp inverts diagonal blocks of L, a lane per column of the inverse, all blocks
-//   at once (no step of a tile's solve waits on a chain of 32 divisions or shuffles).
+// - The right-hand side and the inverses of L's 32 x 32 diagonal blocks live in shared memory
+//   where they fit (P up to about 800 on an H200), else in global memory (the same code through
+//   generic pointers; the right-hand side then in dir itself, which only this block touches).
+// - First every warp inverts diagonal blocks, all at once: the block staged with one load per
+//   element, then a lane per column of the inverse. So no step of the sweeps below waits on a
+//   chain of 32 divisions or shuffles.
 // - Then tile by tile, forward and backward: warp 0 multiplies the tile's right-hand side by the
-//   block's inverse (its transpose going backward), prefetched into registers during the
-//   previous tile; the other warps update the later rows (earlier ones going backward) with
-//   that solution, their entries of L loaded before the barrier that publishes it. Two
-//   barriers per tile.
-// - dir itself carries the partial solution (only this block touches it; __syncthreads makes
-//   global writes visible within the block), so any P is solved without a shared-memory limit.
-constexpr int kTriangularThreads = 512;  // 128 registers: 32 loads in flight per thread
+//   block's inverse (its transpose going backward); the other warps, two threads per row (column
+//   going backward), update the later rows (earlier ones) with that solution. Their entries of L
+//   for the next tile are loaded as soon as the current tile's update is done, so the load
+//   overlaps two barriers and warp 0's product. Two barriers per tile.
+constexpr int kTriangularThreads = 512;
 constexpr int kTile = 32;
+constexpr int kTileStride = kTile + 1;  // rows and columns of a tile both conflict-free
+constexpr int kTileElems = kTile * kTileStride;
 constexpr int kHalfTile = kTile / 2;
 constexpr int kUpdaterPairs = (kTriangularThreads - kTile) / 2;  // warps 1.. update the rest
 
-// The inverse of diagonal block t of L (rows and columns t * 32 .. t * 32 + 31, the identity
-// beyond P) in two layouts: column-major at inverses + 2 t kTile^2, row-major right after.
+__host__ __device__ constexpr int64_t triangular_tiles(int64_t P) {
+  return (P + kTile - 1) / kTile;
+}
+
+// Diagonal block t of L (rows and columns t * 32 .. t * 32 + 31, the identity beyond P) replaced
+// by its inverse in D (row i, column j at D[i * kTileStride + j]), by one warp.
 __device__ __forceinline__ void invert_diagonal_block(const double* L, int64_t P, int64_t t,
-                                                      double* inverses) {
-  const int c = threadIdx.x & 31;  // this lane's column of the inverse
+                                                      double* D) {
+  const int lane = threadIdx.x & 31;
   const int64_t r0 = t * kTile;
   const int m = static_cast<int>(P - r0 < kTile ? P - r0 : kTile);
+  {
+    double row[kTile];  // every load in flight at once: one memory latency
+    const double* element = L + (r0 + lane) + r0 * P;
+#pragma unroll
+    for (int j = 0; j < kTile; ++j, element += P)
+      row[j] = lane < m && j <= lane ? *element : 0.0;
+#pragma unroll
+    for (int j = 0; j < kTile; ++j)
+      D[lane * kTileStride + j] = row[j];
+  }
+  __syncwarp();
+  // Lane c solves D z = e_c; rows beyond m are the identity's.
+  const int c = lane;
   double z[kTile];
 #pragma unroll
   for (int i = 0; i < kTile; ++i) {
-    // One chain: more would let the compiler hoist more loads than 128 registers hold.
     double sum = i == c ? 1.0 : 0.0;
-    const double* element = L + (r0 + i) + r0 * P;  // L[r0 + i, r0 + j], stepped along the row
 #pragma unroll
-    for (int j = 0; j < i; ++j, element += P) {
-      if (i < m)
-        sum = fma(-*element, z[j], sum);
-    }
-    z[i] = i < m ? sum / *element : sum;
+    for (int j = 0; j < i; ++j)
+      sum = fma(-D[i * kTileStride + j], z[j], sum);
+    z[i] = i < m ? sum / D[i * kTileStride + i] : sum;
   }
-  double* column_major = inverses + 2 * t * kTile * kTile;
-  double* row_major = column_major + kTile * kTile;
+  __syncwarp();
 #pragma unroll
-  for (int i = 0; i < kTile; ++i) {
-    column_major[c * kTile + i] = z[i];
-    row_major[i * kTile + c] = z[i];
-  }
+  for (int i = 0; i < kTile; ++i)
+    D[i * kTileStride + c] = z[i];
 }
 
 // held[c] = p[c * stride] for c < count, else 0; the pointer is stepped rather than indexed, so
@@ -367,14 +381,17 @@ template <class T>
 __global__ void __launch_bounds__(kTriangularThreads)
     cholesky_verdict_solve_kernel(const double* L, const int* info, const T* gram, const double* J,
                                   BatchConstants k, DeviceScalars* sc, const double* g, double* dir,
-                                  double* inverses) {
+                                  double* global_inverses, int rhs_shared, int inverses_shared) {
   if (sc->state != kRunning)
     return;
+  extern __shared__ double dynamic_shared[];
   __shared__ double solved[kTile];
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
   const int64_t P = k.P;
+  double* y = rhs_shared ? dynamic_shared : dir;
+  double* inverses = inverses_shared ? dynamic_shared + P : global_inverses;
   const double inv_n = 1.0 / sc->total_weight;
   const double floor = rh_pivot_floor(P, k.dtype_epsilon);
   int refused = 0;
@@ -384,7 +401,7 @@ __global__ void __launch_bounds__(kTriangularThreads)
     const double diagonal = (static_cast<double>(gram[j + j * P]) + J[j * P + j]) * inv_n + k.ridge;
     if (!isfinite(pivot) || !(pivot > floor * diagonal))
       refused = 1;
-    dir[j] = g[j];
+    y[j] = g[j];
   }
   refused = __syncthreads_or(refused) || *info != 0;
   if (tid == 0) {
@@ -394,38 +411,31 @@ __global__ void __launch_bounds__(kTriangularThreads)
   }
   if (refused)
     return;
-  const int64_t tiles = (P + kTile - 1) / kTile;
+  const int64_t tiles = triangular_tiles(P);
   for (int64_t t = warp; t < tiles; t += kTriangularThreads / 32)
-    invert_diagonal_block(L, P, t, inverses);
-  __syncthreads();
+    invert_diagonal_block(L, P, t, inverses + t * kTileElems);
 
-  // Held in registers across the barriers: in warp 0 its lane's row (forward) or column
-  // (backward) of the next block inverse; in the other warps, pairs of threads share a row
-  // (forward) or column (backward) of the update, half of the tile's 32 entries each.
-  double inverse[kTile];
-  double held[kHalfTile];
-  auto prefetch = [&](int64_t t, bool forward) {
-    const double* base = inverses + 2 * t * kTile * kTile + (forward ? 0 : kTile * kTile);
-#pragma unroll
-    for (int c = 0; c < kTile; ++c)
-      inverse[c] = base[c * kTile + lane];
-  };
-  // Warp 0: the tile's solution from its right-hand side in dir, into dir and `solved`.
-  auto solve_tile = [&](int64_t r0) {
+  // Warp 0: the tile's solution from its right-hand side, into y and `solved`.
+  auto solve_tile = [&](int64_t t, bool forward) {
+    const int64_t r0 = t * kTile;
+    const double* D = inverses + t * kTileElems;
     const bool inside = r0 + lane < P;
-    const double b = inside ? dir[r0 + lane] : 0.0;
+    const double b = inside ? y[r0 + lane] : 0.0;
     double acc[4] = {0.0, 0.0, 0.0, 0.0};
 #pragma unroll
-    for (int c = 0; c < kTile; ++c)
-      acc[c & 3] = fma(inverse[c], __shfl_sync(0xffffffffu, b, c), acc[c & 3]);
-    const double y = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for (int c = 0; c < kTile; ++c) {
+      const double entry = forward ? D[lane * kTileStride + c] : D[c * kTileStride + lane];
+      acc[c & 3] = fma(entry, __shfl_sync(0xffffffffu, b, c), acc[c & 3]);
+    }
+    const double solution = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     if (inside)
-      dir[r0 + lane] = y;
-    solved[lane] = y;
+      y[r0 + lane] = solution;
+    solved[lane] = solution;
   };
-  const int pair = (tid - kTile) >> 1;  // updaters only
+  // The updaters: thread pairs, a row (column) each, half of the tile's 32 entries per thread.
+  const int pair = (tid - kTile) >> 1;
   const int half = tid & 1;
-  // An updater pair's share: held . solved over its half, summed across the pair.
+  double held[kHalfTile];
   auto pair_dot = [&] {
     double acc[4] = {0.0, 0.0, 0.0, 0.0};
 #pragma unroll
@@ -434,64 +444,67 @@ __global__ void __launch_bounds__(kTriangularThreads)
     const double mine = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     return mine + __shfl_xor_sync(0xffffffffu, mine, 1);
   };
-
-  if (warp == 0)
-    prefetch(0, true);
-  for (int64_t t = 0; t < tiles; ++t) {
+  auto tile_end = [&](int64_t t) { return (t + 1) * kTile < P ? (t + 1) * kTile : P; };
+  // Forward: row end + base + pair of L, its columns of tile t.
+  auto load_row = [&](int64_t t, int64_t base) {
     const int64_t r0 = t * kTile;
-    const int64_t end = r0 + kTile < P ? r0 + kTile : P;
-    const int64_t own = end - r0 - half * kHalfTile;  // this thread's columns of the tile
-    const int64_t below = P - end;                    // later rows: dir_i -= L[i, r0:end] y
-    auto load_row = [&](int64_t base) {
-      const bool active = base + pair < below;
-      load_tile_line(L + (end + base + pair) + (r0 + half * kHalfTile) * P, P, active ? own : 0,
-                     held);
-    };
-    if (warp == 0) {
-      solve_tile(r0);
-      prefetch(t + 1 < tiles ? t + 1 : t, t + 1 < tiles);
-    } else {
-      load_row(0);
-    }
+    const int64_t end = tile_end(t);
+    const bool active = base + pair < P - end;
+    load_tile_line(L + (end + base + pair) + (r0 + half * kHalfTile) * P, P,
+                   active ? end - r0 - half * kHalfTile : 0, held);
+  };
+  // Backward: column base + pair of L, its rows of tile t (contiguous).
+  auto load_column = [&](int64_t t, int64_t base) {
+    const int64_t r0 = t * kTile;
+    const bool active = base + pair < r0;
+    load_tile_line(L + (r0 + half * kHalfTile) + (base + pair) * P, 1,
+                   active ? tile_end(t) - r0 - half * kHalfTile : 0, held);
+  };
+
+  if (warp != 0)
+    load_row(0, 0);
+  __syncthreads();  // the inverses are in place
+  for (int64_t t = 0; t < tiles; ++t) {
+    if (warp == 0)
+      solve_tile(t, true);
     __syncthreads();
     if (warp != 0) {
-      for (int64_t base = 0; base < below; base += kUpdaterPairs) {
+      const int64_t end = tile_end(t);
+      for (int64_t base = 0; base < P - end; base += kUpdaterPairs) {
         if (base != 0)
-          load_row(base);
+          load_row(t, base);
         const double sum = pair_dot();
-        if (base + pair < below && half == 0)
-          dir[end + base + pair] -= sum;
+        if (base + pair < P - end && half == 0)
+          y[end + base + pair] -= sum;
       }
+      if (t + 1 < tiles)
+        load_row(t + 1, 0);
+      else
+        load_column(t, 0);
     }
     __syncthreads();
   }
   for (int64_t t = tiles - 1; t >= 0; --t) {
-    const int64_t r0 = t * kTile;
-    const int64_t end = r0 + kTile < P ? r0 + kTile : P;
-    const int64_t own = end - r0 - half * kHalfTile;  // this thread's rows of the tile
-    // Earlier rows: dir_c -= L[r0:end, c]' x, L's rows of the tile contiguous in column c.
-    auto load_column = [&](int64_t base) {
-      const bool active = base + pair < r0;
-      load_tile_line(L + (r0 + half * kHalfTile) + (base + pair) * P, 1, active ? own : 0, held);
-    };
-    if (warp == 0) {
-      solve_tile(r0);
-      if (t > 0)
-        prefetch(t - 1, false);
-    } else {
-      load_column(0);
-    }
+    if (warp == 0)
+      solve_tile(t, false);
     __syncthreads();
     if (warp != 0) {
+      const int64_t r0 = t * kTile;
       for (int64_t base = 0; base < r0; base += kUpdaterPairs) {
         if (base != 0)
-          load_column(base);
+          load_column(t, base);
         const double sum = pair_dot();
         if (base + pair < r0 && half == 0)
-          dir[base + pair] -= sum;
+          y[base + pair] -= sum;
       }
+      if (t > 0)
+        load_column(t - 1, 0);
     }
     __syncthreads();
+  }
+  if (rhs_shared) {
+    for (int64_t j = tid; j < P; j += kTriangularThreads)
+      dir[j] = y[j];
   }
 }
 
@@ -597,7 +610,7 @@ __global__ void scale_vector_kernel(double* v, const double* d, int64_t P) {
 }  // namespace
 
 int64_t cholesky_tile_inverse_elems(int64_t P) {
-  return 2 * ((P + kTile - 1) / kTile) * kTile * kTile;
+  return triangular_tiles(P) * kTileElems;
 }
 
 // P x P doubles for R, two pivot rows of P + 1 and five P-vectors.
@@ -689,10 +702,35 @@ template <class T>
 void launch_cholesky_verdict_solve(const double* factor, const int* info, const T* gram,
                                    const double* J, const BatchConstants& k, DeviceScalars* sc,
                                    const double* g, double* dir, double* tile_inverses,
-                                   cudaStream_t s) {
-  cholesky_verdict_solve_kernel<T>
-      <<<1, kTriangularThreads, 0, s>>>(factor, info, gram, J, k, sc, g, dir, tile_inverses);
+                                   int shared_limit, cudaStream_t s) {
+  // The right-hand side, then the inverses, in shared memory as far as they fit.
+  const size_t rhs_bytes = static_cast<size_t>(k.P) * sizeof(double);
+  const size_t inverse_bytes =
+      static_cast<size_t>(cholesky_tile_inverse_elems(k.P)) * sizeof(double);
+  const size_t limit = static_cast<size_t>(shared_limit);
+  const bool rhs_shared = rhs_bytes <= limit;
+  const bool inverses_shared = rhs_bytes + inverse_bytes <= limit;
+  const size_t bytes = (rhs_shared ? rhs_bytes : 0) + (inverses_shared ? inverse_bytes : 0);
+  cholesky_verdict_solve_kernel<T><<<1, kTriangularThreads, bytes, s>>>(
+      factor, info, gram, J, k, sc, g, dir, tile_inverses, rhs_shared, inverses_shared);
   check_launch("cholesky_verdict_solve_kernel");
+}
+
+int configure_cholesky_solve(int device) {
+  int optin = 0;
+  check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "cudaDeviceGetAttribute (shared memory per block)");
+  cudaFuncAttributes attributes{};
+  check_cuda(cudaFuncGetAttributes(&attributes, cholesky_verdict_solve_kernel<double>),
+             "cudaFuncGetAttributes (Cholesky solve)");
+  const int limit = optin - static_cast<int>(attributes.sharedSizeBytes);
+  check_cuda(cudaFuncSetAttribute(cholesky_verdict_solve_kernel<float>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, limit),
+             "cudaFuncSetAttribute (Cholesky solve)");
+  check_cuda(cudaFuncSetAttribute(cholesky_verdict_solve_kernel<double>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, limit),
+             "cudaFuncSetAttribute (Cholesky solve)");
+  return limit;
 }
 
 void launch_check_factor(const double* factor, const int* info, int64_t P, double eps,
@@ -730,7 +768,7 @@ void launch_scale_vector(double* v, const double* d, int64_t P, cudaStream_t s) 
                                                cudaStream_t);                                    \
   template void launch_cholesky_verdict_solve<T>(                                                \
       const double*, const int*, const T*, const double*, const BatchConstants&, DeviceScalars*, \
-      const double*, double*, double*, cudaStream_t);
+      const double*, double*, double*, int, cudaStream_t);
 
 RH_INSTANTIATE_LINEAR_SOLVE_KERNELS(float)
 RH_INSTANTIATE_LINEAR_SOLVE_KERNELS(double)

@@ -61,6 +61,10 @@ int64_t small_dense_limit_setting(int64_t device_limit) {
   return lowered_limit_setting("RH_CUDA_TEST_SMALL_DENSE_MAX", device_limit);
 }
 
+int cholesky_solve_shared_setting(int device_limit) {
+  return static_cast<int>(lowered_limit_setting("RH_CUDA_TEST_CHOLESKY_SHARED", device_limit));
+}
+
 int64_t fused_gram_limit_setting() {
   return lowered_limit_setting("RH_CUDA_TEST_FUSED_GRAM_MAX", kFusedGramMaxP);
 }
@@ -150,6 +154,9 @@ int64_t statistics_chunk_rows_setting() {
   return 0;
 }
 int64_t small_dense_limit_setting(int64_t device_limit) {
+  return device_limit;
+}
+int cholesky_solve_shared_setting(int device_limit) {
   return device_limit;
 }
 int64_t fused_gram_limit_setting() {

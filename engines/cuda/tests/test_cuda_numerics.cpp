@@ -195,16 +195,33 @@ std::vector<double> solve_dense(std::vector<long double> A, std::vector<long dou
 
 // The ways librh_cuda forms and solves a Newton system: the engine's choice (the Gram formed by
 // the row pass up to kFusedGramMaxP = 128 parameters, cuBLAS above; the one-block Cholesky up to
-// its limit, 160 parameters on an H200, cuSOLVER above), cuSOLVER for every P, and cuBLAS's Gram
-// for every P (docs/decisions.md, "The one-block Cholesky" and "The fused row pass"; the test
-// build's switches).
+// its limit, 160 parameters on an H200, cuSOLVER's factor and the one-block triangular solves
+// above), cuSOLVER's factor for every P, the same with the solves' right-hand side and block
+// inverses in global memory (as beyond the shared memory, P above about 800 on an H200), and
+// cuBLAS's Gram for every P (docs/decisions.md, "The one-block Cholesky", "The triangular
+// solves" and "The fused row pass"; the test build's switches).
 struct DensePath {
   const char* name;
-  const char* variable;  // set to 0 before the engine is made; none: the engine's choice
+  const char* variable;          // set to 0 before the engine is made; none: the engine's choice
+  const char* second = nullptr;  // another one set to 0
 };
-constexpr DensePath kDensePaths[] = {{"engine's choice", nullptr},
-                                     {"cuSOLVER", "RH_CUDA_TEST_SMALL_DENSE_MAX"},
-                                     {"cuBLAS Gram", "RH_CUDA_TEST_FUSED_GRAM_MAX"}};
+constexpr DensePath kDensePaths[] = {
+    {"engine's choice", nullptr},
+    {"cuSOLVER", "RH_CUDA_TEST_SMALL_DENSE_MAX"},
+    {"cuSOLVER, global solve", "RH_CUDA_TEST_SMALL_DENSE_MAX", "RH_CUDA_TEST_CHOLESKY_SHARED"},
+    {"cuBLAS Gram", "RH_CUDA_TEST_FUSED_GRAM_MAX"}};
+
+// Sets (on) or clears the path's switches.
+void set_path(const DensePath& path, bool on) {
+  for (const char* variable : {path.variable, path.second}) {
+    if (variable == nullptr)
+      continue;
+    if (on)
+      setenv(variable, "0", 1);
+    else
+      unsetenv(variable);
+  }
+}
 
 // One float64 update of `data` (tau = 100: every residual in the quadratic zone, the least
 // squares limit) by a new engine on `path`, with RH_CUDA_TEST_CHUNK=chunk when given; the state
@@ -212,15 +229,13 @@ constexpr DensePath kDensePaths[] = {{"engine's choice", nullptr},
 RhCudaDiagnostics least_squares_update(const DensePath& path, const Batch<double>& data,
                                        int64_t features, HostState<double>& s,
                                        const char* chunk = nullptr) {
-  if (path.variable != nullptr)
-    setenv(path.variable, "0", 1);
+  set_path(path, true);
   if (chunk != nullptr)
     setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
   RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, features + 1);
   RhCudaEngine* e = nullptr;
   RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
-  if (path.variable != nullptr)
-    unsetenv(path.variable);
+  set_path(path, false);
   unsetenv("RH_CUDA_TEST_CHUNK");
   RhCudaUpdateConfig c = config(features, RH_CUDA_PENALTY_NONE, 100.0);
   RhCudaHostBatch b = data.view();
@@ -567,13 +582,11 @@ void test_rejected_majoriser_step_keeps_the_curvature_gram() {
   for (int64_t j = 0; j < P; ++j)
     expected[j * P + j] += 100.0L;  // the restored information
   for (const DensePath& path : kDensePaths) {
-    if (path.variable != nullptr)
-      setenv(path.variable, "0", 1);
+    set_path(path, true);
     RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, P);
     RhCudaEngine* e = nullptr;
     RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
-    if (path.variable != nullptr)
-      unsetenv(path.variable);
+    set_path(path, false);
     HostState<double> in(P);
     for (int64_t j = 0; j < P; ++j) {
       in.coef[j] = beta[j];
