@@ -49,9 +49,9 @@ launches, inference off), mirrored from engines/cuda/src:
   scaled rows sqrt(w c) x (n P s) and a cuBLAS GEMM reads them (2 n P^2 flops), in row chunks
   summed by one more kernel when there is more than one chunk;
 - Newton iteration: the Cholesky attempt and solve (one kernel for P <= the one-block limit,
-  160 on an H200; above it assemble, cuSOLVER potrf, check, copy, potrs, J dir), the 27
-  line-search trials in one pass (reads X and the residuals), the select kernel, the row pass
-  and Gram at the new beta, the gradient kernel;
+  160 on an H200; above it assemble, cuSOLVER potrf, one kernel for the acceptance test and
+  both triangular solves, J dir), the 27 line-search trials in one pass (reads X and the
+  residuals), the select kernel, the row pass and Gram at the new beta, the gradient kernel;
 - LAMM iteration: two groups of four launches for the 40 attempts (the first group's 8
   candidates read X and y once; the second group returns at once), the row pass without the
   Gram, the gradient kernel; after every chunk the Gram's GEMM (and, in the chunk that ended
@@ -324,8 +324,8 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
             if not fused:
                 work.add(Work(bytes=(syncs - 1) * scaled_bytes, flops=(syncs - 1) * gram_flops))
         return work
-    solve_launches = 1 if not cusolver else 6  # one-block kernel | assemble, potrf, check,
-    # copy, potrs, J dir
+    solve_launches = 1 if not cusolver else 4  # one-block kernel | assemble, potrf, the
+    # acceptance test and solves, J dir
     trials = Work(bytes=n * c * s + 8 * n, launches=2)  # trials + select
     for _ in range(k):
         work.add(Work(launches=solve_launches))

@@ -315,8 +315,8 @@ __global__ void __launch_bounds__(kSmallDenseThreads)
 //   where they fit (P up to about 800 on an H200), else in global memory (the same code through
 //   generic pointers; the right-hand side then in dir itself, which only this block touches).
 // - First every warp inverts diagonal blocks, all at once: the block staged with one load per
-//   element, then a lane per column of the inverse. So no step of the sweeps below waits on a
-//   chain of 32 divisions or shuffles.
+//   element, then a lane per column of the inverse, column-oriented (invert_diagonal_block). So
+//   no step of the sweeps below waits on a chain of 32 divisions or shuffles.
 // - Then tile by tile, forward and backward: warp 0 multiplies the tile's right-hand side by the
 //   block's inverse (its transpose going backward); the other warps, two threads per row (column
 //   going backward), update the later rows (earlier ones) with that solution. Their entries of L
@@ -351,16 +351,22 @@ __device__ __forceinline__ void invert_diagonal_block(const double* L, int64_t P
       D[lane * kTileStride + j] = row[j];
   }
   __syncwarp();
-  // Lane c solves D z = e_c; rows beyond m are the identity's.
+  // Lane c solves D z = e_c (rows beyond m are the identity's) column by column: step j
+  // finishes z_j and takes its multiple from every later row, so the steps' 31 - j updates are
+  // independent of each other and the dependent chain is two operations per step, not one per
+  // element of the block.
   const int c = lane;
+  const double reciprocal = lane < m ? 1.0 / D[lane * kTileStride + lane] : 1.0;
   double z[kTile];
 #pragma unroll
-  for (int i = 0; i < kTile; ++i) {
-    double sum = i == c ? 1.0 : 0.0;
+  for (int i = 0; i < kTile; ++i)
+    z[i] = i == c ? 1.0 : 0.0;
 #pragma unroll
-    for (int j = 0; j < i; ++j)
-      sum = fma(-D[i * kTileStride + j], z[j], sum);
-    z[i] = i < m ? sum / D[i * kTileStride + i] : sum;
+  for (int j = 0; j < kTile; ++j) {
+    z[j] *= __shfl_sync(0xffffffffu, reciprocal, j);
+#pragma unroll
+    for (int i = j + 1; i < kTile; ++i)
+      z[i] = fma(-D[i * kTileStride + j], z[j], z[i]);
   }
   __syncwarp();
 #pragma unroll
