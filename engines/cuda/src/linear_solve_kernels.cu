@@ -317,18 +317,17 @@ __global__ void __launch_bounds__(kSmallDenseThreads)
 // - First every warp inverts diagonal blocks, all at once: the block staged with one load per
 //   element, then a lane per column of the inverse, column-oriented (invert_diagonal_block). So
 //   no step of the sweeps below waits on a chain of 32 divisions or shuffles.
-// - Then tile by tile, forward and backward, left-looking: the 15 other warps form the product
-//   of L's entries beside the tile (left of it forward, below it backward) with the solution so
-//   far, a chunk each, from entries they loaded during the previous tile step (they do not
-//   depend on the solution); warp 0 takes the sum of their partials from the tile's right-hand
-//   side and multiplies by the block's inverse (its transpose backward). Two barriers per tile,
-//   and no load of L on the path from one tile's solution to the next.
+// - Then tile by tile, forward and backward: warp 0 multiplies the tile's right-hand side by the
+//   block's inverse (its transpose going backward); the other warps, two threads per row (column
+//   going backward), update the later rows (earlier ones) with that solution. Their entries of L
+//   for the next tile are loaded as soon as the current tile's update is done, so the load
+//   overlaps two barriers and warp 0's product. Two barriers per tile.
 constexpr int kTriangularThreads = 512;
 constexpr int kTile = 32;
 constexpr int kTileStride = kTile + 1;  // rows and columns of a tile both conflict-free
 constexpr int kTileElems = kTile * kTileStride;
-constexpr int kChunks = kTriangularThreads / 32 - 1;  // warps 1.. form the tile's products
-constexpr int kHeld = 16;  // entries of L an updater holds: P = 272 in one piece per tile
+constexpr int kHalfTile = kTile / 2;
+constexpr int kUpdaterPairs = (kTriangularThreads - kTile) / 2;  // warps 1.. update the rest
 
 __host__ __device__ constexpr int64_t triangular_tiles(int64_t P) {
   return (P + kTile - 1) / kTile;
@@ -377,10 +376,10 @@ __device__ __forceinline__ void invert_diagonal_block(const double* L, int64_t P
 
 // held[c] = p[c * stride] for c < count, else 0; the pointer is stepped rather than indexed, so
 // the loads in flight need one address register, not one each.
-__device__ __forceinline__ void load_held(const double* p, int64_t stride, int64_t count,
-                                          double (&held)[kHeld]) {
+__device__ __forceinline__ void load_tile_line(const double* p, int64_t stride, int64_t count,
+                                               double (&held)[kHalfTile]) {
 #pragma unroll
-  for (int c = 0; c < kHeld; ++c, p += stride)
+  for (int c = 0; c < kHalfTile; ++c, p += stride)
     held[c] = c < count ? *p : 0.0;
 }
 
@@ -392,7 +391,7 @@ __global__ void __launch_bounds__(kTriangularThreads)
   if (sc->state != kRunning)
     return;
   extern __shared__ double dynamic_shared[];
-  __shared__ double partials[kChunks][kTile];
+  __shared__ double solved[kTile];
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
@@ -422,94 +421,91 @@ __global__ void __launch_bounds__(kTriangularThreads)
   for (int64_t t = warp; t < tiles; t += kTriangularThreads / 32)
     invert_diagonal_block(L, P, t, inverses + t * kTileElems);
 
-  // Left-looking sweeps: a tile's right-hand side takes, just before the tile is solved, the
-  // whole product of L's entries beside it (left of it forward, below it backward) with the
-  // solution found so far. The updaters hold that product's entries of L in registers, loaded
-  // a tile step ahead (they do not depend on the solution), and each of the 15 warps sums a
-  // chunk of them per row (forward) or column (backward) of the tile into `partials`.
-  const int chunk = warp - 1;  // updaters only
-  auto tile_end = [&](int64_t t) { return (t + 1) * kTile < P ? (t + 1) * kTile : P; };
-  auto chunk_span = [&](int64_t first, int64_t last, int64_t& lo, int64_t& hi) {
-    const int64_t width = (last - first + kChunks - 1) / kChunks;
-    lo = first + (chunk * width < last - first ? chunk * width : last - first);
-    hi = lo + width < last ? lo + width : last;
-  };
-  // The updater's span of the product for tile t: columns of row r0 + lane forward, rows of
-  // column r0 + lane backward.
-  auto span = [&](int64_t t, bool forward, int64_t& lo, int64_t& hi) {
-    if (forward)
-      chunk_span(0, t * kTile, lo, hi);
-    else
-      chunk_span(tile_end(t), P, lo, hi);
-  };
-  double held[kHeld];
-  auto load_piece = [&](int64_t t, bool forward, int64_t from, int64_t hi) {
-    const int64_t line = t * kTile + lane;  // row (forward) or column (backward) of L
-    const int64_t count = line < P ? (hi - from < kHeld ? hi - from : kHeld) : 0;
-    if (forward)
-      load_held(L + line + from * P, P, count, held);
-    else
-      load_held(L + from + line * P, 1, count, held);
-  };
-  auto prefetch = [&](int64_t t, bool forward) {
-    int64_t lo, hi;
-    span(t, forward, lo, hi);
-    load_piece(t, forward, lo, hi);
-  };
-  // The updater's partial product for tile t into partials[chunk][lane].
-  auto partial_product = [&](int64_t t, bool forward) {
-    int64_t lo, hi;
-    span(t, forward, lo, hi);
-    double acc[4] = {0.0, 0.0, 0.0, 0.0};
-    for (int64_t from = lo; from < hi; from += kHeld) {
-      if (from != lo)
-        load_piece(t, forward, from, hi);
-#pragma unroll
-      for (int c = 0; c < kHeld; ++c) {
-        if (from + c < hi)
-          acc[c & 3] = fma(held[c], y[from + c], acc[c & 3]);
-      }
-    }
-    partials[chunk][lane] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-  };
-  // Warp 0: the tile's right-hand side less the partials, times the block's inverse (its
-  // transpose backward), into y.
+  // Warp 0: the tile's solution from its right-hand side, into y and `solved`.
   auto solve_tile = [&](int64_t t, bool forward) {
     const int64_t r0 = t * kTile;
     const double* D = inverses + t * kTileElems;
     const bool inside = r0 + lane < P;
-    double b = inside ? y[r0 + lane] : 0.0;
-    double taken = 0.0;
-#pragma unroll
-    for (int k = 0; k < kChunks; ++k)
-      taken += partials[k][lane];
-    b = inside ? b - taken : 0.0;
+    const double b = inside ? y[r0 + lane] : 0.0;
     double acc[4] = {0.0, 0.0, 0.0, 0.0};
 #pragma unroll
     for (int c = 0; c < kTile; ++c) {
       const double entry = forward ? D[lane * kTileStride + c] : D[c * kTileStride + lane];
       acc[c & 3] = fma(entry, __shfl_sync(0xffffffffu, b, c), acc[c & 3]);
     }
+    const double solution = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     if (inside)
-      y[r0 + lane] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+      y[r0 + lane] = solution;
+    solved[lane] = solution;
+  };
+  // The updaters: thread pairs, a row (column) each, half of the tile's 32 entries per thread.
+  const int pair = (tid - kTile) >> 1;
+  const int half = tid & 1;
+  double held[kHalfTile];
+  auto pair_dot = [&] {
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+#pragma unroll
+    for (int c = 0; c < kHalfTile; ++c)
+      acc[c & 3] = fma(held[c], solved[half * kHalfTile + c], acc[c & 3]);
+    const double mine = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    return mine + __shfl_xor_sync(0xffffffffu, mine, 1);
+  };
+  auto tile_end = [&](int64_t t) { return (t + 1) * kTile < P ? (t + 1) * kTile : P; };
+  // Forward: row end + base + pair of L, its columns of tile t.
+  auto load_row = [&](int64_t t, int64_t base) {
+    const int64_t r0 = t * kTile;
+    const int64_t end = tile_end(t);
+    const bool active = base + pair < P - end;
+    load_tile_line(L + (end + base + pair) + (r0 + half * kHalfTile) * P, P,
+                   active ? end - r0 - half * kHalfTile : 0, held);
+  };
+  // Backward: column base + pair of L, its rows of tile t (contiguous).
+  auto load_column = [&](int64_t t, int64_t base) {
+    const int64_t r0 = t * kTile;
+    const bool active = base + pair < r0;
+    load_tile_line(L + (r0 + half * kHalfTile) + (base + pair) * P, 1,
+                   active ? tile_end(t) - r0 - half * kHalfTile : 0, held);
   };
 
   if (warp != 0)
-    prefetch(0, true);
+    load_row(0, 0);
   __syncthreads();  // the inverses are in place
-  for (int64_t step = 0; step < 2 * tiles; ++step) {
-    const bool forward = step < tiles;
-    const int64_t t = forward ? step : 2 * tiles - 1 - step;
+  for (int64_t t = 0; t < tiles; ++t) {
+    if (warp == 0)
+      solve_tile(t, true);
+    __syncthreads();
     if (warp != 0) {
-      partial_product(t, forward);
-      if (step + 1 < 2 * tiles) {
-        const bool next_forward = step + 1 < tiles;
-        prefetch(next_forward ? step + 1 : 2 * tiles - 2 - step, next_forward);
+      const int64_t end = tile_end(t);
+      for (int64_t base = 0; base < P - end; base += kUpdaterPairs) {
+        if (base != 0)
+          load_row(t, base);
+        const double sum = pair_dot();
+        if (base + pair < P - end && half == 0)
+          y[end + base + pair] -= sum;
       }
+      if (t + 1 < tiles)
+        load_row(t + 1, 0);
+      else
+        load_column(t, 0);
     }
     __syncthreads();
+  }
+  for (int64_t t = tiles - 1; t >= 0; --t) {
     if (warp == 0)
-      solve_tile(t, forward);
+      solve_tile(t, false);
+    __syncthreads();
+    if (warp != 0) {
+      const int64_t r0 = t * kTile;
+      for (int64_t base = 0; base < r0; base += kUpdaterPairs) {
+        if (base != 0)
+          load_column(t, base);
+        const double sum = pair_dot();
+        if (base + pair < r0 && half == 0)
+          y[base + pair] -= sum;
+      }
+      if (t > 0)
+        load_column(t - 1, 0);
+    }
     __syncthreads();
   }
   if (rhs_shared) {
