@@ -64,8 +64,8 @@ struct Workspace {
   // 3 P doubles for the linear solve's LU and SVD rungs: the equilibration d, d * g, and an
   // equilibrated solution kept while the SVD of H itself is tried (linear_solve.cu).
   GrowingBuffer equilibration;
-  // The inverses of the 32 x 32 diagonal blocks of cuSOLVER's Cholesky factor, each in both
-  // layouts (linear_solve_kernels.cu, cholesky_verdict_solve_kernel).
+  // The inverses of the 32 x 32 diagonal blocks of cuSOLVER's Cholesky factor, where shared
+  // memory does not hold them (linear_solve_kernels.cu, cholesky_verdict_solve_kernel).
   GrowingBuffer tile_inverses;
   // Row-sized, grown to the largest batch.
   GrowingBuffer x_stage, y_stage, w_stage, residual, score, scaled_rows, row_partials;

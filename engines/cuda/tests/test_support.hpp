@@ -107,8 +107,7 @@ inline RhCudaUpdateConfig config(int64_t p, int32_t penalty, double tau = 1.345)
 }
 
 inline RhCudaDiagnostics diagnostics() {
-  RhCudaDiagnostics d = abi_struct<RhCudaDiagnostics>();
-  return d;
+  return abi_struct<RhCudaDiagnostics>();
 }
 
 // A prediction request of n_rows x p features (the engine appends the intercept).
