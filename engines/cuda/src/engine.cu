@@ -62,6 +62,7 @@ struct ResourceSet {
   // shared-memory opt-in is set once per set, not per engine).
   int64_t small_dense_max = 0;
   int cholesky_solve_shared = 0;  // likewise for the Cholesky solve (configure_cholesky_solve)
+  ClusterCholeskyLimits cluster_cholesky;  // and the cluster Cholesky
 
   ResourceSet() = default;
   ResourceSet(const ResourceSet&) = delete;
@@ -210,6 +211,7 @@ std::unique_ptr<ResourceSet> make_resource_set(int device) {
   check_cusolver(cusolverDnCreateGesvdjInfo(&set->svd_params), "cusolverDnCreateGesvdjInfo");
   set->small_dense_max = configure_small_dense(device, kSmallDenseCap);
   set->cholesky_solve_shared = configure_cholesky_solve(device);
+  set->cluster_cholesky = configure_cluster_cholesky(device);
   set->blas_work.bind(set->stream, set->memory);
   // A fixed workspace keeps cuBLAS from allocating during graph capture.
   set->blas_work.reserve(kBlasWorkspaceBytes, "cuBLAS workspace");
@@ -284,6 +286,8 @@ void lease_resources(Engine& e) {
   e.svd_params = r.svd_params;
   e.small_dense_max = small_dense_limit_setting(r.small_dense_max);
   e.cholesky_solve_shared = cholesky_solve_shared_setting(r.cholesky_solve_shared);
+  e.cluster_cholesky = r.cluster_cholesky;
+  e.cluster_cholesky.max_p = cluster_cholesky_limit_setting(r.cluster_cholesky.max_p);
   r.for_each_carried(e.ws, [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
   e.ws.for_each([&](GrowingBuffer& b) {
     if (b.kind() == MemoryKind::Device)

@@ -205,6 +205,10 @@ struct Engine {
   // Shared memory the Cholesky solve above that may use (the resource set's, or the tests' 0:
   // its right-hand side and block inverses in global memory, as at large P).
   int cholesky_solve_shared = 0;
+  // Above the one-block limit, systems up to cluster_cholesky.max_p parameters are factored by
+  // one cluster of blocks (the resource set's limits, or the tests' lower cap), larger ones by
+  // cuSOLVER.
+  ClusterCholeskyLimits cluster_cholesky;
   // Row passes with the Gram at most this many parameters wide form it themselves, unless they
   // also write K's rows (kFusedGramMaxP, or the tests' lower cap; UpdateContext::fused_gram).
   int64_t fused_gram_max = kFusedGramMaxP;

@@ -143,6 +143,19 @@ int64_t cholesky_tile_inverse_elems(int64_t P);
 // The dynamic shared memory the Cholesky solve may use on this device, which it is allowed.
 // Called when a resource set is made (device current).
 int configure_cholesky_solve(int device);
+// Above the one-block limit, up to ClusterCholeskyLimits::max_p (cluster_cholesky.cu), while
+// running: assembles H = (G + J) / N + ridge I and writes its Cholesky factor L (lower,
+// column-major) to `factor` and potrf's info (the first column whose pivot is not finite and
+// positive, from 1; 0 if none) to `info`, in one cluster of thread blocks with at most
+// shared_limit bytes of shared memory each. launch_cholesky_verdict_solve then judges and uses
+// it as it does cuSOLVER's.
+template <class T>
+void launch_cluster_cholesky(const T* gram, const double* J, const BatchConstants& k,
+                             const DeviceScalars* sc, double* factor, int* info, int shared_limit,
+                             cudaStream_t s);
+// The cluster Cholesky's limits on this device (none without cluster launches), whose shared
+// memory it is allowed. Called when a resource set is made (device current).
+ClusterCholeskyLimits configure_cluster_cholesky(int device);
 // While running, on an LU factor: sets factor_ok when info == 0 and
 // min |u_ii| > rh_pivot_floor(P, eps) max |u_ii|.
 void launch_check_factor(const double* factor, const int* info, int64_t P, double eps,

@@ -2,7 +2,8 @@
 // bitwise symmetric, then, on the equilibrated system, LU with partial pivoting, then the SVD.
 // All in double. Systems of
 // up to Engine::small_dense_max parameters are factored and solved by one single-block kernel;
-// larger ones are factored by cuSOLVER and solved by one single-block kernel. The same ladder
+// larger ones are factored by one cluster of blocks (up to Engine::cluster_cholesky.max_p) or by
+// cuSOLVER, and solved by one single-block kernel. The same ladder
 // solves with the majoriser M = [G_m + J] / N + ridge I of the Newton fallback (docs/algorithm.md,
 // "Unpenalised"): the matrix is assembled from whichever Gram the caller passes.
 #include "engine_error.hpp"
@@ -42,15 +43,21 @@ void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram) {
   }
   static_assert(kCholeskyFill == CUBLAS_FILL_MODE_LOWER,
                 "launch_cholesky_verdict_solve reads a lower factor");
-  const int n = static_cast<int>(ctx.k.P);
-  assemble(ctx, gram);
-  // H is stored whole, so either triangle will do: cuSOLVER's lower factorisation measured
-  // faster on an H200 (cusolverDnDpotrf, float64: n = 91 54 us vs 74 us upper; n = 257 139 us
-  // vs 231 us).
-  check_cusolver(cusolverDnDpotrf(e.solver, kCholeskyFill, n, e.ws.hessian.as<double>(), n,
-                                  e.ws.solver_work.as<double>(), e.solver_work_elems,
-                                  e.ws.solver_info.as<int>()),
-                 "cusolverDnDpotrf");
+  if (ctx.k.P <= e.cluster_cholesky.max_p) {
+    launch_cluster_cholesky<T>(gram, ctx.information64(), ctx.k, ctx.device_scalars(),
+                               e.ws.hessian.as<double>(), e.ws.solver_info.as<int>(),
+                               e.cluster_cholesky.shared_bytes, e.stream);
+  } else {
+    const int n = static_cast<int>(ctx.k.P);
+    assemble(ctx, gram);
+    // H is stored whole, so either triangle will do: cuSOLVER's lower factorisation measured
+    // faster on an H200 (cusolverDnDpotrf, float64: n = 91 54 us vs 74 us upper; n = 257 139 us
+    // vs 231 us).
+    check_cusolver(cusolverDnDpotrf(e.solver, kCholeskyFill, n, e.ws.hessian.as<double>(), n,
+                                    e.ws.solver_work.as<double>(), e.solver_work_elems,
+                                    e.ws.solver_info.as<int>()),
+                   "cusolverDnDpotrf");
+  }
   // The acceptance test and, on an accepted factor, both triangular solves in one kernel
   // (cuSOLVER's potrs measured about 60 us at n = 257 on an H200: two trsv launches).
   launch_cholesky_verdict_solve<T>(e.ws.hessian.as<double>(), e.ws.solver_info.as<int>(), gram,

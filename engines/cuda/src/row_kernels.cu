@@ -306,14 +306,6 @@ struct FusedGramShape {
   static constexpr int kTileRows = kFusedTeams * kRowsPerThread;
 };
 
-// D += A B for one 8 x 8 x 4 step: lane l holds A[l / 4][l % 4], B[l % 4][l / 4] and
-// D[l / 4][2 (l % 4) + {0, 1}].
-__device__ __forceinline__ void mma_8x8x4(double (&d)[2], double a, double b) {
-  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-               : "+d"(d[0]), "+d"(d[1])
-               : "d"(a), "d"(b));
-}
-
 // Row i of `rows` as the kSlots columns lane `lane` of its team reads (j = lane + 8 k), with y
 // and w; rows at or past `end` read as zeros (weight 0, so they add nothing).
 template <class T, int kSlots>

@@ -44,10 +44,17 @@ static_assert(kLammMaxGroup >= kLammFirstGroup && kLammMaxGroup >= kLammBoundAtt
 // nothing (the next group follows), pause for the curvature-bound group, or end the solve.
 enum LammGroup : int { kLammGroupFirst = 0, kLammGroupRest = 1, kLammGroupBound = 2 };
 // Newton systems up to Engine::small_dense_max parameters are factored and solved in one
-// block's shared memory (launch_small_cholesky_solve); larger ones go to cuSOLVER. The limit is
-// the largest P whose factor fits the device's opt-in shared memory per block, at most
-// kSmallDenseCap (docs/decisions.md, "The one-block Cholesky").
+// block's shared memory (launch_small_cholesky_solve); larger ones up to
+// ClusterCholeskyLimits::max_p are factored by one cluster of blocks (launch_cluster_cholesky),
+// the rest by cuSOLVER. The one-block limit is the largest P whose factor fits the device's
+// opt-in shared memory per block, at most kSmallDenseCap (docs/decisions.md, "The one-block
+// Cholesky", "The cluster Cholesky").
 constexpr int64_t kSmallDenseCap = 160;
+// The cluster Cholesky on one device (configure_cluster_cholesky).
+struct ClusterCholeskyLimits {
+  int64_t max_p = 0;     // the largest P it factors (0: none)
+  int shared_bytes = 0;  // the shared memory per block it is allowed
+};
 // Up to kFusedGramMaxP parameters the row pass forms the Gram itself (launch_row_pass_gram), a
 // tile of rows at a time, each row read by a team of 8 lanes (kFusedTeams teams per kThreads
 // block); above it, and for the majoriser's and K's Grams, the Gram X' diag(v) X comes from

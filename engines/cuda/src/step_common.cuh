@@ -1,7 +1,8 @@
-// What the step kernels share (step_kernels.cu, linear_solve_kernels.cu, newton_kernels.cu,
-// lamm_kernels.cu, commit_kernels.cu): kernels on P-sized vectors and P x P matrices that run on
-// a single block or a few warps and reduce in a fixed order, so every decision they take is
-// reproducible. Device helpers and the launch shapes of those kernels.
+// What the step kernels share (step_kernels.cu, linear_solve_kernels.cu, cluster_cholesky.cu,
+// newton_kernels.cu, lamm_kernels.cu, commit_kernels.cu; the row pass takes its helpers too):
+// kernels on P-sized vectors and P x P matrices that run on a single block or a few warps and
+// reduce in a fixed order, so every decision they take is reproducible. Device helpers and the
+// launch shapes of those kernels.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +40,14 @@ __device__ __forceinline__ double warp_column_sum(const double* partials, int bl
   for (int b = lane + 32 * kPerLane; b < blocks; b += 32)
     acc += partials[b * stride + column];
   return warp_sum(acc);
+}
+
+// D += A B for one 8 x 8 x 4 step on the float64 tensor cores: lane l holds A[l / 4][l % 4],
+// B[l % 4][l / 4] and D[l / 4][2 (l % 4) + {0, 1}].
+__device__ __forceinline__ void mma_8x8x4(double (&d)[2], double a, double b) {
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+               : "+d"(d[0]), "+d"(d[1])
+               : "d"(a), "d"(b));
 }
 
 // The float32 LAMM objective f = fl(fl(fl(fl(L) + 0.5f fl(Q)) / fl(N)) - fl(D)) from double

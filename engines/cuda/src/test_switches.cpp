@@ -61,6 +61,10 @@ int64_t small_dense_limit_setting(int64_t device_limit) {
   return lowered_limit_setting("RH_CUDA_TEST_SMALL_DENSE_MAX", device_limit);
 }
 
+int64_t cluster_cholesky_limit_setting(int64_t device_limit) {
+  return lowered_limit_setting("RH_CUDA_TEST_CLUSTER_CHOLESKY_MAX", device_limit);
+}
+
 int cholesky_solve_shared_setting(int device_limit) {
   return static_cast<int>(lowered_limit_setting("RH_CUDA_TEST_CHOLESKY_SHARED", device_limit));
 }
@@ -154,6 +158,9 @@ int64_t statistics_chunk_rows_setting() {
   return 0;
 }
 int64_t small_dense_limit_setting(int64_t device_limit) {
+  return device_limit;
+}
+int64_t cluster_cholesky_limit_setting(int64_t device_limit) {
   return device_limit;
 }
 int cholesky_solve_shared_setting(int device_limit) {

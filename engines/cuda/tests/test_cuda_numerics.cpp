@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
+#include <array>
 #include <cstdlib>
 #include <string>
 
@@ -195,25 +196,30 @@ std::vector<double> solve_dense(std::vector<long double> A, std::vector<long dou
 
 // The ways librh_cuda forms and solves a Newton system: the engine's choice (the Gram formed by
 // the row pass up to kFusedGramMaxP = 128 parameters, cuBLAS above; the one-block Cholesky up to
-// its limit, 160 parameters on an H200, cuSOLVER's factor and the one-block triangular solves
-// above), cuSOLVER's factor for every P, the same with the solves' right-hand side and block
-// inverses in global memory (as beyond the shared memory, P above about 800 on an H200), and
-// cuBLAS's Gram for every P (docs/decisions.md, "The one-block Cholesky", "The triangular
-// solves" and "The fused row pass"; the test build's switches).
+// its limit, 160 parameters on an H200, the cluster Cholesky's factor above it up to its limit,
+// 512 on an H200, cuSOLVER's beyond, each solved by the one-block triangular solves), the
+// cluster Cholesky for every P up to its limit, cuSOLVER's factor for every P, the same with the
+// solves' right-hand side and block inverses in global memory (as beyond the shared memory, P
+// above about 800 on an H200), and cuBLAS's Gram for every P (docs/decisions.md, "The one-block
+// Cholesky", "The cluster Cholesky", "The triangular solves" and "The fused row pass"; the test
+// build's switches).
 struct DensePath {
   const char* name;
-  const char* variable;          // set to 0 before the engine is made; none: the engine's choice
-  const char* second = nullptr;  // another one set to 0
+  // Set to 0 before the engine is made; none: the engine's choice.
+  std::array<const char*, 3> variables{};
 };
 constexpr DensePath kDensePaths[] = {
-    {"engine's choice", nullptr},
-    {"cuSOLVER", "RH_CUDA_TEST_SMALL_DENSE_MAX"},
-    {"cuSOLVER, global solve", "RH_CUDA_TEST_SMALL_DENSE_MAX", "RH_CUDA_TEST_CHOLESKY_SHARED"},
-    {"cuBLAS Gram", "RH_CUDA_TEST_FUSED_GRAM_MAX"}};
+    {"engine's choice", {}},
+    {"cluster Cholesky", {"RH_CUDA_TEST_SMALL_DENSE_MAX"}},
+    {"cuSOLVER", {"RH_CUDA_TEST_SMALL_DENSE_MAX", "RH_CUDA_TEST_CLUSTER_CHOLESKY_MAX"}},
+    {"cuSOLVER, global solve",
+     {"RH_CUDA_TEST_SMALL_DENSE_MAX", "RH_CUDA_TEST_CLUSTER_CHOLESKY_MAX",
+      "RH_CUDA_TEST_CHOLESKY_SHARED"}},
+    {"cuBLAS Gram", {"RH_CUDA_TEST_FUSED_GRAM_MAX"}}};
 
 // Sets (on) or clears the path's switches.
 void set_path(const DensePath& path, bool on) {
-  for (const char* variable : {path.variable, path.second}) {
+  for (const char* variable : path.variables) {
     if (variable == nullptr)
       continue;
     if (on)
@@ -248,14 +254,18 @@ RhCudaDiagnostics least_squares_update(const DensePath& path, const Batch<double
 // tau = 100 leaves every residual in the quadratic zone: the first Newton step is the least
 // squares solution, computed here in long double. P crosses every instance of the one-block
 // kernel (its back substitution's 32-parameter slots and its elements per thread: P = 7-32, 33,
-// 50, 64, 70, 80, 91, 97, 110, 128, 129, 150, 160) and its limit (160, 161 on an H200), up to
-// the standard wide shape's 257, and the fused Gram's padded widths (16, 17, 24, 33, 40, 64,
-// 91, 128) and its limit (128, 129).
+// 50, 64, 70, 80, 91, 97, 110, 128, 129, 150, 160) and its limit (160, 161 on an H200), the
+// cluster Cholesky's tile counts (a partial last tile or a whole one: P = 7 to 161, 192, 257,
+// 321), its cluster sizes (8 blocks up to 416 parameters, 16 above on an H200: 416, 417) and
+// its limit (512, 513), with the standard wide shape's 257, and the fused Gram's padded widths
+// (16, 17, 24, 33, 40, 64, 91, 128) and its limit (128, 129).
 void test_large_tau_reproduces_ordinary_least_squares() {
-  for (int64_t features : {kFeatures,    int64_t{15},  int64_t{16},  int64_t{23},  int64_t{31},
-                           int64_t{32},  int64_t{39},  int64_t{49},  int64_t{63},  int64_t{69},
-                           int64_t{79},  int64_t{90},  int64_t{96},  int64_t{109}, int64_t{127},
-                           int64_t{128}, int64_t{149}, int64_t{159}, int64_t{160}, int64_t{256}}) {
+  for (int64_t features :
+       {kFeatures,    int64_t{15},  int64_t{16},  int64_t{23},  int64_t{31},  int64_t{32},
+        int64_t{39},  int64_t{49},  int64_t{63},  int64_t{69},  int64_t{79},  int64_t{90},
+        int64_t{96},  int64_t{109}, int64_t{127}, int64_t{128}, int64_t{149}, int64_t{159},
+        int64_t{160}, int64_t{191}, int64_t{256}, int64_t{320}, int64_t{415}, int64_t{416},
+        int64_t{511}, int64_t{512}}) {
     const int64_t P = features + 1;
     Batch<double> data = make_batch<double>(7, 3000, features, true, true, 0.0);
     std::vector<long double> A(static_cast<size_t>(P * P), 0.0L), rhs(static_cast<size_t>(P));
@@ -505,7 +515,7 @@ void test_fast_math_stays_close_to_strict_float32() {
 
 void test_singular_system_takes_the_minimum_norm_solution() {
   // Column 1 duplicates column 0: X'X is exactly singular and the minimum-norm solution splits
-  // their joint coefficient equally. Every Cholesky attempt is refused, on both Cholesky paths,
+  // their joint coefficient equally. Every Cholesky attempt is refused, on every Cholesky path,
   // inside whatever chunk of queued iterations it falls: the result must not depend on the
   // chunk size.
   for (int64_t features : {kFeatures, int64_t{40}, int64_t{200}}) {
