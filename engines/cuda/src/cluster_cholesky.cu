@@ -1,27 +1,29 @@
 // The Cholesky factor of Newton systems above the one-block limit, up to a few hundred
-// parameters (Engine::small_dense_max < P <= Engine::cluster_cholesky_max), by one cluster of
-// thread blocks (docs/decisions.md, "The cluster Cholesky"). It takes the place of the assembly
-// and cuSOLVER's potrf: it assembles H = (G + J) / N + ridge I from the Gram and J as potrf's
-// input would be, factors H = L L' and leaves L (lower, column-major) and potrf's info where
-// launch_cholesky_verdict_solve reads them.
+// parameters (Engine::small_dense_max < P <= Engine::cluster_cholesky.max_p, 384 on an H200), by
+// one cluster of thread blocks (docs/decisions.md, "The cluster Cholesky"). It takes the place of
+// the assembly and cuSOLVER's potrf: it assembles H = (G + J) / N + ridge I from the Gram and J
+// as potrf's input would be, factors H = L L' and leaves L (lower, column-major) and potrf's info
+// where launch_cholesky_verdict_solve reads them.
 //
-// cuSOLVER's potrf at P = 257 runs one kernel of about 190 us on an H200: a chain of column
-// steps on few multiprocessors. Here the chain is of 32-column tiles, and the work between two
-// steps is spread over the cluster:
-// - The lower triangle's 32 x 32 tiles (the identity beyond P) are dealt out cyclically to the
-//   cluster's blocks (tile (i, j), j <= i, number q = i (i + 1) / 2 + j, goes to block q mod C,
-//   slot q / C) and stay in their owner's shared memory from the assembly to the final store.
-// - Step k (right-looking): the owner of the diagonal tile (k, k) has factored it; every block
-//   with a tile (i, k) below it copies that factor from the owner's shared memory (distributed
-//   shared memory) and solves its tiles L_ik = A_ik L_kk^-T, a warp per tile; then every block
-//   copies the panel tiles its trailing tiles need and updates them, A_ij -= L_ik L_jk', a warp
-//   per tile on the float64 tensor cores. The owner of tile (k + 1, k + 1) updates that one
-//   first, in warp 0, and factors it at once, while its other warps update the rest. Two cluster
-//   barriers per step.
-// - The diagonal factor is one warp's symmetric elimination with a lane per row in registers: one
-//   shared-memory broadcast of the pivot column per step, the pivots' square roots applied at the
-//   end, so each of the 32 steps waits on a division, not on a square root. 1 / L_rr travels in
-//   the tile's padding column to the panel solves.
+// cuSOLVER's potrf at P = 257 runs one kernel of about 190 us on an H200. Here:
+// - The lower triangle's 32 x 32 tiles (the identity beyond P) stay in shared memory from the
+//   assembly to the final store: tile row i in block i mod C (C = the number of tile rows up to
+//   8, then 8 or more as shared memory requires).
+// - Step k (right-looking): every block with rows below k copies the diagonal factor L_kk from
+//   its owner (distributed shared memory) and solves its tiles L_ik = A_ik L_kk^-T, a warp per
+//   tile. The owner of row k + 1 solves (k + 1, k) first, in warp 0, which then at once updates
+//   the diagonal tile (k + 1, k + 1) with it and factors it: the chain from one diagonal factor
+//   to the next is one copy, one panel solve, one tile update and one factor, with no wait for
+//   the rest of the step.
+// - Meanwhile the blocks copy the panel tiles of other blocks' rows and update their trailing
+//   tiles, A_ij -= L_ik L_jk', a warp per tile on the float64 tensor cores.
+// - The cluster barrier runs in halves (arrive, then wait): "column k solved" between the panel
+//   solves and the copies for the trailing update, "factor k + 1 out" between warp 0's factor and
+//   the next step's copy of it; the trailing update runs while that barrier completes.
+// - The diagonal factor is one warp's symmetric elimination with a lane per row in registers, the
+//   pivots' square roots applied at the end, so each of the 32 steps waits on a shuffle and a
+//   division, not on a square root. 1 / L_rr travels in the tile's padding column to the panel
+//   solves.
 // - A pivot that is not finite and positive is recorded (the first, potrf's info) and the
 //   factorisation goes on in NaNs; launch_cholesky_verdict_solve refuses such a factor.
 #include <cooperative_groups.h>
@@ -48,36 +50,50 @@ constexpr int kTileElems = kTile * kLd;
 // The copy of a tile between blocks: its 32 rows of columns 0..33 as 17 double2 each.
 constexpr int kCopyPairs = (kInverseColumn + 2) / 2;
 constexpr int kCopyElems = kTile * kCopyPairs;
-// Tile rows are bits of a 32-bit mask; 16 tile rows keep every shape within the shared memory of
-// a 16-block cluster.
+// Tile rows are bits of 32-bit masks, and a cluster has at most 16 blocks; shared memory limits
+// the rows further (12, P <= 384, on an H200: cluster_cholesky_bytes).
 constexpr int kMaxTiles = 16;
-constexpr int kMaxLowerTiles = kMaxTiles * (kMaxTiles + 1) / 2;
 constexpr int kClusterSizes[] = {8, 16};  // the portable size first
+constexpr int kCopyBatch = 8;             // loads in flight per thread in a copy
 
 __host__ __device__ constexpr int tile_count(int64_t P) {
   return static_cast<int>((P + kTile - 1) / kTile);
 }
 
-__host__ __device__ constexpr int lower_tiles(int T) {
-  return T * (T + 1) / 2;
+// Tile row i belongs to block i mod C; a block holds its rows' tiles (i, 0..i) one after the
+// other: row i starts at slot row_start_of(i, C) in its owner's shared memory.
+__host__ __device__ constexpr int row_start_of(int i, int C) {
+  const int owner = i % C;
+  const int earlier = (i - owner) / C;  // the owner's rows before i: owner + m C, m < earlier
+  return earlier * (owner + 1) + C * earlier * (earlier - 1) / 2;
 }
 
-__host__ __device__ constexpr int tile_number(int i, int j) {
-  return i * (i + 1) / 2 + j;
+// The most tiles a block holds: that of the block with the longest rows.
+__host__ __device__ inline int most_owned_tiles(int T, int C) {
+  int most = 0;
+  for (int rank = 0; rank < C && rank < T; ++rank) {
+    const int last = rank + (T - 1 - rank) / C * C;
+    const int owned = row_start_of(last, C) + last + 1;
+    most = owned > most ? owned : most;
+  }
+  return most;
 }
 
-// Each block's owned tiles, then the panel copies (one slot per tile row).
+// The blocks' shared memory: its own tiles, a copy slot per tile row for the panel tiles of other
+// blocks, and one for the diagonal factor.
 size_t cluster_cholesky_bytes(int64_t P, int C) {
   const int T = tile_count(P);
-  const int slots = (lower_tiles(T) + C - 1) / C;
-  return static_cast<size_t>(slots + T) * kTileElems * sizeof(double);
+  return static_cast<size_t>(most_owned_tiles(T, C) + T + 1) * kTileElems * sizeof(double);
 }
 
-// The smallest cluster whose blocks' tiles fit `shared_limit` bytes (0: none).
+// The cluster size for P: one block per tile row up to 8, then the smallest size whose blocks'
+// tiles fit `shared_limit` bytes (0: none).
 int cluster_size_for(int64_t P, int shared_limit) {
-  if (P <= 0 || tile_count(P) > kMaxTiles)
+  const int T = tile_count(P);
+  if (P <= 0 || T > kMaxTiles)
     return 0;
-  for (int C : kClusterSizes) {
+  for (int size : kClusterSizes) {
+    const int C = size < T ? size : T;
     if (cluster_cholesky_bytes(P, C) <= static_cast<size_t>(shared_limit))
       return C;
   }
@@ -85,10 +101,12 @@ int cluster_size_for(int64_t P, int shared_limit) {
 }
 
 // The diagonal tile D (tile t) replaced by its Cholesky factor, lower, by one warp; 1 / L_rr in
-// column kInverseColumn. Lane r holds row r; step j broadcasts column j through `column` (two
-// buffers, so one __syncwarp per step) and every later row takes a_rc -= (a_rj / d_j) a_cj. The
-// rows' entries then hold R with H = R' D^-1 R (d_j the pivots), so L = R D^-1/2. The first
-// column below P whose pivot is not finite and positive goes to *bad (an atomicMin).
+// column kInverseColumn. Lane r holds row r; at step j every later row takes a_rc -= (a_rj / d_j)
+// a_cj. The pivot d_j comes by a shuffle and the column through `column` (two buffers, so one
+// __syncwarp per step), which the chain from one pivot to the next does not wait on: lane j + 1
+// updates its own pivot from its own a_{j+1,j}. The rows' entries then hold R with H = R' D^-1 R
+// (d_j the pivots), so L = R D^-1/2. The first column below P whose pivot is not finite and
+// positive goes to *bad (an atomicMin).
 __device__ __forceinline__ void factor_diagonal_tile(double* D, int t, int64_t P,
                                                      double (*column)[kTile], double* inverse_root,
                                                      int* bad) {
@@ -100,15 +118,17 @@ __device__ __forceinline__ void factor_diagonal_tile(double* D, int t, int64_t P
   double pivot_mine = 1.0;
 #pragma unroll
   for (int j = 0; j < kTile; ++j) {
+    const double pivot = __shfl_sync(0xffffffffu, a[j], j);
     double* buffer = column[j & 1];
     buffer[lane] = a[j];
     __syncwarp();
-    const double pivot = buffer[j];
     if (lane == j)
       pivot_mine = pivot;
     const double multiplier = lane > j ? a[j] * (1.0 / pivot) : 0.0;
+    if (j + 1 < kTile)
+      a[j + 1] = fma(-multiplier, lane == j + 1 ? a[j] : buffer[j + 1], a[j + 1]);
 #pragma unroll
-    for (int c = j + 1; c < kTile; ++c)
+    for (int c = j + 2; c < kTile; ++c)
       a[c] = fma(-multiplier, buffer[c], a[c]);
   }
   const int64_t global = static_cast<int64_t>(t) * kTile + lane;
@@ -196,27 +216,52 @@ __device__ __forceinline__ void update_tile(double* A, const double* Li, const d
   __syncwarp();
 }
 
-// The panel tiles (i, k) for every tile row i in `rows`, from their owners' shared memory into
-// panel slot i, by the whole block.
-__device__ __forceinline__ void copy_panel(const cg::cluster_group& cluster, double* owned,
-                                           double* panel, unsigned rows, int k, int C) {
-  const int count = __popc(rows);
-  for (int e = threadIdx.x; e < count * kCopyElems; e += kClusterThreads) {
-    const int n = e / kCopyElems;
-    const int within = e - n * kCopyElems;
-    const int r = within / kCopyPairs;
-    const int pair = within - r * kCopyPairs;
-    unsigned later = rows;  // drop the n lowest rows: row i is the next one
-    for (int m = 0; m < n; ++m)
-      later &= later - 1;
-    const int i = __ffs(static_cast<int>(later)) - 1;
-    const int q = tile_number(i, k);
-    const double* source =
-        cluster.map_shared_rank(owned + (q / C) * kTileElems, static_cast<unsigned>(q % C));
-    const double2 value = reinterpret_cast<const double2*>(source + r * kLd)[pair];
-    reinterpret_cast<double2*>(panel + i * kTileElems + r * kLd)[pair] = value;
+// The cluster barrier in two halves: arrive (releasing this thread's writes to the cluster) and
+// wait (acquiring every other thread's), so a block can work between the two.
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
+// Tile (i, k) for each tile row i in `rows` (a bit mask), from its owner's shared memory into
+// slots[i] (or slots[0] when `single`), by the whole block, kCopyBatch loads in flight per thread.
+__device__ __forceinline__ void copy_tiles(const cg::cluster_group& cluster, double* owned,
+                                           unsigned rows, int k, int C, double* slots,
+                                           bool single) {
+  const int total = __popc(rows) * kCopyElems;
+  for (int base = threadIdx.x; base < total; base += kCopyBatch * kClusterThreads) {
+    double2 value[kCopyBatch];
+    double2* target[kCopyBatch];
+#pragma unroll
+    for (int u = 0; u < kCopyBatch; ++u) {
+      const int e = base + u * kClusterThreads;
+      target[u] = nullptr;
+      if (e < total) {
+        const int n = e / kCopyElems;
+        const int within = e - n * kCopyElems;
+        const int r = within / kCopyPairs;
+        const int pair = within - r * kCopyPairs;
+        unsigned later = rows;  // drop the n lowest rows: row i is the next one
+        for (int m = 0; m < n; ++m)
+          later &= later - 1;
+        const int i = __ffs(static_cast<int>(later)) - 1;
+        const int owner = i % C;
+        const double* source = cluster.map_shared_rank(
+            owned + (row_start_of(i, C) + k) * kTileElems, static_cast<unsigned>(owner));
+        value[u] = reinterpret_cast<const double2*>(source + r * kLd)[pair];
+        target[u] =
+            reinterpret_cast<double2*>(slots + (single ? 0 : i) * kTileElems + r * kLd) + pair;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kCopyBatch; ++u) {
+      if (target[u] != nullptr)
+        *target[u] = value[u];
+    }
   }
-  __syncthreads();
 }
 
 template <class T>
@@ -226,7 +271,6 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   if (sc->state != kRunning)
     return;
   extern __shared__ __align__(16) double cluster_shared[];
-  __shared__ unsigned char tile_row[kMaxLowerTiles], tile_column[kMaxLowerTiles];
   __shared__ double column[2][kTile];
   __shared__ double inverse_root[kTile];
   __shared__ int bad;          // this block's first refused pivot
@@ -238,114 +282,146 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   const int warp = tid >> 5;
   const int64_t P = k.P;
   const int tiles = tile_count(P);
-  const int slots = (lower_tiles(tiles) + C - 1) / C;
-  const int mine = (lower_tiles(tiles) - rank + C - 1) / C;  // tiles q = rank + s C
+  int owned_count = 0;  // this block's rows rank, rank + C, ...: tiles (i, 0..i) each
+  for (int i = rank; i < tiles; i += C)
+    owned_count += i + 1;
   double* owned = cluster_shared;
-  double* panel = cluster_shared + slots * kTileElems;
+  double* panel = owned + most_owned_tiles(tiles, C) * kTileElems;  // slot per tile row
+  double* diagonal = panel + tiles * kTileElems;                    // the current diagonal factor
+  auto own_tile = [&](int i, int j) { return owned + (row_start_of(i, C) + j) * kTileElems; };
   if (tid == 0) {
-    int s = 0;
-    for (int i = 0; i < tiles; ++i) {
-      for (int j = 0; j <= i; ++j) {
-        if (tile_number(i, j) % C == rank) {
-          tile_row[s] = static_cast<unsigned char>(i);
-          tile_column[s] = static_cast<unsigned char>(j);
-          ++s;
-        }
-      }
-    }
     bad = INT_MAX;
     cluster_bad = INT_MAX;
   }
-  __syncthreads();
   // H's lower triangle as potrf would read it (assemble_hessian_kernel's formula); the identity
-  // beyond P, zeros above the diagonal and in the padding columns.
+  // beyond P, zeros above the diagonal and in the padding columns. Loads in batches, so several
+  // are in flight per thread.
   const double inv_n = 1.0 / sc->total_weight;
-  for (int e = tid; e < mine * kTileElems; e += kClusterThreads) {
-    const int s = e / kTileElems;
-    const int rr = (e / kLd) % kTile;
-    const int cc = e % kLd;
-    const int64_t r = static_cast<int64_t>(tile_row[s]) * kTile + rr;
-    const int64_t c = static_cast<int64_t>(tile_column[s]) * kTile + cc;
-    double value = r == c ? 1.0 : 0.0;
-    if (cc >= kTile) {
-      value = 0.0;
-    } else if (r < P && c < P && r >= c) {
-      value = (static_cast<double>(gram[c + r * P]) + J[r * P + c]) * inv_n;
-      if (r == c)
-        value += k.ridge;
-    }
-    owned[e] = value;
-  }
-  __syncthreads();
-  if (rank == 0 && warp == 0)  // tile 0 is (0, 0), block 0's slot 0
-    factor_diagonal_tile(owned, 0, P, column, inverse_root, &bad);
-
-  for (int step = 0;; ++step) {
-    cluster.sync();  // the diagonal tile (step, step) is factored
-    if (step == tiles - 1)
-      break;
-    // The panel solves.
-    bool any_panel = false;
-    for (int s = 0; s < mine; ++s)
-      any_panel |= tile_column[s] == step && tile_row[s] > step;
-    if (any_panel) {
-      copy_panel(cluster, owned, panel, 1u << step, step, C);
-      int n = 0;
-      for (int s = 0; s < mine; ++s) {
-        if (tile_column[s] == step && tile_row[s] > step) {
-          if (n % kClusterWarps == warp)
-            solve_panel_tile(owned + s * kTileElems, panel + step * kTileElems);
-          ++n;
+  {
+    int i = rank, first = 0;  // the row of slot `first`, moving forward with e
+    for (int base = tid; base < owned_count * kTileElems; base += kCopyBatch * kClusterThreads) {
+      double value[kCopyBatch];
+#pragma unroll
+      for (int u = 0; u < kCopyBatch; ++u) {
+        const int e = base + u * kClusterThreads;
+        value[u] = 0.0;
+        if (e >= owned_count * kTileElems)
+          continue;
+        const int s = e / kTileElems;
+        while (s >= first + i + 1) {
+          first += i + 1;
+          i += C;
+        }
+        const int rr = (e / kLd) % kTile;
+        const int cc = e % kLd;
+        const int64_t r = static_cast<int64_t>(i) * kTile + rr;
+        const int64_t c = static_cast<int64_t>(s - first) * kTile + cc;
+        if (cc >= kTile)
+          continue;
+        if (r < P && c < P && r >= c) {
+          value[u] = (static_cast<double>(gram[c + r * P]) + J[r * P + c]) * inv_n;
+          if (r == c)
+            value[u] += k.ridge;
+        } else if (r == c) {
+          value[u] = 1.0;
         }
       }
-    }
-    cluster.sync();  // the panel (i, step), i > step, is solved
-    // The trailing update, and the next diagonal tile's factor.
-    unsigned rows = 0;
-    int next_diagonal = -1;
-    for (int s = 0; s < mine; ++s) {
-      if (tile_column[s] > step) {
-        rows |= (1u << tile_row[s]) | (1u << tile_column[s]);
-        if (tile_row[s] == step + 1 && tile_column[s] == step + 1)
-          next_diagonal = s;
+#pragma unroll
+      for (int u = 0; u < kCopyBatch; ++u) {
+        const int e = base + u * kClusterThreads;
+        if (e < owned_count * kTileElems)
+          owned[e] = value[u];
       }
     }
-    if (rows == 0)
-      continue;
-    copy_panel(cluster, owned, panel, rows, step, C);
-    const int first = next_diagonal >= 0 ? 1 : 0;  // warp 0 takes the diagonal tile
-    if (next_diagonal >= 0 && warp == 0) {
-      double* D = owned + next_diagonal * kTileElems;
-      const double* Li = panel + (step + 1) * kTileElems;
-      update_tile<true>(D, Li, Li);
-      factor_diagonal_tile(D, step + 1, P, column, inverse_root, &bad);
+  }
+  __syncthreads();
+  if (rank == 0 && warp == 0)  // row 0 is block 0's
+    factor_diagonal_tile(owned, 0, P, column, inverse_root, &bad);
+  cluster_arrive();
+
+  // Step `step`: the diagonal factor (step, step) is out, its owner having arrived after it.
+  for (int step = 0; step + 1 < tiles; ++step) {
+    const int next = step + 1;
+    const bool owns_next = next % C == rank;
+    unsigned below = 0;  // this block's rows below the diagonal tile
+    for (int i = rank; i < tiles; i += C)
+      below |= i > step ? 1u << i : 0u;
+    cluster_wait();
+    // The panel solves L_i,step = A_i,step L_step,step^-T, the next row's first (warp 0).
+    if (below != 0) {
+      copy_tiles(cluster, owned, 1u << step, step, C, diagonal, true);
+      __syncthreads();
+      int n = 0;
+      for (int i = rank; i < tiles; i += C) {
+        if (i <= step)
+          continue;
+        const int w = i == next ? 0 : (owns_next ? 1 + n % (kClusterWarps - 1) : n % kClusterWarps);
+        if (i != next)
+          ++n;
+        if (w == warp)
+          solve_panel_tile(own_tile(i, step), diagonal);
+      }
     }
+    cluster_arrive();
+    // The next diagonal tile: its owner's warp 0 updates it with the panel tile it has just
+    // solved and factors it.
+    if (owns_next && warp == 0) {
+      __syncwarp();
+      double* D = own_tile(next, next);
+      const double* Li = own_tile(next, step);
+      update_tile<true>(D, Li, Li);
+      factor_diagonal_tile(D, next, P, column, inverse_root, &bad);
+    }
+    cluster_wait();    // every panel tile of column `step` is solved
+    cluster_arrive();  // the next step waits on this: the next diagonal factor is out
+    // The trailing update of this block's tiles (i, j), step < j <= i, but (next, next): the
+    // panel tiles of other blocks' rows first.
+    unsigned wanted = 0;
+    int last = -1;
+    for (int i = rank; i < tiles; i += C)
+      last = i > step ? i : last;
+    for (int j = next; j <= last; ++j)
+      wanted |= j % C != rank ? 1u << j : 0u;
+    if (wanted != 0)
+      copy_tiles(cluster, owned, wanted, step, C, panel, false);
+    __syncthreads();
     int n = 0;
-    for (int s = 0; s < mine; ++s) {
-      if (tile_column[s] > step && s != next_diagonal) {
-        if (warp >= first && n % (kClusterWarps - first) == warp - first) {
-          double* A = owned + s * kTileElems;
-          const double* Li = panel + tile_row[s] * kTileElems;
-          const double* Lj = panel + tile_column[s] * kTileElems;
-          if (tile_row[s] == tile_column[s])
-            update_tile<true>(A, Li, Lj);
+    for (int i = rank; i < tiles; i += C) {
+      if (i <= step)
+        continue;
+      const double* Li = own_tile(i, step);
+      for (int j = next; j <= i; ++j) {
+        if (i == next && j == next)
+          continue;
+        if (n % kClusterWarps == warp) {
+          const double* Lj = j % C == rank ? own_tile(j, step) : panel + j * kTileElems;
+          if (i == j)
+            update_tile<true>(own_tile(i, j), Li, Lj);
           else
-            update_tile<false>(A, Li, Lj);
+            update_tile<false>(own_tile(i, j), Li, Lj);
         }
         ++n;
       }
     }
   }
+  cluster_wait();
 
   // L's lower triangle below P, column-major, where potrf leaves it.
-  for (int e = tid; e < mine * kTile * kTile; e += kClusterThreads) {
-    const int s = e / (kTile * kTile);
-    const int cc = (e / kTile) % kTile;
-    const int rr = e % kTile;
-    const int64_t r = static_cast<int64_t>(tile_row[s]) * kTile + rr;
-    const int64_t c = static_cast<int64_t>(tile_column[s]) * kTile + cc;
-    if (r < P && c < P && r >= c)
-      L[r + c * P] = owned[s * kTileElems + rr * kLd + cc];
+  {
+    int i = rank, first = 0;
+    for (int e = tid; e < owned_count * kTile * kTile; e += kClusterThreads) {
+      const int s = e / (kTile * kTile);
+      while (s >= first + i + 1) {
+        first += i + 1;
+        i += C;
+      }
+      const int cc = (e / kTile) % kTile;
+      const int rr = e % kTile;
+      const int64_t r = static_cast<int64_t>(i) * kTile + rr;
+      const int64_t c = static_cast<int64_t>(s - first) * kTile + cc;
+      if (r < P && c < P && r >= c)
+        L[r + c * P] = owned[s * kTileElems + rr * kLd + cc];
+    }
   }
   if (tid == 0 && bad != INT_MAX)
     atomicMin(cluster.map_shared_rank(&cluster_bad, 0u), bad);
