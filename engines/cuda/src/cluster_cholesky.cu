@@ -264,7 +264,7 @@ __device__ __forceinline__ void copy_tiles(const cg::cluster_group& cluster, dou
   }
 }
 
-template <class T>
+template <class T, bool kSplit>
 __global__ void __launch_bounds__(kClusterThreads, 1)
     cluster_cholesky_kernel(const T* gram, const double* J, BatchConstants k,
                             const DeviceScalars* sc, double* L, int* info) {
@@ -363,6 +363,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
       }
     }
     cluster_arrive();
+    if (!kSplit)
+      cluster_wait();
     // The next diagonal tile: its owner's warp 0 updates it with the panel tile it has just
     // solved and factors it.
     if (owns_next && warp == 0) {
@@ -372,8 +374,10 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
       update_tile<true>(D, Li, Li);
       factor_diagonal_tile(D, next, P, column, inverse_root, &bad);
     }
-    cluster_wait();    // every panel tile of column `step` is solved
-    cluster_arrive();  // the next step waits on this: the next diagonal factor is out
+    if (kSplit) {
+      cluster_wait();    // every panel tile of column `step` is solved
+      cluster_arrive();  // the next step waits on this: the next diagonal factor is out
+    }
     // The trailing update of this block's tiles (i, j), step < j <= i, but (next, next): the
     // panel tiles of other blocks' rows first.
     unsigned wanted = 0;
@@ -403,6 +407,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
         ++n;
       }
     }
+    if (!kSplit)
+      cluster_arrive();
   }
   cluster_wait();
 
@@ -430,12 +436,12 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     *info = cluster_bad == INT_MAX ? 0 : cluster_bad + 1;
 }
 
-template <class T>
+template <class T, bool kSplit>
 void allow_cluster_cholesky(int shared_limit) {
-  check_cuda(cudaFuncSetAttribute(cluster_cholesky_kernel<T>,
+  check_cuda(cudaFuncSetAttribute(cluster_cholesky_kernel<T, kSplit>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, shared_limit),
              "cudaFuncSetAttribute (cluster Cholesky shared memory)");
-  check_cuda(cudaFuncSetAttribute(cluster_cholesky_kernel<T>,
+  check_cuda(cudaFuncSetAttribute(cluster_cholesky_kernel<T, kSplit>,
                                   cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
              "cudaFuncSetAttribute (cluster Cholesky cluster size)");
 }
@@ -464,9 +470,9 @@ struct ClusterLaunch {
 bool cluster_fits(int C, size_t bytes) {
   const ClusterLaunch launch(C, bytes, nullptr);
   int clusters = 0;
-  check_cuda(
-      cudaOccupancyMaxActiveClusters(&clusters, cluster_cholesky_kernel<double>, &launch.config),
-      "cudaOccupancyMaxActiveClusters (cluster Cholesky)");
+  check_cuda(cudaOccupancyMaxActiveClusters(&clusters, cluster_cholesky_kernel<double, true>,
+                                            &launch.config),
+             "cudaOccupancyMaxActiveClusters (cluster Cholesky)");
   return clusters >= 1;
 }
 
@@ -482,11 +488,13 @@ ClusterCholeskyLimits configure_cluster_cholesky(int device) {
   check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
              "cudaDeviceGetAttribute (shared memory per block)");
   cudaFuncAttributes attributes{};
-  check_cuda(cudaFuncGetAttributes(&attributes, cluster_cholesky_kernel<double>),
+  check_cuda(cudaFuncGetAttributes(&attributes, cluster_cholesky_kernel<double, true>),
              "cudaFuncGetAttributes (cluster Cholesky)");
   int shared_limit = optin - static_cast<int>(attributes.sharedSizeBytes);
-  allow_cluster_cholesky<float>(shared_limit);
-  allow_cluster_cholesky<double>(shared_limit);
+  allow_cluster_cholesky<float, true>(shared_limit);
+  allow_cluster_cholesky<double, true>(shared_limit);
+  allow_cluster_cholesky<float, false>(shared_limit);
+  allow_cluster_cholesky<double, false>(shared_limit);
   // The sizes the device runs; a size it cannot (a partition with few multiprocessors) is never
   // asked for, its shapes going to cuSOLVER.
   ClusterCholeskyLimits limits;
@@ -503,23 +511,25 @@ ClusterCholeskyLimits configure_cluster_cholesky(int device) {
 template <class T>
 void launch_cluster_cholesky(const T* gram, const double* J, const BatchConstants& k,
                              const DeviceScalars* sc, double* factor, int* info, int shared_limit,
-                             cudaStream_t s) {
+                             bool split, cudaStream_t s) {
   const int C = cluster_size_for(k.P, shared_limit);
   if (C == 0)
     fail(RH_CUDA_INTERNAL_ERROR, "cluster Cholesky: no cluster fits P = %lld",
          static_cast<long long>(k.P));
   const ClusterLaunch launch(C, cluster_cholesky_bytes(k.P, C), s);
-  check_cuda(
-      cudaLaunchKernelEx(&launch.config, cluster_cholesky_kernel<T>, gram, J, k, sc, factor, info),
-      "cudaLaunchKernelEx (cluster Cholesky)");
+  check_cuda(split ? cudaLaunchKernelEx(&launch.config, cluster_cholesky_kernel<T, true>, gram, J,
+                                        k, sc, factor, info)
+                   : cudaLaunchKernelEx(&launch.config, cluster_cholesky_kernel<T, false>, gram, J,
+                                        k, sc, factor, info),
+             "cudaLaunchKernelEx (cluster Cholesky)");
   check_launch("cluster_cholesky_kernel");
 }
 
 template void launch_cluster_cholesky<float>(const float*, const double*, const BatchConstants&,
-                                             const DeviceScalars*, double*, int*, int,
+                                             const DeviceScalars*, double*, int*, int, bool,
                                              cudaStream_t);
 template void launch_cluster_cholesky<double>(const double*, const double*, const BatchConstants&,
-                                              const DeviceScalars*, double*, int*, int,
+                                              const DeviceScalars*, double*, int*, int, bool,
                                               cudaStream_t);
 
 }  // namespace rh
