@@ -11,15 +11,15 @@
 //   8, then 8 or more as shared memory requires).
 // - Step k (right-looking): every block with rows below k copies the diagonal factor L_kk from
 //   its owner (distributed shared memory) and solves its tiles L_ik = A_ik L_kk^-T, a warp per
-//   tile. The owner of row k + 1 solves (k + 1, k) first, in warp 0, which then at once updates
-//   the diagonal tile (k + 1, k + 1) with it and factors it: the chain from one diagonal factor
-//   to the next is one copy, one panel solve, one tile update and one factor, with no wait for
-//   the rest of the step.
-// - Meanwhile the blocks copy the panel tiles of other blocks' rows and update their trailing
-//   tiles, A_ij -= L_ik L_jk', a warp per tile on the float64 tensor cores.
-// - The cluster barrier runs in halves (arrive, then wait): "column k solved" between the panel
-//   solves and the copies for the trailing update, "factor k + 1 out" between warp 0's factor and
-//   the next step's copy of it; the trailing update runs while that barrier completes.
+//   tile. After a cluster barrier (column k solved), the owner of row k + 1 updates the diagonal
+//   tile (k + 1, k + 1) with its own L_k+1,k in warp 0 and factors it, while every block copies
+//   the panel tiles of other blocks' rows and updates its trailing tiles, A_ij -= L_ik L_jk', a
+//   warp per tile on the float64 tensor cores. A second barrier (factor k + 1 out) ends the step.
+// - Barriers split into arrive and wait, so that warp 0's factor overlapped the wait for the
+//   other blocks' panel solves, measured 151.0 us per factor at P = 257 against 157.4 us with
+//   whole barriers (Nsight Compute, H200), but compute-sanitizer's racecheck reported hazards
+//   between the panel solves' stores and the copies that follow the wait; with whole barriers it
+//   reports none, so the kernel takes whole ones (docs/decisions.md).
 // - The diagonal factor is one warp's symmetric elimination with a lane per row in registers, the
 //   pivots' square roots applied at the end, so each of the 32 steps waits on a shuffle and a
 //   division, not on a square root. 1 / L_rr travels in the tile's padding column to the panel
@@ -216,8 +216,9 @@ __device__ __forceinline__ void update_tile(double* A, const double* Li, const d
   __syncwarp();
 }
 
-// The cluster barrier in two halves: arrive (releasing this thread's writes to the cluster) and
-// wait (acquiring every other thread's), so a block can work between the two.
+// The cluster barrier's two halves (barrier.cluster): arrive releases this thread's writes to the
+// cluster, wait acquires every other thread's. A step ends with an arrive and the next begins
+// with the matching wait.
 __device__ __forceinline__ void cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
 }
@@ -264,7 +265,7 @@ __device__ __forceinline__ void copy_tiles(const cg::cluster_group& cluster, dou
   }
 }
 
-template <class T, bool kSplit>
+template <class T>
 __global__ void __launch_bounds__(kClusterThreads, 1)
     cluster_cholesky_kernel(const T* gram, const double* J, BatchConstants k,
                             const DeviceScalars* sc, double* L, int* info) {
@@ -339,7 +340,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     factor_diagonal_tile(owned, 0, P, column, inverse_root, &bad);
   cluster_arrive();
 
-  // Step `step`: the diagonal factor (step, step) is out, its owner having arrived after it.
+  // Step `step`: the diagonal factor (step, step) is out once every thread has arrived.
   for (int step = 0; step + 1 < tiles; ++step) {
     const int next = step + 1;
     const bool owns_next = next % C == rank;
@@ -347,7 +348,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     for (int i = rank; i < tiles; i += C)
       below |= i > step ? 1u << i : 0u;
     cluster_wait();
-    // The panel solves L_i,step = A_i,step L_step,step^-T, the next row's first (warp 0).
+    // The panel solves L_i,step = A_i,step L_step,step^-T; warp 0 takes the next row's.
     if (below != 0) {
       copy_tiles(cluster, owned, 1u << step, step, C, diagonal, true);
       __syncthreads();
@@ -363,20 +364,15 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
       }
     }
     cluster_arrive();
-    if (!kSplit)
-      cluster_wait();
+    cluster_wait();  // every panel tile of column `step` is solved
     // The next diagonal tile: its owner's warp 0 updates it with the panel tile it has just
-    // solved and factors it.
+    // solved and factors it, while the other warps (and blocks) go on to the trailing update.
     if (owns_next && warp == 0) {
       __syncwarp();
       double* D = own_tile(next, next);
       const double* Li = own_tile(next, step);
       update_tile<true>(D, Li, Li);
       factor_diagonal_tile(D, next, P, column, inverse_root, &bad);
-    }
-    if (kSplit) {
-      cluster_wait();    // every panel tile of column `step` is solved
-      cluster_arrive();  // the next step waits on this: the next diagonal factor is out
     }
     // The trailing update of this block's tiles (i, j), step < j <= i, but (next, next): the
     // panel tiles of other blocks' rows first.
@@ -407,8 +403,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
         ++n;
       }
     }
-    if (!kSplit)
-      cluster_arrive();
+    cluster_arrive();  // the next step waits on this: the next diagonal factor is out
   }
   cluster_wait();
 
@@ -436,12 +431,12 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     *info = cluster_bad == INT_MAX ? 0 : cluster_bad + 1;
 }
 
-template <class T, bool kSplit>
+template <class T>
 void allow_cluster_cholesky(int shared_limit) {
-  check_cuda(cudaFuncSetAttribute(cluster_cholesky_kernel<T, kSplit>,
+  check_cuda(cudaFuncSetAttribute(cluster_cholesky_kernel<T>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, shared_limit),
              "cudaFuncSetAttribute (cluster Cholesky shared memory)");
-  check_cuda(cudaFuncSetAttribute(cluster_cholesky_kernel<T, kSplit>,
+  check_cuda(cudaFuncSetAttribute(cluster_cholesky_kernel<T>,
                                   cudaFuncAttributeNonPortableClusterSizeAllowed, 1),
              "cudaFuncSetAttribute (cluster Cholesky cluster size)");
 }
@@ -470,9 +465,9 @@ struct ClusterLaunch {
 bool cluster_fits(int C, size_t bytes) {
   const ClusterLaunch launch(C, bytes, nullptr);
   int clusters = 0;
-  check_cuda(cudaOccupancyMaxActiveClusters(&clusters, cluster_cholesky_kernel<double, true>,
-                                            &launch.config),
-             "cudaOccupancyMaxActiveClusters (cluster Cholesky)");
+  check_cuda(
+      cudaOccupancyMaxActiveClusters(&clusters, cluster_cholesky_kernel<double>, &launch.config),
+      "cudaOccupancyMaxActiveClusters (cluster Cholesky)");
   return clusters >= 1;
 }
 
@@ -488,13 +483,11 @@ ClusterCholeskyLimits configure_cluster_cholesky(int device) {
   check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
              "cudaDeviceGetAttribute (shared memory per block)");
   cudaFuncAttributes attributes{};
-  check_cuda(cudaFuncGetAttributes(&attributes, cluster_cholesky_kernel<double, true>),
+  check_cuda(cudaFuncGetAttributes(&attributes, cluster_cholesky_kernel<double>),
              "cudaFuncGetAttributes (cluster Cholesky)");
   int shared_limit = optin - static_cast<int>(attributes.sharedSizeBytes);
-  allow_cluster_cholesky<float, true>(shared_limit);
-  allow_cluster_cholesky<double, true>(shared_limit);
-  allow_cluster_cholesky<float, false>(shared_limit);
-  allow_cluster_cholesky<double, false>(shared_limit);
+  allow_cluster_cholesky<float>(shared_limit);
+  allow_cluster_cholesky<double>(shared_limit);
   // The sizes the device runs; a size it cannot (a partition with few multiprocessors) is never
   // asked for, its shapes going to cuSOLVER.
   ClusterCholeskyLimits limits;
@@ -511,25 +504,23 @@ ClusterCholeskyLimits configure_cluster_cholesky(int device) {
 template <class T>
 void launch_cluster_cholesky(const T* gram, const double* J, const BatchConstants& k,
                              const DeviceScalars* sc, double* factor, int* info, int shared_limit,
-                             bool split, cudaStream_t s) {
+                             cudaStream_t s) {
   const int C = cluster_size_for(k.P, shared_limit);
   if (C == 0)
     fail(RH_CUDA_INTERNAL_ERROR, "cluster Cholesky: no cluster fits P = %lld",
          static_cast<long long>(k.P));
   const ClusterLaunch launch(C, cluster_cholesky_bytes(k.P, C), s);
-  check_cuda(split ? cudaLaunchKernelEx(&launch.config, cluster_cholesky_kernel<T, true>, gram, J,
-                                        k, sc, factor, info)
-                   : cudaLaunchKernelEx(&launch.config, cluster_cholesky_kernel<T, false>, gram, J,
-                                        k, sc, factor, info),
-             "cudaLaunchKernelEx (cluster Cholesky)");
+  check_cuda(
+      cudaLaunchKernelEx(&launch.config, cluster_cholesky_kernel<T>, gram, J, k, sc, factor, info),
+      "cudaLaunchKernelEx (cluster Cholesky)");
   check_launch("cluster_cholesky_kernel");
 }
 
 template void launch_cluster_cholesky<float>(const float*, const double*, const BatchConstants&,
-                                             const DeviceScalars*, double*, int*, int, bool,
+                                             const DeviceScalars*, double*, int*, int,
                                              cudaStream_t);
 template void launch_cluster_cholesky<double>(const double*, const double*, const BatchConstants&,
-                                              const DeviceScalars*, double*, int*, int, bool,
+                                              const DeviceScalars*, double*, int*, int,
                                               cudaStream_t);
 
 }  // namespace rh

@@ -288,7 +288,6 @@ void lease_resources(Engine& e) {
   e.cholesky_solve_shared = cholesky_solve_shared_setting(r.cholesky_solve_shared);
   e.cluster_cholesky = r.cluster_cholesky;
   e.cluster_cholesky.max_p = cluster_cholesky_limit_setting(r.cluster_cholesky.max_p);
-  e.cluster_cholesky.split_barrier = cluster_split_barrier_setting();
   r.for_each_carried(e.ws, [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
   e.ws.for_each([&](GrowingBuffer& b) {
     if (b.kind() == MemoryKind::Device)

@@ -152,7 +152,7 @@ int configure_cholesky_solve(int device);
 template <class T>
 void launch_cluster_cholesky(const T* gram, const double* J, const BatchConstants& k,
                              const DeviceScalars* sc, double* factor, int* info, int shared_limit,
-                             bool split, cudaStream_t s);
+                             cudaStream_t s);
 // The cluster Cholesky's limits on this device (none without cluster launches), whose shared
 // memory it is allowed. Called when a resource set is made (device current).
 ClusterCholeskyLimits configure_cluster_cholesky(int device);

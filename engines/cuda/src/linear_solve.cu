@@ -46,8 +46,7 @@ void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram) {
   if (ctx.k.P <= e.cluster_cholesky.max_p) {
     launch_cluster_cholesky<T>(gram, ctx.information64(), ctx.k, ctx.device_scalars(),
                                e.ws.hessian.as<double>(), e.ws.solver_info.as<int>(),
-                               e.cluster_cholesky.shared_bytes, e.cluster_cholesky.split_barrier,
-                               e.stream);
+                               e.cluster_cholesky.shared_bytes, e.stream);
   } else {
     const int n = static_cast<int>(ctx.k.P);
     assemble(ctx, gram);

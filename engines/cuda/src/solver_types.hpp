@@ -54,8 +54,6 @@ constexpr int64_t kSmallDenseCap = 160;
 struct ClusterCholeskyLimits {
   int64_t max_p = 0;     // the largest P it factors (0: none)
   int shared_bytes = 0;  // the shared memory per block it is allowed
-  // The cluster barrier in halves (arrive, work, wait); false: whole barriers only.
-  bool split_barrier = true;
 };
 // Up to kFusedGramMaxP parameters the row pass forms the Gram itself (launch_row_pass_gram), a
 // tile of rows at a time, each row read by a team of 8 lanes (kFusedTeams teams per kThreads

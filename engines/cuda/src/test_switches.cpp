@@ -65,11 +65,6 @@ int64_t cluster_cholesky_limit_setting(int64_t device_limit) {
   return lowered_limit_setting("RH_CUDA_TEST_CLUSTER_CHOLESKY_MAX", device_limit);
 }
 
-bool cluster_split_barrier_setting() {
-  const char* value = std::getenv("RH_CUDA_TEST_CLUSTER_BARRIER");
-  return value == nullptr || std::strcmp(value, "whole") != 0;
-}
-
 int cholesky_solve_shared_setting(int device_limit) {
   return static_cast<int>(lowered_limit_setting("RH_CUDA_TEST_CHOLESKY_SHARED", device_limit));
 }
@@ -167,9 +162,6 @@ int64_t small_dense_limit_setting(int64_t device_limit) {
 }
 int64_t cluster_cholesky_limit_setting(int64_t device_limit) {
   return device_limit;
-}
-bool cluster_split_barrier_setting() {
-  return true;
 }
 int cholesky_solve_shared_setting(int device_limit) {
   return device_limit;

@@ -26,9 +26,6 @@ int64_t small_dense_limit_setting(int64_t device_limit);
 // RH_CUDA_TEST_CLUSTER_CHOLESKY_MAX=N: the cluster Cholesky up to min(N, device_limit)
 // parameters (0: cuSOLVER's factor above the one-block limit); device_limit when unset.
 int64_t cluster_cholesky_limit_setting(int64_t device_limit);
-// RH_CUDA_TEST_CLUSTER_BARRIER=whole: the cluster Cholesky waits at every cluster barrier as it
-// arrives (no work between the halves).
-bool cluster_split_barrier_setting();
 // RH_CUDA_TEST_CHOLESKY_SHARED=N: the Cholesky solve above the one-block limit uses at most
 // min(N, device_limit) bytes of shared memory (0: its right-hand side and block inverses in
 // global memory, as for P beyond what the device's shared memory holds); device_limit when unset.
