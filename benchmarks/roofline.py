@@ -49,9 +49,10 @@ launches, inference off), mirrored from engines/cuda/src:
   scaled rows sqrt(w c) x (n P s) and a cuBLAS GEMM reads them (2 n P^2 flops), in row chunks
   summed by one more kernel when there is more than one chunk;
 - Newton iteration: the Cholesky attempt and solve (one kernel for P <= the one-block limit,
-  160 on an H200; above it assemble, cuSOLVER potrf, one kernel for the acceptance test and
-  both triangular solves, J dir), the 27 line-search trials in one pass (reads X and the
-  residuals), the select kernel, the row pass and Gram at the new beta, the gradient kernel;
+  160 on an H200; above it the cluster Cholesky up to its limit, 384 on an H200, or assemble
+  and cuSOLVER potrf beyond, then one kernel for the acceptance test and both triangular
+  solves, J dir), the 27 line-search trials in one pass (reads X and the residuals), the select
+  kernel, the row pass and Gram at the new beta, the gradient kernel;
 - LAMM iteration: two groups of four launches for the 40 attempts (the first group's 8
   candidates read X and y once; the second group returns at once), the row pass without the
   Gram, the gradient kernel; after every chunk the Gram's GEMM (and, in the chunk that ended
@@ -59,9 +60,9 @@ launches, inference off), mirrored from engines/cuda/src:
   readback after every chunk and the final row pass, GEMM and commit once, after the
   synchronisation that showed the end;
 - iterations are queued in chunks with one synchronisation each: the first chunk as long as the
-  engine's previous update needed (4, or 2 where cuSOLVER factors, for a new engine; capped at
-  8, 2 on the cuSOLVER path, 1 there when 2 n P^2 > 2e9), later chunks 2 (Newton), 1
-  (Newton through cuSOLVER) or 4 (LAMM). An iteration queued after the solve ended still costs
+  engine's previous update needed (4, or 2 above the one-block limit, for a new engine; capped
+  at 8, 2 above that limit, 1 there when 2 n P^2 > 2e9), later chunks 2 (Newton), 1 (Newton
+  above the one-block limit) or 4 (LAMM). An iteration queued after the solve ended still costs
   its launches (the kernels return at once), and its cuBLAS GEMM / gemv run in full;
 - host input: the pinned-copy term, as in the ideal floor.
 
@@ -96,7 +97,9 @@ DEVICE_VERSION = 1
 # librh_cuda's constants that decide its passes and launches (engines/cuda/src).
 WIDE_ROW_COLUMNS = 32  # X'u inside the row pass up to this many stored columns
 SMALL_DENSE_MAX = 160  # the one-block Cholesky's limit on an H200 (device dependent)
-HEAVY_GRAM_FLOPS = 2e9  # above it: cuSOLVER one iteration per chunk, LAMM's Gram once
+CLUSTER_CHOLESKY_MAX = 384  # the cluster Cholesky's limit on an H200 (device dependent)
+# above it: one iteration per chunk above the one-block limit, LAMM's Gram once
+HEAVY_GRAM_FLOPS = 2e9
 FUSED_GRAM_MAX_P = 128  # the row pass forms the Gram itself up to this P
 FUSED_GRAM_SLOTS = (2, 3, 5, 8, 12, 16)  # its padded widths, in 8-column blocks
 GRAM_CHUNK_ROWS = 128
@@ -215,11 +218,12 @@ def fused_gram_blocks(n: int, P: int) -> tuple[int, int]:
     return -(-n // rows), pad
 
 
-def chunk_sizes(*, l1: bool, cusolver: bool, n: int, P: int, hint: int) -> tuple[int, int]:
+def chunk_sizes(*, l1: bool, above_one_block: bool, n: int, P: int,
+                hint: int) -> tuple[int, int]:
     """(first, later) iterations queued per synchronisation (update_pipeline's chunk_sizes)."""
-    cap = (1 if 2.0 * n * P * P > HEAVY_GRAM_FLOPS else 2) if cusolver else 8
-    first = hint if hint > 0 else (2 if cusolver else 4)
-    later = 4 if l1 else (1 if cusolver else 2)
+    cap = (1 if 2.0 * n * P * P > HEAVY_GRAM_FLOPS else 2) if above_one_block else 8
+    first = hint if hint > 0 else (2 if above_one_block else 4)
+    later = 4 if l1 else (1 if above_one_block else 2)
     return min(first, cap), later
 
 
@@ -249,7 +253,9 @@ def ideal_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool) -> Work:
 
 
 def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: int,
-                small_dense_max: int = SMALL_DENSE_MAX, max_iter: int = MAX_ITER) -> Work:
+                small_dense_max: int = SMALL_DENSE_MAX,
+                cluster_cholesky_max: int = CLUSTER_CHOLESKY_MAX,
+                max_iter: int = MAX_ITER) -> Work:
     """The passes and launches librh_cuda queues for one batch (module docstring)."""
     P = c + 1
     wide = c > WIDE_ROW_COLUMNS
@@ -284,8 +290,8 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
             return Work(bytes=2 * partial_bytes, flops=gram_flops, launches=gram_launches)
         return Work(bytes=2 * scaled_bytes, flops=gram_flops, launches=gram_launches)
 
-    cusolver = not l1 and P > small_dense_max
-    first, later = chunk_sizes(l1=l1, cusolver=cusolver, n=n, P=P, hint=hint)
+    above_one_block = not l1 and P > small_dense_max
+    first, later = chunk_sizes(l1=l1, above_one_block=above_one_block, n=n, P=P, hint=hint)
     queued, syncs = queued_iterations(k, first, later, max_iter)
     wasted = queued - k
 
@@ -324,8 +330,12 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
             if not fused:
                 work.add(Work(bytes=(syncs - 1) * scaled_bytes, flops=(syncs - 1) * gram_flops))
         return work
-    solve_launches = 1 if not cusolver else 4  # one-block kernel | assemble, potrf, the
-    # acceptance test and solves, J dir
+    # the one-block kernel | the cluster Cholesky or assemble and potrf; the acceptance test and
+    # solves; J dir
+    if not above_one_block:
+        solve_launches = 1
+    else:
+        solve_launches = 3 if P <= cluster_cholesky_max else 4
     trials = Work(bytes=n * c * s + 8 * n, launches=2)  # trials + select
     for _ in range(k):
         work.add(Work(launches=solve_launches))
@@ -342,7 +352,9 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
 
 
 def case_floors(case: dict, device: DeviceConstants, *,
-                small_dense_max: int = SMALL_DENSE_MAX, max_iter: int = MAX_ITER) -> dict:
+                small_dense_max: int = SMALL_DENSE_MAX,
+                cluster_cholesky_max: int = CLUSTER_CHOLESKY_MAX,
+                max_iter: int = MAX_ITER) -> dict:
     """Ideal and engine floors (seconds per term) of one record case, summed over batches."""
     shape = case["shape"]
     dtype = case["dtype"]
@@ -366,11 +378,19 @@ def case_floors(case: dict, device: DeviceConstants, *,
     for n, k in zip(rows, iterations, strict=True):
         ideal.add(ideal_work(n, c, s, k, l1=l1, host=host))
         engine.add(engine_work(n, c, s, k, l1=l1, host=host, hint=previous,
-                               small_dense_max=small_dense_max, max_iter=max_iter))
+                               small_dense_max=small_dense_max,
+                               cluster_cholesky_max=cluster_cholesky_max, max_iter=max_iter))
         previous = k
     return {"ideal": ideal.seconds(device, dtype), "engine": engine.seconds(device, dtype),
             "ideal_work": vars(ideal), "engine_work": vars(engine),
-            "cusolver": not l1 and c + 1 > small_dense_max}
+            "factor": dense_factor(c + 1, l1, small_dense_max, cluster_cholesky_max)}
+
+
+def dense_factor(P: int, l1: bool, small_dense_max: int, cluster_cholesky_max: int) -> str | None:
+    """Who factors Newton's system outside the one-block kernel, if anyone."""
+    if l1 or P <= small_dense_max:
+        return None
+    return "cluster Cholesky" if P <= cluster_cholesky_max else "cuSOLVER"
 
 
 def gap_text(case: dict, floors: dict) -> str:
@@ -384,8 +404,8 @@ def gap_text(case: dict, floors: dict) -> str:
     causes = []
     if case["lifecycle"] == "cold":
         causes.append("engine creation")
-    if floors["cusolver"]:
-        causes.append("cuSOLVER latency")
+    if floors["factor"] is not None:
+        causes.append(f"{floors['factor']} latency")
     causes.append("per-call host work")
     return (text + f"; {beyond * 1e3:.3g} ms beyond it ({beyond / case['median']:.0%}: "
             + ", ".join(causes) + ")")
@@ -697,6 +717,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default=None, help="side label whose cases are tabled")
     parser.add_argument("--small-dense-max", type=int, default=SMALL_DENSE_MAX,
                         help="the one-block Cholesky's P limit of the device (H200: 160)")
+    parser.add_argument("--cluster-cholesky-max", type=int, default=CLUSTER_CHOLESKY_MAX,
+                        help="the cluster Cholesky's P limit of the device (H200: 384)")
     parser.add_argument("--out", type=Path, default=None, help="Markdown table (else stdout)")
     parser.add_argument("--json", type=Path, default=None,
                         help="per-case floors and terms with the device constants")
@@ -705,8 +727,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give exactly one of --measure-device OUT.json or --record R.json")
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
-    if args.small_dense_max < 0:
-        parser.error("--small-dense-max must be >= 0")
+    if args.small_dense_max < 0 or args.cluster_cholesky_max < 0:
+        parser.error("--small-dense-max and --cluster-cholesky-max must be >= 0")
     if args.measure_device is not None:
         try:
             data = measure_device(repeats=args.repeats)
@@ -729,7 +751,8 @@ def main(argv: list[str] | None = None) -> int:
         if record.get("schema") != records.SCHEMA_NAME:
             raise ValueError(f"{args.record} is not a {records.SCHEMA_NAME} record")
         cases = select_cases(record, args.engine, args.label)
-        rows = table_rows(cases, device, small_dense_max=args.small_dense_max)
+        rows = table_rows(cases, device, small_dense_max=args.small_dense_max,
+                          cluster_cholesky_max=args.cluster_cholesky_max)
     except (OSError, ValueError, KeyError) as exc:
         print(f"roofline: {exc}", file=sys.stderr)
         return 2
@@ -743,7 +766,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({
             "schema": "renewable-huber-roofline", "version": 1, "side": side,
             "record_environment": record["environment"], "device": device_data,
-            "small_dense_max": args.small_dense_max, "cases": rows}, indent=2) + "\n",
+            "small_dense_max": args.small_dense_max,
+            "cluster_cholesky_max": args.cluster_cholesky_max, "cases": rows}, indent=2) + "\n",
             encoding="utf-8")
     return 0
 

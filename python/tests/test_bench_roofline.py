@@ -129,11 +129,12 @@ def test_lamm_with_a_heavy_gram_forms_it_once_after_one_more_synchronisation():
     assert fused.syncs == 3
 
 
-def test_engine_floor_on_the_cusolver_path():
-    # 4,096 x 256 float64 Newton: P = 257 > 160 so cuSOLVER factors; 2 n P^2 = 5.4e8 <= 2e9 so
-    # the first chunk is 2 and later chunks 1: 4 iterations in chunks 2, 1, 1.
+def test_engine_floor_above_the_one_block_limit():
+    # 4,096 x 256 float64 Newton: P = 257 > 160 so the cluster Cholesky factors (P <= 384); 2 n
+    # P^2 = 5.4e8 <= 2e9 so the first chunk is 2 and later chunks 1: 4 iterations in chunks 2,
+    # 1, 1.
     n, c, s, P = 4096, 256, 8, 257
-    assert roofline.chunk_sizes(l1=False, cusolver=True, n=n, P=P, hint=0) == (2, 1)
+    assert roofline.chunk_sizes(l1=False, above_one_block=True, n=n, P=P, hint=0) == (2, 1)
     assert roofline.queued_iterations(4, 2, 1) == (4, 3)
     # Gram: 25 tiles of 64 -> 264 // 25 = 10 chunks of 410 rows = 4,100 rows: 4 zeroed rows
     assert roofline.gram_split(n, P) == (10, 410)
@@ -148,14 +149,20 @@ def test_engine_floor_on_the_cusolver_path():
     assert work.bytes == expected == 210_870_304
     assert work.flops == 5 * 2 * n * P * P
     # fixed: validation, begin, memset, row pass, gemv, GEMM, sum, gradient, 3 commits;
-    # per iteration: assemble, potrf, the acceptance test and solves, J dir, trials, select,
-    # row pass, gemv, GEMM, sum, gradient
-    assert work.launches == 8 + 3 + 4 * 11 == 55
+    # per iteration: the cluster Cholesky, the acceptance test and solves, J dir, trials,
+    # select, row pass, gemv, GEMM, sum, gradient
+    assert work.launches == 8 + 3 + 4 * 10 == 51
+    # beyond the cluster Cholesky's limit cuSOLVER factors: assemble and potrf, one launch more
+    # per iteration, the same bytes and chunks
+    beyond = roofline.engine_work(n, c, s, 4, l1=False, host=False, hint=0,
+                                  cluster_cholesky_max=256)
+    assert beyond.launches == 8 + 3 + 4 * 11 == 55
+    assert (beyond.bytes, beyond.syncs) == (work.bytes, work.syncs)
     # a heavy Gram (200,000 x 1,024: 2 n P^2 = 4.2e11) queues one iteration per chunk
-    assert roofline.chunk_sizes(l1=False, cusolver=True, n=50_000, P=1025, hint=9) == (1, 1)
+    assert roofline.chunk_sizes(l1=False, above_one_block=True, n=50_000, P=1025, hint=9) == (1, 1)
     # a primed engine starts with its previous count, capped at 8
-    assert roofline.chunk_sizes(l1=False, cusolver=False, n=n, P=17, hint=12) == (8, 2)
-    assert roofline.chunk_sizes(l1=True, cusolver=False, n=n, P=17, hint=3) == (3, 4)
+    assert roofline.chunk_sizes(l1=False, above_one_block=False, n=n, P=17, hint=12) == (8, 2)
+    assert roofline.chunk_sizes(l1=True, above_one_block=False, n=n, P=17, hint=3) == (3, 4)
     # max_iter bounds the queue
     assert roofline.queued_iterations(100, 8, 2, max_iter=100) == (100, 47)
     with pytest.raises(ValueError, match="101 iterations in a batch"):
@@ -215,8 +222,15 @@ def test_table_from_a_valid_record(tmp_path):
     assert first["achieved_s"] == 0.002
     assert first["achieved_over_ideal"] == pytest.approx(0.002 / ideal)
     assert payload["device"]["fingerprint"]["name"] == "synthetic GPU"
-    # the wide case goes through cuSOLVER: named among the causes of the remaining gap
-    assert "cuSOLVER" in payload["cases"][2]["gap"]
+    # the wide case (P = 257) goes through the cluster Cholesky, named among the causes of the
+    # remaining gap; with a lower limit, through cuSOLVER
+    assert "cluster Cholesky latency" in payload["cases"][2]["gap"]
+    assert roofline.main(["--record", str(tmp_path / "r.json"), "--device",
+                          str(tmp_path / "d.json"), "--cluster-cholesky-max", "256",
+                          "--out", str(out), "--json", str(js)]) == 0
+    payload = json.loads(js.read_text())
+    assert "cuSOLVER latency" in payload["cases"][2]["gap"]
+    assert payload["cluster_cholesky_max"] == 256
 
 
 @pytest.mark.parametrize("overrides, bound", [

@@ -80,7 +80,7 @@ void solve_newton(UpdateContext<T>& ctx) {
   ctx.gradient(kRunWhileRunning, true);
 
   // A wasted iteration costs launches that return at once, except cuBLAS's X'u (wide rows), its
-  // Gram (beyond UpdateContext::fused_gram) and, above Engine::small_dense_max, cuSOLVER's
+  // Gram (beyond UpdateContext::fused_gram) and, above Engine::cluster_cholesky.max_p, cuSOLVER's
   // potrf, which cannot (UpdateContext::later_chunk).
   int64_t chunk = ctx.first_chunk;
   int paused = kRunning;  // the needs_host state the last chunk ended in, if any

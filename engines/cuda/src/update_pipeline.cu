@@ -97,11 +97,12 @@ struct ChunkSizes {
 
 // Iterations to queue before the first synchronisation of an update: as many as the engine's
 // previous update needed (the batches of one stream tend to need alike), capped where a wasted
-// iteration is dear: cuSOLVER (Newton above Engine::small_dense_max) cannot skip its factorisation,
-// nor cuBLAS its Gram, so there the first chunk is at most 2, and 1 once the Gram alone (2 n P^2
-// flops) outweighs a synchronisation many times over (above kHeavyGramFlops, about 50 us on an
-// H200). Later chunks: a few LAMM iterations (launches that return at once are cheap), Newton
-// one or two.
+// iteration is dear: above Engine::small_dense_max, Newton's cuBLAS Gram cannot skip a wasted
+// iteration, nor cuSOLVER's potrf, so there the first chunk is at most 2, and 1 once the Gram
+// alone (2 n P^2 flops) outweighs a synchronisation many times over (above kHeavyGramFlops, about
+// 50 us on an H200). Later chunks: a few LAMM iterations (launches that return at once are cheap),
+// Newton one or two. The cluster Cholesky skips like the one-block kernel, but its range keeps
+// the cap: queuing more there has not been measured.
 constexpr double kHeavyGramFlops = 2e9;
 
 ChunkSizes chunk_sizes(const Engine& e, bool l1, int64_t n_rows) {
@@ -110,10 +111,10 @@ ChunkSizes chunk_sizes(const Engine& e, bool l1, int64_t n_rows) {
   const bool heavy_gram = gram_flops > kHeavyGramFlops;
   if (e.forced_chunk > 0)
     return {e.forced_chunk, e.forced_chunk, l1 && heavy_gram};
-  const bool cusolver = !l1 && e.P > e.small_dense_max;
-  const int64_t cap = cusolver ? (heavy_gram ? 1 : 2) : 8;
-  const int64_t hint = e.chunk_hint > 0 ? e.chunk_hint : (cusolver ? 2 : 4);
-  return {std::min(hint, cap), l1 ? 4 : (cusolver ? 1 : 2), l1 && heavy_gram};
+  const bool above_one_block = !l1 && e.P > e.small_dense_max;
+  const int64_t cap = above_one_block ? (heavy_gram ? 1 : 2) : 8;
+  const int64_t hint = e.chunk_hint > 0 ? e.chunk_hint : (above_one_block ? 2 : 4);
+  return {std::min(hint, cap), l1 ? 4 : (above_one_block ? 1 : 2), l1 && heavy_gram};
 }
 
 template <class T>
