@@ -40,21 +40,16 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr int kClusterThreads = 256;
-constexpr int kClusterWarps = kClusterThreads / 32;
 constexpr int kTile = 32;
 // Row stride of a tile in shared memory: the mma fragments' loads (lane l at row l / 4, column
-// l % 4) are conflict-free with 36; column 32 of a diagonal tile carries 1 / L_rr.
+// l % 4) are conflict-free with 36; column kInverseColumn (32) of a diagonal tile carries
+// 1 / L_rr.
 constexpr int kLd = 36;
-constexpr int kInverseColumn = kTile;
 constexpr int kTileElems = kTile * kLd;
-// The copy of a tile between blocks: its 32 rows of columns 0..33 as 17 double2 each.
-constexpr int kCopyPairs = (kInverseColumn + 2) / 2;
-constexpr int kCopyElems = kTile * kCopyPairs;
 // Tile rows are bits of 32-bit masks, and a cluster has at most 16 blocks; shared memory limits
 // the rows further (12, P <= 384, on an H200: cluster_cholesky_bytes).
 constexpr int kMaxTiles = 16;
 constexpr int kClusterSizes[] = {8, 16};  // the portable size first
-constexpr int kCopyBatch = 8;             // loads in flight per thread in a copy
 
 __host__ __device__ constexpr int tile_count(int64_t P) {
   return static_cast<int>((P + kTile - 1) / kTile);
@@ -99,6 +94,22 @@ int cluster_size_for(int64_t P, int shared_limit) {
   }
   return 0;
 }
+
+// Thread-block clusters begin with sm_90: before it the kernel traps, and
+// configure_cluster_cholesky never launches it there (no cluster launch on those devices).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define RH_CLUSTER_CODE 1
+#else
+#define RH_CLUSTER_CODE 0
+#endif
+
+#if RH_CLUSTER_CODE
+constexpr int kInverseColumn = kTile;
+constexpr int kClusterWarps = kClusterThreads / 32;
+// The copy of a tile between blocks: its 32 rows of columns 0..33 as 17 double2 each.
+constexpr int kCopyPairs = (kInverseColumn + 2) / 2;
+constexpr int kCopyElems = kTile * kCopyPairs;
+constexpr int kCopyBatch = 8;  // loads in flight per thread in a copy
 
 // The diagonal tile D (tile t) replaced by its Cholesky factor, lower, by one warp; 1 / L_rr in
 // column kInverseColumn. Lane r holds row r; at step j every later row takes a_rc -= (a_rj / d_j)
@@ -264,11 +275,21 @@ __device__ __forceinline__ void copy_tiles(const cg::cluster_group& cluster, dou
     }
   }
 }
+#endif  // RH_CLUSTER_CODE
 
 template <class T>
 __global__ void __launch_bounds__(kClusterThreads, 1)
     cluster_cholesky_kernel(const T* gram, const double* J, BatchConstants k,
                             const DeviceScalars* sc, double* L, int* info) {
+#if !RH_CLUSTER_CODE
+  (void)gram;
+  (void)J;
+  (void)k;
+  (void)sc;
+  (void)L;
+  (void)info;
+  __trap();
+#else
   if (sc->state != kRunning)
     return;
   extern __shared__ __align__(16) double cluster_shared[];
@@ -429,6 +450,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   cluster.sync();
   if (rank == 0 && tid == 0)
     *info = cluster_bad == INT_MAX ? 0 : cluster_bad + 1;
+#endif  // RH_CLUSTER_CODE
 }
 
 template <class T>

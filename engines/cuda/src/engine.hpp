@@ -210,8 +210,9 @@ struct Engine {
   // cuSOLVER.
   ClusterCholeskyLimits cluster_cholesky;
   // Row passes with the Gram at most this many parameters wide form it themselves, unless they
-  // also write K's rows (kFusedGramMaxP, or the tests' lower cap; UpdateContext::fused_gram).
-  int64_t fused_gram_max = kFusedGramMaxP;
+  // also write K's rows (the resource set's limit, configure_fused_gram: kFusedGramMaxP, or 0
+  // without float64 tensor cores; or the tests' lower cap; UpdateContext::fused_gram).
+  int64_t fused_gram_max = 0;
 
   bool graphs_enabled() const {
     return (enabled_flags & RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS) != 0;

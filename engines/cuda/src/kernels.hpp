@@ -41,6 +41,10 @@ void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, Dev
 // gram_partials (fused_gram_padded(P)^2 doubles per block, column-major).
 int64_t fused_gram_padded(int64_t P);
 int fused_gram_blocks(int64_t n_rows, int64_t P);
+// The largest P the fused row pass forms the Gram for on this device: kFusedGramMaxP where the
+// float64 tensor cores exist (compute capability 8.0 and later), else 0 (cuBLAS's Gram). Called
+// when a resource set is made.
+int64_t configure_fused_gram(int device);
 template <class T>
 void launch_row_pass_gram(const RowView<T>& rows, const double* beta, double tau, DeviceScalars* sc,
                           double* residual, T* score, double* partials, double* xtu_partials,

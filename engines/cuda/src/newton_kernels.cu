@@ -40,7 +40,7 @@ __device__ __forceinline__ void sums_to_thread0(const double (&v)[N], int larges
 #pragma unroll
   for (int n = 0; n < N; ++n)
     mine[n] = warp_sum(v[n]);
-  largest = __reduce_max_sync(0xffffffffu, largest);
+  largest = warp_max(largest);
   if (lane == 0) {
 #pragma unroll
     for (int n = 0; n < N; ++n)

@@ -707,6 +707,13 @@ void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, Dev
                  meat_scaled, partials, xtu_partials, static_cast<int>(when));
 }
 
+int64_t configure_fused_gram(int device) {
+  int major = 0;
+  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+             "cudaDeviceGetAttribute (compute capability)");
+  return major >= 8 ? kFusedGramMaxP : 0;
+}
+
 template <class T>
 void launch_row_pass_gram(const RowView<T>& rows, const double* beta, double tau, DeviceScalars* sc,
                           double* residual, T* score, double* partials, double* xtu_partials,

@@ -42,12 +42,34 @@ __device__ __forceinline__ double warp_column_sum(const double* partials, int bl
   return warp_sum(acc);
 }
 
+// The largest of an int over the warp, in every lane (the reduction instruction from sm_80).
+__device__ __forceinline__ int warp_max(int v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const int other = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = other > v ? other : v;
+  }
+  return v;
+#else
+  return __reduce_max_sync(0xffffffffu, v);
+#endif
+}
+
 // D += A B for one 8 x 8 x 4 step on the float64 tensor cores: lane l holds A[l / 4][l % 4],
 // B[l % 4][l / 4] and D[l / 4][2 (l % 4) + {0, 1}].
+// Before sm_80 there are none: the kernels that use them are never launched there
+// (configure_fused_gram, configure_cluster_cholesky), and the step traps if one were.
 __device__ __forceinline__ void mma_8x8x4(double (&d)[2], double a, double b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  (void)d;
+  (void)a;
+  (void)b;
+  __trap();
+#else
   asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
                : "+d"(d[0]), "+d"(d[1])
                : "d"(a), "d"(b));
+#endif
 }
 
 // The float32 LAMM objective f = fl(fl(fl(fl(L) + 0.5f fl(Q)) / fl(N)) - fl(D)) from double

@@ -69,8 +69,8 @@ int cholesky_solve_shared_setting(int device_limit) {
   return static_cast<int>(lowered_limit_setting("RH_CUDA_TEST_CHOLESKY_SHARED", device_limit));
 }
 
-int64_t fused_gram_limit_setting() {
-  return lowered_limit_setting("RH_CUDA_TEST_FUSED_GRAM_MAX", kFusedGramMaxP);
+int64_t fused_gram_limit_setting(int64_t device_limit) {
+  return lowered_limit_setting("RH_CUDA_TEST_FUSED_GRAM_MAX", device_limit);
 }
 
 StagingMode staging_mode_setting() {
@@ -166,8 +166,8 @@ int64_t cluster_cholesky_limit_setting(int64_t device_limit) {
 int cholesky_solve_shared_setting(int device_limit) {
   return device_limit;
 }
-int64_t fused_gram_limit_setting() {
-  return kFusedGramMaxP;
+int64_t fused_gram_limit_setting(int64_t device_limit) {
+  return device_limit;
 }
 StagingMode staging_mode_setting() {
   return StagingMode::Pinned;

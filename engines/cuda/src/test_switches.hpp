@@ -30,9 +30,9 @@ int64_t cluster_cholesky_limit_setting(int64_t device_limit);
 // min(N, device_limit) bytes of shared memory (0: its right-hand side and block inverses in
 // global memory, as for P beyond what the device's shared memory holds); device_limit when unset.
 int cholesky_solve_shared_setting(int device_limit);
-// RH_CUDA_TEST_FUSED_GRAM_MAX=N: the row pass forms the Gram itself up to min(N,
-// kFusedGramMaxP) parameters (0: cuBLAS for every P); kFusedGramMaxP when unset.
-int64_t fused_gram_limit_setting();
+// RH_CUDA_TEST_FUSED_GRAM_MAX=N: the row pass forms the Gram itself up to min(N, device_limit)
+// parameters (0: cuBLAS for every P); device_limit when unset.
+int64_t fused_gram_limit_setting(int64_t device_limit);
 // RH_CUDA_STAGING = pinned (default) | plain.
 StagingMode staging_mode_setting();
 // RH_CUDA_STAGING_THREADS = 1..max_setting host copy threads; `fallback` when unset.
