@@ -66,8 +66,9 @@ launches, inference off), mirrored from engines/cuda/src:
   its launches (the kernels return at once), and its cuBLAS GEMM / gemv run in full;
 - host input: the pinned-copy term, as in the ideal floor.
 
-Not modelled: engine creation (cold lifecycle: a new engine inside the timer), cuSOLVER's
-internal launches and latency (potrf is counted as one launch), Python's per-call overhead, the
+Not modelled: engine creation (cold lifecycle: a new engine inside the timer), the latency of
+the factor above the one-block limit (the cluster Cholesky's kernel or cuSOLVER's potrf, each
+counted as one launch), Python's per-call overhead, the
 fallback paths (majoriser, LU / SVD, LAMM's curvature bound). The table's gap column names the
 largest term of the engine floor and what the achieved time leaves beyond it.
 """
