@@ -275,6 +275,20 @@ __device__ __forceinline__ void copy_tiles(const cg::cluster_group& cluster, dou
     }
   }
 }
+// A block's slots in increasing order: `row` is the tile row of slot s after seek(s), `first` its
+// first slot (the block's rows are rank, rank + C, ...).
+struct SlotCursor {
+  int row;
+  int first;
+  int C;
+  __device__ void seek(int s) {
+    while (s >= first + row + 1) {
+      first += row + 1;
+      row += C;
+    }
+  }
+};
+
 #endif  // RH_CLUSTER_CODE
 
 template <class T>
@@ -320,7 +334,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   // are in flight per thread.
   const double inv_n = 1.0 / sc->total_weight;
   {
-    int i = rank, first = 0;  // the row of slot `first`, moving forward with e
+    SlotCursor slot{rank, 0, C};
     for (int base = tid; base < owned_count * kTileElems; base += kCopyBatch * kClusterThreads) {
       double value[kCopyBatch];
 #pragma unroll
@@ -330,14 +344,11 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
         if (e >= owned_count * kTileElems)
           continue;
         const int s = e / kTileElems;
-        while (s >= first + i + 1) {
-          first += i + 1;
-          i += C;
-        }
+        slot.seek(s);
         const int rr = (e / kLd) % kTile;
         const int cc = e % kLd;
-        const int64_t r = static_cast<int64_t>(i) * kTile + rr;
-        const int64_t c = static_cast<int64_t>(s - first) * kTile + cc;
+        const int64_t r = static_cast<int64_t>(slot.row) * kTile + rr;
+        const int64_t c = static_cast<int64_t>(s - slot.first) * kTile + cc;
         if (cc >= kTile)
           continue;
         if (r < P && c < P && r >= c) {
@@ -430,17 +441,14 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
 
   // L's lower triangle below P, column-major, where potrf leaves it.
   {
-    int i = rank, first = 0;
+    SlotCursor slot{rank, 0, C};
     for (int e = tid; e < owned_count * kTile * kTile; e += kClusterThreads) {
       const int s = e / (kTile * kTile);
-      while (s >= first + i + 1) {
-        first += i + 1;
-        i += C;
-      }
+      slot.seek(s);
       const int cc = (e / kTile) % kTile;
       const int rr = e % kTile;
-      const int64_t r = static_cast<int64_t>(i) * kTile + rr;
-      const int64_t c = static_cast<int64_t>(s - first) * kTile + cc;
+      const int64_t r = static_cast<int64_t>(slot.row) * kTile + rr;
+      const int64_t c = static_cast<int64_t>(s - slot.first) * kTile + cc;
       if (r < P && c < P && r >= c)
         L[r + c * P] = owned[s * kTileElems + rr * kLd + cc];
     }
