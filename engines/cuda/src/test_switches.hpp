@@ -21,7 +21,8 @@ bool separate_meat_pass_setting();
 // (0 or unset: the engine's own chunk size).
 int64_t statistics_chunk_rows_setting();
 // RH_CUDA_TEST_SMALL_DENSE_MAX=N: the one-block Cholesky up to min(N, device_limit) parameters
-// (0: cuSOLVER for every P); device_limit when unset.
+// (0: for no P, so the cluster Cholesky factors up to its limit and cuSOLVER beyond);
+// device_limit when unset.
 int64_t small_dense_limit_setting(int64_t device_limit);
 // RH_CUDA_TEST_CLUSTER_CHOLESKY_MAX=N: the cluster Cholesky up to min(N, device_limit)
 // parameters (0: cuSOLVER's factor above the one-block limit); device_limit when unset.
