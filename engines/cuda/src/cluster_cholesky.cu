@@ -546,11 +546,12 @@ void launch_cluster_cholesky(const T* gram, const double* J, const BatchConstant
   check_launch("cluster_cholesky_kernel");
 }
 
-template void launch_cluster_cholesky<float>(const float*, const double*, const BatchConstants&,
-                                             const DeviceScalars*, double*, int*, int,
-                                             cudaStream_t);
-template void launch_cluster_cholesky<double>(const double*, const double*, const BatchConstants&,
-                                              const DeviceScalars*, double*, int*, int,
-                                              cudaStream_t);
+#define RH_INSTANTIATE_CLUSTER_CHOLESKY(T)                                                 \
+  template void launch_cluster_cholesky<T>(const T*, const double*, const BatchConstants&, \
+                                           const DeviceScalars*, double*, int*, int,       \
+                                           cudaStream_t);
+
+RH_INSTANTIATE_CLUSTER_CHOLESKY(float)
+RH_INSTANTIATE_CLUSTER_CHOLESKY(double)
 
 }  // namespace rh
