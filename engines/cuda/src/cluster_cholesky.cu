@@ -114,10 +114,9 @@ constexpr int kCopyBatch = 8;  // loads in flight per thread in a copy
 // The diagonal tile D (tile t) replaced by its Cholesky factor, lower, by one warp; 1 / L_rr in
 // column kInverseColumn. Lane r holds row r; at step j every later row takes a_rc -= (a_rj / d_j)
 // a_cj. The pivot d_j comes by a shuffle and the column through `column` (two buffers, so one
-// __syncwarp per step), which the chain from one pivot to the next does not wait on: lane j + 1
-// updates its own pivot from its own a_{j+1,j}. The rows' entries then hold R with H = R' D^-1 R
-// (d_j the pivots), so L = R D^-1/2. The first column below P whose pivot is not finite and
-// positive goes to *bad (an atomicMin).
+// __syncwarp per step); lane j + 1 updates its own pivot from its own a_{j+1,j}. The rows' entries
+// then hold R with H = R' D^-1 R (d_j the pivots), so L = R D^-1/2. The first column below P whose
+// pivot is not finite and positive goes to *bad (an atomicMin).
 __device__ __forceinline__ void factor_diagonal_tile(double* D, int t, int64_t P,
                                                      double (*column)[kTile], double* inverse_root,
                                                      int* bad) {
@@ -275,6 +274,7 @@ __device__ __forceinline__ void copy_tiles(const cg::cluster_group& cluster, dou
     }
   }
 }
+
 // A block's slots in increasing order: `row` is the tile row of slot s after seek(s), `first` its
 // first slot (the block's rows are rank, rank + C, ...).
 struct SlotCursor {
