@@ -518,11 +518,13 @@ ClusterCholeskyLimits configure_cluster_cholesky(int device) {
   int shared_limit = optin - static_cast<int>(attributes.sharedSizeBytes);
   allow_cluster_cholesky<float>(shared_limit);
   allow_cluster_cholesky<double>(shared_limit);
-  // The sizes the device runs; a size it cannot (a partition with few multiprocessors) is never
-  // asked for, its shapes going to cuSOLVER.
+  // The shapes the device runs; one it cannot (a partition with few multiprocessors) is never
+  // asked for, its P going to cuSOLVER. A shape (cluster size, shared memory) depends on the
+  // tile count alone, so one question per tile count.
   ClusterCholeskyLimits limits;
   limits.shared_bytes = shared_limit;
-  for (int64_t P = 1; P <= int64_t{kMaxTiles} * kTile; ++P) {
+  for (int tiles = 1; tiles <= kMaxTiles; ++tiles) {
+    const int64_t P = int64_t{tiles} * kTile;
     const int C = cluster_size_for(P, shared_limit);
     if (C == 0 || !cluster_fits(C, cluster_cholesky_bytes(P, C)))
       break;
