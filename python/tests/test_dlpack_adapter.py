@@ -274,3 +274,116 @@ def test_describe_tensor_reads_shape_strides_and_offset():
     view = _dlpack.describe_tensor(producer.managed.dl_tensor, "X", device_id=0, bits=64, ndim=3)
     assert view.data_pointer == FAKE_DEVICE_ADDRESS + 16
     assert view.shape == (5, 1, 3) and all(type(extent) is int for extent in view.shape)
+
+
+# ------------------------------------------------------------------ CuPy batches without DLPack
+class _FakeCupy:
+    """The few CuPy attributes CupyBatchReader reads, with a log of the stream calls."""
+
+    def __init__(self, current_stream: int):
+        fake = self
+        self.calls: list = []
+        self.current = current_stream
+
+        class ndarray:  # noqa: N801 (CuPy's name)
+            def __init__(self, shape, *, dtype=np.float64, address=0x1000, contiguous=True,
+                         device=0):
+                self.shape, self.ndim, self.dtype = shape, len(shape), np.dtype(dtype)
+                self.flags = type("Flags", (), {"c_contiguous": contiguous})()
+                self.device = type("Device", (), {"id": device})()
+                self.data = type("Pointer", (), {"ptr": address})()
+
+        class Event:
+            def __init__(self, disable_timing):
+                self.ptr = 0xE0
+                fake.calls.append(("event", disable_timing))
+
+        class runtime:  # noqa: N801 (CuPy's name)
+            @staticmethod
+            def eventRecord(event, stream):  # noqa: N802 (CuPy's name)
+                fake.calls.append(("record", event, stream))
+
+            @staticmethod
+            def streamWaitEvent(stream, event):  # noqa: N802 (CuPy's name)
+                fake.calls.append(("wait", stream, event))
+
+        class Device:
+            def __init__(self, device_id):
+                pass
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+        def get_current_stream(device_id):
+            return type("Stream", (), {"ptr": fake.current})()
+
+        self.ndarray = ndarray
+        self.cuda = type("cuda", (), {
+            "Event": Event, "runtime": runtime, "Device": Device,
+            "get_current_stream": staticmethod(get_current_stream),
+        })
+
+
+ENGINE_STREAM = 0x7000
+
+
+def _reader(monkeypatch, current_stream=0):
+    fake = _FakeCupy(current_stream)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    return fake, _dlpack.CupyBatchReader(0, ENGINE_STREAM, np.dtype(np.float64))
+
+
+def test_cupy_batch_is_read_from_its_attributes_and_ordered_once(monkeypatch):
+    fake, reader = _reader(monkeypatch, current_stream=0)
+    X, y = fake.ndarray((5, 3), address=0x2000), fake.ndarray((5,), address=0x3000)
+    assert reader.pointers(X, y, 3) == (0x2000, 0x3000, 5)
+    # CuPy's current stream (the default, 0) is not the engine's: one event recorded on it and
+    # waited for by the engine's stream, for both arrays.
+    assert fake.calls == [("event", True), ("record", 0xE0, 0), ("wait", ENGINE_STREAM, 0xE0)]
+    fake.calls.clear()
+    assert reader.pointers(X, y, 3) == (0x2000, 0x3000, 5)
+    assert [c[0] for c in fake.calls] == ["record", "wait"]  # the event is reused
+
+
+def test_cupy_batch_on_the_engines_own_stream_needs_no_event(monkeypatch):
+    fake, reader = _reader(monkeypatch, current_stream=ENGINE_STREAM)
+    X, y = fake.ndarray((4, 2)), fake.ndarray((4,), address=0x1800)
+    assert reader.pointers(X, y, 2) == (0x1000, 0x1800, 4)
+    assert fake.calls == [("event", True)]
+
+
+@pytest.mark.parametrize("change", [
+    "float32", "fortran", "other device", "misaligned", "columns", "rows", "empty", "y 2-D",
+    "numpy",
+])
+def test_cupy_batch_the_engine_cannot_read_in_place_goes_to_dlpack(monkeypatch, change):
+    # None sends the batch to the DLPack borrow, whose checks word every refusal; nothing is
+    # ordered for a batch that is not read here.
+    fake, reader = _reader(monkeypatch)
+    rows = 0 if change == "empty" else 6
+    X = fake.ndarray(
+        (rows, 3),
+        dtype=np.float32 if change == "float32" else np.float64,
+        contiguous=change != "fortran",
+        device=1 if change == "other device" else 0,
+        address=0x1004 if change == "misaligned" else 0x1000,
+    )
+    y = fake.ndarray((rows, 1) if change == "y 2-D" else (rows + (change == "rows"),))
+    if change == "numpy":
+        X = np.zeros((rows, 3))
+    assert reader.pointers(X, y, 4 if change == "columns" else 3) is None
+    assert not [c for c in fake.calls if c[0] in ("record", "wait")]
+
+
+def test_no_cupy_or_an_engine_on_the_default_stream_means_dlpack(monkeypatch):
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    reader = _dlpack.CupyBatchReader(0, ENGINE_STREAM, np.dtype(np.float64))
+    assert reader.pointers(np.zeros((2, 2)), np.zeros(2), 2) is None
+    fake = _FakeCupy(0)
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    default = _dlpack.CupyBatchReader(0, 0, np.dtype(np.float64))
+    assert default.pointers(fake.ndarray((2, 2)), fake.ndarray((2,)), 2) is None
+    assert fake.calls == []

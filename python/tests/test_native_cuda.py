@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from float32_checks import assert_float32_close, flat_radius
 
-from renewable_huber import core
+from renewable_huber import _dlpack, core
 from renewable_huber.backends.native import NativeBackend
 from renewable_huber.config import UpdateConfig
 from renewable_huber.exceptions import BackendContractError, ValidationError
@@ -119,6 +119,60 @@ def test_cupy_device_input_equals_host_input(cupy):
     prediction = device.predict(cupy.asarray(batches[0][0]))
     assert isinstance(prediction, cupy.ndarray) and prediction.dtype == np.float64
     np.testing.assert_allclose(cupy.asnumpy(prediction), host.predict(batches[0][0]), rtol=1e-12)
+    host.close()
+    device.close()
+
+
+def test_cupy_batches_without_weights_are_read_without_dlpack(cupy, monkeypatch):
+    # CupyBatchReader takes X and y from CuPy's attributes; a weighted batch still borrows
+    # through DLPack. Both must give the host input's result.
+    p = 6
+    config = config_for(p)
+    batches = stream(11, p, [90, 70], np.float64)
+    host, device = cuda_backend(p, np.float64), cuda_backend(p, np.float64)
+
+    def no_dlpack(self):
+        raise AssertionError("a CuPy batch without weights went through DLPack")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_dlpack.Borrow, "__enter__", no_dlpack)
+        for X, y, _ in batches:
+            expected, _ = host.update(X, y, None, config)
+            state, _ = device.update(cupy.asarray(X), cupy.asarray(y), None, config)
+        np.testing.assert_allclose(state.coefficients, expected.coefficients, rtol=1e-12)
+        X, y, w = batches[0]
+        with pytest.raises(AssertionError, match="through DLPack"):
+            device.update(cupy.asarray(X), cupy.asarray(y), cupy.asarray(w), config)
+    host.close()
+    device.close()
+
+
+def test_device_input_produced_on_another_stream_is_ordered_before_the_engine(cupy):
+    # X and y are written on a non-blocking CuPy stream behind a few milliseconds of matrix
+    # products, and handed to the engine while that stream is current: an engine that did not
+    # wait for it would read NaNs, the arrays' contents before they are written. (Weights would
+    # not show it: their sum is read back on the producer's stream before the engine runs.)
+    p = 8
+    config = config_for(p)
+    (X, y, _), = stream(13, p, [4096], np.float64)
+    host = cuda_backend(p, np.float64)
+    expected, _ = host.update(X, y, None, config)
+    device = cuda_backend(p, np.float64)
+    producer = cupy.cuda.Stream(non_blocking=True)
+    with producer:
+        X_dev = cupy.full(X.shape, cupy.nan)
+        y_dev = cupy.full(y.shape, cupy.nan)
+        a = cupy.random.default_rng(1).random((2048, 2048))
+        for _ in range(12):
+            a = a @ a
+            a /= a.max()  # positive entries, the largest 1: a stays finite
+        zero = 0.0 * a[0, 0]
+        X_dev[...] = cupy.asarray(X) + zero
+        y_dev[...] = cupy.asarray(y) + zero
+        state, _ = device.update(X_dev, y_dev, None, config)
+    producer.synchronize()
+    assert float(zero) == 0.0  # the arrays' final contents are X and y themselves
+    np.testing.assert_allclose(state.coefficients, expected.coefficients, rtol=1e-12)
     host.close()
     device.close()
 

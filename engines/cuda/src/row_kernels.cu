@@ -31,10 +31,25 @@ int validation_tiles(int64_t n_rows, int64_t ncols_x) {
   return static_cast<int>((n_rows + tile - 1) / tile);
 }
 
+// The fused row pass's shapes: 8-column blocks per padded row; P takes the first that holds it.
+constexpr int kFusedSlotCounts[] = {2, 3, 5, 8, 12, 16};
+
 int fused_gram_slots(int64_t P) {
-  for (int slots : {2, 3, 5, 8, 12, 16}) {
+  for (int slots : kFusedSlotCounts) {
     if (P <= 8 * slots)
       return slots;
+  }
+  return 0;
+}
+
+// Slots 0 .. fused_sure_slots(kSlots) - 1 of a padded row hold columns of X for every P that
+// kSlots serves: P > 8 times the shape before it, so ncols_x >= P - 1 reaches past them.
+constexpr int fused_sure_slots(int slots) {
+  int before = 0;
+  for (int count : kFusedSlotCounts) {
+    if (count == slots)
+      return before;
+    before = count;
   }
   return 0;
 }
@@ -306,27 +321,50 @@ struct FusedGramShape {
   static constexpr int kTileRows = kFusedTeams * kRowsPerThread;
 };
 
-// Row i of `rows` as the kSlots columns lane `lane` of its team reads (j = lane + 8 k), with y
-// and w; rows at or past `end` read as zeros (weight 0, so they add nothing).
-template <class T, int kSlots>
-__device__ __forceinline__ void load_fused_row(const RowView<T>& rows, int64_t i, int64_t end,
-                                               int lane, double (&x)[kSlots], double& y,
-                                               double& w) {
-  const bool valid = i < end;
-  const T* xi = rows.x + (valid ? i : 0) * rows.ldx;
+// Which of a lane's slots past the sure ones hold a column of X (bit k of `take`) or the
+// appended intercept column (bit k of `one`); the rest are padding, zeros. Fixed per thread.
+struct FusedColumns {
+  unsigned take = 0;
+  unsigned one = 0;
+};
+
+template <int kSlots>
+__device__ __forceinline__ FusedColumns fused_columns(int64_t ncols_x, int64_t P, int lane) {
+  FusedColumns columns;
 #pragma unroll
-  for (int k = 0; k < kSlots; ++k) {
+  for (int k = fused_sure_slots(kSlots); k < kSlots; ++k) {
     const int64_t j = lane + 8 * k;
-    double v = 0.0;
-    if (valid && j < rows.ncols_x) {
-      v = static_cast<double>(xi[j]);
-    } else if (valid && j == rows.ncols_x && j < rows.P) {
-      v = 1.0;  // the appended intercept column
-    }
+    if (j < ncols_x)
+      columns.take |= 1u << k;
+    else if (j == ncols_x && j < P)
+      columns.one |= 1u << k;
+  }
+  return columns;
+}
+
+// Row i of `rows` as the kSlots columns lane `lane` of its team reads (j = lane + 8 k), with y
+// and w. A row at or past the block's `last` reads `last` instead: its values stay finite (the
+// validation pass refused any other batch), and the caller neither stores nor sums anything of
+// such a row (its root, hence its tile row, is zero). The sure slots load without a test.
+template <class T, int kSlots>
+__device__ __forceinline__ void load_fused_row(const RowView<T>& rows, int64_t i, int64_t last,
+                                               int lane, FusedColumns columns, double (&x)[kSlots],
+                                               double& y, double& w) {
+  const int64_t row = i < last ? i : last;
+  const T* xi = rows.x + row * rows.ldx + lane;
+  constexpr int kSure = fused_sure_slots(kSlots);
+#pragma unroll
+  for (int k = 0; k < kSure; ++k)
+    x[k] = static_cast<double>(xi[8 * k]);
+#pragma unroll
+  for (int k = kSure; k < kSlots; ++k) {
+    double v = (columns.one >> k) & 1u ? 1.0 : 0.0;
+    if ((columns.take >> k) & 1u)
+      v = static_cast<double>(xi[8 * k]);
     x[k] = v;
   }
-  y = valid ? static_cast<double>(rows.y[i]) : 0.0;
-  w = valid ? row_weight(rows, i) : 0.0;
+  y = static_cast<double>(rows.y[row]);
+  w = row_weight(rows, row);
 }
 
 template <class T, int kSlots>
@@ -348,7 +386,9 @@ __global__ void __launch_bounds__(kThreads)
     beta_s[j] = j < rows.P ? beta[j] : 0.0;
 
   const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
+  // Masked so the compiler knows warp < kWarps: the tests of the output blocks every warp has
+  // fold away, and their products run unpredicated.
+  const int warp = (threadIdx.x >> 5) & (kWarps - 1);
   const int team_lane = threadIdx.x & 7;
   const int team = threadIdx.x >> 3;  // this team's rows of a tile: team, team + 32, ...
   // This warp's output blocks p = warp + kWarps s < kPairs, as the tile offsets (in doubles) of
@@ -382,12 +422,14 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int k = 0; k < kXtuSlots; ++k)
     xtu_acc[k] = 0.0;
+  const FusedColumns columns = fused_columns<kSlots>(rows.ncols_x, rows.P, team_lane);
   double x[kRows][kSlots];
   double y[kRows];
   double w[kRows];
 #pragma unroll
   for (int q = 0; q < kRows; ++q)
-    load_fused_row<T, kSlots>(rows, begin + team + 32 * q, end, team_lane, x[q], y[q], w[q]);
+    load_fused_row<T, kSlots>(rows, begin + team + 32 * q, end - 1, team_lane, columns, x[q], y[q],
+                              w[q]);
   __syncthreads();  // beta_s
   for (int64_t first = begin; first < end; first += kTileRows) {
 #pragma unroll
@@ -425,8 +467,8 @@ __global__ void __launch_bounds__(kThreads)
     if (first + kTileRows < end) {
 #pragma unroll
       for (int q = 0; q < kRows; ++q) {
-        load_fused_row<T, kSlots>(rows, first + kTileRows + team + 32 * q, end, team_lane, x[q],
-                                  y[q], w[q]);
+        load_fused_row<T, kSlots>(rows, first + kTileRows + team + 32 * q, end - 1, team_lane,
+                                  columns, x[q], y[q], w[q]);
       }
     }
     if (Shape::kPairsPerWarp > 1 || warp < Shape::kPairs) {  // one test per tile for one block

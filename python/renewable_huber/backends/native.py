@@ -201,6 +201,10 @@ class NativeBackend:
             threads=threads,
         )
         self._stream = self._engine.stream()
+        self._cupy_reader = (
+            _dlpack.CupyBatchReader(self._device_id, self._stream, self.dtype)
+            if self._device_input else None
+        )
 
     def _host_array(self, array, name: str, shape: tuple[int, ...]) -> np.ndarray:
         # The estimator already validated and cast; these checks only keep a wrong caller from
@@ -284,6 +288,11 @@ class NativeBackend:
         return _dlpack.Borrow(array, name, self._device_id, self._stream, self._bits, ndim)
 
     def _update_device(self, X, y, sample_weight, cfg, p: int):
+        if sample_weight is None:
+            read = self._cupy_reader.pointers(X, y, p)
+            if read is not None:
+                x_pointer, y_pointer, n = read
+                return self._engine.update(True, x_pointer, y_pointer, None, n, p, float(n), cfg)
         with self._borrow(X, "X", 2) as x_view, self._borrow(y, "y", 1) as y_view:
             n = x_view.shape[0]
             if x_view.shape[1] != p or y_view.shape != (n,):
