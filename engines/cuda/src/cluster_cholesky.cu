@@ -111,22 +111,6 @@ constexpr int kCopyPairs = (kInverseColumn + 2) / 2;
 constexpr int kCopyElems = kTile * kCopyPairs;
 constexpr int kCopyBatch = 8;  // loads in flight per thread in a copy
 
-// 1 / d for the elimination's multipliers: the hardware's approximate reciprocal (about 23 bits)
-// refined by two Newton steps, within an ulp of 1 / d for normal d. The compiler's division sits
-// on each step's dependent chain with a range check and a slow-path call; this is a fixed chain of
-// one MUFU and four DFMAs: one warp's factor of a 32 x 32 tile took 7,552 cycles against 11,290 on
-// an H200, with the same largest error against a long-double factor (docs/decisions.md). A pivot
-// that is zero, subnormal (flushed to zero) or not finite gives inf or NaN multipliers, and such a
-// pivot is refused either way.
-__device__ __forceinline__ double pivot_reciprocal(double d) {
-  double r;
-  asm volatile("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(d));
-  double e = fma(-d, r, 1.0);
-  r = fma(r, e, r);
-  e = fma(-d, r, 1.0);
-  return fma(r, e, r);
-}
-
 // The diagonal tile D (tile t) replaced by its Cholesky factor, lower, by one warp; 1 / L_rr in
 // column kInverseColumn. Lane r holds row r; at step j every later row takes a_rc -= (a_rj / d_j)
 // a_cj. The pivot d_j comes by a shuffle and the column through `column` (two buffers, so one

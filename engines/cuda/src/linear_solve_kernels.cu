@@ -124,7 +124,7 @@ __device__ __forceinline__ void publish_pending(OwnedElements<Owned>& own, int r
     factor[j * P + row] = value;
   } else {
     pivots[row] = value;
-    inv_pivot[row] = __drcp_rn(value);
+    inv_pivot[row] = pivot_reciprocal(value);
   }
   own.pending_row_bytes = later_row_bytes;
 }

@@ -55,6 +55,21 @@ __device__ __forceinline__ int warp_max(int v) {
 #endif
 }
 
+// 1 / d for an elimination's pivot: the hardware's approximate reciprocal (about 23 bits)
+// refined by two Newton steps, within an ulp of 1 / d for normal d. The compiler's division (and
+// __drcp_rn) adds a range check and a call to a slow path behind a branch, inside the divergent
+// region of the one thread or the rows that need it: on a factorisation's dependent chain, once
+// per column (docs/decisions.md, "The cluster Cholesky"). A zero, subnormal (flushed to zero) or
+// non-finite d gives inf or NaN, and the factorisations refuse such a pivot either way.
+__device__ __forceinline__ double pivot_reciprocal(double d) {
+  double r;
+  asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(d));
+  double e = fma(-d, r, 1.0);
+  r = fma(r, e, r);
+  e = fma(-d, r, 1.0);
+  return fma(r, e, r);
+}
+
 // D += A B for one 8 x 8 x 4 step on the float64 tensor cores: lane l holds A[l / 4][l % 4],
 // B[l % 4][l / 4] and D[l / 4][2 (l % 4) + {0, 1}].
 // Before sm_80 there are none: the kernels that use them are never launched there
