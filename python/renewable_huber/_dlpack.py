@@ -317,25 +317,30 @@ class CupyBatchReader:
     """
 
     __slots__ = ("_device_id", "_engine_stream", "_dtype", "_itemsize", "_cupy", "_event",
-                 "_runtime", "_disabled")
+                 "_disabled")
 
     def __init__(self, device_id: int, engine_stream: int, dtype):
         self._device_id = device_id
         self._engine_stream = engine_stream
         self._dtype = dtype
         self._itemsize = dtype.itemsize
-        self._cupy = self._event = self._runtime = None
-        # The engine on the legacy default stream orders itself behind CuPy's default stream
-        # alone; DLPack's stream protocol covers that case.
+        self._cupy = self._event = None
+        # An engine on the legacy default stream (0) is left to DLPack, whose stream protocol
+        # names that stream 1 to the producer.
         self._disabled = engine_stream == 0
 
     def _prepare(self, cupy) -> bool:
+        """The event, and a check that this CuPy has the calls `pointers` makes; False (and
+        DLPack from then on) where it has not."""
         try:
             with cupy.cuda.Device(self._device_id):
                 self._event = cupy.cuda.Event(disable_timing=True)
             cupy.cuda.get_current_stream(self._device_id)
-            self._runtime = cupy.cuda.runtime
-        except Exception:  # a CuPy without these signatures: DLPack throughout
+            runtime = cupy.cuda.runtime
+            usable = hasattr(runtime, "eventRecord") and hasattr(runtime, "streamWaitEvent")
+        except Exception:
+            usable = False
+        if not usable:
             self._disabled = True
             return False
         self._cupy = cupy
@@ -373,7 +378,7 @@ class CupyBatchReader:
             return None
         producer = cupy.cuda.get_current_stream(device_id).ptr
         if producer != self._engine_stream:
-            event = self._event.ptr
-            self._runtime.eventRecord(event, producer)
-            self._runtime.streamWaitEvent(self._engine_stream, event)
+            runtime, event = cupy.cuda.runtime, self._event.ptr
+            runtime.eventRecord(event, producer)
+            runtime.streamWaitEvent(self._engine_stream, event)
         return x_pointer, y_pointer, n

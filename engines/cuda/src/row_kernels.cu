@@ -343,9 +343,10 @@ __device__ __forceinline__ FusedColumns fused_columns(int64_t ncols_x, int64_t P
 }
 
 // Row i of `rows` as the kSlots columns lane `lane` of its team reads (j = lane + 8 k), with y
-// and w. A row at or past the block's `last` reads `last` instead: its values stay finite (the
-// validation pass refused any other batch), and the caller neither stores nor sums anything of
-// such a row (its root, hence its tile row, is zero). The sure slots load without a test.
+// and w. A row at or past the block's `last` reads `last` instead (every block holds a row: a
+// batch has at least one, rh_validate_batch): its values stay finite (the validation pass
+// refused any other batch), and the caller neither stores nor sums anything of such a row (its
+// root, hence its tile row, is zero). The sure slots load without a test.
 template <class T, int kSlots>
 __device__ __forceinline__ void load_fused_row(const RowView<T>& rows, int64_t i, int64_t last,
                                                int lane, FusedColumns columns, double (&x)[kSlots],
