@@ -31,6 +31,7 @@
 #include <climits>
 
 #include "engine_error.hpp"
+#include "kernel_launch.cuh"
 #include "step_common.cuh"
 
 namespace rh {
@@ -296,6 +297,7 @@ template <class T>
 __global__ void __launch_bounds__(kClusterThreads, 1)
     cluster_cholesky_kernel(const T* gram, const double* J, BatchConstants k,
                             const DeviceScalars* sc, double* L, int* info) {
+  enter_stream_order();
 #if !RH_CLUSTER_CODE
   (void)gram;
   (void)J;
@@ -473,28 +475,14 @@ void allow_cluster_cholesky(int shared_limit) {
 }
 
 // One cluster of C blocks with `bytes` of dynamic shared memory each.
-struct ClusterLaunch {
-  cudaLaunchAttribute attribute{};
-  cudaLaunchConfig_t config{};
-  ClusterLaunch(int C, size_t bytes, cudaStream_t s) {
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = static_cast<unsigned>(C);
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
-    config.gridDim = dim3(static_cast<unsigned>(C));
-    config.blockDim = dim3(kClusterThreads);
-    config.dynamicSmemBytes = bytes;
-    config.stream = s;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
-  ClusterLaunch(const ClusterLaunch&) = delete;
-  ClusterLaunch& operator=(const ClusterLaunch&) = delete;
-};
+LaunchShape cluster_shape(int C, size_t bytes) {
+  return LaunchShape{dim3(static_cast<unsigned>(C)), dim3(kClusterThreads), bytes,
+                     static_cast<unsigned>(C)};
+}
 
 // Whether such a cluster can run on the device at all.
 bool cluster_fits(int C, size_t bytes) {
-  const ClusterLaunch launch(C, bytes, nullptr);
+  const LaunchConfig launch(cluster_shape(C, bytes), nullptr, false);
   int clusters = 0;
   check_cuda(
       cudaOccupancyMaxActiveClusters(&clusters, cluster_cholesky_kernel<double>, &launch.config),
@@ -542,11 +530,8 @@ void launch_cluster_cholesky(const T* gram, const double* J, const BatchConstant
   if (C == 0)
     fail(RH_CUDA_INTERNAL_ERROR, "cluster Cholesky: no cluster fits P = %lld",
          static_cast<long long>(k.P));
-  const ClusterLaunch launch(C, cluster_cholesky_bytes(k.P, C), s);
-  check_cuda(
-      cudaLaunchKernelEx(&launch.config, cluster_cholesky_kernel<T>, gram, J, k, sc, factor, info),
-      "cudaLaunchKernelEx (cluster Cholesky)");
-  check_launch("cluster_cholesky_kernel");
+  launch_kernel("cluster_cholesky_kernel", cluster_cholesky_kernel<T>,
+                cluster_shape(C, cluster_cholesky_bytes(k.P, C)), s, gram, J, k, sc, factor, info);
 }
 
 #define RH_INSTANTIATE_CLUSTER_CHOLESKY(T)                                                 \

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine_error.hpp"
+#include "kernel_launch.cuh"
 #include "step_common.cuh"
 
 namespace rh {
@@ -18,6 +19,7 @@ template <class T>
 __global__ void commit_information_kernel(const double* J, const T* gram, int64_t P,
                                           const DeviceScalars* sc, T* info_out, T* host_info,
                                           int* block_flags) {
+  enter_stream_order();
   if (!solve_ended(*sc)) {
     if (threadIdx.x == 0)
       block_flags[blockIdx.x] = 0;
@@ -49,6 +51,7 @@ __global__ void commit_coefficients_kernel(const double* beta, BatchConstants k,
                                            const int* block_flags, int flag_blocks,
                                            DeviceScalars* sc, T* coef_out, T* host_coef,
                                            DeviceScalars* host_status) {
+  enter_stream_order();
   __shared__ double shared[kThreads];
   double l1 = 0.0;
   int bad = 0;
@@ -81,12 +84,11 @@ void launch_commit(const double* J, const T* gram, const double* beta, const Bat
                    DeviceScalars* sc, T* info_out, T* coef_out, T* host_state, int* block_flags,
                    DeviceScalars* host_status, cudaStream_t s) {
   const int blocks = elementwise_blocks(k.P * k.P);
-  commit_information_kernel<T><<<blocks, kThreads, 0, s>>>(
-      J, gram, k.P, sc, info_out, host_state != nullptr ? host_state + k.P : nullptr, block_flags);
-  check_launch("commit_information_kernel");
-  commit_coefficients_kernel<T>
-      <<<1, kThreads, 0, s>>>(beta, k, block_flags, blocks, sc, coef_out, host_state, host_status);
-  check_launch("commit_coefficients_kernel");
+  launch_kernel("commit_information_kernel", commit_information_kernel<T>, blocks, kThreads, s, J,
+                gram, k.P, sc, info_out, host_state != nullptr ? host_state + k.P : nullptr,
+                block_flags);
+  launch_kernel("commit_coefficients_kernel", commit_coefficients_kernel<T>, 1, kThreads, s, beta,
+                k, block_flags, blocks, sc, coef_out, host_state, host_status);
 }
 
 #define RH_INSTANTIATE_COMMIT_KERNELS(T)                                                        \

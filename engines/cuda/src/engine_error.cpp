@@ -82,8 +82,4 @@ void check_cusolver(cusolverStatus_t rc, const char* what) {
   fail(RH_CUDA_CUSOLVER_ERROR, "%s: cuSOLVER status %d", what, static_cast<int>(rc));
 }
 
-void check_launch(const char* kernel) {
-  check_cuda(cudaGetLastError(), kernel);
-}
-
 }  // namespace rh

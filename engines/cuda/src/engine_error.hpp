@@ -44,7 +44,5 @@ class EngineError : public std::runtime_error {
 void check_cuda(cudaError_t rc, const char* what);
 void check_cublas(cublasStatus_t rc, const char* what);
 void check_cusolver(cusolverStatus_t rc, const char* what);
-// Picks up launch-configuration errors, which kernels report only through the last error.
-void check_launch(const char* kernel);
 
 }  // namespace rh

@@ -6,7 +6,7 @@ namespace rh {
 
 // Fault injection (test builds with RH_FAULT_INJECTION): RH_CUDA_TEST_FAIL_CALL=k makes the
 // k-th fault site of each ABI call fail, a fault site being every checked CUDA runtime, cuBLAS
-// or cuSOLVER call (check_cuda / check_cublas / check_cusolver / check_launch) and every buffer
+// or cuSOLVER call (check_cuda / check_cublas / check_cusolver, a kernel launch) and every buffer
 // allocation (GrowingBuffer::reserve, failed before it allocates). RH_CUDA_TEST_FAIL_KIND picks
 // what a checked call then reports: "allocation" (the default: cudaErrorMemoryAllocation,
 // CUBLAS_STATUS_ALLOC_FAILED, CUSOLVER_STATUS_ALLOC_FAILED) or "error" (cudaErrorUnknown,

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine_error.hpp"
+#include "kernel_launch.cuh"
 #include "step_common.cuh"
 
 namespace rh {
@@ -18,6 +19,7 @@ __global__ void lamm_candidates_kernel(int first_attempt, int count, const doubl
                                        const double* beta0, const double* g, BatchConstants k,
                                        const DeviceScalars* sc, double* candidates, double* deltas,
                                        double* trial_terms) {
+  enter_stream_order();
   if (sc->state != kRunning || sc->lamm_accepted)
     return;
   __shared__ double shared[3 * kLammChunk * kWarps];
@@ -62,6 +64,7 @@ __global__ void lamm_candidates_kernel(int first_attempt, int count, const doubl
 
 __global__ void lamm_quadratic_kernel(const double* J, const double* deltas, int count, int64_t P,
                                       const DeviceScalars* sc, double* jdeltas) {
+  enter_stream_order();
   if (sc->state != kRunning || sc->lamm_accepted)
     return;
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
@@ -98,6 +101,7 @@ __global__ void lamm_pick_kernel(int count, int group, const double* partials, i
                                  const double* candidates, const double* deltas,
                                  const double* jdeltas, const double* trial_terms, BatchConstants k,
                                  DeviceScalars* sc, double* beta) {
+  enter_stream_order();
   if (sc->state != kRunning || sc->lamm_accepted)
     return;
   __shared__ double shared[kLammChunk * kWarps];
@@ -181,6 +185,7 @@ __global__ void lamm_pick_kernel(int count, int group, const double* partials, i
 // 41st attempt would have had: the group that follows tries phi, 2 phi, ..., 2^7 phi.
 __global__ void lamm_bound_kernel(const double* partials, int blocks, const double* J, int64_t P,
                                   DeviceScalars* sc) {
+  enter_stream_order();
   if (sc->state != kRunning)
     return;
   __shared__ double shared[kThreads];
@@ -206,30 +211,28 @@ void launch_lamm_candidates(int first_attempt, int count, const double* beta, co
                             const double* g, const BatchConstants& k, const DeviceScalars* sc,
                             double* candidates, double* deltas, double* trial_terms,
                             cudaStream_t s) {
-  lamm_candidates_kernel<<<1, kThreads, 0, s>>>(first_attempt, count, beta, beta0, g, k, sc,
-                                                candidates, deltas, trial_terms);
-  check_launch("lamm_candidates_kernel");
+  launch_kernel("lamm_candidates_kernel", lamm_candidates_kernel, 1, kThreads, s, first_attempt,
+                count, beta, beta0, g, k, sc, candidates, deltas, trial_terms);
 }
 
 void launch_lamm_quadratic(const double* J, const double* deltas, int count, int64_t P,
                            const DeviceScalars* sc, double* jdeltas, cudaStream_t s) {
-  lamm_quadratic_kernel<<<warp_rows_blocks(P), kThreads, 0, s>>>(J, deltas, count, P, sc, jdeltas);
-  check_launch("lamm_quadratic_kernel");
+  launch_kernel("lamm_quadratic_kernel", lamm_quadratic_kernel, warp_rows_blocks(P), kThreads, s, J,
+                deltas, count, P, sc, jdeltas);
 }
 
 void launch_lamm_pick(int count, LammGroup group, const double* partials, int blocks,
                       const double* candidates, const double* deltas, const double* jdeltas,
                       const double* trial_terms, const BatchConstants& k, DeviceScalars* sc,
                       double* beta, cudaStream_t s) {
-  lamm_pick_kernel<<<1, kThreads, 0, s>>>(count, static_cast<int>(group), partials, blocks,
-                                          candidates, deltas, jdeltas, trial_terms, k, sc, beta);
-  check_launch("lamm_pick_kernel");
+  launch_kernel("lamm_pick_kernel", lamm_pick_kernel, 1, kThreads, s, count,
+                static_cast<int>(group), partials, blocks, candidates, deltas, jdeltas, trial_terms,
+                k, sc, beta);
 }
 
 void launch_lamm_bound(const double* partials, int blocks, const double* J, int64_t P,
                        DeviceScalars* sc, cudaStream_t s) {
-  lamm_bound_kernel<<<1, kThreads, 0, s>>>(partials, blocks, J, P, sc);
-  check_launch("lamm_bound_kernel");
+  launch_kernel("lamm_bound_kernel", lamm_bound_kernel, 1, kThreads, s, partials, blocks, J, P, sc);
 }
 
 }  // namespace rh

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "engine_error.hpp"
+#include "kernel_launch.cuh"
 #include "step_common.cuh"
 
 namespace rh {
@@ -191,6 +192,7 @@ template <class T, int Slots, int Owned>
 __global__ void __launch_bounds__(kSmallDenseThreads)
     small_cholesky_solve_kernel(const T* gram, const double* J, BatchConstants k, DeviceScalars* sc,
                                 const double* g, double* dir, double* jdir) {
+  enter_stream_order();
   if (sc->state != kRunning)
     return;
   extern __shared__ double smem[];
@@ -388,6 +390,7 @@ __global__ void __launch_bounds__(kTriangularThreads)
     cholesky_verdict_solve_kernel(const double* L, const int* info, const T* gram, const double* J,
                                   BatchConstants k, DeviceScalars* sc, const double* g, double* dir,
                                   double* global_inverses, int rhs_shared, int inverses_shared) {
+  enter_stream_order();
   if (sc->state != kRunning)
     return;
   extern __shared__ double dynamic_shared[];
@@ -518,6 +521,7 @@ __global__ void __launch_bounds__(kTriangularThreads)
 // |u_ii|.
 __global__ void check_factor_kernel(const double* factor, const int* info, int64_t P, double eps,
                                     DeviceScalars* sc) {
+  enter_stream_order();
   if (sc->state != kRunning)
     return;
   __shared__ double lo_shared[kThreads];
@@ -555,6 +559,7 @@ __global__ void check_factor_kernel(const double* factor, const int* info, int64
 // Minimum-norm solve through A = U S V^T: dir = V S^+ U^T g, small singular values dropped.
 __global__ void svd_solve_kernel(const double* U, const double* S, const double* V, const double* g,
                                  int64_t P, double eps, double* scratch, double* dir, int* rank) {
+  enter_stream_order();
   const double cutoff = rh_rank_cutoff(P, eps, S[0]);
   for (int64_t col = threadIdx.x; col < P; col += kThreads) {
     double acc = 0.0;
@@ -584,6 +589,7 @@ __global__ void svd_solve_kernel(const double* U, const double* S, const double*
 // equilibrated matrix finite until launch_equilibrate_matrix finds otherwise.
 __global__ void equilibration_kernel(const double* H, const double* g, int64_t P, int unit,
                                      double* d, double* dg, DeviceScalars* sc) {
+  enter_stream_order();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < P;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const double f = unit ? 1.0 : rh_equilibration_factor(H[i + i * P]);
@@ -596,6 +602,7 @@ __global__ void equilibration_kernel(const double* H, const double* g, int64_t P
 
 __global__ void equilibrate_matrix_kernel(double* H, const double* d, int64_t P,
                                           DeviceScalars* sc) {
+  enter_stream_order();
   const int64_t count = P * P;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < count;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -607,6 +614,7 @@ __global__ void equilibrate_matrix_kernel(double* H, const double* d, int64_t P,
 }
 
 __global__ void scale_vector_kernel(double* v, const double* d, int64_t P) {
+  enter_stream_order();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < P;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     v[i] *= d[i];
@@ -684,9 +692,10 @@ void launch_small_cholesky_shape(const T* gram, const double* J, const BatchCons
       return launch_small_cholesky_shape<T, Rest...>(gram, J, k, sc, g, dir, jdir, s);
   }
   const int block = static_cast<int>((threads + 31) / 32 * 32);
-  small_cholesky_solve_kernel<T, Shape::kSlots, Shape::kOwned>
-      <<<1, block, small_cholesky_shared_bytes(k.P), s>>>(gram, J, k, sc, g, dir, jdir);
-  check_launch("small_cholesky_solve_kernel");
+  launch_kernel("small_cholesky_solve_kernel",
+                small_cholesky_solve_kernel<T, Shape::kSlots, Shape::kOwned>,
+                LaunchShape{dim3(1), dim3(block), small_cholesky_shared_bytes(k.P)}, s, gram, J, k,
+                sc, g, dir, jdir);
 }
 
 template <class T, class... Shapes>
@@ -717,9 +726,9 @@ void launch_cholesky_verdict_solve(const double* factor, const int* info, const 
   const bool rhs_shared = rhs_bytes <= limit;
   const bool inverses_shared = rhs_bytes + inverse_bytes <= limit;
   const size_t bytes = (rhs_shared ? rhs_bytes : 0) + (inverses_shared ? inverse_bytes : 0);
-  cholesky_verdict_solve_kernel<T><<<1, kTriangularThreads, bytes, s>>>(
-      factor, info, gram, J, k, sc, g, dir, tile_inverses, rhs_shared, inverses_shared);
-  check_launch("cholesky_verdict_solve_kernel");
+  launch_kernel("cholesky_verdict_solve_kernel", cholesky_verdict_solve_kernel<T>,
+                LaunchShape{dim3(1), dim3(kTriangularThreads), bytes}, s, factor, info, gram, J, k,
+                sc, g, dir, tile_inverses, rhs_shared, inverses_shared);
 }
 
 int configure_cholesky_solve(int device) {
@@ -741,31 +750,31 @@ int configure_cholesky_solve(int device) {
 
 void launch_check_factor(const double* factor, const int* info, int64_t P, double eps,
                          DeviceScalars* sc, cudaStream_t s) {
-  check_factor_kernel<<<1, kThreads, 0, s>>>(factor, info, P, eps, sc);
-  check_launch("check_factor_kernel");
+  launch_kernel("check_factor_kernel", check_factor_kernel, 1, kThreads, s, factor, info, P, eps,
+                sc);
 }
 
 void launch_svd_solve(const double* U, const double* S, const double* V, const double* g, int64_t P,
                       double eps, double* scratch, double* dir, int* rank, cudaStream_t s) {
-  svd_solve_kernel<<<1, kThreads, 0, s>>>(U, S, V, g, P, eps, scratch, dir, rank);
-  check_launch("svd_solve_kernel");
+  launch_kernel("svd_solve_kernel", svd_solve_kernel, 1, kThreads, s, U, S, V, g, P, eps, scratch,
+                dir, rank);
 }
 
 void launch_equilibration(const double* H, const double* g, int64_t P, bool unit, double* d,
                           double* dg, DeviceScalars* sc, cudaStream_t s) {
-  equilibration_kernel<<<elementwise_blocks(P), kThreads, 0, s>>>(H, g, P, unit ? 1 : 0, d, dg, sc);
-  check_launch("equilibration_kernel");
+  launch_kernel("equilibration_kernel", equilibration_kernel, elementwise_blocks(P), kThreads, s, H,
+                g, P, unit ? 1 : 0, d, dg, sc);
 }
 
 void launch_equilibrate_matrix(double* H, const double* d, int64_t P, DeviceScalars* sc,
                                cudaStream_t s) {
-  equilibrate_matrix_kernel<<<elementwise_blocks(P * P), kThreads, 0, s>>>(H, d, P, sc);
-  check_launch("equilibrate_matrix_kernel");
+  launch_kernel("equilibrate_matrix_kernel", equilibrate_matrix_kernel, elementwise_blocks(P * P),
+                kThreads, s, H, d, P, sc);
 }
 
 void launch_scale_vector(double* v, const double* d, int64_t P, cudaStream_t s) {
-  scale_vector_kernel<<<elementwise_blocks(P), kThreads, 0, s>>>(v, d, P);
-  check_launch("scale_vector_kernel");
+  launch_kernel("scale_vector_kernel", scale_vector_kernel, elementwise_blocks(P), kThreads, s, v,
+                d, P);
 }
 
 #define RH_INSTANTIATE_LINEAR_SOLVE_KERNELS(T)                                                   \

@@ -3,6 +3,7 @@
 // knows the solve has ended there; when the solve ended without moving beta (every trial
 // rejected), the rows come from the residuals that row pass stored, in one pass here. cuBLAS
 // forms the Gram as for J, and one kernel adds it to K in double.
+#include "kernel_launch.cuh"
 #include "meat.hpp"
 
 #include "engine_error.hpp"
@@ -20,6 +21,7 @@ namespace {
 template <class T>
 __global__ void add_meat_kernel(const double* meat, const T* gram, int64_t P, double* meat_out,
                                 double* host_copy, int* nonfinite) {
+  enter_stream_order();
   const int64_t total = P * P;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int bad = 0;
@@ -51,10 +53,9 @@ void accumulate_meat(Engine& e, const RowView<T>& rows, const double* residual, 
   double* host = e.ws.host_meat.as<double>();
   int* flag = reinterpret_cast<int*>(host + rows.P * rows.P);
   *flag = 0;
-  add_meat_kernel<T><<<elementwise_blocks(rows.P * rows.P), kThreads, 0, e.stream>>>(
-      e.committed.meat.as<double>(), gram, rows.P, e.scratch.meat.as<double>(),
-      export_meat ? host : nullptr, flag);
-  check_launch("add_meat_kernel");
+  launch_kernel("add_meat_kernel", add_meat_kernel<T>, elementwise_blocks(rows.P * rows.P),
+                kThreads, e.stream, e.committed.meat.as<double>(), gram, rows.P,
+                e.scratch.meat.as<double>(), export_meat ? host : nullptr, flag);
   e.synchronize();
   if (*flag != 0) {
     fail(RH_CUDA_NUMERICAL_ERROR,

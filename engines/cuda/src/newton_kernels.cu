@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "engine_error.hpp"
+#include "kernel_launch.cuh"
 #include "step_common.cuh"
 
 namespace rh {
@@ -75,6 +76,7 @@ __global__ void __launch_bounds__(kSelectThreads)
                          const double* jdelta, const double* jdir, const double* beta0,
                          const double* g, int majoriser, BatchConstants k, DeviceScalars* sc,
                          double* beta) {
+  enter_stream_order();
   __shared__ double shared[kSelectThreads];
   __shared__ int shared_index[kSelectThreads];
   __shared__ double trial_sums[kLineSearchTrials];
@@ -208,9 +210,8 @@ void launch_newton_select(const double* partials, int blocks, const double* dir,
                           const double* jdelta, const double* jdir, const double* beta0,
                           const double* g, bool majoriser, const BatchConstants& k,
                           DeviceScalars* sc, double* beta, cudaStream_t s) {
-  newton_select_kernel<<<1, kSelectThreads, 0, s>>>(partials, blocks, dir, jdelta, jdir, beta0, g,
-                                                    majoriser ? 1 : 0, k, sc, beta);
-  check_launch("newton_select_kernel");
+  launch_kernel("newton_select_kernel", newton_select_kernel, 1, kSelectThreads, s, partials,
+                blocks, dir, jdelta, jdir, beta0, g, majoriser ? 1 : 0, k, sc, beta);
 }
 
 }  // namespace rh

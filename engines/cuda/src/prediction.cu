@@ -3,6 +3,7 @@
 #include "api_guard.hpp"
 #include "engine_error.hpp"
 #include "engine_operations.hpp"
+#include "kernel_launch.cuh"
 #include "kernels.hpp"
 #include "memory_access.hpp"
 #include "rh_common.h"
@@ -25,6 +26,7 @@ constexpr unsigned long long kAllFinite = ~0ull;
 
 template <class T>
 __global__ void first_nonfinite_kernel(const T* x, int64_t count, unsigned long long* first) {
+  enter_stream_order();
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += stride) {
@@ -48,9 +50,8 @@ void require_finite_device_design(Engine& e, const RhCudaPrediction& req) {
   constexpr int kThreads = 256;
   const int64_t wanted = (count + kThreads - 1) / kThreads;
   const int blocks = static_cast<int>(wanted < 1024 ? wanted : 1024);
-  first_nonfinite_kernel<T>
-      <<<blocks, kThreads, 0, e.stream>>>(static_cast<const T*>(req.x_design), count, first);
-  check_launch("first_nonfinite_kernel");
+  launch_kernel("first_nonfinite_kernel", first_nonfinite_kernel<T>, blocks, kThreads, e.stream,
+                static_cast<const T*>(req.x_design), count, first);
   unsigned long long found = kAllFinite;
   check_cuda(cudaMemcpyAsync(&found, first, sizeof found, cudaMemcpyDeviceToHost, e.stream),
              "cudaMemcpyAsync (prediction finiteness check)");

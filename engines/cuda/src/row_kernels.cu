@@ -5,6 +5,7 @@
 
 #include "engine_error.hpp"
 #include "huber_math.cuh"
+#include "kernel_launch.cuh"
 #include "kernels.hpp"
 #include "step_common.cuh"
 
@@ -148,6 +149,7 @@ __device__ __forceinline__ double design_squares(const RowView<T>& rows, int64_t
 template <class T, int Team>
 __global__ void validate_rows_kernel(RowView<T> rows, int64_t tile_rows, int first_tile,
                                      double* weight_partials, unsigned long long* bad_partials) {
+  enter_stream_order();
   __shared__ double shared[kThreads];
   __shared__ unsigned long long bad[kBadKinds];
   if (threadIdx.x < kBadKinds)
@@ -248,6 +250,7 @@ template <class T, int Team>
 __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau, DeviceScalars* sc,
                                 double* residual, T* score, T* scaled, T* meat_scaled,
                                 double* partials, double* xtu_partials, int when) {
+  enter_stream_order();
   if (!should_run(sc, when))
     return;
   // The row pass at the beta the solve ended on (the step that ended it moved beta, or max_iter
@@ -373,6 +376,7 @@ __global__ void __launch_bounds__(kThreads)
     row_gram_kernel(RowView<T> rows, const double* beta, double tau, DeviceScalars* sc,
                     double* residual, T* score, double* partials, double* xtu_partials,
                     double* gram_partials, int64_t rows_per_block, int when) {
+  enter_stream_order();
   if (!should_run(sc, when))
     return;
   using Shape = FusedGramShape<kSlots>;
@@ -508,6 +512,7 @@ __global__ void __launch_bounds__(kThreads)
 template <class T, int Team>
 __global__ void majoriser_rows_kernel(RowView<T> rows, const double* residual, double tau,
                                       const DeviceScalars* sc, T* scaled) {
+  enter_stream_order();
   if (sc->state != kRunning)
     return;
   const RowTeam<Team> team;
@@ -524,6 +529,7 @@ __global__ void majoriser_rows_kernel(RowView<T> rows, const double* residual, d
 // bits the row pass writes for K at the same beta.
 template <class T, int Team>
 __global__ void meat_rows_kernel(RowView<T> rows, const double* residual, double tau, T* scaled) {
+  enter_stream_order();
   const RowTeam<Team> team;
   for (int64_t i = team.first; i < rows.n; i += team.stride) {
     write_scaled_row<Team>(rows, i, team.lane,
@@ -536,6 +542,7 @@ __global__ void meat_rows_kernel(RowView<T> rows, const double* residual, double
 template <class T, int Team>
 __global__ void weighted_square_norms_kernel(RowView<T> rows, const DeviceScalars* sc,
                                              double* partials) {
+  enter_stream_order();
   if (sc->state != kRunning)
     return;
   __shared__ double shared[kThreads];
@@ -560,6 +567,7 @@ __global__ void weighted_square_norms_kernel(RowView<T> rows, const DeviceScalar
 template <class T, int Team>
 __global__ void statistics_rows_kernel(RowView<T> rows, const double* beta, double tau, double h,
                                        double* row_weights, double* partials) {
+  enter_stream_order();
   __shared__ double shared[kThreads];
   const RowTeam<Team> team;
   double loss_acc = 0.0;
@@ -601,6 +609,7 @@ __global__ void statistics_rows_kernel(RowView<T> rows, const double* beta, doub
 template <class T, int Team>
 __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, const double* dir,
                                      double tau, const DeviceScalars* sc, double* partials) {
+  enter_stream_order();
   if (sc->state != kRunning)
     return;
   constexpr int kPerLane = (kLineSearchTrials + Team - 1) / Team;
@@ -657,6 +666,7 @@ __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, co
 template <class T, int Team>
 __global__ void lamm_trials_kernel(RowView<T> rows, const double* candidates, int count, double tau,
                                    const DeviceScalars* sc, double* partials) {
+  enter_stream_order();
   if (sc->state != kRunning || sc->lamm_accepted)
     return;
   __shared__ double shared[kLammChunk * (kThreads / 32)];
@@ -702,6 +712,7 @@ __global__ void lamm_trials_kernel(RowView<T> rows, const double* candidates, in
 
 template <class T, int Team>
 __global__ void predict_kernel(RowView<T> rows, const T* coef, T* out) {
+  enter_stream_order();
   const RowTeam<Team> team;
   for (int64_t i = team.first; i < rows.n; i += team.stride) {
     const double dot = row_dot<Team>(rows, i, team.lane, coef);
@@ -714,18 +725,17 @@ __global__ void predict_kernel(RowView<T> rows, const T* coef, T* out) {
 
 // Launches kernel<T, 1>, kernel<T, 8> or kernel<T, 32> (the batch's row team) on `blocks`
 // blocks; RH_LAUNCH_ROWS on the row grid of the batch.
-#define RH_LAUNCH_TEAMS(kernel, T, rows, blocks, s, ...)       \
-  do {                                                         \
-    const int blocks_ = (blocks);                              \
-    const int team_ = row_team((rows).ncols_x);                \
-    if (team_ == 32) {                                         \
-      kernel<T, 32><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__); \
-    } else if (team_ == 8) {                                   \
-      kernel<T, 8><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__);  \
-    } else {                                                   \
-      kernel<T, 1><<<blocks_, kThreads, 0, s>>>(__VA_ARGS__);  \
-    }                                                          \
-    check_launch(#kernel);                                     \
+#define RH_LAUNCH_TEAMS(kernel, T, rows, blocks, s, ...)                        \
+  do {                                                                          \
+    const int blocks_ = (blocks);                                               \
+    const int team_ = row_team((rows).ncols_x);                                 \
+    if (team_ == 32) {                                                          \
+      launch_kernel(#kernel, kernel<T, 32>, blocks_, kThreads, s, __VA_ARGS__); \
+    } else if (team_ == 8) {                                                    \
+      launch_kernel(#kernel, kernel<T, 8>, blocks_, kThreads, s, __VA_ARGS__);  \
+    } else {                                                                    \
+      launch_kernel(#kernel, kernel<T, 1>, blocks_, kThreads, s, __VA_ARGS__);  \
+    }                                                                           \
   } while (0)
 
 #define RH_LAUNCH_ROWS(kernel, T, rows, s, ...) \
@@ -765,11 +775,10 @@ void launch_row_pass_gram(const RowView<T>& rows, const double* beta, double tau
   const int blocks = fused_gram_blocks(rows.n, rows.P);
   const int w = static_cast<int>(when);
   switch (fused_gram_slots(rows.P)) {
-#define RH_FUSED_CASE(slots)                                                                     \
-  case slots:                                                                                    \
-    row_gram_kernel<T, slots><<<blocks, kThreads, 0, s>>>(rows, beta, tau, sc, residual, score,  \
-                                                          partials, xtu_partials, gram_partials, \
-                                                          per_block, w);                         \
+#define RH_FUSED_CASE(slots)                                                                      \
+  case slots:                                                                                     \
+    launch_kernel("row_gram_kernel", row_gram_kernel<T, slots>, blocks, kThreads, s, rows, beta,  \
+                  tau, sc, residual, score, partials, xtu_partials, gram_partials, per_block, w); \
     break;
     RH_FUSED_CASE(2)
     RH_FUSED_CASE(3)
@@ -782,7 +791,6 @@ void launch_row_pass_gram(const RowView<T>& rows, const double* beta, double tau
       fail(RH_CUDA_INTERNAL_ERROR, "the fused row pass takes at most %lld parameters, not %lld",
            static_cast<long long>(kFusedGramMaxP), static_cast<long long>(rows.P));
   }
-  check_launch("row_gram_kernel");
 }
 
 template <class T>

@@ -25,6 +25,7 @@
 #include "engine_error.hpp"
 #include "engine_operations.hpp"
 #include "huber_math.cuh"
+#include "kernel_launch.cuh"
 #include "kernels.hpp"
 #include "meat.hpp"
 #include "memory_access.hpp"
@@ -45,6 +46,7 @@ constexpr int64_t kStatisticsChunkElems = int64_t{1} << 22;
 template <class T>
 __global__ void statistics_scaled_rows_kernel(const T* x, int64_t n, int64_t padded_rows, int64_t P,
                                               const double* row_weight, double* out) {
+  enter_stream_order();
   const int64_t used = n * P;
   const int64_t total = padded_rows * P;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -63,6 +65,7 @@ __global__ void statistics_scaled_rows_kernel(const T* x, int64_t n, int64_t pad
 // (column-major); entries (j, k) and (k, j) read the same element, so acc stays exactly
 // symmetric.
 __global__ void accumulate_gram_kernel(const double* gram, int64_t P, int first, double* acc) {
+  enter_stream_order();
   const int64_t total = P * P;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
@@ -76,6 +79,7 @@ __global__ void accumulate_gram_kernel(const double* gram, int64_t P, int first,
 // q = 0 (loss), 1 (weighted norm).
 __global__ void accumulate_totals_kernel(const double* partials, int blocks, int first,
                                          double* totals) {
+  enter_stream_order();
   const int q = static_cast<int>(threadIdx.x);
   if (q >= 2)
     return;
@@ -159,17 +163,16 @@ void sums_over_chunks(Engine& e, const RowView<T>& rows, const double* beta, uin
     part.w = rows.w != nullptr ? rows.w + first : nullptr;
     part.n = n;
     launch_statistics_rows<T>(part, beta, tau, h, row_weights, partials, e.stream);
-    accumulate_totals_kernel<<<1, 32, 0, e.stream>>>(partials, row_blocks(n, part.ncols_x),
-                                                     is_first, out.totals);
-    check_launch("accumulate_totals_kernel");
+    launch_kernel("accumulate_totals_kernel", accumulate_totals_kernel, 1, 32, e.stream, partials,
+                  row_blocks(n, part.ncols_x), is_first, out.totals);
     if (score) {
       const double* x64 = nullptr;
       if constexpr (std::is_same<T, double>::value) {
         x64 = part.x;
       } else {
-        statistics_scaled_rows_kernel<T><<<elementwise_blocks(n * P), kThreads, 0, e.stream>>>(
-            part.x, n, n, P, nullptr, scaled);
-        check_launch("statistics_scaled_rows_kernel");
+        launch_kernel("statistics_scaled_rows_kernel", statistics_scaled_rows_kernel<T>,
+                      elementwise_blocks(n * P), kThreads, e.stream, part.x, n, n, P, nullptr,
+                      scaled);
         x64 = scaled;
       }
       score_gemv(e, P, n, x64, row_weights, first == 0, out.score);
@@ -180,14 +183,12 @@ void sums_over_chunks(Engine& e, const RowView<T>& rows, const double* beta, uin
     for (int g = 0; g < 3; ++g) {
       if ((bits & kGramBits[g]) == 0)
         continue;
-      statistics_scaled_rows_kernel<T>
-          <<<elementwise_blocks(split.padded_rows() * P), kThreads, 0, e.stream>>>(
-              part.x, n, split.padded_rows(), P, row_weights + (g + 1) * n, scaled);
-      check_launch("statistics_scaled_rows_kernel");
+      launch_kernel("statistics_scaled_rows_kernel", statistics_scaled_rows_kernel<T>,
+                    elementwise_blocks(split.padded_rows() * P), kThreads, e.stream, part.x, n,
+                    split.padded_rows(), P, row_weights + (g + 1) * n, scaled);
       gram_of_scaled_rows<double>(e, P, n, scaled, out.gram_tmp);
-      accumulate_gram_kernel<<<elementwise_blocks(P * P), kThreads, 0, e.stream>>>(
-          out.gram_tmp, P, is_first, out.grams[g]);
-      check_launch("accumulate_gram_kernel");
+      launch_kernel("accumulate_gram_kernel", accumulate_gram_kernel, elementwise_blocks(P * P),
+                    kThreads, e.stream, out.gram_tmp, P, is_first, out.grams[g]);
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "engine_error.hpp"
+#include "kernel_launch.cuh"
 #include "step_common.cuh"
 
 namespace rh {
@@ -19,6 +20,7 @@ __global__ void begin_update_kernel(const double* weight_partials,
                                     const unsigned long long* bad_partials, int blocks,
                                     BatchConstants k, const T* coefficients, const T* information,
                                     double* beta0, double* beta, double* J, DeviceScalars* sc) {
+  enter_stream_order();
   if (blockIdx.x == 0) {
     __shared__ double shared[kThreads];
     __shared__ unsigned long long bad[kBadKinds];
@@ -84,6 +86,7 @@ __global__ void gradient_kernel(const double* J, const double* beta, const doubl
                                 BatchConstants k, const double* partials, int blocks,
                                 int set_objective, DeviceScalars* sc, double* g, double* jdelta,
                                 int when) {
+  enter_stream_order();
   if (!should_run(sc, when))
     return;
   __shared__ double sums[2];
@@ -129,6 +132,7 @@ __global__ void gradient_kernel(const double* J, const double* beta, const doubl
 template <class T>
 __global__ void assemble_hessian_kernel(const T* gram, const double* J, BatchConstants k,
                                         const DeviceScalars* sc, double* H) {
+  enter_stream_order();
   if (sc->state != kRunning)
     return;
   const int64_t P = k.P;
@@ -157,6 +161,7 @@ __device__ __forceinline__ bool gram_sum_runs(const DeviceScalars* gate, int whe
 template <class T>
 __global__ void sum_gram_partials_kernel(const T* partials, int chunks, int64_t PP,
                                          const DeviceScalars* gate, int when, T* out) {
+  enter_stream_order();
   if (!gram_sum_runs(gate, when))
     return;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -175,6 +180,7 @@ __global__ void sum_gram_partials_kernel(const T* partials, int chunks, int64_t 
 template <class T>
 __global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int64_t PP,
                                               const DeviceScalars* gate, int when, T* out) {
+  enter_stream_order();
   if (!gram_sum_runs(gate, when))
     return;
   const int lane = threadIdx.x & 31;
@@ -195,6 +201,7 @@ __global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int
 template <class T>
 __global__ void sum_fused_gram_kernel(const double* partials, int blocks, int64_t P, int64_t pad,
                                       const DeviceScalars* sc, int when, T* out) {
+  enter_stream_order();
   if (!gram_sum_runs(sc, when))
     return;
   const int lane = threadIdx.x & 31;
@@ -218,12 +225,14 @@ __global__ void sum_fused_gram_kernel(const double* partials, int blocks, int64_
 }
 
 __global__ void resume_kernel(DeviceScalars* sc) {
+  enter_stream_order();
   if (needs_host(sc->state))
     sc->state = kRunning;
 }
 
 __global__ void matvec_kernel(const double* A, const double* v, const DeviceScalars* sc,
                               double* out, int64_t P) {
+  enter_stream_order();
   if (sc->state != kRunning)
     return;
   const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
@@ -245,9 +254,9 @@ void launch_begin_update(const double* weight_partials, const unsigned long long
                          int blocks, const BatchConstants& k, const T* coefficients,
                          const T* information, double* beta0, double* beta, double* J,
                          DeviceScalars* sc, cudaStream_t s) {
-  begin_update_kernel<T><<<elementwise_blocks(k.P * k.P + k.P), kThreads, 0, s>>>(
-      weight_partials, bad_partials, blocks, k, coefficients, information, beta0, beta, J, sc);
-  check_launch("begin_update_kernel");
+  launch_kernel("begin_update_kernel", begin_update_kernel<T>, elementwise_blocks(k.P * k.P + k.P),
+                kThreads, s, weight_partials, bad_partials, blocks, k, coefficients, information,
+                beta0, beta, J, sc);
 }
 
 template <class T>
@@ -255,17 +264,16 @@ void launch_gradient(const double* J, const double* beta, const double* beta0, c
                      const double* xtu_partials, int64_t ncols_x, const BatchConstants& k,
                      const double* partials, int blocks, bool set_objective, DeviceScalars* sc,
                      double* g, double* jdelta, RunWhen when, cudaStream_t s) {
-  gradient_kernel<T><<<warp_rows_blocks(k.P), kThreads, 0, s>>>(
-      J, beta, beta0, xtu, xtu_partials, ncols_x, k, partials, blocks, set_objective ? 1 : 0, sc, g,
-      jdelta, static_cast<int>(when));
-  check_launch("gradient_kernel");
+  launch_kernel("gradient_kernel", gradient_kernel<T>, warp_rows_blocks(k.P), kThreads, s, J, beta,
+                beta0, xtu, xtu_partials, ncols_x, k, partials, blocks, set_objective ? 1 : 0, sc,
+                g, jdelta, static_cast<int>(when));
 }
 
 template <class T>
 void launch_assemble_hessian(const T* gram, const double* J, const BatchConstants& k,
                              const DeviceScalars* sc, double* H, cudaStream_t s) {
-  assemble_hessian_kernel<T><<<elementwise_blocks(k.P * k.P), kThreads, 0, s>>>(gram, J, k, sc, H);
-  check_launch("assemble_hessian_kernel");
+  launch_kernel("assemble_hessian_kernel", assemble_hessian_kernel<T>,
+                elementwise_blocks(k.P * k.P), kThreads, s, gram, J, k, sc, H);
 }
 
 template <class T>
@@ -273,32 +281,29 @@ void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, const De
                               RunWhen when, T* out, cudaStream_t s) {
   const int w = static_cast<int>(when);
   if (chunks > 16) {
-    sum_gram_partials_warp_kernel<T>
-        <<<warp_rows_blocks(P * P), kThreads, 0, s>>>(partials, chunks, P * P, gate, w, out);
+    launch_kernel("sum_gram_partials_warp_kernel", sum_gram_partials_warp_kernel<T>,
+                  warp_rows_blocks(P * P), kThreads, s, partials, chunks, P * P, gate, w, out);
   } else {
-    sum_gram_partials_kernel<T>
-        <<<elementwise_blocks(P * P), kThreads, 0, s>>>(partials, chunks, P * P, gate, w, out);
+    launch_kernel("sum_gram_partials_kernel", sum_gram_partials_kernel<T>,
+                  elementwise_blocks(P * P), kThreads, s, partials, chunks, P * P, gate, w, out);
   }
-  check_launch("sum_gram_partials_kernel");
 }
 
 template <class T>
 void launch_sum_fused_gram(const double* partials, int blocks, int64_t P, const DeviceScalars* sc,
                            RunWhen when, T* out, cudaStream_t s) {
-  sum_fused_gram_kernel<T><<<warp_rows_blocks(P * P), kThreads, 0, s>>>(
-      partials, blocks, P, fused_gram_padded(P), sc, static_cast<int>(when), out);
-  check_launch("sum_fused_gram_kernel");
+  launch_kernel("sum_fused_gram_kernel", sum_fused_gram_kernel<T>, warp_rows_blocks(P * P),
+                kThreads, s, partials, blocks, P, fused_gram_padded(P), sc, static_cast<int>(when),
+                out);
 }
 
 void launch_resume(DeviceScalars* sc, cudaStream_t s) {
-  resume_kernel<<<1, 1, 0, s>>>(sc);
-  check_launch("resume_kernel");
+  launch_kernel("resume_kernel", resume_kernel, 1, 1, s, sc);
 }
 
 void launch_matvec(const double* A, const double* v, const DeviceScalars* sc, double* out,
                    int64_t P, cudaStream_t s) {
-  matvec_kernel<<<warp_rows_blocks(P), kThreads, 0, s>>>(A, v, sc, out, P);
-  check_launch("matvec_kernel");
+  launch_kernel("matvec_kernel", matvec_kernel, warp_rows_blocks(P), kThreads, s, A, v, sc, out, P);
 }
 
 #define RH_INSTANTIATE_STEP_KERNELS(T)                                                             \
