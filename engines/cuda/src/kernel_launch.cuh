@@ -1,9 +1,9 @@
 // How every kernel of the engine is launched and how it starts (docs/decisions.md, "Overlapped
 // launches"): on devices of compute capability 9.0 and later each launch allows programmatic
 // dependent launch, so the next kernel of the stream is launched, and its blocks placed, while
-// this one still runs; every kernel's first statement waits for its predecessors to complete
-// and then lets its own successor launch. Stream order and memory visibility are exactly those of
-// plain launches (no kernel touches memory before the wait); what overlaps is the launch latency.
+// this one drains; every kernel's first statement waits for its predecessors to complete. Stream
+// order and memory visibility are exactly those of plain launches (no kernel touches memory before
+// the wait); what overlaps is the next kernel's launch with this one's last blocks.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,15 +15,14 @@
 
 namespace rh {
 
-// The first statement of every engine kernel. griddepcontrol.wait returns once every grid this
-// one depends on has completed and its writes are visible (at once for a plain launch);
-// launch_dependents then allows the kernel after this one to launch, which it does once every
-// block of this grid has got here or exited. Before sm_90 both are absent and launches are
-// plain.
+// The first statement of every engine kernel: griddepcontrol.wait returns once every grid this
+// one depends on has completed and its writes are visible (at once for a plain launch, and absent
+// before sm_90). No kernel signals its dependents early (griddepcontrol.launch_dependents), so
+// they launch as its blocks exit: a signal right after the wait measured slower on every
+// streaming-shape update and no faster elsewhere (docs/decisions.md).
 __device__ __forceinline__ void enter_stream_order() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
