@@ -11,8 +11,9 @@ thread-count setter to call before each engine call, and what a failed call rais
 
 The ABI's rule is one thread per engine at a time: every call holds the handle's lock. The
 structs a batch reads and writes are built once per handle and filled under the lock, and a
-committed state is copied out of the landing buffers before the lock is released, so no array
-handed out ever aliases memory a later call overwrites.
+committed state is handed out in the landing buffers the engine wrote, which the landing then
+gives up for fresh ones before the lock is released, so no array handed out ever aliases memory
+a later call overwrites (and no copy of the P x P information is made per batch).
 
 Imports: ctypes, threading, NumPy and the package's ABI mirror, state, diagnostics, config and
 exceptions; never the estimator.
@@ -132,35 +133,40 @@ def batch_weight(sample_weight: np.ndarray | None, n_rows: int) -> float:
 
 class StateLanding:
     """Caller-owned buffers an engine exports a committed state into: coefficients then
-    information in one block of the working dtype (one copy per batch), K in float64, and the
-    RhCudaHostState (`struct`) pointing at them."""
+    information in one block of the working dtype, K in float64, and the RhCudaHostState
+    (`struct`) pointing at them."""
 
-    __slots__ = ("n_parameters", "block", "meat", "struct")
+    __slots__ = ("n_parameters", "dtype", "block", "meat", "struct")
 
     def __init__(self, n_parameters: int, dtype):
-        P = self.n_parameters = n_parameters
-        self.block = np.zeros(P + P * P, dtype=dtype)
-        self.meat = np.zeros((P, P), dtype=np.float64)
-        address = address_of(self.block)
-        self.struct = _abi.RhCudaHostState(
-            **_HOST_STATE_HEADER,
-            coefficients=address,
-            information=address + P * self.block.itemsize,
-            meat=address_of(self.meat),
-        )
+        self.n_parameters = n_parameters
+        self.dtype = np.dtype(dtype)
+        self.struct = _abi.RhCudaHostState(**_HOST_STATE_HEADER)
+        self._take_fresh_buffers()
 
-    def committed(self, copy: bool) -> RenewableState:
-        """The state the engine exported here; copy=False hands out the buffers themselves
-        (for a landing used once), copy=True copies of them (for one that is filled again).
-        The one place an exported state struct is read (once per batch: ctypes already reads
-        its int64 fields as int and its doubles as float, so no conversion is needed)."""
+    def _take_fresh_buffers(self) -> None:
+        """New buffers for the next export, and the struct pointed at them. Empty, not zeroed:
+        an engine writes every element it exports (the counters and meat_available with them),
+        and buffers a failed call may have written are never handed out."""
         P = self.n_parameters
-        block = self.block.copy() if copy else self.block
+        self.block = np.empty(P + P * P, dtype=self.dtype)
+        self.meat = np.empty((P, P), dtype=np.float64)
+        address = address_of(self.block)
         s = self.struct
-        meat = None
-        if s.meat_available == 1:
-            meat = self.meat.copy() if copy else self.meat
-        return RenewableState(
+        s.coefficients = address
+        s.information = address + P * self.block.itemsize
+        s.meat = address_of(self.meat)
+
+    def committed(self) -> RenewableState:
+        """The state the engine exported here, in the buffers it wrote: the landing gives them
+        up and takes fresh ones for the next export, so the arrays handed out are the caller's
+        alone without a copy. The one place an exported state struct is read (once per batch:
+        ctypes already reads its int64 fields as int and its doubles as float, so no conversion
+        is needed)."""
+        P = self.n_parameters
+        block, s = self.block, self.struct
+        meat = self.meat if s.meat_available == 1 else None
+        state = RenewableState(
             block[:P],
             block[P:].reshape(P, P),
             s.n_samples_seen,
@@ -169,6 +175,8 @@ class StateLanding:
             s.weight_sum,
             meat,
         )
+        self._take_fresh_buffers()
+        return state
 
 
 # -------------------------------------------------------------------------------- handle
@@ -278,7 +286,7 @@ class EngineHandle:
         """A host copy of the engine's committed state, in arrays of its own."""
         landing = StateLanding(self.n_parameters, self.dtype)
         self.call("rh_cuda_engine_copy_state", ctypes.byref(landing.struct))
-        return landing.committed(copy=False)
+        return landing.committed()
 
     def update(self, device: bool, x_pointer: int, y_pointer: int, weights_pointer,
                n_rows: int, n_columns: int, weight: float, cfg):
@@ -315,7 +323,7 @@ class EngineHandle:
                 self._failure(
                     self.lib, status, _DEVICE_UPDATE if device else _HOST_UPDATE, engine
                 )
-            state = self._committed(True)
+            state = self._committed()
             # ctypes reads int64 fields as int and double fields as float.
             d = self._diagnostics
             diagnostics = Diagnostics(
