@@ -1,0 +1,160 @@
+"""The device timeline of cold native_cuda streams of standard-profile shapes: how much of a
+stream's wall time the GPU is busy, where it sits idle and between which kernels, and each
+kernel's own time, from the CUDA activity records (CUPTI) of an unserialised run.
+
+    RH_CUDA_LIBRARY=build/.../librh_cuda.so PYTHONPATH=python \
+        python3 benchmarks/micro/cuda_stream_timeline.py run OUT wide:float64:none
+    python3 benchmarks/micro/cuda_stream_timeline.py summarize \
+        OUT/timeline-wide-float64-none.json.gz
+
+`run` folds every batch of each shape into a new estimator (device input, CuPy), three streams
+to warm up, nine timed without the profiler (their median wall time), then one under PyTorch's
+profiler, whose CUDA activity is CUPTI's record of every kernel, copy and runtime call of the
+process (librh_cuda's included). It writes that record as OUT/timeline-SHAPE-DTYPE-PENALTY.json.gz
+and prints its summary. Unlike Nsight Compute (cuda_stream_kernels.py), kernels run as they do
+unprofiled, overlapped launches included, so a kernel's time here may include the wait at its
+start for the one before it; the idle gaps are the GPU's real idle time. Needs CuPy and PyTorch
+(its profiler is the CUPTI client) on the GPU host. A script, not a test: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gzip
+import json
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+# Run as a script from anywhere: the repository root holds the benchmarks package.
+if str(Path(__file__).resolve().parents[2]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.profiles import shapes_of  # noqa: E402
+
+_DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
+_HOST_CALLS = ("cuda_runtime", "cuda_driver")
+
+
+def _short(name: str, width: int) -> str:
+    """A kernel's name without its return type, namespace and parameters, cut to `width`."""
+    name = re.sub(r"^std::enable_if<.*?>::type ", "", name)  # cuBLAS's gemv kernels
+    for prefix in ("void ", "rh::(anonymous namespace)::", "rh::"):
+        name = name.replace(prefix, "")
+    return name.split("(")[0].strip()[:width]
+
+
+def summary(events: list[dict], title: str) -> str:
+    """GPU busy and idle time, the largest idle gaps by the kernels around them, each kernel's
+    launches and time, and the host's CUDA calls, from one stream's trace events."""
+    work = sorted((e for e in events if e.get("cat") in _DEVICE_WORK), key=lambda e: e["ts"])
+    if not work:
+        return f"## {title}\nno device activity in the trace\n"
+    busy, end, previous = 0.0, float("-inf"), None
+    gaps: collections.Counter = collections.Counter()
+    gap_counts: collections.Counter = collections.Counter()
+    for event in work:
+        start, stop = event["ts"], event["ts"] + event["dur"]
+        if start > end:
+            if previous is not None:
+                key = (_short(previous["name"], 36), _short(event["name"], 36))
+                gaps[key] += start - end
+                gap_counts[key] += 1
+            busy += stop - start
+        elif stop > end:
+            busy += stop - end
+        if stop >= end:
+            end, previous = stop, event
+    span = end - work[0]["ts"]
+    kernels: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
+    for event in work:
+        kernels[_short(event["name"], 60)][0] += 1
+        kernels[_short(event["name"], 60)][1] += event["dur"]
+    calls: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
+    for event in events:
+        if event.get("cat") in _HOST_CALLS:
+            calls[event["name"]][0] += 1
+            calls[event["name"]][1] += event["dur"]
+    lines = [f"## {title}",
+             f"device work {len(work)} items; first start to last end {span:.1f} us: busy "
+             f"{busy:.1f} us, idle {span - busy:.1f} us",
+             "per kernel (or copy): launches, total us, mean us"]
+    for name, (count, total) in sorted(kernels.items(), key=lambda item: -item[1][1]):
+        lines.append(f"  {count:5d} {total:9.1f} {total / count:8.2f}  {name}")
+    lines.append("largest idle gaps, by the work before and after: total us, count")
+    for key, total in gaps.most_common(10):
+        lines.append(f"  {total:9.1f} {gap_counts[key]:5d}  {key[0]} -> {key[1]}")
+    lines.append("host CUDA calls: count, total us")
+    for name, (count, total) in sorted(calls.items(), key=lambda item: -item[1][1])[:10]:
+        lines.append(f"  {count:5d} {total:9.1f}  {name}")
+    return "\n".join(lines) + "\n"
+
+
+def run(out_dir: str, cases: list[str]) -> None:
+    import cupy as cp
+    import torch
+    from benchmarks.micro.cuda_cold_streams import shape_data, stream
+    from torch.profiler import ProfilerActivity, profile
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    shapes = {s.name: s for s in shapes_of("standard")}
+    torch.zeros(1, device="cuda")  # the profiler's CUDA context is the one librh_cuda uses
+    for case in cases:
+        shape_name, dtype, penalty = case.split(":")
+        shape = shapes[shape_name]
+        X, y = shape_data(shape)
+        Xd, yd = cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
+        for _ in range(3):
+            stream(cp, shape, Xd, yd, dtype, penalty)
+        walls = []
+        for _ in range(9):
+            cp.cuda.Device().synchronize()
+            began = time.perf_counter()
+            stream(cp, shape, Xd, yd, dtype, penalty)
+            walls.append(time.perf_counter() - began)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+            cp.cuda.Device().synchronize()
+            began = time.perf_counter()
+            _, iterations = stream(cp, shape, Xd, yd, dtype, penalty)
+            profiled = time.perf_counter() - began
+        raw = out / f"timeline-{shape_name}-{dtype}-{penalty}.json"
+        profiler.export_chrome_trace(str(raw))
+        events = json.loads(raw.read_text())["traceEvents"]
+        raw.unlink()
+        title = (f"{shape_name} {dtype} {penalty}: {iterations} iterations; unprofiled wall "
+                 f"median {1e3 * statistics.median(walls):.3f} ms (lowest {1e3 * min(walls):.3f})"
+                 f", profiled {1e3 * profiled:.3f} ms")
+        with gzip.open(f"{raw}.gz", "wt") as f:
+            json.dump({"title": title, "traceEvents": events}, f)
+        print(summary(events, title), flush=True)
+
+
+def summarize(path: str) -> None:
+    with gzip.open(path, "rt") as f:
+        record = json.load(f)
+    events = record["traceEvents"] if isinstance(record, dict) else record
+    title = record.get("title", Path(path).name) if isinstance(record, dict) else Path(path).name
+    print(summary(events, title), end="")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser("run")
+    run_parser.add_argument("out_dir")
+    run_parser.add_argument("cases", nargs="+", help="SHAPE:DTYPE:PENALTY, e.g. wide:float64:none")
+    summary_parser = commands.add_parser("summarize")
+    summary_parser.add_argument("trace")
+    args = parser.parse_args()
+    if args.command == "run":
+        run(args.out_dir, args.cases)
+    else:
+        summarize(args.trace)
+
+
+if __name__ == "__main__":
+    main()

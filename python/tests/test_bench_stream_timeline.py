@@ -1,0 +1,68 @@
+"""benchmarks/micro/cuda_stream_timeline.py's summary of a CUDA activity trace, on hand-written
+events (busy time, idle gaps and totals worked out by hand below)."""
+
+import gzip
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.micro import cuda_stream_timeline  # noqa: E402
+
+GEMV = ("std::enable_if<!(false), void>::type internal::gemvx::kernel<int, double>"
+        "(cublasGemvParamsEx<int>)")
+EVENTS = [
+    {"cat": "kernel", "name": "void rh::(anonymous namespace)::a_kernel<double>(int)",
+     "ts": 100.0, "dur": 10.0},
+    # Overlaps a_kernel (an overlapped launch): the GPU is busy from 100 to 115.
+    {"cat": "kernel", "name": "void rh::(anonymous namespace)::b_kernel(int)",
+     "ts": 105.0, "dur": 10.0},
+    # Inside b_kernel's time: adds nothing.
+    {"cat": "kernel", "name": "void rh::(anonymous namespace)::a_kernel<double>(int)",
+     "ts": 107.0, "dur": 3.0},
+    # Idle 115 -> 125 after b_kernel (the work that ended last), then busy to 130.
+    {"cat": "kernel", "name": GEMV, "ts": 125.0, "dur": 5.0},
+    # Idle 130 -> 140, then a copy to 142.
+    {"cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "ts": 140.0, "dur": 2.0},
+    {"cat": "cuda_runtime", "name": "cudaLaunchKernelExC", "ts": 90.0, "dur": 3.0},
+    {"cat": "cuda_runtime", "name": "cudaLaunchKernelExC", "ts": 94.0, "dur": 4.0},
+    {"cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": 99.0, "dur": 20.0},
+    {"cat": "cpu_op", "name": "aten::zeros", "ts": 0.0, "dur": 1000.0},  # not CUDA: ignored
+]
+
+
+def test_summary_counts_busy_time_once_and_names_the_gaps():
+    text = cuda_stream_timeline.summary(EVENTS, "case")
+    lines = text.splitlines()
+    assert lines[0] == "## case"
+    # Span 100 -> 142 = 42 us; busy 15 + 5 + 2 = 22; idle 10 + 10 = 20.
+    assert lines[1] == ("device work 5 items; first start to last end 42.0 us: busy 22.0 us, "
+                        "idle 20.0 us")
+    per_kernel = lines[lines.index("per kernel (or copy): launches, total us, mean us") + 1:]
+    assert per_kernel[0].split() == ["2", "13.0", "6.50", "a_kernel<double>"]
+    assert per_kernel[1].split() == ["1", "10.0", "10.00", "b_kernel"]
+    assert per_kernel[2].split() == ["1", "5.0", "5.00", "internal::gemvx::kernel<int,",
+                                     "double>"]
+    gaps = lines[lines.index("largest idle gaps, by the work before and after: total us, count")
+                 + 1:lines.index("host CUDA calls: count, total us")]
+    assert [g.split(None, 2) for g in gaps] == [
+        ["10.0", "1", "b_kernel -> internal::gemvx::kernel<int, double>"],
+        ["10.0", "1", "internal::gemvx::kernel<int, double> -> Memcpy HtoD"],
+    ]
+    calls = lines[lines.index("host CUDA calls: count, total us") + 1:]
+    assert [c.split() for c in calls] == [["1", "20.0", "cudaStreamSynchronize"],
+                                          ["2", "7.0", "cudaLaunchKernelExC"]]
+
+
+def test_summary_of_a_trace_without_device_work():
+    text = cuda_stream_timeline.summary(EVENTS[5:], "host only")
+    assert text == "## host only\nno device activity in the trace\n"
+
+
+def test_summarize_reads_a_saved_trace(tmp_path, capsys):
+    path = tmp_path / "timeline.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"title": "saved", "traceEvents": EVENTS}, f)
+    cuda_stream_timeline.summarize(str(path))
+    assert capsys.readouterr().out == cuda_stream_timeline.summary(EVENTS, "saved")
