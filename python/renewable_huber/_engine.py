@@ -142,20 +142,22 @@ class StateLanding:
         self.n_parameters = n_parameters
         self.dtype = np.dtype(dtype)
         self.struct = _abi.RhCudaHostState(**_HOST_STATE_HEADER)
-        self._take_fresh_buffers()
+        self._take_fresh_buffers(with_meat=True)
 
-    def _take_fresh_buffers(self) -> None:
-        """New buffers for the next export, and the struct pointed at them. Empty, not zeroed:
-        an engine writes every element it exports (the counters and meat_available with them),
-        and buffers a failed call may have written are never handed out."""
+    def _take_fresh_buffers(self, *, with_meat: bool) -> None:
+        """New buffers for the next export (K's only `with_meat`), and the struct pointed at
+        them. Empty, not zeroed: an engine writes every element it exports (the counters and
+        meat_available with them), and buffers a failed call may have written are never handed
+        out."""
         P = self.n_parameters
         self.block = np.empty(P + P * P, dtype=self.dtype)
-        self.meat = np.empty((P, P), dtype=np.float64)
         address = address_of(self.block)
         s = self.struct
         s.coefficients = address
         s.information = address + P * self.block.itemsize
-        s.meat = address_of(self.meat)
+        if with_meat:
+            self.meat = np.empty((P, P), dtype=np.float64)
+            s.meat = address_of(self.meat)
 
     def committed(self) -> RenewableState:
         """The state the engine exported here, in the buffers it wrote: the landing gives them
@@ -175,7 +177,7 @@ class StateLanding:
             s.weight_sum,
             meat,
         )
-        self._take_fresh_buffers()
+        self._take_fresh_buffers(with_meat=meat is not None)
         return state
 
 

@@ -135,21 +135,38 @@ def test_builders_refuse_what_the_engine_could_misread():
         state_view(wrong, np.float64, P)
 
 
-def test_a_landing_hands_out_its_buffers_or_copies_of_them():
+def test_a_landing_hands_out_its_buffers_and_takes_fresh_ones():
     landing = StateLanding(P, np.float32)
     landing.struct.n_samples_seen, landing.struct.batch_count = 9, 1
     landing.struct.weight_sum = 9.0
-    landing.block[:] = np.arange(P + P * P)
-    own = landing.committed(copy=False)
-    copied = landing.committed(copy=True)
-    assert own.meat is None and copied.meat is None  # meat_available is 0
-    assert np.shares_memory(own.coefficients, landing.block)
-    assert not np.shares_memory(copied.coefficients, landing.block)
-    assert not np.shares_memory(copied.information, landing.block)
-    np.testing.assert_array_equal(copied.information.ravel(), np.arange(P, P + P * P))
-    assert counters_of(copied) == (9, 1, 0.0, 9.0)
+    exported = landing.block
+    exported[:] = np.arange(P + P * P)
+    meat = landing.meat
+    state = landing.committed()
+    # The state is the buffer the engine wrote, not a copy of it.
+    assert np.shares_memory(state.coefficients, exported)
+    assert np.shares_memory(state.information, exported)
+    np.testing.assert_array_equal(state.coefficients, np.arange(P))
+    np.testing.assert_array_equal(state.information.ravel(), np.arange(P, P + P * P))
+    assert counters_of(state) == (9, 1, 0.0, 9.0)
+    assert state.meat is None  # meat_available is 0
+    # The next export goes to a fresh block the struct points at; K's buffer, not handed out,
+    # is kept.
+    assert not np.shares_memory(landing.block, exported)
+    assert landing.struct.coefficients == landing.block.ctypes.data
+    assert landing.struct.information == landing.block.ctypes.data + P * 4
+    assert landing.meat is meat and landing.struct.meat == meat.ctypes.data
+    landing.block[:] = -1.0  # a later export changes nothing handed out
+    np.testing.assert_array_equal(state.coefficients, np.arange(P))
+    # K handed out: the landing takes a fresh buffer for it too.
     landing.struct.meat_available = 1
-    assert not np.shares_memory(landing.committed(copy=True).meat, landing.meat)
+    meat[:] = 2.5
+    with_meat = landing.committed()
+    assert with_meat.meat is meat
+    assert not np.shares_memory(landing.meat, meat)
+    assert landing.struct.meat == landing.meat.ctypes.data
+    landing.meat[:] = 0.0
+    np.testing.assert_array_equal(with_meat.meat, np.full((P, P), 2.5))
 
 
 # -- the handle on librh_cpu --------------------------------------------------------------------
