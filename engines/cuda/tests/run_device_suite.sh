@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU host's one command: build both engines with CMake, run ctest (CPU + CUDA),
-# compute-sanitizer memcheck and racecheck on the CUDA entry-point test, the export-table check,
+# compute-sanitizer memcheck and racecheck on the CUDA entry-point test and on one update per
+# linear-solve path (sanitizer_solve_paths.py), the export-table check,
 # the CUDA-marked and then the full pytest suite, the conformance kit on librh_cuda, and a short
 # per-batch timing. Logs land in OUTDIR (at most 8 files); OUTDIR/summary.txt has one line per
 # step with pass/fail counts. A CUDA test that skips on the GPU host counts as a failure.
@@ -72,6 +73,13 @@ for tool in memcheck racecheck; do
   rc=$?
   errors=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUTDIR/sanitizer.log" | tail -1)
   if [ $rc -eq 0 ]; then verdict "sanitizer-$tool" PASS "$errors"; else verdict "sanitizer-$tool" FAIL "rc $rc: $errors"; fi
+  # The solve paths above the entry-point test's P = 5 (sanitizer_solve_paths.py says which).
+  echo "===== compute-sanitizer --tool $tool: solve paths" >>"$OUTDIR/sanitizer.log"
+  timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    python3 "$ROOT/engines/cuda/tests/sanitizer_solve_paths.py" >>"$OUTDIR/sanitizer.log" 2>&1
+  rc=$?
+  errors=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUTDIR/sanitizer.log" | tail -1)
+  if [ $rc -eq 0 ]; then verdict "sanitizer-$tool-solves" PASS "$errors"; else verdict "sanitizer-$tool-solves" FAIL "rc $rc: $errors"; fi
 done
 
 # ------------------------------------------------------------------------- export table

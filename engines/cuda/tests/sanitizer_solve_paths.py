@@ -1,0 +1,40 @@
+"""One short update on each of librh_cuda's linear-solve paths, for compute-sanitizer: the
+entry-point test's P = 5 reaches only the smallest one-block solve, while the cluster Cholesky,
+its verdict-and-solve kernel and cuSOLVER's factor run only above the one-block limit
+(docs/decisions.md, "Linear solve ladder"). P = 17 and 160: the one-block kernel (160 its limit
+on an H200); 161, 257, 289 and 384: the cluster Cholesky with 6 tile rows, 9 rows on 8 blocks,
+10 rows with two on some blocks, and its limit; 385: cuSOLVER's. Without and with the L1
+penalty, float64, host input, two iterations each (the cap's convergence warnings are
+silenced). Run by run_device_suite.sh under memcheck and racecheck with
+RH_CUDA_LIBRARY pointing at the library under test; exits non-zero if an update fails.
+"""
+
+import sys
+import warnings
+
+import numpy as np
+
+from renewable_huber import RenewableHuberRegressor
+
+
+def main() -> int:
+    rng = np.random.default_rng(5)
+    for parameters in (17, 160, 161, 257, 289, 384, 385):
+        features = parameters - 1
+        X = rng.standard_normal((2 * parameters + 64, features))
+        y = X @ rng.uniform(-1, 1, features) + rng.standard_t(3, X.shape[0])
+        for penalty in ("none", "l1"):
+            model = RenewableHuberRegressor(backend="native_cuda", device="cuda",
+                                            dtype="float64", penalty=penalty, max_iter=2)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model.partial_fit(X, y)
+            if not np.isfinite(model.coef_).all():
+                print(f"P = {parameters} {penalty}: non-finite coefficients")
+                return 1
+            print(f"P = {parameters} {penalty}: {model.n_iter_} iterations")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
