@@ -358,6 +358,28 @@ def test_features_are_read_from_the_engine_at_every_access(engine):
     backend.close()
 
 
+def test_features_without_graphs_are_read_once(engine):
+    reads = []
+    answer = engine.rh_cuda_engine_features
+
+    def counted(handle, features):
+        reads.append(1)
+        return answer(handle, features)
+
+    engine.rh_cuda_engine_features = counted
+    backend = native.NativeBackend("native_cuda", dtype="float64", n_parameters=2,
+                                   cuda_graphs=False, cuda_fast_math=True)
+    first = backend.features
+    first["enabled"].append("changed by the caller")
+    second = backend.features
+    assert len(reads) == 1
+    assert second is not first and second["enabled"] == ["fast_math"]
+    assert second["requested_flags"] == _abi.RH_CUDA_ENGINE_FLAG_FAST_MATH
+    assert (second["graph_captures"], second["graph_replays"], second["graph_fallbacks"]) == (
+        0, 0, 0)
+    backend.close()
+
+
 def test_decode_flags_gives_a_new_list_every_time():
     flags = _abi.RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS | _abi.RH_CUDA_ENGINE_FLAG_FAST_MATH | 0x10
     first = _abi.decode_flags(flags)

@@ -179,6 +179,8 @@ class NativeBackend:
         lib = load_engine_library(kind)
 
         flags = 0
+        self._graphs_requested = bool(cuda_graphs)
+        self._fixed_features = None  # the features tuple, once read, when graphs are off
         if cuda_graphs:
             flags |= _abi.RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS
         if cuda_fast_math:
@@ -227,9 +229,17 @@ class NativeBackend:
     # ---------------------------------------------------------------------------- Backend API
     @property
     def features(self) -> dict[str, Any]:
-        """The engine's requested/enabled flags (bits and names) and CUDA Graph counters, read
-        from the engine at every access (a fresh dict)."""
-        requested, enabled, captures, replays, fallbacks = self._engine.features()
+        """The engine's requested/enabled flags (bits and names) and CUDA Graph counters, as a
+        fresh dict. Read from the engine at every access when it was asked for CUDA Graphs (the
+        counters move with every batch); otherwise once, since neither the flags an engine was
+        created with nor graph counters that never start can change (one ABI call less per
+        batch: the estimator records them after each one)."""
+        known = self._fixed_features
+        if known is None:
+            known = self._engine.features()
+            if not self._graphs_requested:
+                self._fixed_features = known
+        requested, enabled, captures, replays, fallbacks = known
         return {
             "requested_flags": requested,
             "enabled_flags": enabled,
