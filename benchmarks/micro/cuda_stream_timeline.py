@@ -70,8 +70,9 @@ def summary(events: list[dict], title: str) -> str:
     span = end - work[0]["ts"]
     kernels: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
     for event in work:
-        kernels[_short(event["name"], 60)][0] += 1
-        kernels[_short(event["name"], 60)][1] += event["dur"]
+        entry = kernels[_short(event["name"], 60)]
+        entry[0] += 1
+        entry[1] += event["dur"]
     calls: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
     for event in events:
         if event.get("cat") in _HOST_CALLS:
@@ -135,9 +136,7 @@ def run(out_dir: str, cases: list[str]) -> None:
 def summarize(path: str) -> None:
     with gzip.open(path, "rt") as f:
         record = json.load(f)
-    events = record["traceEvents"] if isinstance(record, dict) else record
-    title = record.get("title", Path(path).name) if isinstance(record, dict) else Path(path).name
-    print(summary(events, title), end="")
+    print(summary(record["traceEvents"], record["title"]), end="")
 
 
 def main() -> None:

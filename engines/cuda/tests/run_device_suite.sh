@@ -67,19 +67,21 @@ fi
 # ------------------------------------------------------------------------ compute-sanitizer
 SMOKE=$(find "$BUILD" -name test_cuda_entry_points -type f -print -quit)
 : >"$OUTDIR/sanitizer.log"
+sanitize() {  # verdict-name tool seconds command...
+  local name=$1 tool=$2 seconds=$3 rc errors
+  shift 3
+  echo "===== compute-sanitizer --tool $tool: $name" >>"$OUTDIR/sanitizer.log"
+  timeout "$seconds" compute-sanitizer --tool "$tool" --error-exitcode 9 "$@" \
+    >>"$OUTDIR/sanitizer.log" 2>&1
+  rc=$?
+  errors=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUTDIR/sanitizer.log" | tail -1)
+  if [ $rc -eq 0 ]; then verdict "$name" PASS "$errors"; else verdict "$name" FAIL "rc $rc: $errors"; fi
+}
 for tool in memcheck racecheck; do
-  echo "===== compute-sanitizer --tool $tool" >>"$OUTDIR/sanitizer.log"
-  timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 "$SMOKE" >>"$OUTDIR/sanitizer.log" 2>&1
-  rc=$?
-  errors=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUTDIR/sanitizer.log" | tail -1)
-  if [ $rc -eq 0 ]; then verdict "sanitizer-$tool" PASS "$errors"; else verdict "sanitizer-$tool" FAIL "rc $rc: $errors"; fi
+  sanitize "sanitizer-$tool" "$tool" 240 "$SMOKE"
   # The solve paths above the entry-point test's P = 5 (sanitizer_solve_paths.py says which).
-  echo "===== compute-sanitizer --tool $tool: solve paths" >>"$OUTDIR/sanitizer.log"
-  timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
-    python3 "$ROOT/engines/cuda/tests/sanitizer_solve_paths.py" >>"$OUTDIR/sanitizer.log" 2>&1
-  rc=$?
-  errors=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUTDIR/sanitizer.log" | tail -1)
-  if [ $rc -eq 0 ]; then verdict "sanitizer-$tool-solves" PASS "$errors"; else verdict "sanitizer-$tool-solves" FAIL "rc $rc: $errors"; fi
+  sanitize "sanitizer-$tool-solves" "$tool" 300 \
+    python3 "$ROOT/engines/cuda/tests/sanitizer_solve_paths.py"
 done
 
 # ------------------------------------------------------------------------- export table
