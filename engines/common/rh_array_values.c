@@ -1,6 +1,6 @@
 /* Host arrays of an ABI dtype (rh_common.h): the scan for the first non-finite value (the
- * engines' finiteness check of restored states, predictions and the CPU engine's batches), and
- * the per-dtype dispatch written once for the engines. */
+ * engines' finiteness check of restored states, predictions and the CPU engine's batches), the
+ * all-zero test of a restored state, and the per-dtype dispatch written once for the engines. */
 #include <math.h>
 #include <string.h>
 
@@ -45,6 +45,30 @@ RH_DEFINE_FIRST_NONFINITE(rh_first_nonfinite_f64, double)
 int64_t rh_first_nonfinite(int32_t dtype, const void* data, int64_t count) {
   return dtype == RH_CUDA_DTYPE_FLOAT32 ? rh_first_nonfinite_f32((const float*)data, count)
                                         : rh_first_nonfinite_f64((const double*)data, count);
+}
+
+int rh_all_bytes_zero(const void* data, size_t bytes) {
+  /* An OR over 64-byte blocks (vectorised, no branch per element), checked once per block so a
+   * non-zero array is usually told apart in its first block. */
+  const unsigned char* p = (const unsigned char*)data;
+  size_t i = 0;
+  for (; i + 64 <= bytes; i += 64) {
+    uint64_t words[8];
+    memcpy(words, p + i, sizeof words);
+    uint64_t any = 0;
+    for (int w = 0; w < 8; ++w) {
+      any |= words[w];
+    }
+    if (any != 0) {
+      return 0;
+    }
+  }
+  for (; i < bytes; ++i) {
+    if (p[i] != 0) {
+      return 0;
+    }
+  }
+  return 1;
 }
 
 void rh_widen(int32_t dtype, const void* src, int64_t count, double* dst) {

@@ -184,6 +184,9 @@ int64_t rh_first_nonfinite_f32(const float* data, int64_t count);
 int64_t rh_first_nonfinite_f64(const double* data, int64_t count);
 /* The same for an array of an ABI dtype (RH_CUDA_DTYPE_FLOAT32, else float64). */
 int64_t rh_first_nonfinite(int32_t dtype, const void* data, int64_t count);
+/* 1 when every one of data[0..bytes) is zero (an array of +0.0 values, as an empty state
+ * holds), else 0; bytes == 0 gives 1. */
+int rh_all_bytes_zero(const void* data, size_t bytes);
 /* dst[0..count) = src's values as doubles (exact). */
 void rh_widen(int32_t dtype, const void* src, int64_t count, double* dst);
 /* data[index] of an array of an ABI dtype, as a double (exact: float widens exactly). Inline:

@@ -340,6 +340,77 @@ void test_restore_misuse(RhCudaEngine* e) {
   RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &out.view), RH_CUDA_INVALID_ARGUMENT);
 }
 
+// The empty state restored after a batch (the start of every new stream on a kept engine; the
+// engine zeroes its buffers instead of copying zeros when every byte of an array is zero): the
+// export is the empty state, with and without K, and the next batch gives the same bits as the
+// same batch on a new engine. A state of -0.0 (non-zero bytes) and one of zero information
+// with non-zero coefficients are restored as given.
+void test_restoring_zeros_after_a_batch() {
+  RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
+  RhCudaEngine* fresh = nullptr;
+  RhCudaEngine* e = nullptr;
+  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &fresh), RH_CUDA_SUCCESS);
+  RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+  if (fresh == nullptr || e == nullptr)
+    return;
+  const Batch<double> first = make_batch<double>(31, 50, kFeatures, true, false);
+  const Batch<double> second = make_batch<double>(32, 50, kFeatures, true, false);
+  const RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE);
+  RhCudaDiagnostics d = diagnostics();
+  HostState<double> want(kP), got(kP);
+  std::vector<double> want_meat(kP * kP, 1.0), got_meat(kP * kP, 1.0);
+  want.view.meat = want_meat.data();
+  got.view.meat = got_meat.data();
+  const RhCudaHostBatch b1 = first.view(), b2 = second.view();
+  RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(fresh, &b2, &c, &d, &want.view),
+                  RH_CUDA_SUCCESS);
+  RH_CHECK_STATUS(rh_cuda_engine_update_host(e, &b1, &c, &d), RH_CUDA_SUCCESS);
+
+  const std::vector<double> zeros(kP * kP, 0.0);
+  RhCudaHostStateView empty = restore_view(zeros.data(), zeros.data(), 0, 0, 0.0);
+  for (const double* meat : {static_cast<const double*>(nullptr), zeros.data()}) {
+    empty.meat = meat;
+    RH_CHECK_STATUS(rh_cuda_engine_restore(e, &empty), RH_CUDA_SUCCESS);
+    got.coef.assign(kP, 9.0);
+    got.info.assign(kP * kP, 9.0);
+    RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &got.view), RH_CUDA_SUCCESS);
+    RH_CHECK(std::memcmp(got.coef.data(), zeros.data(), kP * sizeof(double)) == 0);
+    RH_CHECK(std::memcmp(got.info.data(), zeros.data(), kP * kP * sizeof(double)) == 0);
+    RH_CHECK(got.view.n_samples_seen == 0 && got.view.batch_count == 0 &&
+             got.view.weight_sum == 0.0);
+    RH_CHECK(got.view.meat_available == (meat != nullptr ? 1 : 0));
+  }
+  // From the restored empty state with K, the second batch as on the new engine.
+  RH_CHECK_STATUS(rh_cuda_engine_update_host_with_state(e, &b2, &c, &d, &got.view),
+                  RH_CUDA_SUCCESS);
+  RH_CHECK(got.coef == want.coef && got.info == want.info && got_meat == want_meat);
+  RH_CHECK(got.view.meat_available == 1 && got.view.n_samples_seen == want.view.n_samples_seen);
+
+  // -0.0 everywhere: not all-zero bytes, so copied; the export keeps the signs.
+  const std::vector<double> negative_zeros(kP * kP, -0.0);
+  RhCudaHostStateView signed_zeros =
+      restore_view(negative_zeros.data(), negative_zeros.data(), 0, 0, 0.0);
+  RH_CHECK_STATUS(rh_cuda_engine_restore(e, &signed_zeros), RH_CUDA_SUCCESS);
+  RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &got.view), RH_CUDA_SUCCESS);
+  RH_CHECK(std::memcmp(got.info.data(), negative_zeros.data(), kP * kP * sizeof(double)) == 0);
+  RH_CHECK(std::memcmp(got.coef.data(), negative_zeros.data(), kP * sizeof(double)) == 0);
+  RH_CHECK(got.view.meat_available == 0);
+
+  // Zero information, non-zero coefficients: each array takes its own path.
+  std::vector<double> coefficients(kP);
+  for (int64_t j = 0; j < kP; ++j)
+    coefficients[j] = 0.25 * static_cast<double>(j + 1);
+  RhCudaHostStateView mixed = restore_view(coefficients.data(), zeros.data(), 7, 1, 7.0);
+  RH_CHECK_STATUS(rh_cuda_engine_restore(e, &mixed), RH_CUDA_SUCCESS);
+  got.info.assign(kP * kP, 9.0);
+  RH_CHECK_STATUS(rh_cuda_engine_copy_state(e, &got.view), RH_CUDA_SUCCESS);
+  RH_CHECK(got.coef == coefficients);
+  RH_CHECK(std::memcmp(got.info.data(), zeros.data(), kP * kP * sizeof(double)) == 0);
+  RH_CHECK(got.view.n_samples_seen == 7 && got.view.batch_count == 1);
+  RH_CHECK_STATUS(rh_cuda_engine_destroy(fresh), RH_CUDA_SUCCESS);
+  RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
+}
+
 // ------------------------------------------------------------------ lifecycle and pooling
 
 // One batch as raw bytes, so float32 and float64 cases share the code below.
@@ -1095,5 +1166,6 @@ int main(int argc, char** argv) {
   }
   test_strict_engine_after_fast_math_engine();
   test_meat_and_old_size_state_structs();
+  test_restoring_zeros_after_a_batch();
   return finish("test_cuda_entry_points");
 }
