@@ -18,6 +18,9 @@ namespace {
 constexpr int kDefaultMaxThreads = 12;
 // Below this much per thread, waking another thread costs more than the copy it would do.
 constexpr size_t kMinBytesPerThread = size_t{256} << 10;
+// The same for an export: its source is pinned memory the device wrote, which no cache holds,
+// so one thread copies it several times slower than cached host memory.
+constexpr size_t kMinExportBytesPerThread = size_t{64} << 10;
 constexpr size_t kMinChunk = size_t{1} << 20;
 constexpr size_t kMaxChunk = size_t{16} << 20;
 constexpr size_t kChunkGrain = size_t{64} << 10;
@@ -46,8 +49,8 @@ size_t chunk_capacity(size_t chunk) {
   return capacity;
 }
 
-int copy_parts(const Engine& e, size_t len) {
-  const size_t by_size = len / kMinBytesPerThread;
+int copy_parts(const Engine& e, size_t len, size_t min_bytes_per_thread = kMinBytesPerThread) {
+  const size_t by_size = len / min_bytes_per_thread;
   if (by_size <= 1 || e.staging_threads <= 1)
     return 1;
   return by_size < static_cast<size_t>(e.staging_threads) ? static_cast<int>(by_size)
@@ -127,6 +130,11 @@ void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
     check_cuda(cudaEventRecord(e.chunk_events[slot], e.stream), "cudaEventRecord");
     landed(first, first + static_cast<int64_t>(rows));
   }
+}
+
+void copy_export(const Engine& e, void* dst, const void* src, size_t len) {
+  team_copy(static_cast<char*>(dst), static_cast<const char*>(src), len,
+            copy_parts(e, len, kMinExportBytesPerThread));
 }
 
 double device_element(const void* data, int64_t index, size_t elem) {

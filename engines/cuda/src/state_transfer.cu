@@ -8,6 +8,7 @@
 #include "api_guard.hpp"
 #include "engine_error.hpp"
 #include "engine_operations.hpp"
+#include "memory_access.hpp"
 
 namespace rh {
 
@@ -129,7 +130,7 @@ void copy_state(Engine& e, RhCudaHostState* out) {
     out->reserved1 = 0;
   }
   std::memcpy(out->coefficients, pinned, P * e.elem_size);
-  std::memcpy(out->information, pinned + P * e.elem_size, P * P * e.elem_size);
+  copy_export(e, out->information, pinned + P * e.elem_size, P * P * e.elem_size);
   out->n_samples_seen = e.committed.n_samples_seen;
   out->batch_count = e.committed.batch_count;
   out->previous_lambda = e.committed.previous_lambda;

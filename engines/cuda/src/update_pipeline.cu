@@ -209,13 +209,13 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
   if (out != nullptr) {
     const T* exported = e.ws.host_state.as<T>();
     std::memcpy(out->coefficients, exported, P * sizeof(T));
-    std::memcpy(out->information, exported + P, P * P * sizeof(T));
+    copy_export(e, out->information, exported + P, P * P * sizeof(T));
     out->n_samples_seen = e.committed.n_samples_seen;
     out->batch_count = e.committed.batch_count;
     out->previous_lambda = e.committed.previous_lambda;
     out->weight_sum = e.committed.weight_sum;
     if (export_meat)
-      std::memcpy(out->meat, e.ws.host_meat.data(), P * P * sizeof(double));
+      copy_export(e, out->meat, e.ws.host_meat.data(), P * P * sizeof(double));
     if (rh_state_out_has_meat(out)) {
       out->meat_available = with_meat ? 1 : 0;
       out->reserved1 = 0;
