@@ -65,8 +65,7 @@ void restore_state(Engine& e, const RhCudaHostStateView* view) {
     refuse_value("RhCudaHostStateView", "coefficients", bad_coef, -1,
                  rh_value_at(e.dtype, view->coefficients, bad_coef), RH_VALUE_FINITE);
   }
-  const int64_t bad_info =
-      zero_info ? -1 : rh_first_nonfinite(e.dtype, view->information, P * P);
+  const int64_t bad_info = zero_info ? -1 : rh_first_nonfinite(e.dtype, view->information, P * P);
   if (bad_info >= 0) {
     refuse_value("RhCudaHostStateView", "information", bad_info / P, bad_info % P,
                  rh_value_at(e.dtype, view->information, bad_info), RH_VALUE_FINITE);
@@ -74,10 +73,9 @@ void restore_state(Engine& e, const RhCudaHostStateView* view) {
   int with_meat = 0;
   require(rh_validate_state_meat(view, P, &with_meat, &scratch), scratch);
   const bool symmetric =
-      zero_info ||
-      (e.dtype == RH_CUDA_DTYPE_FLOAT32
-           ? bitwise_symmetric(static_cast<const float*>(view->information), P)
-           : bitwise_symmetric(static_cast<const double*>(view->information), P));
+      zero_info || (e.dtype == RH_CUDA_DTYPE_FLOAT32
+                        ? bitwise_symmetric(static_cast<const float*>(view->information), P)
+                        : bitwise_symmetric(static_cast<const double*>(view->information), P));
   upload(e.scratch.coefficients.data(), view->coefficients, coef_bytes, zero_coef, e.stream,
          "coefficients");
   upload(e.scratch.information.data(), view->information, info_bytes, zero_info, e.stream,
