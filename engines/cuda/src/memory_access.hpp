@@ -44,10 +44,10 @@ struct DeviceRows {
 void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst, int64_t row_grain,
                           const std::function<void(int64_t, int64_t)>& landed);
 
-// len bytes of an exported state (coefficients, information, K) from the engine's pinned
-// buffer, which the device wrote, into the caller's array: with the staging copy threads for
-// large ones (the same rule as a staging chunk's), so a P x P export is not one thread's copy
-// from memory no cache holds.
+// len bytes of an exported P x P array (information, K) from the engine's pinned buffer, which
+// the device wrote, into the caller's array: split over the staging copy threads from 64 KiB per
+// thread (a staging chunk's copy from 256 KiB), so a large export is not one thread's copy from
+// memory no cache holds.
 void copy_export(const Engine& e, void* dst, const void* src, size_t len);
 
 // Element `index` of a device (or managed) array of `elem`-byte floats (4: float, 8: double),
