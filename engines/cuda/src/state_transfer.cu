@@ -2,8 +2,8 @@
 // uploaded into the scratch buffers (an all-zero array by a device memset) and swapped in only
 // after the upload is ordered before any later use.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
-#include <string>
 
 #include "api_guard.hpp"
 #include "engine_error.hpp"
@@ -40,13 +40,13 @@ bool bitwise_symmetric(const T* a, int64_t P) {
 // copied from the caller's memory.
 void upload(void* device, const void* host, size_t bytes, bool zero, cudaStream_t stream,
             const char* what) {
-  if (zero) {
-    check_cuda(cudaMemsetAsync(device, 0, bytes, stream),
-               (std::string("cudaMemsetAsync (restore ") + what + ")").c_str());
-  } else {
-    check_cuda(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream),
-               (std::string("cudaMemcpyAsync (restore ") + what + ")").c_str());
-  }
+  const cudaError_t rc = zero
+                             ? cudaMemsetAsync(device, 0, bytes, stream)
+                             : cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream);
+  char call[64];
+  std::snprintf(call, sizeof call, "%s (restore %s)", zero ? "cudaMemsetAsync" : "cudaMemcpyAsync",
+                what);
+  check_cuda(rc, call);
 }
 
 }  // namespace
