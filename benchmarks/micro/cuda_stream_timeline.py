@@ -1,6 +1,6 @@
-"""The device timeline of cold native_cuda streams of standard-profile shapes: how much of a
-stream's wall time the GPU is busy, where it sits idle and between which kernels, and each
-kernel's own time, from the CUDA activity records (CUPTI) of an unserialised run.
+"""The device timeline of cold native_cuda streams of standard- and large-profile shapes: how
+much of a stream's wall time the GPU is busy, where it sits idle and between which kernels, and
+each kernel's own time, from the CUDA activity records (CUPTI) of an unserialised run.
 
     RH_CUDA_LIBRARY=build/.../librh_cuda.so PYTHONPATH=python \
         python3 benchmarks/micro/cuda_stream_timeline.py run OUT wide:float64:none
@@ -101,7 +101,7 @@ def run(out_dir: str, cases: list[str]) -> None:
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    shapes = {s.name: s for s in shapes_of("standard")}
+    shapes = {s.name: s for profile in ("standard", "large") for s in shapes_of(profile)}
     torch.zeros(1, device="cuda")  # the profiler's CUDA context is the one librh_cuda uses
     for case in cases:
         shape_name, dtype, penalty = case.split(":")

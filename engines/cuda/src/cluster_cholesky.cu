@@ -240,17 +240,19 @@ __device__ __forceinline__ void cluster_wait() {
 }
 
 // Tile (i, k) for each tile row i in `rows` (a bit mask), from its owner's shared memory into
-// slots[i] (or slots[0] when `single`), by the whole block, kCopyBatch loads in flight per thread.
+// slots[i] (or slots[0] when `single`), by the block's threads from `first` on, kCopyBatch loads
+// in flight per thread.
 __device__ __forceinline__ void copy_tiles(const cg::cluster_group& cluster, double* owned,
-                                           unsigned rows, int k, int C, double* slots,
-                                           bool single) {
+                                           unsigned rows, int k, int C, double* slots, bool single,
+                                           int first = 0) {
   const int total = __popc(rows) * kCopyElems;
-  for (int base = threadIdx.x; base < total; base += kCopyBatch * kClusterThreads) {
+  const int threads = kClusterThreads - first;
+  for (int base = threadIdx.x - first; base < total; base += kCopyBatch * threads) {
     double2 value[kCopyBatch];
     double2* target[kCopyBatch];
 #pragma unroll
     for (int u = 0; u < kCopyBatch; ++u) {
-      const int e = base + u * kClusterThreads;
+      const int e = base + u * threads;
       target[u] = nullptr;
       if (e < total) {
         const int n = e / kCopyElems;
@@ -276,20 +278,6 @@ __device__ __forceinline__ void copy_tiles(const cg::cluster_group& cluster, dou
     }
   }
 }
-
-// A block's slots in increasing order: `row` is the tile row of slot s after seek(s), `first` its
-// first slot (the block's rows are rank, rank + C, ...).
-struct SlotCursor {
-  int row;
-  int first;
-  int C;
-  __device__ void seek(int s) {
-    while (s >= first + row + 1) {
-      first += row + 1;
-      row += C;
-    }
-  }
-};
 
 #endif  // RH_CLUSTER_CODE
 
@@ -333,41 +321,45 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     cluster_bad = INT_MAX;
   }
   // H's lower triangle as potrf would read it (assemble_hessian_kernel's formula); the identity
-  // beyond P, zeros above the diagonal and in the padding columns. Loads in batches, so several
-  // are in flight per thread.
+  // beyond P, zeros above the diagonal and in the padding columns. Every thread works on the same
+  // tiles at a time, two of a tile row at once: a warp per 8 of their rows, a lane per column, so
+  // the loads of G and J run along rows (coalesced) and 16 are in flight per thread.
   const double inv_n = 1.0 / sc->total_weight;
   {
-    SlotCursor slot{rank, 0, C};
-    for (int base = tid; base < owned_count * kTileElems; base += kCopyBatch * kClusterThreads) {
-      double value[kCopyBatch];
+    const int lane = tid & 31;
+    constexpr int kRowsPerWarp = kTile / kClusterWarps;
+    for (int i = rank; i < tiles; i += C) {
+      for (int j = 0; j <= i; j += 2) {
+        double value[2][kRowsPerWarp];
 #pragma unroll
-      for (int u = 0; u < kCopyBatch; ++u) {
-        const int e = base + u * kClusterThreads;
-        value[u] = 0.0;
-        if (e >= owned_count * kTileElems)
-          continue;
-        const int s = e / kTileElems;
-        slot.seek(s);
-        const int rr = (e / kLd) % kTile;
-        const int cc = e % kLd;
-        const int64_t r = static_cast<int64_t>(slot.row) * kTile + rr;
-        const int64_t c = static_cast<int64_t>(s - slot.first) * kTile + cc;
-        if (cc >= kTile)
-          continue;
-        if (r < P && c < P && r >= c) {
-          value[u] = (static_cast<double>(gram[c + r * P]) + J[r * P + c]) * inv_n;
-          if (r == c)
-            value[u] += k.ridge;
-        } else if (r == c) {
-          value[u] = 1.0;
+        for (int t = 0; t < 2; ++t) {
+#pragma unroll
+          for (int m = 0; m < kRowsPerWarp; ++m) {
+            const int64_t r = int64_t{i} * kTile + warp + kClusterWarps * m;
+            const int64_t c = int64_t{j + t} * kTile + lane;
+            double v = r == c ? 1.0 : 0.0;
+            if (j + t <= i && r < P && c < P && r >= c)
+              v = (static_cast<double>(gram[c + r * P]) + J[r * P + c]) * inv_n +
+                  (r == c ? k.ridge : 0.0);
+            value[t][m] = v;
+          }
+        }
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          if (j + t > i)
+            continue;
+          double* tile = own_tile(i, j + t);
+#pragma unroll
+          for (int m = 0; m < kRowsPerWarp; ++m)
+            tile[(warp + kClusterWarps * m) * kLd + lane] = value[t][m];
         }
       }
-#pragma unroll
-      for (int u = 0; u < kCopyBatch; ++u) {
-        const int e = base + u * kClusterThreads;
-        if (e < owned_count * kTileElems)
-          owned[e] = value[u];
-      }
+    }
+    constexpr int kPadding = kLd - kTile;
+    for (int e = tid; e < owned_count * kTile * kPadding; e += kClusterThreads) {
+      const int slot = e / (kTile * kPadding);
+      const int within = e - slot * kTile * kPadding;
+      owned[slot * kTileElems + (within / kPadding) * kLd + kTile + within % kPadding] = 0.0;
     }
   }
   __syncthreads();
@@ -383,6 +375,9 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     for (int i = rank; i < tiles; i += C)
       below |= i > step ? 1u << i : 0u;
     cluster_wait();
+    // The cluster barrier orders this block's shared memory too, but compute-sanitizer's racecheck
+    // sees only block barriers; one (every thread is here already) shows it the order.
+    __syncthreads();
     // The panel solves L_i,step = A_i,step L_step,step^-T; warp 0 takes the next row's.
     if (below != 0) {
       copy_tiles(cluster, owned, 1u << step, step, C, diagonal, true);
@@ -401,59 +396,66 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     cluster_arrive();
     cluster_wait();  // every panel tile of column `step` is solved
     // The next diagonal tile: its owner's warp 0 updates it with the panel tile it has just
-    // solved and factors it, while the other warps (and blocks) go on to the trailing update.
-    if (owns_next && warp == 0) {
-      __syncwarp();
-      double* D = own_tile(next, next);
-      const double* Li = own_tile(next, step);
-      update_tile<true>(D, Li, Li);
-      factor_diagonal_tile(D, next, P, column, inverse_root, &bad);
-    }
-    // The trailing update of this block's tiles (i, j), step < j <= i, but (next, next): the
-    // panel tiles of other blocks' rows first.
+    // solved and factors it, while its other warps (and the other blocks) do the trailing
+    // update. The panel tiles of other blocks' rows are copied first (by warps 1.. on the
+    // owner), behind one block barrier of every thread, so the overlap needs no named barrier.
     unsigned wanted = 0;
     int last = -1;
     for (int i = rank; i < tiles; i += C)
       last = i > step ? i : last;
     for (int j = next; j <= last; ++j)
       wanted |= j % C != rank ? 1u << j : 0u;
-    if (wanted != 0)
-      copy_tiles(cluster, owned, wanted, step, C, panel, false);
+    const int first_warp = owns_next ? 1 : 0;
+    if (wanted != 0 && warp >= first_warp)
+      copy_tiles(cluster, owned, wanted, step, C, panel, false, 32 * first_warp);
     __syncthreads();
-    int n = 0;
-    for (int i = rank; i < tiles; i += C) {
-      if (i <= step)
-        continue;
-      const double* Li = own_tile(i, step);
-      for (int j = next; j <= i; ++j) {
-        if (i == next && j == next)
+    if (owns_next && warp == 0) {
+      double* D = own_tile(next, next);
+      const double* Li = own_tile(next, step);
+      update_tile<true>(D, Li, Li);
+      factor_diagonal_tile(D, next, P, column, inverse_root, &bad);
+    } else {
+      const int warps = kClusterWarps - first_warp;
+      int n = 0;
+      for (int i = rank; i < tiles; i += C) {
+        if (i <= step)
           continue;
-        if (n % kClusterWarps == warp) {
-          const double* Lj = j % C == rank ? own_tile(j, step) : panel + j * kTileElems;
-          if (i == j)
-            update_tile<true>(own_tile(i, j), Li, Lj);
-          else
-            update_tile<false>(own_tile(i, j), Li, Lj);
+        const double* Li = own_tile(i, step);
+        for (int j = next; j <= i; ++j) {
+          if (i == next && j == next)
+            continue;
+          if (first_warp + n % warps == warp) {
+            const double* Lj = j % C == rank ? own_tile(j, step) : panel + j * kTileElems;
+            if (i == j)
+              update_tile<true>(own_tile(i, j), Li, Lj);
+            else
+              update_tile<false>(own_tile(i, j), Li, Lj);
+          }
+          ++n;
         }
-        ++n;
       }
     }
     cluster_arrive();  // the next step waits on this: the next diagonal factor is out
   }
   cluster_wait();
+  __syncthreads();  // as at the top of each step
 
-  // L's lower triangle below P, column-major, where potrf leaves it.
+  // L's lower triangle below P, column-major, where potrf leaves it: tile by tile, a warp per 4
+  // of its columns, a lane per row, so each store of a warp is one contiguous piece of a column.
   {
-    SlotCursor slot{rank, 0, C};
-    for (int e = tid; e < owned_count * kTile * kTile; e += kClusterThreads) {
-      const int s = e / (kTile * kTile);
-      slot.seek(s);
-      const int cc = (e / kTile) % kTile;
-      const int rr = e % kTile;
-      const int64_t r = static_cast<int64_t>(slot.row) * kTile + rr;
-      const int64_t c = static_cast<int64_t>(s - slot.first) * kTile + cc;
-      if (r < P && c < P && r >= c)
-        L[r + c * P] = owned[s * kTileElems + rr * kLd + cc];
+    const int lane = tid & 31;
+    for (int i = rank; i < tiles; i += C) {
+      const int64_t r = int64_t{i} * kTile + lane;
+      for (int j = 0; j <= i; ++j) {
+        const double* tile = own_tile(i, j);
+#pragma unroll
+        for (int m = 0; m < kTile / kClusterWarps; ++m) {
+          const int cc = warp + kClusterWarps * m;
+          const int64_t c = int64_t{j} * kTile + cc;
+          if (r < P && c < P && r >= c)
+            L[r + c * P] = tile[lane * kLd + cc];
+        }
+      }
     }
   }
   if (tid == 0 && bad != INT_MAX)
