@@ -101,7 +101,8 @@ void launch_gradient(const double* J, const double* beta, const double* beta0, c
 template <class T>
 void launch_assemble_hessian(const T* gram, const double* J, const BatchConstants& k,
                              const DeviceScalars* sc, double* H, cudaStream_t s);
-// out = sum over chunks of the chunk-major partial P x P Grams, in chunk order. With a gate
+// out = sum over chunks of the chunk-major partial P x P Grams, in chunk order, the upper
+// triangle only (the rest of `out` is left as it was). With a gate
 // (the update's DeviceScalars; null: always), only when `when` holds there: the Gram of a row
 // pass reaches its output only when that pass ran (it tested the same state), so a Gram
 // recomputed from scaled rows a later pass has overwritten is never kept.

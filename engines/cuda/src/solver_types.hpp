@@ -67,6 +67,10 @@ constexpr int kFusedTeams = kThreads / 8;
 constexpr int64_t kGramChunkRows = 128;
 constexpr int64_t kGramTargetTiles = 264;
 constexpr int64_t kGramMaxChunks = 256;
+// From 2 x kGramColumnBlock parameters up, the Gram's GEMM is split into column blocks of about
+// kGramColumnBlock columns (multiples of 64), each taking only the rows up to its last column:
+// the upper triangle and its diagonal blocks, (nb + 1) / (2 nb) of the full product's flops.
+constexpr int64_t kGramColumnBlock = 256;
 
 // kInvalidData: the batch was refused (non-finite value, negative weight, weight mismatch); every
 // kernel after the validation returns at once and the host reports the reason.

@@ -157,16 +157,20 @@ __device__ __forceinline__ bool gram_sum_runs(const DeviceScalars* gate, int whe
 }
 
 // Sums the per-chunk partial Grams of a split Gram in chunk order (double accumulation), so the
-// result depends only on the batch shape.
+// result depends only on the batch shape. Only the upper triangle (row <= column, column-major):
+// the GEMMs may leave the rest unwritten (gram_upper's column blocks).
 template <class T>
-__global__ void sum_gram_partials_kernel(const T* partials, int chunks, int64_t PP,
+__global__ void sum_gram_partials_kernel(const T* partials, int chunks, int64_t P,
                                          const DeviceScalars* gate, int when, T* out) {
   enter_stream_order();
   if (!gram_sum_runs(gate, when))
     return;
+  const int64_t PP = P * P;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < PP;
        idx += stride) {
+    if (idx % P > idx / P)
+      continue;
     double acc = 0.0;
     for (int c = 0; c < chunks; ++c)
       acc += static_cast<double>(partials[c * PP + idx]);
@@ -178,15 +182,18 @@ __global__ void sum_gram_partials_kernel(const T* partials, int chunks, int64_t 
 // and then a fixed shuffle tree, so the sum is still fixed-order and every thread has little
 // to walk.
 template <class T>
-__global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int64_t PP,
+__global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int64_t P,
                                               const DeviceScalars* gate, int when, T* out) {
   enter_stream_order();
   if (!gram_sum_runs(gate, when))
     return;
+  const int64_t PP = P * P;
   const int lane = threadIdx.x & 31;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
   for (int64_t idx = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5; idx < PP;
        idx += warps) {
+    if (idx % P > idx / P)
+      continue;
     double acc = 0.0;
     for (int c = lane; c < chunks; c += 32)
       acc += static_cast<double>(partials[c * PP + idx]);
@@ -282,10 +289,10 @@ void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, const De
   const int w = static_cast<int>(when);
   if (chunks > 16) {
     launch_kernel("sum_gram_partials_warp_kernel", sum_gram_partials_warp_kernel<T>,
-                  warp_rows_blocks(P * P), kThreads, s, partials, chunks, P * P, gate, w, out);
+                  warp_rows_blocks(P * P), kThreads, s, partials, chunks, P, gate, w, out);
   } else {
     launch_kernel("sum_gram_partials_kernel", sum_gram_partials_kernel<T>,
-                  elementwise_blocks(P * P), kThreads, s, partials, chunks, P * P, gate, w, out);
+                  elementwise_blocks(P * P), kThreads, s, partials, chunks, P, gate, w, out);
   }
 }
 

@@ -40,19 +40,22 @@ void gemv_transposed(cublasHandle_t h, const RowView<double>& rows, const double
 // GEMM over all rows ran on one or a few thread blocks (83 us for 4,096 x 17 float64), so the
 // rows are split into chunks, one GEMM each in a strided batch, and the partials are summed in
 // chunk order. Only the upper triangle is read afterwards (mirrored), so the information stays
-// exactly symmetric.
-cublasStatus_t gemm_chunks(cublasHandle_t h, int p, int rows, const float* a, long long stride_a,
-                           float* c, long long stride_c, int chunks) {
+// exactly symmetric, and from 2 x kGramColumnBlock parameters only the upper triangle's column
+// blocks are computed: rows 0 .. c1 - 1 of columns c0 .. c1 - 1, one strided batch per block.
+cublasStatus_t gemm_chunks(cublasHandle_t h, int m, int n, int rows, int ld, const float* a,
+                           const float* b, long long stride_ab, float* c, long long stride_c,
+                           int chunks) {
   const float one = 1.0f, zero = 0.0f;
-  return cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, p, p, rows, &one, a, p, stride_a, a,
-                                   p, stride_a, &zero, c, p, stride_c, chunks);
+  return cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, m, n, rows, &one, a, ld, stride_ab,
+                                   b, ld, stride_ab, &zero, c, ld, stride_c, chunks);
 }
 
-cublasStatus_t gemm_chunks(cublasHandle_t h, int p, int rows, const double* a, long long stride_a,
-                           double* c, long long stride_c, int chunks) {
+cublasStatus_t gemm_chunks(cublasHandle_t h, int m, int n, int rows, int ld, const double* a,
+                           const double* b, long long stride_ab, double* c, long long stride_c,
+                           int chunks) {
   const double one = 1.0, zero = 0.0;
-  return cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, p, p, rows, &one, a, p, stride_a, a,
-                                   p, stride_a, &zero, c, p, stride_c, chunks);
+  return cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_T, m, n, rows, &one, a, ld, stride_ab,
+                                   b, ld, stride_ab, &zero, c, ld, stride_c, chunks);
 }
 
 // gate (null: none): the Gram is the row pass's and lands in `out` only when that pass ran
@@ -63,9 +66,15 @@ void gram_upper(Engine& e, int64_t P, int64_t n, const T* scaled, T* out,
   const GramSplit split = gram_split(n, P);
   const bool direct = split.chunks == 1 && gate == nullptr;
   T* target = direct ? out : e.ws.gram_partials.as<T>();
-  check_cublas(gemm_chunks(e.blas, static_cast<int>(P), static_cast<int>(split.rows), scaled,
-                           split.rows * P, target, P * P, split.chunks),
-               "cublasGemmStridedBatched (Gram)");
+  const int64_t blocks = std::max<int64_t>(1, P / kGramColumnBlock);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t c0 = b * P / blocks / 64 * 64;
+    const int64_t c1 = b + 1 == blocks ? P : (b + 1) * P / blocks / 64 * 64;
+    check_cublas(gemm_chunks(e.blas, static_cast<int>(c1), static_cast<int>(c1 - c0),
+                             static_cast<int>(split.rows), static_cast<int>(P), scaled, scaled + c0,
+                             split.rows * P, target + c0 * P, P * P, split.chunks),
+                 "cublasGemmStridedBatched (Gram)");
+  }
   if (!direct)
     launch_sum_gram_partials<T>(target, split.chunks, P, gate, when, out, e.stream);
 }
