@@ -47,7 +47,9 @@ launches, inference off), mirrored from engines/cuda/src:
   itself (2 n P^2 flops on the tensor cores) and writes one padded partial Gram per block
   (8 pad^2 bytes each), which one more kernel reads and sums; above, the row pass writes the
   scaled rows sqrt(w c) x (n P s) and a cuBLAS GEMM reads them (2 n P^2 flops), in row chunks
-  summed by one more kernel when there is more than one chunk;
+  summed by one more kernel; from 512 parameters one GEMM per column block of about 256
+  columns, over the rows up to the block's last column (the upper triangle: 2 n sum c1 (c1 -
+  c0) flops, each block reading c1 / P of the scaled rows);
 - Newton iteration: the Cholesky attempt and solve (one kernel for P <= the one-block limit,
   160 on an H200; above it the cluster Cholesky up to its limit, 384 on an H200, or assemble
   and cuSOLVER potrf beyond, then one kernel for the acceptance test and both triangular
@@ -106,6 +108,7 @@ FUSED_GRAM_SLOTS = (2, 3, 5, 8, 12, 16)  # its padded widths, in 8-column blocks
 GRAM_CHUNK_ROWS = 128
 GRAM_TARGET_TILES = 264
 GRAM_MAX_CHUNKS = 256
+GRAM_COLUMN_BLOCK = 256  # from twice this P, the GEMM runs by column blocks of the upper triangle
 MAX_ITER = 100  # the estimator's default
 ITEMSIZE = {"float32": 4, "float64": 8}
 
@@ -208,6 +211,14 @@ def gram_split(n: int, P: int) -> tuple[int, int]:
     return -(-n // rows), rows
 
 
+def gram_column_blocks(P: int) -> list[tuple[int, int]]:
+    """[(c0, c1)] of librh_cuda's Gram GEMMs: rows 0 .. c1 - 1 of columns c0 .. c1 - 1 each
+    (gram_upper; one block, the whole Gram, below 2 x GRAM_COLUMN_BLOCK parameters)."""
+    count = max(1, P // GRAM_COLUMN_BLOCK)
+    bounds = [b * P // count // 64 * 64 for b in range(count)] + [P]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
 def fused_gram_blocks(n: int, P: int) -> tuple[int, int]:
     """(blocks, padded P) of librh_cuda's fused row pass over n rows (fused_gram_blocks)."""
     slots = next(s for s in FUSED_GRAM_SLOTS if P <= 8 * s)
@@ -266,15 +277,18 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     gemv_launch = 1 if wide else 0
     chunks, chunk_rows = gram_split(n, P)
     padding_rows = chunks * chunk_rows - n  # zeroed once per batch (cudaMemsetAsync)
-    gram_flops = 2.0 * n * P * P
     fused = P <= FUSED_GRAM_MAX_P
+    column_blocks = gram_column_blocks(P)
+    gram_flops = 2.0 * n * (P * P if fused else sum(c1 * (c1 - c0) for c0, c1 in column_blocks))
     if fused:
         blocks, pad = fused_gram_blocks(n, P)
         partial_bytes = 8 * blocks * pad * pad  # written by the row pass, read by its sum
     # Launches of a row pass with the Gram, beyond the row pass itself: the fused pass's sum,
-    # or cuBLAS's GEMM and the sum of its chunks (one chunk too: the sum writes the Gram only
-    # when the row pass ran).
-    gram_launches = 1 if fused else 2
+    # or cuBLAS's GEMMs (one per column block) and the sum of its chunks (one chunk too: the
+    # sum writes the Gram only when the row pass ran).
+    gram_launches = 1 if fused else len(column_blocks) + 1
+    # The scaled rows written once, then read by each GEMM up to its block's last column.
+    gram_reads = sum(c1 for _, c1 in column_blocks) / P
 
     def row_pass(with_gram: bool, with_xtu: bool) -> Work:
         # residuals; scaled rows for cuBLAS's Gram; scores unless the pass forms X'u itself
@@ -289,7 +303,8 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     def gram_of_the_pass() -> Work:
         if fused:
             return Work(bytes=2 * partial_bytes, flops=gram_flops, launches=gram_launches)
-        return Work(bytes=2 * scaled_bytes, flops=gram_flops, launches=gram_launches)
+        return Work(bytes=(1 + gram_reads) * scaled_bytes, flops=gram_flops,
+                    launches=gram_launches)
 
     above_one_block = not l1 and P > small_dense_max
     first, later = chunk_sizes(l1=l1, above_one_block=above_one_block, n=n, P=P, hint=hint)
@@ -329,7 +344,8 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
             final.launches = 0
             work.add(final)
             if not fused:
-                work.add(Work(bytes=(syncs - 1) * scaled_bytes, flops=(syncs - 1) * gram_flops))
+                work.add(Work(bytes=(syncs - 1) * gram_reads * scaled_bytes,
+                              flops=(syncs - 1) * gram_flops))
         return work
     # the one-block kernel | the cluster Cholesky or assemble and potrf; the acceptance test and
     # solves; J dir
@@ -346,7 +362,7 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     # Iterations queued past the end: every launch; cuBLAS's GEMM and gemv in full (the fused
     # row pass and its sum return at once).
     per_iteration_launches = solve_launches + 2 + 1 + gemv_launch + gram_launches + 1
-    wasted_gram = Work() if fused else Work(bytes=scaled_bytes, flops=gram_flops)
+    wasted_gram = Work() if fused else Work(bytes=gram_reads * scaled_bytes, flops=gram_flops)
     work.add(Work(bytes=wasted * (wasted_gram.bytes + gemv_bytes), flops=wasted * wasted_gram.flops,
                   launches=wasted * per_iteration_launches))
     return work

@@ -169,6 +169,33 @@ def test_engine_floor_above_the_one_block_limit():
         roofline.queued_iterations(101, 8, 2, max_iter=100)
 
 
+def test_gram_by_column_blocks_from_512_parameters(monkeypatch):
+    # librh_cuda's gram_upper: P // 256 blocks, inner bounds rounded down to a multiple of 64.
+    assert roofline.gram_column_blocks(257) == [(0, 257)]
+    assert roofline.gram_column_blocks(511) == [(0, 511)]
+    assert roofline.gram_column_blocks(512) == [(0, 256), (256, 512)]
+    assert roofline.gram_column_blocks(600) == [(0, 256), (256, 600)]
+    assert roofline.gram_column_blocks(1025) == [(0, 256), (256, 512), (512, 768), (768, 1025)]
+    # 50,000 x 1,024 float64, Newton, 2 iterations on an engine whose last update needed 2
+    # (chunks of 1 above the heavy-Gram limit: nothing queued past the end): three Grams, the
+    # starting beta's and one per iteration. Each is the upper triangle by the four blocks,
+    # 2 n (256 * 256 + 512 * 256 + 768 * 256 + 1025 * 257) flops (62.5% of 2 n P^2), four GEMMs
+    # and the sum, the scaled rows written once and read (256 + 512 + 768 + 1025) / 1025 times.
+    n, c, s, P = 50_000, 1024, 8, 1025
+    per_gram = 2 * n * (256 * 256 + 512 * 256 + 768 * 256 + 1025 * 257)
+    assert per_gram == 65_664_100_000
+    blocked = roofline.engine_work(n, c, s, 2, l1=False, host=False, hint=2)
+    assert blocked.flops == 3 * per_gram
+    # The same batch with one GEMM over the whole Gram: 2 n P^2 flops, one read, one launch.
+    monkeypatch.setattr(roofline, "GRAM_COLUMN_BLOCK", 10_000)
+    whole = roofline.engine_work(n, c, s, 2, l1=False, host=False, hint=2)
+    assert whole.flops == 3 * 2 * n * P * P
+    extra_reads = (256 + 512 + 768 + 1025) / 1025 - 1
+    assert blocked.bytes - whole.bytes == pytest.approx(3 * extra_reads * n * P * s)
+    assert blocked.launches - whole.launches == 3 * 3
+    assert blocked.syncs == whole.syncs
+
+
 def _case(**kwargs):
     return synthetic.case(label="native_cuda", engine="native_cuda", **kwargs)
 
