@@ -1,9 +1,10 @@
-"""Cold streams of the standard profile's shapes on native_cuda, device (CuPy) input: a new
-estimator per stream, every batch of the shape folded in, the device synchronised at the end.
-For comparing two builds of librh_cuda (or one build under different test switches) on one host.
+"""Cold streams of a profile's shapes on native_cuda, device (CuPy) input: a new estimator per
+stream, every batch of the shape folded in, the device synchronised at the end. For comparing
+two builds of librh_cuda (or one build under different test switches) on one host.
 
     RH_CUDA_LIBRARY=build/.../librh_cuda.so PYTHONPATH=python \
-        python3 benchmarks/micro/cuda_cold_streams.py LABEL [--repetitions 5] [--penalties none]
+        python3 benchmarks/micro/cuda_cold_streams.py LABEL [--repetitions 5] [--penalties none] \
+        [--profile standard|large] [--shapes large-wide,...]
 
 Prints one JSON line per case: the label, the case, the median wall time of --repetitions streams
 after one warm-up stream, the iterations of the last stream and its first coefficient (a quick
@@ -59,10 +60,18 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--penalties", default="none,l1")
     parser.add_argument("--dtypes", default="float64,float32")
+    parser.add_argument("--profile", default="standard", choices=("standard", "large"))
+    parser.add_argument("--shapes", default=None,
+                        help="comma-separated shape names of the profile (default: all)")
     args = parser.parse_args()
+    only = args.shapes.split(",") if args.shapes else None
+    try:
+        shapes = shapes_of(args.profile, only)
+    except ValueError as error:
+        parser.error(str(error))
     import cupy as cp
 
-    for shape in shapes_of("standard"):
+    for shape in shapes:
         X, y = shape_data(shape)
         for dtype in args.dtypes.split(","):
             Xd, yd = cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
