@@ -474,6 +474,29 @@ def table_rows(cases: list[dict], device: DeviceConstants, **model) -> list[dict
     return rows
 
 
+def host_transfer_rows(rows: list[dict]) -> list[dict]:
+    """Host-input cases beside their device-input twins (same shape, dtype, penalty, lifecycle
+    and operation): the time host input adds, against the pinned-copy floor of its bytes."""
+    def key(r: dict) -> tuple:
+        return (r["shape"], r["dtype"], r["penalty"], r["lifecycle"], r["operation"])
+
+    device = {key(r): r for r in rows if r["transport"] == "device"}
+    paired = []
+    for r in rows:
+        twin = device.get(key(r)) if r["transport"] == "host" else None
+        if twin is None:
+            continue
+        extra = r["achieved_s"] - twin["achieved_s"]
+        floor = r["engine_terms_s"]["transfer"]
+        paired.append({"shape": r["shape"], "rows": r["rows"], "features": r["features"],
+                       "batch_size": r["batch_size"], "dtype": r["dtype"],
+                       "penalty": r["penalty"], "lifecycle": r["lifecycle"],
+                       "operation": r["operation"], "host_s": r["achieved_s"],
+                       "device_s": twin["achieved_s"], "extra_s": extra,
+                       "transfer_floor_s": floor, "extra_over_floor": extra / floor})
+    return paired
+
+
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3f}"
 
@@ -531,6 +554,23 @@ def render(rows: list[dict], device_data: dict, record: dict, side: str) -> str:
         lines += ["", f"Median achieved / ideal {statistics.median(over_ideal):.2f}, achieved / "
                   f"engine {statistics.median(over_engine):.2f}, worst achieved / ideal "
                   f"{max(over_ideal):.2f}."]
+    paired = host_transfer_rows(rows)
+    if paired:
+        lines += ["", "## Host input over device input", "",
+                  "What host input adds to the same case on device input (host median minus "
+                  "device median), against the pinned-copy floor of its bytes (batch bytes / "
+                  "pinned host-to-device bandwidth).", "",
+                  "| case | host ms | device ms | extra ms | copy floor ms | x floor |",
+                  "|---|---|---|---|---|---|"]
+        for p in paired:
+            name = (f"{p['shape']} {p['rows']:,}x{p['features']} ({p['batch_size']:,}) "
+                    f"{p['dtype']} {p['penalty']} {p['lifecycle']} {p['operation']}")
+            lines.append(f"| {name} | {_ms(p['host_s'])} | {_ms(p['device_s'])} "
+                         f"| {_ms(p['extra_s'])} | {_ms(p['transfer_floor_s'])} "
+                         f"| {p['extra_over_floor']:.2f} |")
+        ratios = [p["extra_over_floor"] for p in paired]
+        lines += ["", f"Median extra / copy floor {statistics.median(ratios):.2f}, worst "
+                  f"{max(ratios):.2f}."]
     return "\n".join(lines) + "\n"
 
 
@@ -784,7 +824,8 @@ def main(argv: list[str] | None = None) -> int:
             "schema": "renewable-huber-roofline", "version": 1, "side": side,
             "record_environment": record["environment"], "device": device_data,
             "small_dense_max": args.small_dense_max,
-            "cluster_cholesky_max": args.cluster_cholesky_max, "cases": rows}, indent=2) + "\n",
+            "cluster_cholesky_max": args.cluster_cholesky_max, "cases": rows,
+            "host_transfer": host_transfer_rows(rows)}, indent=2) + "\n",
             encoding="utf-8")
     return 0
 

@@ -260,6 +260,37 @@ def test_table_from_a_valid_record(tmp_path):
     assert payload["cluster_cholesky_max"] == 256
 
 
+def test_host_input_against_its_device_twin_and_the_copy_floor(tmp_path):
+    pytest.importorskip("jsonschema")
+    # latency 4,096 x 16 float64 none on both transports (3.0 and 2.0 ms), and an L1 host case
+    # without a device twin: one pair. The host adds 1.0 ms; its copy floor is the batch's
+    # bytes, 4,096 * 17 * 8, over the pinned rate of 5e10 B/s.
+    cases = [_case(samples=[0.003, 0.003, 0.003], iterations=[6]),
+             _case(samples=[0.002, 0.002, 0.002], transport="device", iterations=[6]),
+             _case(samples=[0.004, 0.004, 0.004], penalty="l1", iterations=[8])]
+    data = synthetic.build([("native_cuda", "native_cuda")], cases)
+    record.write(data, tmp_path / "r.json")
+    (tmp_path / "d.json").write_text(json.dumps(device_json()))
+    out, js = tmp_path / "table.md", tmp_path / "table.json"
+    assert roofline.main(["--record", str(tmp_path / "r.json"), "--device",
+                          str(tmp_path / "d.json"), "--out", str(out), "--json", str(js)]) == 0
+    floor = 4096 * 17 * 8 / 5e10
+    (pair,) = json.loads(js.read_text())["host_transfer"]
+    assert (pair["shape"], pair["penalty"]) == ("latency", "none")
+    assert pair["extra_s"] == pytest.approx(0.001)
+    assert pair["transfer_floor_s"] == pytest.approx(floor)
+    assert pair["extra_over_floor"] == pytest.approx(0.001 / floor)
+    text = out.read_text()
+    assert "## Host input over device input" in text
+    assert f"| {0.001 / floor:.2f} |" in text
+    # no device twin at all: no such section
+    lone = synthetic.build([("native_cuda", "native_cuda")], [cases[0], cases[2]])
+    record.write(lone, tmp_path / "lone.json")
+    assert roofline.main(["--record", str(tmp_path / "lone.json"), "--device",
+                          str(tmp_path / "d.json"), "--out", str(out)]) == 0
+    assert "Host input over device input" not in out.read_text()
+
+
 @pytest.mark.parametrize("overrides, bound", [
     ({"launch_s": 1e-3}, "launch-bound"),
     ({"sync_s": 1.0}, "synchronisation-bound"),
