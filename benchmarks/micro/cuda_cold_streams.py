@@ -69,6 +69,11 @@ def main() -> None:
         shapes = shapes_of(args.profile, only)
     except ValueError as error:
         parser.error(str(error))
+    for option, given, known in (("--dtypes", args.dtypes, ("float32", "float64")),
+                                 ("--penalties", args.penalties, ("none", "l1"))):
+        unknown = [v for v in given.split(",") if v not in known]
+        if unknown:
+            parser.error(f"{option}: unknown {unknown}; choose from {list(known)}")
     import cupy as cp
 
     for shape in shapes:

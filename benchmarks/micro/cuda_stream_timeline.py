@@ -93,7 +93,23 @@ def summary(events: list[dict], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(out_dir: str, cases: list[str]) -> None:
+def parse_cases(cases: list[str]) -> list[tuple]:
+    """(shape, dtype, penalty) for each SHAPE:DTYPE:PENALTY argument, a standard- or large-profile
+    shape; ValueError naming the argument that is not one."""
+    shapes = {s.name: s for profile in ("standard", "large") for s in shapes_of(profile)}
+    parsed = []
+    for case in cases:
+        parts = case.split(":")
+        if (len(parts) != 3 or parts[0] not in shapes or parts[1] not in ("float32", "float64")
+                or parts[2] not in ("none", "l1")):
+            raise ValueError(f"case {case!r}: expected SHAPE:DTYPE:PENALTY with SHAPE one of "
+                             f"{sorted(shapes)}, DTYPE float32 or float64, PENALTY none or l1")
+        parsed.append((shapes[parts[0]], parts[1], parts[2]))
+    return parsed
+
+
+def run(out_dir: str, cases: list[tuple]) -> None:
+    """Each (shape, dtype, penalty) of parse_cases: timed, then traced, then summarised."""
     import cupy as cp
     import torch
     from benchmarks.micro.cuda_cold_streams import shape_data, stream
@@ -101,11 +117,9 @@ def run(out_dir: str, cases: list[str]) -> None:
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    shapes = {s.name: s for profile in ("standard", "large") for s in shapes_of(profile)}
     torch.zeros(1, device="cuda")  # the profiler's CUDA context is the one librh_cuda uses
-    for case in cases:
-        shape_name, dtype, penalty = case.split(":")
-        shape = shapes[shape_name]
+    for shape, dtype, penalty in cases:
+        shape_name = shape.name
         X, y = shape_data(shape)
         Xd, yd = cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
         for _ in range(3):
@@ -150,7 +164,11 @@ def main() -> None:
     summary_parser.add_argument("trace")
     args = parser.parse_args()
     if args.command == "run":
-        run(args.out_dir, args.cases)
+        try:
+            cases = parse_cases(args.cases)
+        except ValueError as error:
+            parser.error(str(error))
+        run(args.out_dir, cases)
     else:
         summarize(args.trace)
 

@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.micro import cuda_stream_timeline  # noqa: E402
@@ -66,3 +68,13 @@ def test_summarize_reads_a_saved_trace(tmp_path, capsys):
         json.dump({"title": "saved", "traceEvents": EVENTS}, f)
     cuda_stream_timeline.summarize(str(path))
     assert capsys.readouterr().out == cuda_stream_timeline.summary(EVENTS, "saved")
+
+
+def test_cases_name_a_known_shape_dtype_and_penalty():
+    (shape, dtype, penalty), (large, *_) = cuda_stream_timeline.parse_cases(
+        ["streaming:float64:none", "large-wide:float32:l1"])
+    assert (shape.name, shape.features, dtype, penalty) == ("streaming", 32, "float64", "none")
+    assert (large.name, large.features, large.batch_size) == ("large-wide", 1024, 50_000)
+    for bad in ("streaming:float64", "nope:float64:none", "wide:float16:none", "wide:float64:l2"):
+        with pytest.raises(ValueError, match=f"case '{bad}': expected SHAPE:DTYPE:PENALTY"):
+            cuda_stream_timeline.parse_cases(["wide:float64:none", bad])
