@@ -77,6 +77,10 @@ struct Workspace {
   GrowingBuffer commit_flags;  // per commit block, a non-finite flag
   // Per-chunk partial Grams (split over rows), reduced in a fixed order.
   GrowingBuffer gram_partials;
+  // The incremental Gram (UpdateContext::incremental_gram): per row its recorded curvature
+  // weight and last change, the changed-row flags, the changed rows in order, and the temporary
+  // storage of the selection that lists them; reserved only by updates that use it.
+  GrowingBuffer curvature, curvature_delta, flip_flags, flip_rows, select_temp;
   GrowingBuffer prediction_stage;
   // Pinned host memory: the status block, the exported state and the host-input chunks.
   GrowingBuffer host_scalars{MemoryKind::PinnedHost};
@@ -136,6 +140,11 @@ struct Workspace {
                              &bad_partials,
                              &commit_flags,
                              &gram_partials,
+                             &curvature,
+                             &curvature_delta,
+                             &flip_flags,
+                             &flip_rows,
+                             &select_temp,
                              &prediction_stage,
                              &host_scalars,
                              &host_predictions,
@@ -148,8 +157,8 @@ struct Workspace {
     }
   }
 };
-static_assert(sizeof(Workspace) == 47 * sizeof(GrowingBuffer),
-              "Workspace gained or lost a member: list it in Workspace::for_each and update 47");
+static_assert(sizeof(Workspace) == 52 * sizeof(GrowingBuffer),
+              "Workspace gained or lost a member: list it in Workspace::for_each and update 52");
 
 struct GraphCounters {
   uint64_t captures = 0;
@@ -194,6 +203,11 @@ struct Engine {
   // synchronises (update_pipeline.cu, chunk_sizes). Speed only; never changes a result.
   int64_t chunk_hint = 0;
   int64_t forced_chunk = 0;  // a fixed chunk size, for the tests (test_switches.hpp)
+  // Newton's heavy Gram incrementally (UpdateContext::incremental_gram), and the most changed
+  // rows it adds instead of forming the Gram again; the tests turn it off or lower the limit
+  // (test_switches.hpp).
+  bool incremental_gram = true;
+  int64_t gram_flip_max = INT64_MAX;
   // K's rows always from meat.cu's own pass, never the solver's row pass (test_switches.hpp).
   bool separate_meat_pass = false;
   // Rows per chunk of the row-statistics sums (0: from the workspace bound, row_statistics.cu);

@@ -29,11 +29,23 @@ void launch_validate_rows(const RowView<T>& rows, int first_tile, int end_tile,
                           double* weight_partials, unsigned long long* bad_partials,
                           cudaStream_t s);
 // meat_scaled (nullptr: none): where the pass at the beta the solve ended on writes K's scaled
-// rows, setting DeviceScalars.meat_rows_final (meat.cu).
+// rows, setting DeviceScalars.meat_rows_final (meat.cu). track: see CurvatureTrack.
 template <class T>
 void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, DeviceScalars* sc,
                      double* residual, T* score, T* scaled, T* meat_scaled, double* partials,
-                     double* xtu_partials, RunWhen when, cudaStream_t s);
+                     double* xtu_partials, CurvatureTrack track, RunWhen when, cudaStream_t s);
+// The Gram update for the `count` rows whose curvature weight changed, rows_of[s] the s-th of
+// them in row order: u_s = sign(d) sqrt|d| x_i and v_s = sqrt|d| x_i (d = track.delta[i], the
+// appended intercept column as sqrt|d|), so that U'V = sum_i d_i x_i x_i'; rows count ..
+// padded - 1 of both zero. Clears the flags it used.
+template <class T>
+void launch_flipped_rows(const RowView<T>& rows, const int* rows_of, int64_t count, int64_t padded,
+                         CurvatureTrack track, T* u, T* v, cudaStream_t s);
+// sqrt(track.value[i]) x_i for every row (the Gram formed in full again from the recorded
+// weights, when too many rows changed), clearing every flag.
+template <class T>
+void launch_recorded_scaled_rows(const RowView<T>& rows, CurvatureTrack track, T* scaled,
+                                 cudaStream_t s);
 // The row pass with the Gram fused in, for P <= kFusedGramMaxP (what launch_row_pass writes,
 // without K's rows, and instead of scaled rows the Gram of each block's rows): the grid is
 // fused_gram_blocks(n, P) blocks, each with its partials (2 in partials, kWideRowColumns of X'u
@@ -106,9 +118,10 @@ void launch_assemble_hessian(const T* gram, const double* J, const BatchConstant
 // (the update's DeviceScalars; null: always), only when `when` holds there: the Gram of a row
 // pass reaches its output only when that pass ran (it tested the same state), so a Gram
 // recomputed from scaled rows a later pass has overwritten is never kept.
+// accumulate: out's upper triangle plus the sum (the incremental Gram's update).
 template <class T>
 void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, const DeviceScalars* gate,
-                              RunWhen when, T* out, cudaStream_t s);
+                              RunWhen when, bool accumulate, T* out, cudaStream_t s);
 // The same for the fused row pass's `blocks` partial Grams (launch_row_pass_gram), summed in
 // block order, both triangles written.
 template <class T>

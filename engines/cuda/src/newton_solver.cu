@@ -103,6 +103,16 @@ void solve_newton(UpdateContext<T>& ctx) {
     ctx.enqueue_finish();
     ctx.wait_for_status();
     const DeviceScalars& s = ctx.status();
+    if (ctx.incremental_gram && s.gram_flips > 0) {
+      // The chunk's last row pass left its Gram: add it before the next Cholesky attempt, or
+      // commit again with it (the commit kernels only write).
+      ctx.apply_gram_flips(s.gram_flips);
+      if (solve_ended(s)) {
+        ctx.enqueue_finish();
+        ctx.wait_for_status();
+        return;
+      }
+    }
     if (solve_ended(s))
       return;
     done = s.iterations;

@@ -249,7 +249,8 @@ __device__ __forceinline__ void write_scaled_row(const RowView<T>& rows, int64_t
 template <class T, int Team>
 __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau, DeviceScalars* sc,
                                 double* residual, T* score, T* scaled, T* meat_scaled,
-                                double* partials, double* xtu_partials, int when) {
+                                double* partials, double* xtu_partials, CurvatureTrack track,
+                                int when) {
   enter_stream_order();
   if (!should_run(sc, when))
     return;
@@ -275,9 +276,10 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
     const T* xi = rows.x + i * rows.ldx;
     const double psi = huber_psi(r, tau);  // every lane of the team has the same r
     const double u = w * psi;
+    const double wc = w * smoothed_curvature(r, tau, h);
     if (scaled != nullptr) {
       // sqrt(w c) X feeds the Gram GEMM, which then forms X' diag(w c) X.
-      write_scaled_row<Team>(rows, i, team.lane, sqrt(w * smoothed_curvature(r, tau, h)), scaled);
+      write_scaled_row<Team>(rows, i, team.lane, sqrt(wc), scaled);
     }
     if (meat_here)
       write_scaled_row<Team>(rows, i, team.lane, sqrt(w) * fabs(psi), meat_scaled);
@@ -296,9 +298,69 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
     residual[i] = r;
     if (xtu_partials == nullptr)
       score[i] = static_cast<T>(u);
+    if (track.value != nullptr) {
+      if (track.flags != nullptr) {
+        const double change = wc - track.value[i];
+        track.flags[i] = change != 0.0 ? 1 : 0;
+        if (change != 0.0) {
+          track.delta[i] = change;
+          track.value[i] = wc;
+        }
+      } else {
+        track.value[i] = wc;
+      }
+    }
   }
   write_row_partials<Team, kSlots>(rho_acc, score_acc, xtu_acc, rows.ncols_x, shared, partials,
                                    Team < kWideRowColumns ? xtu_partials : nullptr);
+}
+
+// launch_flipped_rows: row s of U and V from flipped row rows_of[s], a team per row.
+template <class T, int Team>
+__global__ void flipped_rows_kernel(RowView<T> rows, const int* rows_of, int64_t count,
+                                    int64_t padded, CurvatureTrack track, T* u, T* v) {
+  enter_stream_order();
+  const RowTeam<Team> team;
+  for (int64_t s = team.first; s < padded; s += team.stride) {
+    T* us = u + s * rows.P;
+    T* vs = v + s * rows.P;
+    if (s >= count) {
+      for (int64_t j = team.lane; j < rows.P; j += Team) {
+        us[j] = T(0);
+        vs[j] = T(0);
+      }
+      continue;
+    }
+    const int64_t i = rows_of[s];
+    const double change = track.delta[i];
+    const double root = sqrt(fabs(change));
+    const double signed_root = change < 0.0 ? -root : root;
+    const T* xi = rows.x + i * rows.ldx;
+    for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
+      const double x = static_cast<double>(xi[j]);
+      us[j] = static_cast<T>(signed_root * x);
+      vs[j] = static_cast<T>(root * x);
+    }
+    if (team.lane == 0) {
+      if (rows.ncols_x < rows.P) {
+        us[rows.P - 1] = static_cast<T>(signed_root);
+        vs[rows.P - 1] = static_cast<T>(root);
+      }
+      track.flags[i] = 0;
+    }
+  }
+}
+
+// launch_recorded_scaled_rows: sqrt(w c) x from the recorded weights, a team per row.
+template <class T, int Team>
+__global__ void recorded_scaled_rows_kernel(RowView<T> rows, CurvatureTrack track, T* scaled) {
+  enter_stream_order();
+  const RowTeam<Team> team;
+  for (int64_t i = team.first; i < rows.n; i += team.stride) {
+    write_scaled_row<Team>(rows, i, team.lane, sqrt(track.value[i]), scaled);
+    if (team.lane == 0)
+      track.flags[i] = 0;
+  }
 }
 
 // The row pass with the Gram fused in (P <= kFusedGramMaxP; docs/decisions.md, "The fused
@@ -755,9 +817,22 @@ void launch_validate_rows(const RowView<T>& rows, int first_tile, int end_tile,
 template <class T>
 void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, DeviceScalars* sc,
                      double* residual, T* score, T* scaled, T* meat_scaled, double* partials,
-                     double* xtu_partials, RunWhen when, cudaStream_t s) {
+                     double* xtu_partials, CurvatureTrack track, RunWhen when, cudaStream_t s) {
   RH_LAUNCH_ROWS(row_pass_kernel, T, rows, s, rows, beta, tau, sc, residual, score, scaled,
-                 meat_scaled, partials, xtu_partials, static_cast<int>(when));
+                 meat_scaled, partials, xtu_partials, track, static_cast<int>(when));
+}
+
+template <class T>
+void launch_flipped_rows(const RowView<T>& rows, const int* rows_of, int64_t count, int64_t padded,
+                         CurvatureTrack track, T* u, T* v, cudaStream_t s) {
+  RH_LAUNCH_TEAMS(flipped_rows_kernel, T, rows, row_blocks(padded, rows.ncols_x), s, rows, rows_of,
+                  count, padded, track, u, v);
+}
+
+template <class T>
+void launch_recorded_scaled_rows(const RowView<T>& rows, CurvatureTrack track, T* scaled,
+                                 cudaStream_t s) {
+  RH_LAUNCH_ROWS(recorded_scaled_rows_kernel, T, rows, s, rows, track, scaled);
 }
 
 int64_t configure_fused_gram(int device) {
@@ -838,7 +913,12 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
   template void launch_validate_rows<T>(const RowView<T>&, int, int, double*, unsigned long long*, \
                                         cudaStream_t);                                             \
   template void launch_row_pass<T>(const RowView<T>&, const double*, double, DeviceScalars*,       \
-                                   double*, T*, T*, T*, double*, double*, RunWhen, cudaStream_t);  \
+                                   double*, T*, T*, T*, double*, double*, CurvatureTrack, RunWhen, \
+                                   cudaStream_t);                                                  \
+  template void launch_flipped_rows<T>(const RowView<T>&, const int*, int64_t, int64_t,            \
+                                       CurvatureTrack, T*, T*, cudaStream_t);                      \
+  template void launch_recorded_scaled_rows<T>(const RowView<T>&, CurvatureTrack, T*,              \
+                                               cudaStream_t);                                      \
   template void launch_row_pass_gram<T>(const RowView<T>&, const double*, double, DeviceScalars*,  \
                                         double*, T*, double*, double*, double*, RunWhen,           \
                                         cudaStream_t);                                             \

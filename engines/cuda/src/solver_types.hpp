@@ -107,6 +107,16 @@ enum RunWhen : int {
   kRunWhenEnded = 3,      // only once the solve has ended (solve_ended): the finish's Gram
 };
 
+// The curvature weights w c(r) a row pass records for the incremental Gram
+// (UpdateContext::incremental_gram): value[i] is row i's weight in the Gram that gram() holds.
+// Without flags (the pass whose Gram is formed in full) the pass records the weights; with them
+// (a pass that leaves its Gram to UpdateContext::apply_gram_flips) it sets flags[i] when row i's
+// weight changed, keeps the change in delta[i] and records the new weight.
+struct CurvatureTrack {
+  double* value = nullptr;
+  double* delta = nullptr;
+  unsigned char* flags = nullptr;
+};
 struct DeviceScalars {
   double batch_weight;  // B, summed on the device in double
   double total_weight;  // N = W0 + B
@@ -137,6 +147,8 @@ struct DeviceScalars {
   int meat_rows_final;      // the last row pass that ran wrote K's scaled rows, the solve having
                             // ended at its beta (meat.cu reads them instead of a pass of its own)
   int max_iter;             // the update's iteration limit (set with the rest at the start)
+  int gram_flips;           // rows whose curvature weight changed in the last row pass that
+                            // left its Gram to UpdateContext::apply_gram_flips
 };
 
 #if defined(__CUDACC__)

@@ -161,7 +161,8 @@ __device__ __forceinline__ bool gram_sum_runs(const DeviceScalars* gate, int whe
 // the GEMMs may leave the rest unwritten (gram_upper's column blocks).
 template <class T>
 __global__ void sum_gram_partials_kernel(const T* partials, int chunks, int64_t P,
-                                         const DeviceScalars* gate, int when, T* out) {
+                                         const DeviceScalars* gate, int when, bool accumulate,
+                                         T* out) {
   enter_stream_order();
   if (!gram_sum_runs(gate, when))
     return;
@@ -171,7 +172,7 @@ __global__ void sum_gram_partials_kernel(const T* partials, int chunks, int64_t 
        idx += stride) {
     if (idx % P > idx / P)
       continue;
-    double acc = 0.0;
+    double acc = accumulate ? static_cast<double>(out[idx]) : 0.0;
     for (int c = 0; c < chunks; ++c)
       acc += static_cast<double>(partials[c * PP + idx]);
     out[idx] = static_cast<T>(acc);
@@ -183,7 +184,8 @@ __global__ void sum_gram_partials_kernel(const T* partials, int chunks, int64_t 
 // to walk.
 template <class T>
 __global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int64_t P,
-                                              const DeviceScalars* gate, int when, T* out) {
+                                              const DeviceScalars* gate, int when, bool accumulate,
+                                              T* out) {
   enter_stream_order();
   if (!gram_sum_runs(gate, when))
     return;
@@ -199,7 +201,7 @@ __global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int
       acc += static_cast<double>(partials[c * PP + idx]);
     acc = warp_sum(acc);
     if (lane == 0)
-      out[idx] = static_cast<T>(acc);
+      out[idx] = static_cast<T>(accumulate ? static_cast<double>(out[idx]) + acc : acc);
   }
 }
 
@@ -285,14 +287,16 @@ void launch_assemble_hessian(const T* gram, const double* J, const BatchConstant
 
 template <class T>
 void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, const DeviceScalars* gate,
-                              RunWhen when, T* out, cudaStream_t s) {
+                              RunWhen when, bool accumulate, T* out, cudaStream_t s) {
   const int w = static_cast<int>(when);
   if (chunks > 16) {
     launch_kernel("sum_gram_partials_warp_kernel", sum_gram_partials_warp_kernel<T>,
-                  warp_rows_blocks(P * P), kThreads, s, partials, chunks, P, gate, w, out);
+                  warp_rows_blocks(P * P), kThreads, s, partials, chunks, P, gate, w, accumulate,
+                  out);
   } else {
     launch_kernel("sum_gram_partials_kernel", sum_gram_partials_kernel<T>,
-                  elementwise_blocks(P * P), kThreads, s, partials, chunks, P, gate, w, out);
+                  elementwise_blocks(P * P), kThreads, s, partials, chunks, P, gate, w, accumulate,
+                  out);
   }
 }
 
@@ -324,7 +328,7 @@ void launch_matvec(const double* A, const double* v, const DeviceScalars* sc, do
   template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,         \
                                            const DeviceScalars*, double*, cudaStream_t);           \
   template void launch_sum_gram_partials<T>(const T*, int, int64_t, const DeviceScalars*, RunWhen, \
-                                            T*, cudaStream_t);                                     \
+                                            bool, T*, cudaStream_t);                               \
   template void launch_sum_fused_gram<T>(const double*, int, int64_t, const DeviceScalars*,        \
                                          RunWhen, T*, cudaStream_t);
 

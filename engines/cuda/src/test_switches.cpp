@@ -61,6 +61,15 @@ int64_t small_dense_limit_setting(int64_t device_limit) {
   return lowered_limit_setting("RH_CUDA_TEST_SMALL_DENSE_MAX", device_limit);
 }
 
+bool incremental_gram_setting() {
+  const char* value = std::getenv("RH_CUDA_TEST_INCREMENTAL_GRAM");
+  return value == nullptr || std::strcmp(value, "off") != 0;
+}
+
+int64_t gram_flip_limit_setting(int64_t limit) {
+  return lowered_limit_setting("RH_CUDA_TEST_GRAM_FLIP_MAX", limit);
+}
+
 int64_t cluster_cholesky_limit_setting(int64_t device_limit) {
   return lowered_limit_setting("RH_CUDA_TEST_CLUSTER_CHOLESKY_MAX", device_limit);
 }
@@ -159,6 +168,12 @@ int64_t statistics_chunk_rows_setting() {
 }
 int64_t small_dense_limit_setting(int64_t device_limit) {
   return device_limit;
+}
+bool incremental_gram_setting() {
+  return true;
+}
+int64_t gram_flip_limit_setting(int64_t limit) {
+  return limit;
 }
 int64_t cluster_cholesky_limit_setting(int64_t device_limit) {
   return device_limit;

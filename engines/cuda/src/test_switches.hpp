@@ -34,6 +34,12 @@ int cholesky_solve_shared_setting(int device_limit);
 // RH_CUDA_TEST_FUSED_GRAM_MAX=N: the row pass forms the Gram itself up to min(N, device_limit)
 // parameters (0: cuBLAS for every P); device_limit when unset.
 int64_t fused_gram_limit_setting(int64_t device_limit);
+// RH_CUDA_TEST_INCREMENTAL_GRAM=off: Newton's heavy Gram formed in full at every row pass, in
+// chunks as without it.
+bool incremental_gram_setting();
+// RH_CUDA_TEST_GRAM_FLIP_MAX=N: the incremental Gram adds the update of at most min(N, limit)
+// changed rows (0: it forms the Gram again in full whenever a row changed); limit when unset.
+int64_t gram_flip_limit_setting(int64_t limit);
 // RH_CUDA_STAGING = pinned (default) | plain.
 StagingMode staging_mode_setting();
 // RH_CUDA_STAGING_THREADS = 1..max_setting host copy threads; `fallback` when unset.

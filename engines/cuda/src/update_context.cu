@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include <thrust/iterator/counting_iterator.h>
+#include <cub/device/device_select.cuh>
+
 #include "engine_error.hpp"
 #include "kernels.hpp"
 #include "meat.hpp"
@@ -58,32 +61,35 @@ cublasStatus_t gemm_chunks(cublasHandle_t h, int m, int n, int rows, int ld, con
                                    b, ld, stride_ab, &zero, c, ld, stride_c, chunks);
 }
 
+// out = A B' for the row-major n x P designs a and b (the Gram when b is a), upper triangle.
 // gate (null: none): the Gram is the row pass's and lands in `out` only when that pass ran
-// (launch_sum_gram_partials), so it always goes through the partials.
+// (launch_sum_gram_partials), so it always goes through the partials; so does an accumulating
+// one (out += A B', the incremental Gram's update).
 template <class T>
-void gram_upper(Engine& e, int64_t P, int64_t n, const T* scaled, T* out,
-                const DeviceScalars* gate = nullptr, RunWhen when = kRunUnlessInvalid) {
+void gram_upper(Engine& e, int64_t P, int64_t n, const T* a, const T* b, T* out,
+                const DeviceScalars* gate = nullptr, RunWhen when = kRunUnlessInvalid,
+                bool accumulate = false) {
   const GramSplit split = gram_split(n, P);
-  const bool direct = split.chunks == 1 && gate == nullptr;
+  const bool direct = split.chunks == 1 && gate == nullptr && !accumulate;
   T* target = direct ? out : e.ws.gram_partials.as<T>();
   const int64_t blocks = std::max<int64_t>(1, P / kGramColumnBlock);
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t c0 = b * P / blocks / 64 * 64;
-    const int64_t c1 = b + 1 == blocks ? P : (b + 1) * P / blocks / 64 * 64;
+  for (int64_t block = 0; block < blocks; ++block) {
+    const int64_t c0 = block * P / blocks / 64 * 64;
+    const int64_t c1 = block + 1 == blocks ? P : (block + 1) * P / blocks / 64 * 64;
     check_cublas(gemm_chunks(e.blas, static_cast<int>(c1), static_cast<int>(c1 - c0),
-                             static_cast<int>(split.rows), static_cast<int>(P), scaled, scaled + c0,
+                             static_cast<int>(split.rows), static_cast<int>(P), a, b + c0,
                              split.rows * P, target + c0 * P, P * P, split.chunks),
                  "cublasGemmStridedBatched (Gram)");
   }
   if (!direct)
-    launch_sum_gram_partials<T>(target, split.chunks, P, gate, when, out, e.stream);
+    launch_sum_gram_partials<T>(target, split.chunks, P, gate, when, accumulate, out, e.stream);
 }
 
 }  // namespace
 
 template <class T>
 void gram_of_scaled_rows(Engine& e, int64_t P, int64_t n, const T* scaled, T* out) {
-  gram_upper<T>(e, P, n, scaled, out);
+  gram_upper<T>(e, P, n, scaled, scaled, out);
 }
 
 template void gram_of_scaled_rows<float>(Engine&, int64_t, int64_t, const float*, float*);
@@ -92,8 +98,10 @@ template void gram_of_scaled_rows<double>(Engine&, int64_t, int64_t, const doubl
 template <class T>
 void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu) {
   const bool fused = with_gram && fused_gram();
+  // After the first, an incremental Gram's row pass only flags the rows whose weight changed.
+  const bool leaves_gram = with_gram && incremental_gram && gram_recorded;
   double* xtu_partials = with_xtu && row_pass_xtu() ? e.ws.xtu_partials.as<double>() : nullptr;
-  T* scaled = with_gram && !fused ? e.ws.scaled_rows.as<T>() : nullptr;
+  T* scaled = with_gram && !fused && !leaves_gram ? e.ws.scaled_rows.as<T>() : nullptr;
   if (fused) {
     launch_row_pass_gram<T>(rows, beta(), k.tau, device_scalars(), e.ws.residual.as<double>(),
                             e.ws.score.as<T>(), e.ws.row_partials.as<double>(), xtu_partials,
@@ -103,7 +111,7 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu) {
     T* meat_scaled = with_gram && with_meat ? e.ws.meat_rows.as<T>() : nullptr;
     launch_row_pass<T>(rows, beta(), k.tau, device_scalars(), e.ws.residual.as<double>(),
                        e.ws.score.as<T>(), scaled, meat_scaled, e.ws.row_partials.as<double>(),
-                       xtu_partials, when, e.stream);
+                       xtu_partials, curvature_track(with_gram), when, e.stream);
     row_partial_blocks = row_blocks(rows.n, rows.ncols_x);
   }
   // cuBLAS cannot skip: queued past the end of a solve it recomputes X'u from unchanged scores,
@@ -114,8 +122,54 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu) {
   if (fused) {
     launch_sum_fused_gram<T>(e.ws.gram_partials.as<double>(), row_partial_blocks, rows.P,
                              device_scalars(), when, gram(), e.stream);
-  } else if (with_gram) {
-    gram_upper<T>(e, rows.P, rows.n, scaled, gram(), device_scalars(), when);
+  } else if (with_gram && !leaves_gram) {
+    gram_upper<T>(e, rows.P, rows.n, scaled, scaled, gram(), device_scalars(), when);
+  }
+  if (leaves_gram) {
+    // The rows whose weight changed, in row order, and their count where the finish's status
+    // readback carries it to the host.
+    int items = static_cast<int>(rows.n);
+    size_t bytes = e.ws.select_temp.capacity();
+    check_cuda(cub::DeviceSelect::Flagged(
+                   e.ws.select_temp.data(), bytes, thrust::counting_iterator<int>(0),
+                   e.ws.flip_flags.as<unsigned char>(), e.ws.flip_rows.as<int>(),
+                   &device_scalars()->gram_flips, items, e.stream),
+               "cub::DeviceSelect::Flagged (rows whose curvature changed)");
+  }
+  if (with_gram && incremental_gram)
+    gram_recorded = true;
+}
+
+template <class T>
+CurvatureTrack UpdateContext<T>::curvature_track(bool with_gram) const {
+  CurvatureTrack track;
+  if (!with_gram || !incremental_gram)
+    return track;
+  track.value = e.ws.curvature.as<double>();
+  track.delta = e.ws.curvature_delta.as<double>();
+  if (gram_recorded)
+    track.flags = e.ws.flip_flags.as<unsigned char>();
+  return track;
+}
+
+template <class T>
+void UpdateContext<T>::apply_gram_flips(int64_t count) {
+  T* scaled = e.ws.scaled_rows.as<T>();
+  const CurvatureTrack track = curvature_track(true);
+  const GramSplit split = gram_split(count, rows.P);
+  // U and V share the scaled rows' buffer (the full Gram's rows are not needed again).
+  const bool delta = count <= e.gram_flip_max &&
+                     2 * split.padded_rows() <= gram_split(rows.n, rows.P).padded_rows();
+  if (delta) {
+    T* u = scaled;
+    T* v = scaled + split.padded_rows() * rows.P;
+    launch_flipped_rows<T>(rows, e.ws.flip_rows.as<int>(), count, split.padded_rows(), track, u, v,
+                           e.stream);
+    gram_upper<T>(e, rows.P, count, u, v, gram(), nullptr, kRunUnlessInvalid, true);
+  } else {
+    launch_recorded_scaled_rows<T>(rows, track, scaled, e.stream);
+    zero_gram_padding(scaled);
+    gram_upper<T>(e, rows.P, rows.n, scaled, scaled, gram());
   }
 }
 
@@ -132,11 +186,11 @@ void UpdateContext<T>::zero_gram_padding(T* scaled) {
 template <class T>
 void UpdateContext<T>::majoriser_gram_pass() {
   T* scaled = e.ws.scaled_rows.as<T>();
-  if (fused_gram())
-    zero_gram_padding(scaled);  // the row passes wrote none of these rows
+  if (fused_gram() || incremental_gram)
+    zero_gram_padding(scaled);  // the row passes wrote none of these rows, or U and V did
   launch_majoriser_rows<T>(rows, e.ws.residual.as<double>(), k.tau, device_scalars(), scaled,
                            e.stream);
-  gram_upper<T>(e, rows.P, rows.n, scaled, majoriser_gram());
+  gram_upper<T>(e, rows.P, rows.n, scaled, scaled, majoriser_gram());
 }
 
 template <class T>

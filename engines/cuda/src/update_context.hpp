@@ -60,6 +60,13 @@ struct UpdateContext {
   // costs more than a synchronisation many times over (update_pipeline.cu, kHeavyGramFlops);
   // never changes a result.
   bool gram_after_end = false;
+  // Newton with a heavy cuBLAS Gram (docs/decisions.md, "The incremental Gram"): after the
+  // first row pass of the batch, which forms the Gram in full and records every row's curvature
+  // weight, a row pass only flags the rows whose weight changed; after the synchronisation that
+  // ends the chunk the host adds their rank-k update to gram() (apply_gram_flips), before the
+  // next chunk's Cholesky attempt or the final commit. Chunks of one iteration.
+  bool incremental_gram = false;
+  bool gram_recorded = false;  // the batch's first Gram has been queued, its weights recorded
   // Blocks of the last row pass queued, whose partials the next gradient sums.
   int row_partial_blocks = 0;
   bool used_svd = false;
@@ -119,6 +126,13 @@ struct UpdateContext {
   // with_gram also forms X' diag(w c) X at this beta (the Newton Hessian, and the information
   // increment at the end).
   void row_pass(bool with_gram, RunWhen when, bool with_xtu = true);
+  // The curvature bookkeeping of a row pass (CurvatureTrack): none unless incremental_gram and
+  // with_gram; flags once the batch's first Gram was queued.
+  CurvatureTrack curvature_track(bool with_gram) const;
+  // gram() += the update for the `count` rows the last row pass flagged (at most the rows the
+  // scaled-rows buffer holds twice over, and Engine::gram_flip_max), else gram() formed again in
+  // full from the recorded weights.
+  void apply_gram_flips(int64_t count);
   // Zeroes the rows of `scaled` (a scaled design of this batch) past n up to the last Gram
   // chunk's end: cuBLAS's Gram reads them.
   void zero_gram_padding(T* scaled);

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstring>
 
+#include <thrust/iterator/counting_iterator.h>
+#include <cub/device/device_select.cuh>
+
 #include "api_guard.hpp"
 #include "engine_error.hpp"
 #include "engine_operations.hpp"
@@ -105,16 +108,19 @@ struct ChunkSizes {
 // the cap: queuing more there has not been measured.
 constexpr double kHeavyGramFlops = 2e9;
 
+bool heavy_gram(const Engine& e, int64_t n_rows) {
+  return 2.0 * static_cast<double>(n_rows) * static_cast<double>(e.P) * static_cast<double>(e.P) >
+         kHeavyGramFlops;
+}
+
 ChunkSizes chunk_sizes(const Engine& e, bool l1, int64_t n_rows) {
-  const double gram_flops =
-      2.0 * static_cast<double>(n_rows) * static_cast<double>(e.P) * static_cast<double>(e.P);
-  const bool heavy_gram = gram_flops > kHeavyGramFlops;
+  const bool heavy = heavy_gram(e, n_rows);
   if (e.forced_chunk > 0)
-    return {e.forced_chunk, e.forced_chunk, l1 && heavy_gram};
+    return {e.forced_chunk, e.forced_chunk, l1 && heavy};
   const bool above_one_block = !l1 && e.P > e.small_dense_max;
-  const int64_t cap = above_one_block ? (heavy_gram ? 1 : 2) : 8;
+  const int64_t cap = above_one_block ? (heavy ? 1 : 2) : 8;
   const int64_t hint = e.chunk_hint > 0 ? e.chunk_hint : (above_one_block ? 2 : 4);
-  return {std::min(hint, cap), l1 ? 4 : (above_one_block ? 1 : 2), l1 && heavy_gram};
+  return {std::min(hint, cap), l1 ? 4 : (above_one_block ? 1 : 2), l1 && heavy};
 }
 
 template <class T>
@@ -154,6 +160,27 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
   ctx.with_meat = with_meat;
   // The fused row pass skips by itself until the solve ended: no readback to wait for.
   ctx.gram_after_end = chunks.gram_after_end && !ctx.fused_gram();
+  // Newton's heavy cuBLAS Gram, incrementally (UpdateContext::incremental_gram): not with K,
+  // whose rows come from the row pass at the final beta, nor with a chunk size the tests fixed.
+  ctx.incremental_gram = !ctx.k.l1 && !ctx.fused_gram() && !with_meat && e.incremental_gram &&
+                         e.forced_chunk == 0 && heavy_gram(e, b.n_rows);
+  if (ctx.incremental_gram) {
+    ctx.first_chunk = 1;
+    ctx.later_chunk = 1;
+    reserve_elems(e.ws.curvature, b.n_rows, sizeof(double), "recorded curvature weights");
+    reserve_elems(e.ws.curvature_delta, b.n_rows, sizeof(double), "curvature changes");
+    reserve_elems(e.ws.flip_flags, b.n_rows, 1, "changed-row flags");
+    reserve_elems(e.ws.flip_rows, b.n_rows, sizeof(int), "changed rows");
+    size_t select_bytes = 0;
+    check_cuda(cub::DeviceSelect::Flagged(nullptr, select_bytes, thrust::counting_iterator<int>(0),
+                                          e.ws.flip_flags.as<unsigned char>(),
+                                          e.ws.flip_rows.as<int>(), static_cast<int*>(nullptr),
+                                          static_cast<int>(b.n_rows), e.stream),
+               "cub::DeviceSelect::Flagged (temporary storage)");
+    reserve_elems(e.ws.select_temp, static_cast<int64_t>(select_bytes), 1, "changed-row selection");
+    check_cuda(cudaMemsetAsync(e.ws.flip_flags.data(), 0, b.n_rows, e.stream),
+               "cudaMemsetAsync (changed-row flags)");
+  }
 
   // The row pass writes scaled rows for cuBLAS's Gram unless it forms the Gram itself (the
   // majoriser's pass zeroes the padding then, UpdateContext::majoriser_gram_pass).
