@@ -5,8 +5,10 @@ its verdict-and-solve kernel and cuSOLVER's factor run only above the one-block 
 on an H200); 257, 289 and 384: the cluster Cholesky with 9 tile rows on 8 blocks, 10 rows with
 two on some blocks, and its limit; 385: cuSOLVER's. Float64, host input, two iterations each
 (the cap's convergence warnings are silenced), without a penalty and, at P = 17 and 257, with
-the L1 penalty (its LAMM kernels). Run by run_device_suite.sh under memcheck and racecheck with
-RH_CUDA_LIBRARY pointing at the library under test; exits non-zero if an update fails.
+the L1 penalty (its LAMM kernels). Then the incremental Gram (a heavy Gram, 2 n P^2 > 2e9):
+two batches of 16,000 x 256, four iterations each, so rows change weight between row passes.
+Run by run_device_suite.sh under memcheck and racecheck with RH_CUDA_LIBRARY pointing at the
+library under test; exits non-zero if an update fails.
 """
 
 import sys
@@ -33,6 +35,19 @@ def main() -> int:
                 print(f"P = {parameters} {penalty}: non-finite coefficients")
                 return 1
             print(f"P = {parameters} {penalty}: {model.n_iter_} iterations")
+    model = RenewableHuberRegressor(backend="native_cuda", device="cuda", dtype="float64",
+                                    max_iter=4)
+    beta = rng.uniform(-1, 1, 256)
+    for batch in range(2):
+        X = rng.standard_normal((16_000, 256))
+        y = X @ beta + rng.standard_t(3, X.shape[0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.partial_fit(X, y)
+        if not np.isfinite(model.coef_).all():
+            print(f"incremental Gram, batch {batch}: non-finite coefficients")
+            return 1
+        print(f"incremental Gram, batch {batch}: {model.n_iter_} iterations")
     return 0
 
 
