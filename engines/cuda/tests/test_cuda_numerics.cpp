@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "test_support.hpp"
 
@@ -401,9 +402,12 @@ void test_graphs_on_and_off_agree() {
 // the rows whose curvature weight changed are added, or the Gram is formed again in full from
 // the recorded weights when too many changed (docs/decisions.md, "The incremental Gram"). Both
 // ways must give the fit of the Gram formed in full at every row pass (the switch off), up to
-// the rounding of a different order of the same sums. 12,000 rows x 301 parameters per batch,
-// three batches: the first starts at beta = 0 with most residuals outside tau (the majoriser's
-// steps, most rows changing), the later ones from the previous fit (a few rows changing).
+// the rounding of a different order of the same sums. Three batches of 12,000 rows x 301
+// parameters (the cluster Cholesky's range) and of 64,000 x 129 (the one-block Cholesky's, just
+// above the fused row pass's limit, where the incremental Gram also fixes the chunks at one
+// iteration): the first batch starts at beta = 0 with most residuals outside tau (the
+// majoriser's steps, most rows changing), the later ones from the previous fit (a few rows
+// changing).
 void test_incremental_gram_matches_the_full_gram() {
   struct Mode {
     const char* name;
@@ -415,51 +419,53 @@ void test_incremental_gram_matches_the_full_gram() {
       {"incremental", nullptr, nullptr},
       {"formed again from the recorded weights", "RH_CUDA_TEST_GRAM_FLIP_MAX", "0"},
       {"incremental, at most 64 changed rows added", "RH_CUDA_TEST_GRAM_FLIP_MAX", "64"}};
-  constexpr int64_t kRows = 12000, kWide = 300;
-  for (const uint64_t flags : {uint64_t{0}, uint64_t{RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS}}) {
-    const bool device = flags != 0;
-    std::vector<Fit> fits, fits32;
-    for (const Mode& mode : modes) {
-      if (mode.variable != nullptr)
-        setenv(mode.variable, mode.value, 1);
-      fits.push_back(stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_NONE, flags, device,
-                                        false, true, 3, kRows, kWide));
-      fits32.push_back(stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, flags, device,
-                                         false, true, 3, kRows, kWide));
-      if (mode.variable != nullptr)
-        unsetenv(mode.variable);
-    }
-    const Fit& ref = fits.front();
-    const Fit& ref32 = fits32.front();
-    for (size_t m = 0; m < fits.size(); ++m) {
-      RH_CHECK(fits[m].status == RH_CUDA_SUCCESS && fits32[m].status == RH_CUDA_SUCCESS);
-      double coef = 0.0, info = 0.0, coef32 = 0.0, info32 = 0.0;
-      for (size_t j = 0; j < ref.coef.size(); ++j) {
-        coef = std::fmax(coef,
-                         std::fabs(fits[m].coef[j] - ref.coef[j]) / (1.0 + std::fabs(ref.coef[j])));
-        coef32 = std::fmax(coef32, std::fabs(fits32[m].coef[j] - ref32.coef[j]) /
-                                       (1.0 + std::fabs(ref32.coef[j])));
+  const std::pair<int64_t, int64_t> shapes[] = {{12000, 300}, {64000, 128}};
+  for (const auto& [rows, features] : shapes)
+    for (const uint64_t flags : {uint64_t{0}, uint64_t{RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS}}) {
+      const bool device = flags != 0;
+      std::vector<Fit> fits, fits32;
+      for (const Mode& mode : modes) {
+        if (mode.variable != nullptr)
+          setenv(mode.variable, mode.value, 1);
+        fits.push_back(stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_NONE, flags,
+                                          device, false, true, 3, rows, features));
+        fits32.push_back(stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, flags,
+                                           device, false, true, 3, rows, features));
+        if (mode.variable != nullptr)
+          unsetenv(mode.variable);
       }
-      for (size_t j = 0; j < ref.info.size(); ++j) {
-        info = std::fmax(info,
-                         std::fabs(fits[m].info[j] - ref.info[j]) / (1.0 + std::fabs(ref.info[j])));
-        info32 = std::fmax(info32, std::fabs(fits32[m].info[j] - ref32.info[j]) /
-                                       (1.0 + std::fabs(ref32.info[j])));
+      const Fit& ref = fits.front();
+      const Fit& ref32 = fits32.front();
+      for (size_t m = 0; m < fits.size(); ++m) {
+        RH_CHECK(fits[m].status == RH_CUDA_SUCCESS && fits32[m].status == RH_CUDA_SUCCESS);
+        double coef = 0.0, info = 0.0, coef32 = 0.0, info32 = 0.0;
+        for (size_t j = 0; j < ref.coef.size(); ++j) {
+          coef = std::fmax(
+              coef, std::fabs(fits[m].coef[j] - ref.coef[j]) / (1.0 + std::fabs(ref.coef[j])));
+          coef32 = std::fmax(coef32, std::fabs(fits32[m].coef[j] - ref32.coef[j]) /
+                                         (1.0 + std::fabs(ref32.coef[j])));
+        }
+        for (size_t j = 0; j < ref.info.size(); ++j) {
+          info = std::fmax(
+              info, std::fabs(fits[m].info[j] - ref.info[j]) / (1.0 + std::fabs(ref.info[j])));
+          info32 = std::fmax(info32, std::fabs(fits32[m].info[j] - ref32.info[j]) /
+                                         (1.0 + std::fabs(ref32.info[j])));
+        }
+        std::printf(
+            "incremental Gram (P = %lld, %s, %s input): against the full Gram, coefficients "
+            "%.3e, information %.3e, last batch %d iterations (float64); %.3e, %.3e, %d "
+            "(float32)\n",
+            static_cast<long long>(features + 1), modes[m].name, device ? "device, graphs" : "host",
+            coef, info, static_cast<int>(fits[m].diag.iterations), coef32, info32,
+            static_cast<int>(fits32[m].diag.iterations));
+        RH_CHECK(coef < 1e-10 && info < 1e-11);
+        RH_CHECK(fits[m].diag.iterations == ref.diag.iterations);
+        RH_CHECK(fits[m].diag.converged == 1);
+        // float32: the Gram's sums are rounded to float32 after each update, and the solve stops at
+        // float32's tolerance.
+        RH_CHECK(coef32 < 1e-4 && info32 < 1e-5);
       }
-      std::printf(
-          "incremental Gram (%s, %s input): against the full Gram, coefficients %.3e, information "
-          "%.3e, last batch %d iterations (float64); %.3e, %.3e, %d (float32)\n",
-          modes[m].name, device ? "device, graphs" : "host", coef, info,
-          static_cast<int>(fits[m].diag.iterations), coef32, info32,
-          static_cast<int>(fits32[m].diag.iterations));
-      RH_CHECK(coef < 1e-10 && info < 1e-11);
-      RH_CHECK(fits[m].diag.iterations == ref.diag.iterations);
-      RH_CHECK(fits[m].diag.converged == 1);
-      // float32: the Gram's sums are rounded to float32 after each update, and the solve stops at
-      // float32's tolerance.
-      RH_CHECK(coef32 < 1e-4 && info32 < 1e-5);
     }
-  }
 }
 
 void test_chunk_size_never_changes_results() {
