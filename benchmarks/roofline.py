@@ -61,6 +61,13 @@ launches, inference off), mirrored from engines/cuda/src:
   the solve, its row pass), or, when cuBLAS forms it (P > 128) and 2 n P^2 > 2e9, a status
   readback after every chunk and the final row pass, GEMM and commit once, after the
   synchronisation that showed the end;
+- Newton's heavy cuBLAS Gram (P > 128, 2 n P^2 > 2e9) is kept incrementally: the batch's first
+  row pass forms it in full and records every row's curvature weight (8 n bytes); later row
+  passes write no scaled rows and form no Gram, they read the recorded weights (8 n) and flag
+  the rows whose weight changed (n), and CUB's select (two launches, reading the n flags) lists
+  them; their rank-k update runs after the chunk's synchronisation, one iteration per chunk.
+  The record does not say how many rows changed, so the engine floor counts that update at zero
+  rows (and no second commit): on this path it is a lower bound;
 - iterations are queued in chunks with one synchronisation each: the first chunk as long as the
   engine's previous update needed (4, or 2 above the one-block limit, for a new engine; capped
   at 8, 2 above that limit, 1 there when 2 n P^2 > 2e9), later chunks 2 (Newton), 1 (Newton
@@ -103,6 +110,7 @@ SMALL_DENSE_MAX = 160  # the one-block Cholesky's limit on an H200 (device depen
 CLUSTER_CHOLESKY_MAX = 384  # the cluster Cholesky's limit on an H200 (device dependent)
 # above it: one iteration per chunk above the one-block limit, LAMM's Gram once
 HEAVY_GRAM_FLOPS = 2e9
+INCREMENTAL_GRAM = True  # Newton's heavy cuBLAS Gram kept incrementally (UpdateContext)
 FUSED_GRAM_MAX_P = 128  # the row pass forms the Gram itself up to this P
 FUSED_GRAM_SLOTS = (2, 3, 5, 8, 12, 16)  # its padded widths, in 8-column blocks
 GRAM_CHUNK_ROWS = 128
@@ -308,6 +316,13 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
 
     above_one_block = not l1 and P > small_dense_max
     first, later = chunk_sizes(l1=l1, above_one_block=above_one_block, n=n, P=P, hint=hint)
+    incremental = (INCREMENTAL_GRAM and not l1 and not fused
+                   and 2.0 * n * P * P > HEAVY_GRAM_FLOPS)
+    if incremental:
+        first, later = 1, 1
+    # An incremental Gram's later row passes: the recorded weights read, the flags written, and
+    # CUB's select over the flags (two launches); the changed rows' update counted at zero rows.
+    flagged = Work(bytes=8 * n + n + n, launches=2)
     queued, syncs = queued_iterations(k, first, later, max_iter)
     wasted = queued - k
 
@@ -316,6 +331,8 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     if padding_rows > 0 and not fused:  # cuBLAS's Gram reads the zeroed padding rows
         work.add(Work(bytes=padding_rows * P * s, launches=1))
     work.add(row_pass(with_gram=not l1, with_xtu=True))
+    if incremental:
+        work.add(Work(bytes=8 * n))  # the first pass records every row's weight
     work.add(Work(launches=1))  # gradient
     work.add(Work(launches=syncs))  # the commit after every chunk
     if l1:
@@ -357,12 +374,20 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     for _ in range(k):
         work.add(Work(launches=solve_launches))
         work.add(trials)
-        work.add(row_pass(with_gram=True, with_xtu=True))
+        work.add(row_pass(with_gram=not incremental, with_xtu=True))
+        if incremental:
+            work.add(flagged)
         work.add(Work(launches=1))  # gradient
     # Iterations queued past the end: every launch; cuBLAS's GEMM and gemv in full (the fused
-    # row pass and its sum return at once).
-    per_iteration_launches = solve_launches + 2 + 1 + gemv_launch + gram_launches + 1
-    wasted_gram = Work() if fused else Work(bytes=gram_reads * scaled_bytes, flops=gram_flops)
+    # row pass and its sum return at once), CUB's select in full.
+    pass_launches = flagged.launches if incremental else gram_launches
+    per_iteration_launches = solve_launches + 2 + 1 + gemv_launch + pass_launches + 1
+    if incremental:
+        wasted_gram = Work(bytes=n)  # the select's read of the flags
+    elif fused:
+        wasted_gram = Work()
+    else:
+        wasted_gram = Work(bytes=gram_reads * scaled_bytes, flops=gram_flops)
     work.add(Work(bytes=wasted * (wasted_gram.bytes + gemv_bytes), flops=wasted * wasted_gram.flops,
                   launches=wasted * per_iteration_launches))
     return work

@@ -181,6 +181,8 @@ def test_gram_by_column_blocks_from_512_parameters(monkeypatch):
     # starting beta's and one per iteration. Each is the upper triangle by the four blocks,
     # 2 n (256 * 256 + 512 * 256 + 768 * 256 + 1025 * 257) flops (62.5% of 2 n P^2), four GEMMs
     # and the sum, the scaled rows written once and read (256 + 512 + 768 + 1025) / 1025 times.
+    # (Newton's Gram formed in full at every pass: the incremental Gram has its own test.)
+    monkeypatch.setattr(roofline, "INCREMENTAL_GRAM", False)
     n, c, s, P = 50_000, 1024, 8, 1025
     per_gram = 2 * n * (256 * 256 + 512 * 256 + 768 * 256 + 1025 * 257)
     assert per_gram == 65_664_100_000
@@ -194,6 +196,36 @@ def test_gram_by_column_blocks_from_512_parameters(monkeypatch):
     assert blocked.bytes - whole.bytes == pytest.approx(3 * extra_reads * n * P * s)
     assert blocked.launches - whole.launches == 3 * 3
     assert blocked.syncs == whole.syncs
+
+
+def test_newton_with_a_heavy_cublas_gram_keeps_it_incrementally(monkeypatch):
+    # 262,144 x 128 float64 Newton, 3 iterations, on an engine whose last update needed 4.
+    # P = 129: above the fused row pass (128), within the one-block Cholesky (160); 2 n P^2 =
+    # 8.7e9 > 2e9. Formed in full at every pass, the first chunk is 4 iterations (one
+    # synchronisation, one iteration queued past the end whose GEMM runs in full). Kept
+    # incrementally, the batch's first row pass forms the Gram (and records every row's weight,
+    # 8 n bytes), each iteration's row pass flags the changed rows instead (reads the weights, 8
+    # n; writes the flags, n) and CUB's select reads the flags (n, two launches); the changed
+    # rows' update is counted at zero rows; one iteration per chunk.
+    n, c, s, P = 262_144, 128, 8, 129
+    k = 3
+    incremental = roofline.engine_work(n, c, s, k, l1=False, host=False, hint=4)
+    monkeypatch.setattr(roofline, "INCREMENTAL_GRAM", False)
+    full = roofline.engine_work(n, c, s, k, l1=False, host=False, hint=4)
+    assert roofline.chunk_sizes(l1=False, above_one_block=False, n=n, P=P, hint=4) == (4, 2)
+    assert (full.syncs, incremental.syncs) == (1, k)
+    one_gram = 2.0 * n * P * P
+    assert full.flops == (1 + k + 1) * one_gram
+    assert incremental.flops == one_gram
+    # A Gram pass writes the scaled rows and the GEMM reads them (one column block).
+    gram_pass_bytes = 2 * n * P * s
+    assert full.bytes - incremental.bytes == pytest.approx(
+        (k + 1) * gram_pass_bytes - 8 * n - k * 10 * n)
+    # An iteration: the Cholesky kernel, trials and select, the row pass, gemv, the GEMM and
+    # its sum (the select's two launches instead), the gradient. The full model pays one more
+    # iteration; the incremental one commits after every iteration.
+    per_iteration = 1 + 2 + 1 + 1 + 2 + 1
+    assert full.launches - incremental.launches == per_iteration + 1 - k
 
 
 def _case(**kwargs):
