@@ -40,9 +40,9 @@ Engine floor: the passes librh_cuda actually queues with its default settings (e
 launches, inference off), mirrored from engines/cuda/src:
 
 - per batch: a validation pass (reads X, y), then a row pass at the starting beta;
-- a row pass reads X and y, writes the residuals (8 n bytes) and, when c > 32, the scores
-  (n s) that cuBLAS's gemv then reads with X again for X'u (c <= 32: X'u is formed inside the
-  row pass);
+- a row pass reads X and y, writes the residuals (8 n bytes) and forms X'u itself (per-block
+  partials, not counted) up to c = 1,024 (the fused row pass, which forms the Gram too: up to c
+  = 32); otherwise it writes the scores (n s) that cuBLAS's gemv then reads with X again;
 - the Gram (Newton's at every iteration, LAMM's once): up to P = 128 the row pass forms it
   itself (2 n P^2 flops on the tensor cores) and writes one padded partial Gram per block
   (8 pad^2 bytes each), which one more kernel reads and sums; above, the row pass writes the
@@ -105,7 +105,10 @@ DEVICE_SCHEMA = "renewable-huber-device-constants"
 DEVICE_VERSION = 1
 
 # librh_cuda's constants that decide its passes and launches (engines/cuda/src).
-WIDE_ROW_COLUMNS = 32  # X'u inside the row pass up to this many stored columns
+# X'u inside the row pass up to this many stored columns: the fused row pass (which forms the
+# Gram), and the other row passes
+FUSED_XTU_MAX_COLUMNS = 32
+ROW_PASS_XTU_MAX_COLUMNS = 512
 SMALL_DENSE_MAX = 160  # the one-block Cholesky's limit on an H200 (device dependent)
 CLUSTER_CHOLESKY_MAX = 384  # the cluster Cholesky's limit on an H200 (device dependent)
 # above it: one iteration per chunk above the one-block limit, LAMM's Gram once
@@ -278,11 +281,13 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
                 max_iter: int = MAX_ITER) -> Work:
     """The passes and launches librh_cuda queues for one batch (module docstring)."""
     P = c + 1
-    wide = c > WIDE_ROW_COLUMNS
+
+    def xtu_in_pass(fused_pass: bool) -> bool:
+        return c <= (FUSED_XTU_MAX_COLUMNS if fused_pass else ROW_PASS_XTU_MAX_COLUMNS)
+
     batch_bytes = n * (c + 1) * s
     scaled_bytes = n * P * s
-    gemv_bytes = (n * c * s + n * s) if wide else 0
-    gemv_launch = 1 if wide else 0
+    gemv_bytes = n * c * s + n * s  # cuBLAS's X'u: X and the scores
     chunks, chunk_rows = gram_split(n, P)
     padding_rows = chunks * chunk_rows - n  # zeroed once per batch (cudaMemsetAsync)
     fused = P <= FUSED_GRAM_MAX_P
@@ -300,10 +305,11 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
 
     def row_pass(with_gram: bool, with_xtu: bool) -> Work:
         # residuals; scaled rows for cuBLAS's Gram; scores unless the pass forms X'u itself
-        written = 8 * n + (n * s if wide or not with_xtu else 0)
+        in_pass = with_xtu and xtu_in_pass(with_gram and fused)
+        written = 8 * n + (0 if in_pass else n * s)
         work = Work(bytes=batch_bytes + written, launches=1)
-        if with_xtu:
-            work.add(Work(bytes=gemv_bytes, launches=gemv_launch))
+        if with_xtu and not in_pass:
+            work.add(Work(bytes=gemv_bytes, launches=1))
         if with_gram:
             work.add(gram_of_the_pass())
         return work
@@ -343,8 +349,10 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
             work.add(row_pass(with_gram=False, with_xtu=True))
             work.add(Work(launches=1))
         # Iterations queued past the end: every launch, and cuBLAS's gemv in full.
-        per_iteration_launches = 8 + 1 + gemv_launch + 1
-        work.add(Work(bytes=wasted * gemv_bytes, launches=wasted * per_iteration_launches))
+        lamm_gemv = 0 if xtu_in_pass(False) else 1
+        per_iteration_launches = 8 + 1 + lamm_gemv + 1
+        work.add(Work(bytes=wasted * lamm_gemv * gemv_bytes,
+                      launches=wasted * per_iteration_launches))
         # The final Gram's row pass (residuals, scores; no X'u) runs once.
         final = Work(bytes=batch_bytes + 8 * n + n * s)
         final.add(gram_of_the_pass())
@@ -381,14 +389,16 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     # Iterations queued past the end: every launch; cuBLAS's GEMM and gemv in full (the fused
     # row pass and its sum return at once), CUB's select in full.
     pass_launches = flagged.launches if incremental else gram_launches
-    per_iteration_launches = solve_launches + 2 + 1 + gemv_launch + pass_launches + 1
+    newton_gemv = 0 if xtu_in_pass(fused) else 1
+    per_iteration_launches = solve_launches + 2 + 1 + newton_gemv + pass_launches + 1
     if incremental:
         wasted_gram = Work(bytes=n)  # the select's read of the flags
     elif fused:
         wasted_gram = Work()
     else:
         wasted_gram = Work(bytes=gram_reads * scaled_bytes, flops=gram_flops)
-    work.add(Work(bytes=wasted * (wasted_gram.bytes + gemv_bytes), flops=wasted * wasted_gram.flops,
+    work.add(Work(bytes=wasted * (wasted_gram.bytes + newton_gemv * gemv_bytes),
+                  flops=wasted * wasted_gram.flops,
                   launches=wasted * per_iteration_launches))
     return work
 
@@ -553,7 +563,8 @@ def render(rows: list[dict], device_data: dict, record: dict, side: str) -> str:
         "iteration (LAMM: one at the solution), one launch per iteration, one "
         "synchronisation per batch. **engine**: the passes, launches and synchronisations "
         "librh_cuda queues (validation pass, row passes writing the scaled rows, line-search "
-        "pass, chunked GEMM, X'u gemv above 32 columns, iterations queued past the end of a "
+        "pass, chunked GEMM, X'u by gemv where the row pass does not form it, iterations queued "
+        "past the end of a "
         "chunk); engine terms in ms: memory / Gram / launch / sync / PCIe. Times are medians "
         "of the record's samples, per case (the whole stream).",
         "",

@@ -129,7 +129,7 @@ def test_lamm_with_a_heavy_gram_forms_it_once_after_one_more_synchronisation():
     assert fused.syncs == 3
 
 
-def test_engine_floor_above_the_one_block_limit():
+def test_engine_floor_above_the_one_block_limit(monkeypatch):
     # 4,096 x 256 float64 Newton: P = 257 > 160 so the cluster Cholesky factors (P <= 384); 2 n
     # P^2 = 5.4e8 <= 2e9 so the first chunk is 2 and later chunks 1: 4 iterations in chunks 2,
     # 1, 1.
@@ -140,23 +140,30 @@ def test_engine_floor_above_the_one_block_limit():
     assert roofline.gram_split(n, P) == (10, 410)
     batch = n * (c + 1) * s
     scaled = n * P * s
-    gemv = n * c * s + n * s  # X'u by cuBLAS over the scores (c > 32)
-    row_pass = batch + 8 * n + scaled + n * s
+    row_pass = batch + 8 * n + scaled  # X'u inside the pass (c <= 512): no scores
     trials = n * c * s + 8 * n
     padding = 4 * P * s
-    expected = batch + padding + 5 * (row_pass + gemv + scaled) + 4 * trials
+    expected = batch + padding + 5 * (row_pass + scaled) + 4 * trials
     work = roofline.engine_work(n, c, s, 4, l1=False, host=False, hint=0)
-    assert work.bytes == expected == 210_870_304
+    assert work.bytes == expected == 168_599_584
     assert work.flops == 5 * 2 * n * P * P
-    # fixed: validation, begin, memset, row pass, gemv, GEMM, sum, gradient, 3 commits;
+    # fixed: validation, begin, memset, row pass, GEMM, sum, gradient, 3 commits;
     # per iteration: the cluster Cholesky, the acceptance test and solves, J dir, trials,
-    # select, row pass, gemv, GEMM, sum, gradient
-    assert work.launches == 8 + 3 + 4 * 10 == 51
+    # select, row pass, GEMM, sum, gradient
+    assert work.launches == 7 + 3 + 4 * 9 == 46
     # beyond the cluster Cholesky's limit cuSOLVER factors: assemble and potrf, one launch more
     # per iteration, the same bytes and chunks
     beyond = roofline.engine_work(n, c, s, 4, l1=False, host=False, hint=0,
                                   cluster_cholesky_max=256)
-    assert beyond.launches == 8 + 3 + 4 * 11 == 55
+    assert beyond.launches == 7 + 3 + 4 * 10 == 50
+    # Above 512 stored columns the row pass leaves the scores (n s) to cuBLAS's gemv, which
+    # reads X and them again: 5 row passes, one launch each.
+    n2, c2 = 2_000, 513
+    wider = roofline.engine_work(n2, c2, s, 4, l1=False, host=False, hint=0)
+    monkeypatch.setattr(roofline, "ROW_PASS_XTU_MAX_COLUMNS", 513)
+    in_pass = roofline.engine_work(n2, c2, s, 4, l1=False, host=False, hint=0)
+    assert wider.bytes - in_pass.bytes == 5 * (n2 * s + n2 * c2 * s + n2 * s)
+    assert wider.launches - in_pass.launches == 5
     assert (beyond.bytes, beyond.syncs) == (work.bytes, work.syncs)
     # a heavy Gram (200,000 x 1,024: 2 n P^2 = 4.2e11) queues one iteration per chunk
     assert roofline.chunk_sizes(l1=False, above_one_block=True, n=50_000, P=1025, hint=9) == (1, 1)
@@ -217,14 +224,15 @@ def test_newton_with_a_heavy_cublas_gram_keeps_it_incrementally(monkeypatch):
     one_gram = 2.0 * n * P * P
     assert full.flops == (1 + k + 1) * one_gram
     assert incremental.flops == one_gram
-    # A Gram pass writes the scaled rows and the GEMM reads them (one column block).
-    gram_pass_bytes = 2 * n * P * s
+    # A Gram pass writes the scaled rows and the GEMM reads them (one column block); the
+    # iteration queued past the end skips its row pass, but its GEMM reads the rows again.
+    scaled = n * P * s
     assert full.bytes - incremental.bytes == pytest.approx(
-        (k + 1) * gram_pass_bytes - 8 * n - k * 10 * n)
-    # An iteration: the Cholesky kernel, trials and select, the row pass, gemv, the GEMM and
-    # its sum (the select's two launches instead), the gradient. The full model pays one more
-    # iteration; the incremental one commits after every iteration.
-    per_iteration = 1 + 2 + 1 + 1 + 2 + 1
+        k * 2 * scaled + scaled - 8 * n - k * 10 * n)
+    # An iteration: the Cholesky kernel, trials and select, the row pass (X'u inside it), the
+    # GEMM and its sum (the select's two launches instead), the gradient. The full model pays
+    # one more iteration; the incremental one commits after every iteration.
+    per_iteration = 1 + 2 + 1 + 2 + 1
     assert full.launches - incremental.launches == per_iteration + 1 - k
 
 

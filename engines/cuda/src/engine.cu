@@ -350,8 +350,9 @@ void reserve_workspace(Engine& e, int64_t PP) {
                 int64_t{kMaxRowBlocks} * std::max(kLineSearchTrials, kLammMaxGroup), sizeof(double),
                 "line-search partials");
   reserve_elems(ws.row_partials, int64_t{kMaxRowBlocks} * 2, sizeof(double), "row partials");
-  reserve_elems(ws.xtu_partials, int64_t{kMaxRowBlocks} * kWideRowColumns, sizeof(double),
-                "X'u partials");
+  reserve_elems(ws.xtu_partials,
+                int64_t{kMaxRowBlocks} * xtu_partials_stride(std::min(P, kRowPassXtuMaxColumns)),
+                sizeof(double), "X'u partials");
   reserve_elems(ws.bad_partials, int64_t{kMaxRowBlocks} * kBadKinds, sizeof(unsigned long long),
                 "validation partials");
   reserve_elems(ws.commit_flags, kMaxElementwiseBlocks, sizeof(int), "commit flags");

@@ -72,7 +72,7 @@ struct Workspace {
   // K's scaled design sqrt(w) |psi(r)| x at the final beta (Gram-padded like scaled_rows),
   // reserved only for updates that keep K.
   GrowingBuffer meat_rows;
-  GrowingBuffer xtu_partials;  // per row-pass block, kWideRowColumns each
+  GrowingBuffer xtu_partials;  // per row-pass block, xtu_partials_stride(ncols_x) each
   GrowingBuffer bad_partials;  // per validation block, kBadKinds first bad indices
   GrowingBuffer commit_flags;  // per commit block, a non-finite flag
   // Per-chunk partial Grams (split over rows), reduced in a fixed order.

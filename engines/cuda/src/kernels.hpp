@@ -11,8 +11,8 @@ namespace rh {
 
 // Lanes per row of a row pass (1, 8 above kNarrowRowColumns stored columns, a warp above
 // kWideRowColumns), and the fixed number of blocks a row pass over n_rows such rows launches.
-// Row passes over rows of at most kWideRowColumns stored columns can form X'u themselves
-// (xtu_partials: kWideRowColumns per block; otherwise scores for cuBLAS's gemv).
+// Row passes can form X'u themselves (solver_types.hpp, kRowPassXtuMaxColumns; xtu_partials:
+// xtu_partials_stride(ncols_x) per block; otherwise scores for cuBLAS's gemv).
 int row_team(int64_t ncols_x);
 int row_blocks(int64_t n_rows, int64_t ncols_x);
 // Validation checks the rows in tiles of validation_tile_rows consecutive rows, one block and
@@ -49,8 +49,9 @@ void launch_recorded_scaled_rows(const RowView<T>& rows, CurvatureTrack track, T
 // The row pass with the Gram fused in, for P <= kFusedGramMaxP (what launch_row_pass writes,
 // without K's rows, and instead of scaled rows the Gram of each block's rows): the grid is
 // fused_gram_blocks(n, P) blocks, each with its partials (2 in partials, kWideRowColumns of X'u
-// when xtu_partials is not null, else the scores) and its Gram's upper 8 x 8 blocks in
-// gram_partials (fused_gram_padded(P)^2 doubles per block, column-major).
+// when xtu_partials is not null, for rows of at most kWideRowColumns columns, else the scores) and
+// its Gram's upper 8 x 8 blocks in gram_partials (fused_gram_padded(P)^2 doubles per block,
+// column-major).
 int64_t fused_gram_padded(int64_t P);
 int fused_gram_blocks(int64_t n_rows, int64_t P);
 // The largest P the fused row pass forms the Gram for on this device: kFusedGramMaxP where the

@@ -188,20 +188,22 @@ __global__ void validate_rows_kernel(RowView<T> rows, int64_t tile_rows, int fir
     bad_partials[kBadKinds * tile + threadIdx.x] = bad[threadIdx.x];
 }
 
-// Columns of X'u one lane accumulates when the row pass forms X'u itself (rows of at most
-// kWideRowColumns stored columns): lane l of a team of Team lanes owns columns l, l + Team, ...
-template <int Team>
+// Columns of X'u one lane accumulates when the row pass forms X'u itself: lane l of a team of
+// Team lanes owns columns l, l + Team, ...; a warp's lanes (rows wider than kWideRowColumns)
+// own WideSlots columns each, WideSlots chosen by the launcher for the row's width.
+template <int Team, int WideSlots>
 constexpr int xtu_slots() {
   if (Team == 1)
     return static_cast<int>(kNarrowRowColumns);
-  return Team >= kWideRowColumns ? 1 : static_cast<int>(kWideRowColumns) / Team;
+  return Team >= kWideRowColumns ? WideSlots : static_cast<int>(kWideRowColumns) / Team;
 }
 
 // A row pass block's partials: sum w rho and sum w psi at partials[2 block] and [2 block + 1]
 // and, when xtu_partials is not null, X'u from each lane's kSlots column sums (lane l of a team
 // of Team lanes owns columns l, l + Team, ...): the lanes that own the same columns summed with a
-// fixed butterfly, then the warps in order, column j at xtu_partials[block * kWideRowColumns +
-// j]. Every thread of the block calls it; `shared` holds kThreads doubles.
+// fixed butterfly, then the warps in order, column j at xtu_partials[block *
+// xtu_partials_stride(ncols_x) + j]. Every thread of the block calls it; `shared` holds kThreads
+// doubles.
 template <int Team, int kSlots>
 __device__ void write_row_partials(double rho, double score, const double (&xtu)[kSlots],
                                    int64_t ncols_x, double* shared, double* partials,
@@ -216,21 +218,41 @@ __device__ void write_row_partials(double rho, double score, const double (&xtu)
     return;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
+  const int64_t stride = xtu_partials_stride(ncols_x);
+  if constexpr (Team >= kWideRowColumns) {
+    // A warp per row: lane l's slot k is column l + 32 k. One round per 32 columns.
 #pragma unroll
-  for (int k = 0; k < kSlots; ++k) {
-    double v = xtu[k];
+    for (int k = 0; k < kSlots; ++k) {
+      if (k * kWideRowColumns >= ncols_x)
+        break;
+      shared[warp * kWideRowColumns + lane] = xtu[k];
+      __syncthreads();
+      const int64_t j = k * kWideRowColumns + threadIdx.x;
+      if (threadIdx.x < kWideRowColumns && j < ncols_x) {
+        double total = 0.0;
+        for (int w = 0; w < kWarps; ++w)
+          total += shared[w * kWideRowColumns + threadIdx.x];
+        xtu_partials[blockIdx.x * stride + j] = total;
+      }
+      __syncthreads();
+    }
+  } else {
 #pragma unroll
-    for (int offset = Team; offset < 32; offset <<= 1)
-      v += __shfl_xor_sync(0xffffffffu, v, offset);
-    if (lane < Team)
-      shared[warp * kWideRowColumns + lane + k * Team] = v;
-  }
-  __syncthreads();
-  if (threadIdx.x < ncols_x) {
-    double total = 0.0;
-    for (int w = 0; w < kWarps; ++w)
-      total += shared[w * kWideRowColumns + threadIdx.x];
-    xtu_partials[blockIdx.x * kWideRowColumns + threadIdx.x] = total;
+    for (int k = 0; k < kSlots; ++k) {
+      double v = xtu[k];
+#pragma unroll
+      for (int offset = Team; offset < 32; offset <<= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, offset);
+      if (lane < Team)
+        shared[warp * kWideRowColumns + lane + k * Team] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < ncols_x) {
+      double total = 0.0;
+      for (int w = 0; w < kWarps; ++w)
+        total += shared[w * kWideRowColumns + threadIdx.x];
+      xtu_partials[blockIdx.x * stride + threadIdx.x] = total;
+    }
   }
 }
 
@@ -246,7 +268,7 @@ __device__ __forceinline__ void write_scaled_row(const RowView<T>& rows, int64_t
     out[rows.P - 1] = static_cast<T>(root);
 }
 
-template <class T, int Team>
+template <class T, int Team, int WideSlots = 1>
 __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau, DeviceScalars* sc,
                                 double* residual, T* score, T* scaled, T* meat_scaled,
                                 double* partials, double* xtu_partials, CurvatureTrack track,
@@ -260,7 +282,7 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
   const bool meat_here = meat_scaled != nullptr && solve_ended(*sc);
   if (meat_scaled != nullptr && blockIdx.x == 0 && threadIdx.x == 0)
     sc->meat_rows_final = meat_here ? 1 : 0;
-  constexpr int kSlots = xtu_slots<Team>();
+  constexpr int kSlots = xtu_slots<Team, WideSlots>();
   __shared__ double shared[kThreads];
   const RowTeam<Team> team;
   const double h = sc->bandwidth;
@@ -283,7 +305,7 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
     }
     if (meat_here)
       write_scaled_row<Team>(rows, i, team.lane, sqrt(w) * fabs(psi), meat_scaled);
-    if (Team < kWideRowColumns && xtu_partials != nullptr) {
+    if (xtu_partials != nullptr) {
 #pragma unroll
       for (int k = 0; k < kSlots; ++k) {
         const int64_t j = team.lane + k * Team;
@@ -312,7 +334,7 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
     }
   }
   write_row_partials<Team, kSlots>(rho_acc, score_acc, xtu_acc, rows.ncols_x, shared, partials,
-                                   Team < kWideRowColumns ? xtu_partials : nullptr);
+                                   xtu_partials);
 }
 
 // launch_flipped_rows: row s of U and V from flipped row rows_of[s], a team per row.
@@ -818,6 +840,26 @@ template <class T>
 void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, DeviceScalars* sc,
                      double* residual, T* score, T* scaled, T* meat_scaled, double* partials,
                      double* xtu_partials, CurvatureTrack track, RunWhen when, cudaStream_t s) {
+  if (xtu_partials != nullptr && row_team(rows.ncols_x) == 32) {
+    // A warp per row forming X'u: as few column slots per lane as the row needs.
+    if (rows.ncols_x > kRowPassXtuMaxColumns)
+      fail(RH_CUDA_INTERNAL_ERROR, "row pass: X'u partials for %lld columns",
+           static_cast<long long>(rows.ncols_x));
+    const int blocks = row_blocks(rows.n, rows.ncols_x);
+    auto launch = [&](auto kernel) {
+      launch_kernel("row_pass_kernel", kernel, blocks, kThreads, s, rows, beta, tau, sc, residual,
+                    score, scaled, meat_scaled, partials, xtu_partials, track,
+                    static_cast<int>(when));
+    };
+    static_assert(kRowPassXtuMaxColumns == 16 * 32, "the widest X'u slots below");
+    if (rows.ncols_x <= 128)
+      launch(row_pass_kernel<T, 32, 4>);
+    else if (rows.ncols_x <= 256)
+      launch(row_pass_kernel<T, 32, 8>);
+    else
+      launch(row_pass_kernel<T, 32, 16>);
+    return;
+  }
   RH_LAUNCH_ROWS(row_pass_kernel, T, rows, s, rows, beta, tau, sc, residual, score, scaled,
                  meat_scaled, partials, xtu_partials, track, static_cast<int>(when));
 }

@@ -21,6 +21,19 @@ constexpr int kMaxElementwiseBlocks = 4096;
 // by 8 lanes each (coalesced, and enough threads for few rows); narrower rows by one lane.
 constexpr int64_t kWideRowColumns = 32;
 constexpr int64_t kNarrowRowColumns = 8;
+// X'u: the row pass forms it itself (per-block partials in double, summed in a fixed order by
+// the gradient kernel) for rows of at most kRowPassXtuMaxColumns stored columns, the fused row
+// pass (launch_row_pass_gram) for rows of at most kWideRowColumns; wider rows leave scores for
+// cuBLAS's gemv. Lane l of a warp owns columns l, l + 32, ... (kRowPassXtuMaxColumns / 32
+// registers at most).
+constexpr int64_t kRowPassXtuMaxColumns = 512;
+// Columns per block in the X'u partials: kWideRowColumns up to that many columns, else ncols_x
+// rounded up to a whole warp.
+constexpr int64_t xtu_partials_stride(int64_t ncols_x) {
+  return ncols_x <= kWideRowColumns
+             ? kWideRowColumns
+             : (ncols_x + kWideRowColumns - 1) / kWideRowColumns * kWideRowColumns;
+}
 // The solver constants of docs/algorithm.md ("Solvers"), from rh_algorithm.h: the kernels
 // size registers and shared memory with them, so they are compile-time constants here.
 constexpr int kLineSearchTrials = RH_LINE_SEARCH_TRIALS;  // t = 1, 1/2, ..., 2^-26

@@ -116,10 +116,11 @@ __global__ void gradient_kernel(const double* J, const double* beta, const doubl
   acc = warp_sum(acc);
   double xtu_j = sums[1];  // the intercept column of an appended intercept is all ones
   if (j < ncols_x) {
-    xtu_j = xtu_partials != nullptr
-                ? warp_column_sum(xtu_partials, blocks, static_cast<int>(kWideRowColumns),
-                                  static_cast<int>(j))
-                : static_cast<double>(xtu[j]);
+    xtu_j =
+        xtu_partials != nullptr
+            ? warp_column_sum(xtu_partials, blocks, static_cast<int>(xtu_partials_stride(ncols_x)),
+                              static_cast<int>(j))
+            : static_cast<double>(xtu[j]);
   }
   if (lane != 0)
     return;

@@ -100,7 +100,9 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu) {
   const bool fused = with_gram && fused_gram();
   // After the first, an incremental Gram's row pass only flags the rows whose weight changed.
   const bool leaves_gram = with_gram && incremental_gram && gram_recorded;
-  double* xtu_partials = with_xtu && row_pass_xtu() ? e.ws.xtu_partials.as<double>() : nullptr;
+  if (with_xtu)
+    xtu_in_partials = row_pass_xtu(fused);
+  double* xtu_partials = with_xtu && xtu_in_partials ? e.ws.xtu_partials.as<double>() : nullptr;
   T* scaled = with_gram && !fused && !leaves_gram ? e.ws.scaled_rows.as<T>() : nullptr;
   if (fused) {
     launch_row_pass_gram<T>(rows, beta(), k.tau, device_scalars(), e.ws.residual.as<double>(),
@@ -117,7 +119,7 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu) {
   // cuBLAS cannot skip: queued past the end of a solve it recomputes X'u from unchanged scores,
   // bit for bit the same. Its Gram below is recomputed too, from scaled rows the majoriser's
   // pass may have overwritten, but only the sum that skips with the row pass writes gram().
-  if (with_xtu && !row_pass_xtu())
+  if (with_xtu && !xtu_in_partials)
     gemv_transposed(e.blas, rows, e.ws.score.as<T>(), xtu());
   if (fused) {
     launch_sum_fused_gram<T>(e.ws.gram_partials.as<double>(), row_partial_blocks, rows.P,
@@ -196,7 +198,7 @@ void UpdateContext<T>::majoriser_gram_pass() {
 template <class T>
 void UpdateContext<T>::gradient(RunWhen when, bool set_objective) {
   launch_gradient<T>(information64(), beta(), beta0(), xtu(),
-                     row_pass_xtu() ? e.ws.xtu_partials.as<double>() : nullptr, rows.ncols_x, k,
+                     xtu_in_partials ? e.ws.xtu_partials.as<double>() : nullptr, rows.ncols_x, k,
                      e.ws.row_partials.as<double>(), row_partial_blocks, set_objective,
                      device_scalars(), grad(), jdelta(), when, e.stream);
 }

@@ -67,8 +67,10 @@ struct UpdateContext {
   // next chunk's Cholesky attempt or the final commit. Chunks of one iteration.
   bool incremental_gram = false;
   bool gram_recorded = false;  // the batch's first Gram has been queued, its weights recorded
-  // Blocks of the last row pass queued, whose partials the next gradient sums.
+  // Blocks of the last row pass queued, whose partials the next gradient sums, and whether the
+  // last one that formed X'u left it in the partials (row_pass_xtu) or to cuBLAS's gemv.
   int row_partial_blocks = 0;
+  bool xtu_in_partials = false;
   bool used_svd = false;
   bool data_checked = false;
   // LAMM's curvature bound is in DeviceScalars.lamm_bound (computed at the first 40-rejection
@@ -110,9 +112,11 @@ struct UpdateContext {
   bool small_dense() const {
     return k.P <= e.small_dense_max;
   }
-  // The row pass forms X'u itself (narrow rows) instead of cuBLAS's gemv over the scores.
-  bool row_pass_xtu() const {
-    return rows.ncols_x <= kWideRowColumns;
+  // The row pass forms X'u itself instead of cuBLAS's gemv over the scores: the fused row pass
+  // (fused_pass) for rows of at most kWideRowColumns stored columns, the others up to
+  // kRowPassXtuMaxColumns.
+  bool row_pass_xtu(bool fused_pass) const {
+    return rows.ncols_x <= (fused_pass ? kWideRowColumns : kRowPassXtuMaxColumns);
   }
   // The row passes that form the Gram do it themselves (launch_row_pass_gram) instead of writing
   // scaled rows for cuBLAS: narrow enough, no K to keep (its rows come from the same pass), and
