@@ -41,13 +41,14 @@ launches, inference off), mirrored from engines/cuda/src:
 
 - per batch: a validation pass (reads X, y), then a row pass at the starting beta;
 - a row pass reads X and y, writes the residuals (8 n bytes) and forms X'u itself (per-block
-  partials, not counted) up to c = 1,024 (the fused row pass, which forms the Gram too: up to c
+  partials, not counted) up to c = 512 (the fused row pass, which forms the Gram too: up to c
   = 32); otherwise it writes the scores (n s) that cuBLAS's gemv then reads with X again;
 - the Gram (Newton's at every iteration, LAMM's once): up to P = 128 the row pass forms it
   itself (2 n P^2 flops on the tensor cores) and writes one padded partial Gram per block
   (8 pad^2 bytes each), which one more kernel reads and sums; above, the row pass writes the
   scaled rows sqrt(w c) x (n P s) and a cuBLAS GEMM reads them (2 n P^2 flops), in row chunks
-  summed by one more kernel; from 512 parameters one GEMM per column block of about 256
+  summed by one more kernel (after Newton's row passes that sum runs in the gradient's launch,
+  one launch fewer); from 512 parameters one GEMM per column block of about 256
   columns, over the rows up to the block's last column (the upper triangle: 2 n sum c1 (c1 -
   c0) flops, each block reading c1 / P of the scaled rows);
 - Newton iteration: the Cholesky attempt and solve (one kernel for P <= the one-block limit,
@@ -55,7 +56,7 @@ launches, inference off), mirrored from engines/cuda/src:
   and cuSOLVER potrf beyond, then one kernel for the acceptance test and both triangular
   solves, J dir), the 27 line-search trials in one pass (reads X and the residuals), the select
   kernel, the row pass and Gram at the new beta, the gradient kernel;
-- LAMM iteration: two groups of four launches for the 40 attempts (the first group's 8
+- LAMM iteration: two groups of three launches for the 40 attempts (the first group's 8
   candidates read X and y once; the second group returns at once), the row pass without the
   Gram, the gradient kernel; after every chunk the Gram's GEMM (and, in the chunk that ended
   the solve, its row pass), or, when cuBLAS forms it (P > 128) and 2 n P^2 > 2e9, a status
@@ -113,6 +114,8 @@ SMALL_DENSE_MAX = 160  # the one-block Cholesky's limit on an H200 (device depen
 CLUSTER_CHOLESKY_MAX = 384  # the cluster Cholesky's limit on an H200 (device dependent)
 # above it: one iteration per chunk above the one-block limit, LAMM's Gram once
 HEAVY_GRAM_FLOPS = 2e9
+# A LAMM attempt group: the candidates, the trials (with J delta), the pick
+LAMM_GROUP_LAUNCHES = 3
 INCREMENTAL_GRAM = True  # Newton's heavy cuBLAS Gram kept incrementally (UpdateContext)
 FUSED_GRAM_MAX_P = 128  # the row pass forms the Gram itself up to this P
 FUSED_GRAM_SLOTS = (2, 3, 5, 8, 12, 16)  # its padded widths, in 8-column blocks
@@ -303,8 +306,9 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     # The scaled rows written once, then read by each GEMM up to its block's last column.
     gram_reads = sum(c1 for _, c1 in column_blocks) / P
 
-    def row_pass(with_gram: bool, with_xtu: bool) -> Work:
-        # residuals; scaled rows for cuBLAS's Gram; scores unless the pass forms X'u itself
+    def row_pass(with_gram: bool, with_xtu: bool, sum_in_gradient: bool = False) -> Work:
+        # residuals; scaled rows for cuBLAS's Gram; scores unless the pass forms X'u itself.
+        # sum_in_gradient: Newton's passes, whose Gram sum runs in the gradient's launch.
         in_pass = with_xtu and xtu_in_pass(with_gram and fused)
         written = 8 * n + (0 if in_pass else n * s)
         work = Work(bytes=batch_bytes + written, launches=1)
@@ -312,6 +316,8 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
             work.add(Work(bytes=gemv_bytes, launches=1))
         if with_gram:
             work.add(gram_of_the_pass())
+            if sum_in_gradient:
+                work.launches -= 1
         return work
 
     def gram_of_the_pass() -> Work:
@@ -336,21 +342,21 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
                 transfer_bytes=batch_bytes if host else 0.0)
     if padding_rows > 0 and not fused:  # cuBLAS's Gram reads the zeroed padding rows
         work.add(Work(bytes=padding_rows * P * s, launches=1))
-    work.add(row_pass(with_gram=not l1, with_xtu=True))
+    work.add(row_pass(with_gram=not l1, with_xtu=True, sum_in_gradient=not l1))
     if incremental:
         work.add(Work(bytes=8 * n))  # the first pass records every row's weight
     work.add(Work(launches=1))  # gradient
     work.add(Work(launches=syncs))  # the commit after every chunk
     if l1:
-        # Real iterations: 8 launches for the two attempt groups (the first group's trials read
+        # Real iterations: 6 launches for the two attempt groups (the first group's trials read
         # the batch), the row pass with X'u, the gradient.
         for _ in range(k):
-            work.add(Work(bytes=batch_bytes, launches=8))
+            work.add(Work(bytes=batch_bytes, launches=2 * LAMM_GROUP_LAUNCHES))
             work.add(row_pass(with_gram=False, with_xtu=True))
             work.add(Work(launches=1))
         # Iterations queued past the end: every launch, and cuBLAS's gemv in full.
         lamm_gemv = 0 if xtu_in_pass(False) else 1
-        per_iteration_launches = 8 + 1 + lamm_gemv + 1
+        per_iteration_launches = 2 * LAMM_GROUP_LAUNCHES + 1 + lamm_gemv + 1
         work.add(Work(bytes=wasted * lamm_gemv * gemv_bytes,
                       launches=wasted * per_iteration_launches))
         # The final Gram's row pass (residuals, scores; no X'u) runs once.
@@ -382,13 +388,13 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     for _ in range(k):
         work.add(Work(launches=solve_launches))
         work.add(trials)
-        work.add(row_pass(with_gram=not incremental, with_xtu=True))
+        work.add(row_pass(with_gram=not incremental, with_xtu=True, sum_in_gradient=True))
         if incremental:
             work.add(flagged)
-        work.add(Work(launches=1))  # gradient
+        work.add(Work(launches=1))  # gradient (and the Gram's sum)
     # Iterations queued past the end: every launch; cuBLAS's GEMM and gemv in full (the fused
     # row pass and its sum return at once), CUB's select in full.
-    pass_launches = flagged.launches if incremental else gram_launches
+    pass_launches = flagged.launches if incremental else gram_launches - 1  # the sum: gradient's
     newton_gemv = 0 if xtu_in_pass(fused) else 1
     per_iteration_launches = solve_launches + 2 + 1 + newton_gemv + pass_launches + 1
     if incremental:

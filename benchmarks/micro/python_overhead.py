@@ -18,9 +18,12 @@ A script, not a test: nothing is asserted.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import ctypes
 import gc
+import io
 import platform
+import pstats
 import statistics
 import sys
 import time
@@ -187,6 +190,17 @@ def measure(kind: str, args) -> None:
     print(f"  x{args.stream_batches} batches: "
           f"{args.stream_batches * medians['partial_fit'] / 1000:.3f} ms partial_fit, "
           f"{args.stream_batches * medians['engine'] / 1000:.3f} ms engine")
+    if args.profile:
+        # Where the Python cost goes: the estimator's calls under cProfile (which slows them;
+        # read the shares, not the times), the functions ordered by their own time.
+        profiler = cProfile.Profile()
+        profiler.enable()
+        run("partial_fit", args.calls, False)
+        profiler.disable()
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(args.profile)
+        print(f"  cProfile of {args.calls} partial_fit calls, by own time:")
+        print(text.getvalue())
 
 
 def main(argv=None) -> int:
@@ -206,6 +220,8 @@ def main(argv=None) -> int:
                         help="native_cuda engines (both sides) with CUDA Graphs")
     parser.add_argument("--cuda-input", choices=("device", "host"), default=None,
                         help="native_cuda input (default: device when CuPy imports)")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="then profile the estimator's calls: the N functions of most own time")
     args = parser.parse_args(argv)
     if args.cuda_input is None:
         try:

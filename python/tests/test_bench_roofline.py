@@ -78,15 +78,15 @@ def test_engine_floor_of_a_newton_batch_with_the_one_block_cholesky():
     expected_bytes = batch + row_pass + 5 * (trials + row_pass)
     # 2 * 4096 * 17^2 per Gram: the starting one and 5 real ones
     expected_flops = 6 * 2 * 4096 * 17 * 17
-    # Fixed: validation, begin, row pass, Gram sum, gradient, 2 commits; per queued iteration:
-    # Cholesky, trials, select, row pass, Gram sum, gradient.
-    expected_launches = 5 + 2 + 6 * 6
+    # Fixed: validation, begin, row pass, gradient (which sums the Gram too), 2 commits; per
+    # queued iteration: Cholesky, trials, select, row pass, gradient with the Gram sum.
+    expected_launches = 4 + 2 + 6 * 5
     work = roofline.engine_work(n, c, s, 5, l1=False, host=False, hint=0)
     assert work.bytes == expected_bytes == 10_420_224
     assert work.flops == expected_flops == 14_204_928
-    assert (work.launches, work.syncs) == (expected_launches, 2) == (43, 2)
+    assert (work.launches, work.syncs) == (expected_launches, 2) == (36, 2)
     t = work.seconds(device(), "float64")
-    assert t["total"] == pytest.approx(10_420_224 / 1e12 + 14_204_928 / 1e13 + 43 * 2e-6
+    assert t["total"] == pytest.approx(10_420_224 / 1e12 + 14_204_928 / 1e13 + 36 * 2e-6
                                        + 2 * 1e-5)
 
 
@@ -101,13 +101,14 @@ def test_engine_floor_of_a_lamm_batch_on_host_input():
                       + row_pass  # at the starting beta
                       + 3 * (batch + row_pass)  # first attempt group's trials + row pass
                       + final_row_pass)
-    # validation, begin, row pass, gradient, commit; 4 queued iterations of 8 attempt-group
-    # launches, row pass, gradient; after the chunk: the final row pass and its Gram sum.
-    expected_launches = 5 + 4 * 10 + 2
+    # validation, begin, row pass, gradient, commit; 4 queued iterations of 6 attempt-group
+    # launches (candidates, trials with J delta, pick; twice), row pass, gradient; after the
+    # chunk: the final row pass and its Gram sum.
+    expected_launches = 5 + 4 * 8 + 2
     work = roofline.engine_work(n, c, s, 3, l1=True, host=True, hint=0)
     assert work.bytes == expected_bytes == 3_276_800
     assert work.flops == 2 * 4096 * 17 * 17
-    assert (work.launches, work.syncs) == (expected_launches, 1) == (47, 1)
+    assert (work.launches, work.syncs) == (expected_launches, 1) == (39, 1)
     assert work.transfer_bytes == batch
 
 
@@ -147,15 +148,15 @@ def test_engine_floor_above_the_one_block_limit(monkeypatch):
     work = roofline.engine_work(n, c, s, 4, l1=False, host=False, hint=0)
     assert work.bytes == expected == 168_599_584
     assert work.flops == 5 * 2 * n * P * P
-    # fixed: validation, begin, memset, row pass, GEMM, sum, gradient, 3 commits;
+    # fixed: validation, begin, memset, row pass, GEMM, gradient with the Gram's sum, 3 commits;
     # per iteration: the cluster Cholesky, the acceptance test and solves, J dir, trials,
-    # select, row pass, GEMM, sum, gradient
-    assert work.launches == 7 + 3 + 4 * 9 == 46
+    # select, row pass, GEMM, gradient with the sum
+    assert work.launches == 6 + 3 + 4 * 8 == 41
     # beyond the cluster Cholesky's limit cuSOLVER factors: assemble and potrf, one launch more
     # per iteration, the same bytes and chunks
     beyond = roofline.engine_work(n, c, s, 4, l1=False, host=False, hint=0,
                                   cluster_cholesky_max=256)
-    assert beyond.launches == 7 + 3 + 4 * 10 == 50
+    assert beyond.launches == 6 + 3 + 4 * 9 == 45
     # Above 512 stored columns the row pass leaves the scores (n s) to cuBLAS's gemv, which
     # reads X and them again: 5 row passes, one launch each.
     n2, c2 = 2_000, 513
@@ -230,10 +231,12 @@ def test_newton_with_a_heavy_cublas_gram_keeps_it_incrementally(monkeypatch):
     assert full.bytes - incremental.bytes == pytest.approx(
         k * 2 * scaled + scaled - 8 * n - k * 10 * n)
     # An iteration: the Cholesky kernel, trials and select, the row pass (X'u inside it), the
-    # GEMM and its sum (the select's two launches instead), the gradient. The full model pays
-    # one more iteration; the incremental one commits after every iteration.
-    per_iteration = 1 + 2 + 1 + 2 + 1
-    assert full.launches - incremental.launches == per_iteration + 1 - k
+    # GEMM (CUB's select's two launches instead), the gradient with the Gram's sum. The full
+    # model queues one iteration more; the incremental one commits after every iteration.
+    full_iteration = 1 + 2 + 1 + 1 + 1
+    incremental_iteration = 1 + 2 + 1 + 2 + 1
+    assert full.launches - incremental.launches == (
+        (k + 1) * full_iteration + 1 - k * incremental_iteration - k)
 
 
 def _case(**kwargs):

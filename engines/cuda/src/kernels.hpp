@@ -65,9 +65,12 @@ void launch_row_pass_gram(const RowView<T>& rows, const double* beta, double tau
 template <class T>
 void launch_newton_trials(const RowView<T>& rows, const double* residual, const double* dir,
                           double tau, const DeviceScalars* sc, double* partials, cudaStream_t s);
+// The objective sums of `count` LAMM candidates, and in the same launch J delta of their
+// deltas (jdeltas), for launch_lamm_pick.
 template <class T>
 void launch_lamm_trials(const RowView<T>& rows, const double* candidates, int count, double tau,
-                        const DeviceScalars* sc, double* partials, cudaStream_t s);
+                        const DeviceScalars* sc, double* partials, const double* J,
+                        const double* deltas, double* jdeltas, cudaStream_t s);
 // While running: scaled = sqrt(w m(r)) x with Newton's majoriser weight m (rh_algorithm.h) at
 // the residuals `residual` holds, for the Gram of the majoriser fallback.
 template <class T>
@@ -103,12 +106,14 @@ void launch_begin_update(const double* weight_partials, const unsigned long long
                          DeviceScalars* sc, cudaStream_t s);
 // The row pass's sums (rho_sum, score_sum; with set_objective F = rho_sum / N), then
 // g = (-X'u + J delta) / N - history term and J delta. X'u: the row pass's per-block partials
-// summed in a fixed order when xtu_partials is not null, else xtu from cuBLAS.
+// summed in a fixed order when xtu_partials is not null, else xtu from cuBLAS. `gram_sum` (kind
+// kNone: none) runs in the same launch, on blocks after the gradient's.
 template <class T>
 void launch_gradient(const double* J, const double* beta, const double* beta0, const T* xtu,
                      const double* xtu_partials, int64_t ncols_x, const BatchConstants& k,
                      const double* partials, int blocks, bool set_objective, DeviceScalars* sc,
-                     double* g, double* jdelta, RunWhen when, cudaStream_t s);
+                     double* g, double* jdelta, RunWhen when, const GramSum<T>& gram_sum,
+                     cudaStream_t s);
 // While running: H = (G + J) / N + ridge I, column-major for cuSOLVER, G mirrored from its
 // upper triangle.
 template <class T>
@@ -207,14 +212,13 @@ void launch_newton_select(const double* partials, int blocks, const double* dir,
 
 // --- LAMM (lamm_kernels.cu) -------------------------------------------------------------------
 // One group of LAMM attempts (count a multiple of kLammChunk, at most kLammMaxGroup): the
-// candidates and their bound terms, J delta, then the pick of the first acceptable one; the
-// pick's `group` says what a group without one leads to (LammGroup).
+// candidates and their bound terms, the trials with J delta (launch_lamm_trials, row_kernels.cu),
+// then the pick of the first acceptable one; the pick's `group` says what a group without one
+// leads to (LammGroup).
 void launch_lamm_candidates(int first_attempt, int count, const double* beta, const double* beta0,
                             const double* g, const BatchConstants& k, const DeviceScalars* sc,
                             double* candidates, double* deltas, double* trial_terms,
                             cudaStream_t s);
-void launch_lamm_quadratic(const double* J, const double* deltas, int count, int64_t P,
-                           const DeviceScalars* sc, double* jdeltas, cudaStream_t s);
 void launch_lamm_pick(int count, LammGroup group, const double* partials, int blocks,
                       const double* candidates, const double* deltas, const double* jdeltas,
                       const double* trial_terms, const BatchConstants& k, DeviceScalars* sc,

@@ -1,6 +1,7 @@
 // LAMM's attempts on the device (docs/algorithm.md, "Penalised"; lamm_solver.cu queues them):
-// the candidates of a group of attempts and their model terms, J delta for each, the pick of
-// the first acceptable one, and the curvature-bound start after the 40th rejection.
+// the candidates of a group of attempts and their model terms, the pick of the first acceptable
+// one, and the curvature-bound start after the 40th rejection. Their objective sums and J delta
+// for each come from one launch over the rows (lamm_trials_kernel, row_kernels.cu).
 #include <cmath>
 
 #include "engine_error.hpp"
@@ -59,36 +60,6 @@ __global__ void lamm_candidates_kernel(int first_attempt, int count, const doubl
       }
     }
     __syncthreads();  // the next chunk reuses `shared` and `sums`
-  }
-}
-
-__global__ void lamm_quadratic_kernel(const double* J, const double* deltas, int count, int64_t P,
-                                      const DeviceScalars* sc, double* jdeltas) {
-  enter_stream_order();
-  if (sc->state != kRunning || sc->lamm_accepted)
-    return;
-  const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-  const int lane = threadIdx.x & 31;
-  if (j >= P)
-    return;
-  for (int c0 = 0; c0 < count; c0 += kLammChunk) {
-    const double* chunk = deltas + c0 * P;
-    double acc[kLammChunk];
-#pragma unroll
-    for (int a = 0; a < kLammChunk; ++a)
-      acc[a] = 0.0;
-    for (int64_t c = lane; c < P; c += 32) {
-      const double Jjc = J[j * P + c];
-#pragma unroll
-      for (int a = 0; a < kLammChunk; ++a)
-        acc[a] += Jjc * chunk[a * P + c];
-    }
-#pragma unroll
-    for (int a = 0; a < kLammChunk; ++a) {
-      const double total = warp_sum(acc[a]);
-      if (lane == 0)
-        jdeltas[(c0 + a) * P + j] = total;
-    }
   }
 }
 
@@ -213,12 +184,6 @@ void launch_lamm_candidates(int first_attempt, int count, const double* beta, co
                             cudaStream_t s) {
   launch_kernel("lamm_candidates_kernel", lamm_candidates_kernel, 1, kThreads, s, first_attempt,
                 count, beta, beta0, g, k, sc, candidates, deltas, trial_terms);
-}
-
-void launch_lamm_quadratic(const double* J, const double* deltas, int count, int64_t P,
-                           const DeviceScalars* sc, double* jdeltas, cudaStream_t s) {
-  launch_kernel("lamm_quadratic_kernel", lamm_quadratic_kernel, warp_rows_blocks(P), kThreads, s, J,
-                deltas, count, P, sc, jdeltas);
 }
 
 void launch_lamm_pick(int count, LammGroup group, const double* partials, int blocks,

@@ -1,5 +1,5 @@
 // LAMM proximal steps (penalty l1), docs/algorithm.md ("Penalised"). The 40 attempts of an
-// iteration come in two groups of four launches (solver_types.hpp, kLammFirstGroup); kernels
+// iteration come in two groups of three launches (solver_types.hpp, kLammFirstGroup); kernels
 // after the accepted attempt, and every kernel of an iteration queued after the solve ended,
 // return at once. So an iteration is a fixed launch sequence (one graph replay with
 // CUDA_GRAPHS), and iterations are queued a chunk at a time with one synchronisation per chunk.
@@ -18,7 +18,7 @@ namespace rh {
 namespace {
 
 // Attempts first .. first + count - 1 from the phi in DeviceScalars: candidates, their bound
-// terms, J delta, the objective sums, and the pick.
+// terms, the objective sums with J delta (one launch), and the pick.
 template <class T>
 void enqueue_group(UpdateContext<T>& ctx, int first, int count, LammGroup group) {
   Engine& e = ctx.e;
@@ -26,10 +26,10 @@ void enqueue_group(UpdateContext<T>& ctx, int first, int count, LammGroup group)
                          ctx.device_scalars(), e.ws.candidates.as<double>(),
                          e.ws.candidate_deltas.as<double>(), e.ws.trial_terms.as<double>(),
                          e.stream);
-  launch_lamm_quadratic(ctx.information64(), e.ws.candidate_deltas.as<double>(), count, ctx.k.P,
-                        ctx.device_scalars(), e.ws.candidate_jdeltas.as<double>(), e.stream);
   launch_lamm_trials<T>(ctx.rows, e.ws.candidates.as<double>(), count, ctx.k.tau,
-                        ctx.device_scalars(), e.ws.trial_partials.as<double>(), e.stream);
+                        ctx.device_scalars(), e.ws.trial_partials.as<double>(), ctx.information64(),
+                        e.ws.candidate_deltas.as<double>(), e.ws.candidate_jdeltas.as<double>(),
+                        e.stream);
   launch_lamm_pick(count, group, e.ws.trial_partials.as<double>(),
                    row_blocks(ctx.rows.n, ctx.rows.ncols_x), e.ws.candidates.as<double>(),
                    e.ws.candidate_deltas.as<double>(), e.ws.candidate_jdeltas.as<double>(),

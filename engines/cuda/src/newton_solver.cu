@@ -34,8 +34,7 @@ void enqueue_step(UpdateContext<T>& ctx, bool jdir_ready, bool majoriser) {
                        e.ws.dir.as<double>(), ctx.jdelta(), e.ws.jdir.as<double>(), ctx.beta0(),
                        ctx.grad(), majoriser, ctx.k, ctx.device_scalars(), ctx.beta(), e.stream);
   // The Gram at the final beta is needed even when this step ended the solve.
-  ctx.row_pass(true, kRunWhileFresh);
-  ctx.gradient(kRunWhileRunning);
+  ctx.row_pass_then_gradient(kRunWhileFresh, kRunWhileRunning, false);
 }
 
 // One iteration on the Cholesky path: the attempt on H(beta) comes first, so an iteration
@@ -76,8 +75,7 @@ void enqueue_majoriser_iteration(UpdateContext<T>& ctx) {
 
 template <class T>
 void solve_newton(UpdateContext<T>& ctx) {
-  ctx.row_pass(true, kRunWhileRunning);
-  ctx.gradient(kRunWhileRunning, true);
+  ctx.row_pass_then_gradient(kRunWhileRunning, kRunWhileRunning, true);
 
   // A wasted iteration costs launches that return at once, except cuBLAS's X'u (wide rows), its
   // Gram (beyond UpdateContext::fused_gram) and, above Engine::cluster_cholesky.max_p, cuSOLVER's

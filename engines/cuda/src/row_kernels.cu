@@ -90,9 +90,11 @@ struct RowTeam {
   int64_t first;
   int64_t stride;
   int lane;
-  __device__ RowTeam()
+  __device__ RowTeam() : RowTeam(gridDim.x) {}
+  // The teams of the first `grid` blocks of the launch (the others have other work).
+  __device__ explicit RowTeam(int64_t grid)
       : first((blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / Team),
-        stride(static_cast<int64_t>(gridDim.x) * blockDim.x / Team),
+        stride(grid * blockDim.x / Team),
         lane(static_cast<int>(threadIdx.x % Team)) {}
 };
 
@@ -745,16 +747,53 @@ __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, co
   }
 }
 
+// J delta for `count` LAMM candidates' deltas (kLammChunk at a time), for the pick's quadratic
+// terms: warp w of block `block` forms coefficient j = block * kWarps + w of each, lane l adding
+// columns l, l + 32, ... and then the fixed shuffle tree: jdeltas[a * P + j].
+__device__ void lamm_quadratic_block(const double* J, const double* deltas, int count, int64_t P,
+                                     int64_t block, double* jdeltas) {
+  const int64_t j = (block * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  if (j >= P)
+    return;
+  for (int c0 = 0; c0 < count; c0 += kLammChunk) {
+    const double* chunk = deltas + c0 * P;
+    double acc[kLammChunk];
+#pragma unroll
+    for (int a = 0; a < kLammChunk; ++a)
+      acc[a] = 0.0;
+    for (int64_t c = lane; c < P; c += 32) {
+      const double Jjc = J[j * P + c];
+#pragma unroll
+      for (int a = 0; a < kLammChunk; ++a)
+        acc[a] += Jjc * chunk[a * P + c];
+    }
+#pragma unroll
+    for (int a = 0; a < kLammChunk; ++a) {
+      const double total = warp_sum(acc[a]);
+      if (lane == 0)
+        jdeltas[(c0 + a) * P + j] = total;
+    }
+  }
+}
+
 // The objective sums of `count` LAMM candidates (a multiple of kLammChunk), kLammChunk per pass
-// over the rows; partials[block * count + a].
+// over the rows, by the first row_grid blocks: partials[block * count + a]. The blocks after
+// them form J delta for the same candidates (lamm_quadratic_block), which needs no row: one
+// launch for both.
 template <class T, int Team>
 __global__ void lamm_trials_kernel(RowView<T> rows, const double* candidates, int count, double tau,
-                                   const DeviceScalars* sc, double* partials) {
+                                   const DeviceScalars* sc, double* partials, int row_grid,
+                                   const double* J, const double* deltas, double* jdeltas) {
   enter_stream_order();
   if (sc->state != kRunning || sc->lamm_accepted)
     return;
+  if (static_cast<int>(blockIdx.x) >= row_grid) {
+    lamm_quadratic_block(J, deltas, count, rows.P, blockIdx.x - row_grid, jdeltas);
+    return;
+  }
   __shared__ double shared[kLammChunk * (kThreads / 32)];
-  const RowTeam<Team> team;
+  const RowTeam<Team> team(row_grid);
   for (int first = 0; first < count; first += kLammChunk) {
     const double* chunk = candidates + first * rows.P;
     double acc[kLammChunk];
@@ -918,8 +957,11 @@ void launch_newton_trials(const RowView<T>& rows, const double* residual, const 
 
 template <class T>
 void launch_lamm_trials(const RowView<T>& rows, const double* candidates, int count, double tau,
-                        const DeviceScalars* sc, double* partials, cudaStream_t s) {
-  RH_LAUNCH_ROWS(lamm_trials_kernel, T, rows, s, rows, candidates, count, tau, sc, partials);
+                        const DeviceScalars* sc, double* partials, const double* J,
+                        const double* deltas, double* jdeltas, cudaStream_t s) {
+  const int row_grid = row_blocks(rows.n, rows.ncols_x);
+  RH_LAUNCH_TEAMS(lamm_trials_kernel, T, rows, row_grid + warp_rows_blocks(rows.P), s, rows,
+                  candidates, count, tau, sc, partials, row_grid, J, deltas, jdeltas);
 }
 
 template <class T>
@@ -967,7 +1009,8 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
   template void launch_newton_trials<T>(const RowView<T>&, const double*, const double*, double,   \
                                         const DeviceScalars*, double*, cudaStream_t);              \
   template void launch_lamm_trials<T>(const RowView<T>&, const double*, int, double,               \
-                                      const DeviceScalars*, double*, cudaStream_t);                \
+                                      const DeviceScalars*, double*, const double*, const double*, \
+                                      double*, cudaStream_t);                                      \
   template void launch_majoriser_rows<T>(const RowView<T>&, const double*, double,                 \
                                          const DeviceScalars*, T*, cudaStream_t);                  \
   template void launch_meat_rows<T>(const RowView<T>&, const double*, double, T*, cudaStream_t);   \

@@ -164,6 +164,26 @@ struct DeviceScalars {
                             // left its Gram to UpdateContext::apply_gram_flips
 };
 
+// A row pass's sum of partial Grams handed to the gradient's launch (UpdateContext::
+// row_pass_then_gradient), which runs it in blocks of its own: launch_sum_fused_gram's (kFused:
+// `count` per-block partials of the fused row pass, padded to `pad`) or
+// launch_sum_gram_partials' (kChunks: `count` per-chunk partials of cuBLAS's GEMMs), with the
+// same gate, `when` and order, so the same bits.
+template <class T>
+struct GramSum {
+  enum Kind : int { kNone = 0, kFused = 1, kChunks = 2 };
+  int kind = kNone;
+  const double* fused_partials = nullptr;
+  const T* chunk_partials = nullptr;
+  int count = 0;
+  int64_t P = 0;
+  int64_t pad = 0;
+  const DeviceScalars* gate = nullptr;
+  int when = kRunUnlessInvalid;
+  bool accumulate = false;
+  T* out = nullptr;
+};
+
 #if defined(__CUDACC__)
 #define RH_HOST_DEVICE __host__ __device__
 #else

@@ -76,17 +76,147 @@ __global__ void begin_update_kernel(const double* weight_partials,
   }
 }
 
+// The sums of the partial Grams run unless a gate (the state of the row pass that wrote the
+// partials, as that pass tested it) says that pass did not.
+__device__ __forceinline__ bool gram_sum_runs(const DeviceScalars* gate, int when) {
+  return gate == nullptr || should_run(gate, when);
+}
+
+// The sums below as block `block` of a grid of `grid` blocks: their own launches, or the blocks
+// a gradient launch runs after its own (GramSum).
+
+// Sums the per-chunk partial Grams of a split Gram in chunk order (double accumulation), so the
+// result depends only on the batch shape. Only the upper triangle (row <= column, column-major):
+// the GEMMs may leave the rest unwritten (gram_upper's column blocks).
+template <class T>
+__device__ void sum_gram_chunks(const T* partials, int chunks, int64_t P, bool accumulate, T* out,
+                                int64_t block, int64_t grid) {
+  const int64_t PP = P * P;
+  const int64_t stride = grid * blockDim.x;
+  for (int64_t idx = block * blockDim.x + threadIdx.x; idx < PP; idx += stride) {
+    if (idx % P > idx / P)
+      continue;
+    double acc = accumulate ? static_cast<double>(out[idx]) : 0.0;
+    for (int c = 0; c < chunks; ++c)
+      acc += static_cast<double>(partials[c * PP + idx]);
+    out[idx] = static_cast<T>(acc);
+  }
+}
+
+// Many chunks (small P, many rows): one warp per element, lane l summing chunks l, l+32, ...
+// and then a fixed shuffle tree, so the sum is still fixed-order and every thread has little
+// to walk.
+template <class T>
+__device__ void sum_gram_chunks_by_warps(const T* partials, int chunks, int64_t P, bool accumulate,
+                                         T* out, int64_t block, int64_t grid) {
+  const int64_t PP = P * P;
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = grid * (blockDim.x >> 5);
+  for (int64_t idx = (block * blockDim.x + threadIdx.x) >> 5; idx < PP; idx += warps) {
+    if (idx % P > idx / P)
+      continue;
+    double acc = 0.0;
+    for (int c = lane; c < chunks; c += 32)
+      acc += static_cast<double>(partials[c * PP + idx]);
+    acc = warp_sum(acc);
+    if (lane == 0)
+      out[idx] = static_cast<T>(accumulate ? static_cast<double>(out[idx]) + acc : acc);
+  }
+}
+
+// Above this many chunks a warp sums each element (sum_gram_chunks_by_warps).
+constexpr int kChunksByThread = 16;
+
+// One warp per entry of the upper triangle: lane l adds blocks l, l + 32, ..., then the fixed
+// shuffle tree; the entry is written to both triangles.
+template <class T>
+__device__ void sum_fused_gram(const double* partials, int blocks, int64_t P, int64_t pad, T* out,
+                               int64_t block, int64_t grid) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = grid * (blockDim.x >> 5);
+  const int64_t stride = pad * pad;
+  for (int64_t idx = (block * blockDim.x + threadIdx.x) >> 5; idx < P * P; idx += warps) {
+    const int64_t row = idx % P;
+    const int64_t col = idx / P;
+    if (row > col)
+      continue;
+    double acc = 0.0;
+    for (int b = lane; b < blocks; b += 32)
+      acc += partials[b * stride + row + col * pad];
+    acc = warp_sum(acc);
+    if (lane == 0) {
+      out[row + col * P] = static_cast<T>(acc);
+      out[col + row * P] = static_cast<T>(acc);
+    }
+  }
+}
+
+template <class T>
+__global__ void sum_gram_partials_kernel(const T* partials, int chunks, int64_t P,
+                                         const DeviceScalars* gate, int when, bool accumulate,
+                                         T* out) {
+  enter_stream_order();
+  if (gram_sum_runs(gate, when))
+    sum_gram_chunks(partials, chunks, P, accumulate, out, blockIdx.x, gridDim.x);
+}
+
+template <class T>
+__global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int64_t P,
+                                              const DeviceScalars* gate, int when, bool accumulate,
+                                              T* out) {
+  enter_stream_order();
+  if (gram_sum_runs(gate, when))
+    sum_gram_chunks_by_warps(partials, chunks, P, accumulate, out, blockIdx.x, gridDim.x);
+}
+
+template <class T>
+__global__ void sum_fused_gram_kernel(const double* partials, int blocks, int64_t P, int64_t pad,
+                                      const DeviceScalars* sc, int when, T* out) {
+  enter_stream_order();
+  if (gram_sum_runs(sc, when))
+    sum_fused_gram(partials, blocks, P, pad, out, blockIdx.x, gridDim.x);
+}
+
+// The blocks a GramSum's sum takes (those its own launch would have).
+template <class T>
+int gram_sum_blocks(const GramSum<T>& sum) {
+  if (sum.kind == GramSum<T>::kNone)
+    return 0;
+  if (sum.kind == GramSum<T>::kFused || sum.count > kChunksByThread)
+    return warp_rows_blocks(sum.P * sum.P);
+  return elementwise_blocks(sum.P * sum.P);
+}
+
+template <class T>
+__device__ void run_gram_sum(const GramSum<T>& sum, int64_t block, int64_t grid) {
+  if (!gram_sum_runs(sum.gate, sum.when))
+    return;
+  if (sum.kind == GramSum<T>::kFused) {
+    sum_fused_gram(sum.fused_partials, sum.count, sum.P, sum.pad, sum.out, block, grid);
+  } else if (sum.count > kChunksByThread) {
+    sum_gram_chunks_by_warps(sum.chunk_partials, sum.count, sum.P, sum.accumulate, sum.out, block,
+                             grid);
+  } else {
+    sum_gram_chunks(sum.chunk_partials, sum.count, sum.P, sum.accumulate, sum.out, block, grid);
+  }
+}
+
 // Sums the row pass's partials in a fixed order (every block alike; block 0 stores rho_sum,
 // score_sum and, with set_objective, F = rho_sum / N at beta0), then g = (-X'u + J delta) / N
 // - history term and J delta, one warp per coefficient (X'u from the row pass's per-block
 // partials, summed in a fixed order, or from cuBLAS).
+// Blocks from gradient_grid on run `gram_sum` instead (GramSum; kind kNone: there are none).
 template <class T>
 __global__ void gradient_kernel(const double* J, const double* beta, const double* beta0,
                                 const T* xtu, const double* xtu_partials, int64_t ncols_x,
                                 BatchConstants k, const double* partials, int blocks,
                                 int set_objective, DeviceScalars* sc, double* g, double* jdelta,
-                                int when) {
+                                int when, GramSum<T> gram_sum, int gradient_grid) {
   enter_stream_order();
+  if (static_cast<int>(blockIdx.x) >= gradient_grid) {
+    run_gram_sum(gram_sum, blockIdx.x - gradient_grid, gridDim.x - gradient_grid);
+    return;
+  }
   if (!should_run(sc, when))
     return;
   __shared__ double sums[2];
@@ -151,89 +281,6 @@ __global__ void assemble_hessian_kernel(const T* gram, const double* J, BatchCon
   }
 }
 
-// The sums of the partial Grams run unless a gate (the state of the row pass that wrote the
-// partials, as that pass tested it) says that pass did not.
-__device__ __forceinline__ bool gram_sum_runs(const DeviceScalars* gate, int when) {
-  return gate == nullptr || should_run(gate, when);
-}
-
-// Sums the per-chunk partial Grams of a split Gram in chunk order (double accumulation), so the
-// result depends only on the batch shape. Only the upper triangle (row <= column, column-major):
-// the GEMMs may leave the rest unwritten (gram_upper's column blocks).
-template <class T>
-__global__ void sum_gram_partials_kernel(const T* partials, int chunks, int64_t P,
-                                         const DeviceScalars* gate, int when, bool accumulate,
-                                         T* out) {
-  enter_stream_order();
-  if (!gram_sum_runs(gate, when))
-    return;
-  const int64_t PP = P * P;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < PP;
-       idx += stride) {
-    if (idx % P > idx / P)
-      continue;
-    double acc = accumulate ? static_cast<double>(out[idx]) : 0.0;
-    for (int c = 0; c < chunks; ++c)
-      acc += static_cast<double>(partials[c * PP + idx]);
-    out[idx] = static_cast<T>(acc);
-  }
-}
-
-// Many chunks (small P, many rows): one warp per element, lane l summing chunks l, l+32, ...
-// and then a fixed shuffle tree, so the sum is still fixed-order and every thread has little
-// to walk.
-template <class T>
-__global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int64_t P,
-                                              const DeviceScalars* gate, int when, bool accumulate,
-                                              T* out) {
-  enter_stream_order();
-  if (!gram_sum_runs(gate, when))
-    return;
-  const int64_t PP = P * P;
-  const int lane = threadIdx.x & 31;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
-  for (int64_t idx = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5; idx < PP;
-       idx += warps) {
-    if (idx % P > idx / P)
-      continue;
-    double acc = 0.0;
-    for (int c = lane; c < chunks; c += 32)
-      acc += static_cast<double>(partials[c * PP + idx]);
-    acc = warp_sum(acc);
-    if (lane == 0)
-      out[idx] = static_cast<T>(accumulate ? static_cast<double>(out[idx]) + acc : acc);
-  }
-}
-
-// One warp per entry of the upper triangle: lane l adds blocks l, l + 32, ..., then the fixed
-// shuffle tree; the entry is written to both triangles.
-template <class T>
-__global__ void sum_fused_gram_kernel(const double* partials, int blocks, int64_t P, int64_t pad,
-                                      const DeviceScalars* sc, int when, T* out) {
-  enter_stream_order();
-  if (!gram_sum_runs(sc, when))
-    return;
-  const int lane = threadIdx.x & 31;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
-  const int64_t stride = pad * pad;
-  for (int64_t idx = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5;
-       idx < P * P; idx += warps) {
-    const int64_t row = idx % P;
-    const int64_t col = idx / P;
-    if (row > col)
-      continue;
-    double acc = 0.0;
-    for (int b = lane; b < blocks; b += 32)
-      acc += partials[b * stride + row + col * pad];
-    acc = warp_sum(acc);
-    if (lane == 0) {
-      out[row + col * P] = static_cast<T>(acc);
-      out[col + row * P] = static_cast<T>(acc);
-    }
-  }
-}
-
 __global__ void resume_kernel(DeviceScalars* sc) {
   enter_stream_order();
   if (needs_host(sc->state))
@@ -273,10 +320,13 @@ template <class T>
 void launch_gradient(const double* J, const double* beta, const double* beta0, const T* xtu,
                      const double* xtu_partials, int64_t ncols_x, const BatchConstants& k,
                      const double* partials, int blocks, bool set_objective, DeviceScalars* sc,
-                     double* g, double* jdelta, RunWhen when, cudaStream_t s) {
-  launch_kernel("gradient_kernel", gradient_kernel<T>, warp_rows_blocks(k.P), kThreads, s, J, beta,
-                beta0, xtu, xtu_partials, ncols_x, k, partials, blocks, set_objective ? 1 : 0, sc,
-                g, jdelta, static_cast<int>(when));
+                     double* g, double* jdelta, RunWhen when, const GramSum<T>& gram_sum,
+                     cudaStream_t s) {
+  const int gradient_grid = warp_rows_blocks(k.P);
+  launch_kernel("gradient_kernel", gradient_kernel<T>, gradient_grid + gram_sum_blocks(gram_sum),
+                kThreads, s, J, beta, beta0, xtu, xtu_partials, ncols_x, k, partials, blocks,
+                set_objective ? 1 : 0, sc, g, jdelta, static_cast<int>(when), gram_sum,
+                gradient_grid);
 }
 
 template <class T>
@@ -290,7 +340,7 @@ template <class T>
 void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, const DeviceScalars* gate,
                               RunWhen when, bool accumulate, T* out, cudaStream_t s) {
   const int w = static_cast<int>(when);
-  if (chunks > 16) {
+  if (chunks > kChunksByThread) {
     launch_kernel("sum_gram_partials_warp_kernel", sum_gram_partials_warp_kernel<T>,
                   warp_rows_blocks(P * P), kThreads, s, partials, chunks, P, gate, w, accumulate,
                   out);
@@ -325,7 +375,7 @@ void launch_matvec(const double* A, const double* v, const DeviceScalars* sc, do
   template void launch_gradient<T>(const double*, const double*, const double*, const T*,          \
                                    const double*, int64_t, const BatchConstants&, const double*,   \
                                    int, bool, DeviceScalars*, double*, double*, RunWhen,           \
-                                   cudaStream_t);                                                  \
+                                   const GramSum<T>&, cudaStream_t);                               \
   template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,         \
                                            const DeviceScalars*, double*, cudaStream_t);           \
   template void launch_sum_gram_partials<T>(const T*, int, int64_t, const DeviceScalars*, RunWhen, \

@@ -65,12 +65,14 @@ cublasStatus_t gemm_chunks(cublasHandle_t h, int m, int n, int rows, int ld, con
 // gate (null: none): the Gram is the row pass's and lands in `out` only when that pass ran
 // (launch_sum_gram_partials), so it always goes through the partials; so does an accumulating
 // one (out += A B', the incremental Gram's update).
+// deferred (not null): the sum of the partials is described there instead of launched
+// (UpdateContext::row_pass_then_gradient); the Gram then always goes through the partials.
 template <class T>
 void gram_upper(Engine& e, int64_t P, int64_t n, const T* a, const T* b, T* out,
                 const DeviceScalars* gate = nullptr, RunWhen when = kRunUnlessInvalid,
-                bool accumulate = false) {
+                bool accumulate = false, GramSum<T>* deferred = nullptr) {
   const GramSplit split = gram_split(n, P);
-  const bool direct = split.chunks == 1 && gate == nullptr && !accumulate;
+  const bool direct = split.chunks == 1 && gate == nullptr && !accumulate && deferred == nullptr;
   T* target = direct ? out : e.ws.gram_partials.as<T>();
   const int64_t blocks = std::max<int64_t>(1, P / kGramColumnBlock);
   for (int64_t block = 0; block < blocks; ++block) {
@@ -81,8 +83,20 @@ void gram_upper(Engine& e, int64_t P, int64_t n, const T* a, const T* b, T* out,
                              split.rows * P, target + c0 * P, P * P, split.chunks),
                  "cublasGemmStridedBatched (Gram)");
   }
-  if (!direct)
-    launch_sum_gram_partials<T>(target, split.chunks, P, gate, when, accumulate, out, e.stream);
+  if (direct)
+    return;
+  if (deferred != nullptr) {
+    deferred->kind = GramSum<T>::kChunks;
+    deferred->chunk_partials = target;
+    deferred->count = split.chunks;
+    deferred->P = P;
+    deferred->gate = gate;
+    deferred->when = static_cast<int>(when);
+    deferred->accumulate = accumulate;
+    deferred->out = out;
+    return;
+  }
+  launch_sum_gram_partials<T>(target, split.chunks, P, gate, when, accumulate, out, e.stream);
 }
 
 }  // namespace
@@ -96,7 +110,7 @@ template void gram_of_scaled_rows<float>(Engine&, int64_t, int64_t, const float*
 template void gram_of_scaled_rows<double>(Engine&, int64_t, int64_t, const double*, double*);
 
 template <class T>
-void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu) {
+void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu, GramSum<T>* gram_sum) {
   const bool fused = with_gram && fused_gram();
   // After the first, an incremental Gram's row pass only flags the rows whose weight changed.
   const bool leaves_gram = with_gram && incremental_gram && gram_recorded;
@@ -121,11 +135,21 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu) {
   // pass may have overwritten, but only the sum that skips with the row pass writes gram().
   if (with_xtu && !xtu_in_partials)
     gemv_transposed(e.blas, rows, e.ws.score.as<T>(), xtu());
-  if (fused) {
+  if (fused && gram_sum != nullptr) {
+    gram_sum->kind = GramSum<T>::kFused;
+    gram_sum->fused_partials = e.ws.gram_partials.as<double>();
+    gram_sum->count = row_partial_blocks;
+    gram_sum->P = rows.P;
+    gram_sum->pad = fused_gram_padded(rows.P);
+    gram_sum->gate = device_scalars();
+    gram_sum->when = static_cast<int>(when);
+    gram_sum->out = gram();
+  } else if (fused) {
     launch_sum_fused_gram<T>(e.ws.gram_partials.as<double>(), row_partial_blocks, rows.P,
                              device_scalars(), when, gram(), e.stream);
   } else if (with_gram && !leaves_gram) {
-    gram_upper<T>(e, rows.P, rows.n, scaled, scaled, gram(), device_scalars(), when);
+    gram_upper<T>(e, rows.P, rows.n, scaled, scaled, gram(), device_scalars(), when, false,
+                  gram_sum);
   }
   if (leaves_gram) {
     // The rows whose weight changed, in row order, and their count where the finish's status
@@ -196,11 +220,19 @@ void UpdateContext<T>::majoriser_gram_pass() {
 }
 
 template <class T>
-void UpdateContext<T>::gradient(RunWhen when, bool set_objective) {
+void UpdateContext<T>::row_pass_then_gradient(RunWhen pass_when, RunWhen gradient_when,
+                                              bool set_objective) {
+  GramSum<T> gram_sum;
+  row_pass(true, pass_when, true, &gram_sum);
+  gradient(gradient_when, set_objective, gram_sum);
+}
+
+template <class T>
+void UpdateContext<T>::gradient(RunWhen when, bool set_objective, const GramSum<T>& gram_sum) {
   launch_gradient<T>(information64(), beta(), beta0(), xtu(),
                      xtu_in_partials ? e.ws.xtu_partials.as<double>() : nullptr, rows.ncols_x, k,
                      e.ws.row_partials.as<double>(), row_partial_blocks, set_objective,
-                     device_scalars(), grad(), jdelta(), when, e.stream);
+                     device_scalars(), grad(), jdelta(), when, gram_sum, e.stream);
 }
 
 template <class T>

@@ -129,7 +129,12 @@ struct UpdateContext {
   // Residual, score and the objective partials at the current beta, then (with_xtu) X'u;
   // with_gram also forms X' diag(w c) X at this beta (the Newton Hessian, and the information
   // increment at the end).
-  void row_pass(bool with_gram, RunWhen when, bool with_xtu = true);
+  // gram_sum not null: the partial Grams' sum is not launched but described there, for the
+  // launch that follows (row_pass_then_gradient).
+  void row_pass(bool with_gram, RunWhen when, bool with_xtu = true, GramSum<T>* gram_sum = nullptr);
+  // row_pass(true, pass_when) then gradient(gradient_when, set_objective), the pass's Gram summed
+  // by the gradient's launch: one launch fewer per Newton iteration.
+  void row_pass_then_gradient(RunWhen pass_when, RunWhen gradient_when, bool set_objective);
   // The curvature bookkeeping of a row pass (CurvatureTrack): none unless incremental_gram and
   // with_gram; flags once the batch's first Gram was queued.
   CurvatureTrack curvature_track(bool with_gram) const;
@@ -144,7 +149,7 @@ struct UpdateContext {
   // residuals of the last row pass (Newton's fallback step); the Gram at beta stays in gram().
   void majoriser_gram_pass();
   // The row pass's sums (with set_objective also F at beta0) and the gradient at beta.
-  void gradient(RunWhen when, bool set_objective = false);
+  void gradient(RunWhen when, bool set_objective = false, const GramSum<T>& gram_sum = {});
   void enqueue_readback();
   // The new state from beta and the Gram at beta into the engine's scratch state (and the
   // pinned export buffer), then the status readback. Queued after every chunk of iterations;
