@@ -56,7 +56,8 @@ launches, inference off), mirrored from engines/cuda/src:
   and cuSOLVER potrf beyond, then one kernel for the acceptance test and both triangular
   solves, J dir), the 27 line-search trials in one pass (reads X and the residuals), the select
   kernel, the row pass and Gram at the new beta, the gradient kernel;
-- LAMM iteration: two groups of three launches for the 40 attempts (the first group's 8
+- LAMM iteration: two groups of three launches for the 40 attempts (four when the rows fill
+  the row kernels' grid, J delta then launched apart from the trials; the first group's 8
   candidates read X and y once; the second group returns at once), the row pass without the
   Gram, the gradient kernel; after every chunk the Gram's GEMM (and, in the chunk that ended
   the solve, its row pass), or, when cuBLAS forms it (P > 128) and 2 n P^2 > 2e9, a status
@@ -114,8 +115,9 @@ SMALL_DENSE_MAX = 160  # the one-block Cholesky's limit on an H200 (device depen
 CLUSTER_CHOLESKY_MAX = 384  # the cluster Cholesky's limit on an H200 (device dependent)
 # above it: one iteration per chunk above the one-block limit, LAMM's Gram once
 HEAVY_GRAM_FLOPS = 2e9
-# A LAMM attempt group: the candidates, the trials (with J delta), the pick
-LAMM_GROUP_LAUNCHES = 3
+# Row kernels' grid: a team of 1, 8 or 32 lanes per row (by stored columns), 256-thread blocks,
+# at most MAX_ROW_BLOCKS (row_team, row_blocks)
+MAX_ROW_BLOCKS = 1056
 INCREMENTAL_GRAM = True  # Newton's heavy cuBLAS Gram kept incrementally (UpdateContext)
 FUSED_GRAM_MAX_P = 128  # the row pass forms the Gram itself up to this P
 FUSED_GRAM_SLOTS = (2, 3, 5, 8, 12, 16)  # its padded widths, in 8-column blocks
@@ -233,6 +235,18 @@ def gram_column_blocks(P: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
+def row_blocks(n: int, c: int) -> int:
+    """Blocks of librh_cuda's row kernels over n rows of c stored columns (row_blocks)."""
+    team = 32 if c > 32 else (8 if c > 8 else 1)
+    return min(-(-n * team // 256), MAX_ROW_BLOCKS)
+
+
+def lamm_group_launches(n: int, c: int) -> int:
+    """Launches of one LAMM attempt group: the candidates, the trials, the pick, and J delta
+    in the trials' launch unless the rows fill the row grid (lamm_trials_with_quadratic)."""
+    return 3 if row_blocks(n, c) < MAX_ROW_BLOCKS else 4
+
+
 def fused_gram_blocks(n: int, P: int) -> tuple[int, int]:
     """(blocks, padded P) of librh_cuda's fused row pass over n rows (fused_gram_blocks)."""
     slots = next(s for s in FUSED_GRAM_SLOTS if P <= 8 * s)
@@ -348,15 +362,16 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     work.add(Work(launches=1))  # gradient
     work.add(Work(launches=syncs))  # the commit after every chunk
     if l1:
-        # Real iterations: 6 launches for the two attempt groups (the first group's trials read
-        # the batch), the row pass with X'u, the gradient.
+        # Real iterations: the two attempt groups' launches (the first group's trials read the
+        # batch), the row pass with X'u, the gradient.
+        group_launches = lamm_group_launches(n, c)
         for _ in range(k):
-            work.add(Work(bytes=batch_bytes, launches=2 * LAMM_GROUP_LAUNCHES))
+            work.add(Work(bytes=batch_bytes, launches=2 * group_launches))
             work.add(row_pass(with_gram=False, with_xtu=True))
             work.add(Work(launches=1))
         # Iterations queued past the end: every launch, and cuBLAS's gemv in full.
         lamm_gemv = 0 if xtu_in_pass(False) else 1
-        per_iteration_launches = 2 * LAMM_GROUP_LAUNCHES + 1 + lamm_gemv + 1
+        per_iteration_launches = 2 * group_launches + 1 + lamm_gemv + 1
         work.add(Work(bytes=wasted * lamm_gemv * gemv_bytes,
                       launches=wasted * per_iteration_launches))
         # The final Gram's row pass (residuals, scores; no X'u) runs once.

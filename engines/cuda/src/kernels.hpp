@@ -15,6 +15,10 @@ namespace rh {
 // xtu_partials_stride(ncols_x) per block; otherwise scores for cuBLAS's gemv).
 int row_team(int64_t ncols_x);
 int row_blocks(int64_t n_rows, int64_t ncols_x);
+// Whether launch_lamm_trials forms J delta in the trials' launch: while the rows take fewer
+// than kMaxRowBlocks blocks; on a full row grid J delta keeps a launch of its own, which
+// measured faster on an H200 (docs/decisions.md).
+bool lamm_trials_with_quadratic(int64_t n_rows, int64_t ncols_x);
 // Validation checks the rows in tiles of validation_tile_rows consecutive rows, one block and
 // one set of partials per tile (validation_tiles of them, at most row_blocks): staged host input
 // is checked chunk by chunk as it lands, with the same partials as one pass over the batch.
@@ -65,8 +69,8 @@ void launch_row_pass_gram(const RowView<T>& rows, const double* beta, double tau
 template <class T>
 void launch_newton_trials(const RowView<T>& rows, const double* residual, const double* dir,
                           double tau, const DeviceScalars* sc, double* partials, cudaStream_t s);
-// The objective sums of `count` LAMM candidates, and in the same launch J delta of their
-// deltas (jdeltas), for launch_lamm_pick.
+// The objective sums of `count` LAMM candidates, and J delta of their deltas (jdeltas) for
+// launch_lamm_pick: in the same launch while lamm_trials_with_quadratic, else just before it.
 template <class T>
 void launch_lamm_trials(const RowView<T>& rows, const double* candidates, int count, double tau,
                         const DeviceScalars* sc, double* partials, const double* J,

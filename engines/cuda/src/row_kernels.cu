@@ -22,6 +22,10 @@ int row_blocks(int64_t n_rows, int64_t ncols_x) {
   return static_cast<int>(wanted < kMaxRowBlocks ? wanted : kMaxRowBlocks);
 }
 
+bool lamm_trials_with_quadratic(int64_t n_rows, int64_t ncols_x) {
+  return row_blocks(n_rows, ncols_x) < kMaxRowBlocks;
+}
+
 int64_t validation_tile_rows(int64_t n_rows, int64_t ncols_x) {
   const int64_t blocks = row_blocks(n_rows, ncols_x);
   return (n_rows + blocks - 1) / blocks;
@@ -777,20 +781,30 @@ __device__ void lamm_quadratic_block(const double* J, const double* deltas, int 
   }
 }
 
+__global__ void lamm_quadratic_kernel(const double* J, const double* deltas, int count, int64_t P,
+                                      const DeviceScalars* sc, double* jdeltas) {
+  enter_stream_order();
+  if (sc->state != kRunning || sc->lamm_accepted)
+    return;
+  lamm_quadratic_block(J, deltas, count, P, blockIdx.x, jdeltas);
+}
+
 // The objective sums of `count` LAMM candidates (a multiple of kLammChunk), kLammChunk per pass
-// over the rows, by the first row_grid blocks: partials[block * count + a]. The blocks after
-// them form J delta for the same candidates (lamm_quadratic_block), which needs no row: one
-// launch for both.
-template <class T, int Team>
+// over the rows, by the first row_grid blocks: partials[block * count + a]. WithQuadratic: the
+// blocks after them form J delta for the same candidates (lamm_quadratic_block), which needs no
+// row, in the same launch.
+template <class T, int Team, bool WithQuadratic>
 __global__ void lamm_trials_kernel(RowView<T> rows, const double* candidates, int count, double tau,
                                    const DeviceScalars* sc, double* partials, int row_grid,
                                    const double* J, const double* deltas, double* jdeltas) {
   enter_stream_order();
   if (sc->state != kRunning || sc->lamm_accepted)
     return;
-  if (static_cast<int>(blockIdx.x) >= row_grid) {
-    lamm_quadratic_block(J, deltas, count, rows.P, blockIdx.x - row_grid, jdeltas);
-    return;
+  if constexpr (WithQuadratic) {
+    if (static_cast<int>(blockIdx.x) >= row_grid) {
+      lamm_quadratic_block(J, deltas, count, rows.P, blockIdx.x - row_grid, jdeltas);
+      return;
+    }
   }
   __shared__ double shared[kLammChunk * (kThreads / 32)];
   const RowTeam<Team> team(row_grid);
@@ -955,13 +969,39 @@ void launch_newton_trials(const RowView<T>& rows, const double* residual, const 
   RH_LAUNCH_ROWS(newton_trials_kernel, T, rows, s, rows, residual, dir, tau, sc, partials);
 }
 
+// lamm_trials_kernel<T, team, WithQuadratic> on `blocks` blocks (row_grid of them over rows).
+template <class T, bool WithQuadratic>
+void launch_lamm_trials_kernel(int blocks, int row_grid, const RowView<T>& rows,
+                               const double* candidates, int count, double tau,
+                               const DeviceScalars* sc, double* partials, const double* J,
+                               const double* deltas, double* jdeltas, cudaStream_t s) {
+  auto launch = [&](auto kernel) {
+    launch_kernel("lamm_trials_kernel", kernel, blocks, kThreads, s, rows, candidates, count, tau,
+                  sc, partials, row_grid, J, deltas, jdeltas);
+  };
+  const int team = row_team(rows.ncols_x);
+  if (team == 32)
+    launch(lamm_trials_kernel<T, 32, WithQuadratic>);
+  else if (team == 8)
+    launch(lamm_trials_kernel<T, 8, WithQuadratic>);
+  else
+    launch(lamm_trials_kernel<T, 1, WithQuadratic>);
+}
+
 template <class T>
 void launch_lamm_trials(const RowView<T>& rows, const double* candidates, int count, double tau,
                         const DeviceScalars* sc, double* partials, const double* J,
                         const double* deltas, double* jdeltas, cudaStream_t s) {
   const int row_grid = row_blocks(rows.n, rows.ncols_x);
-  RH_LAUNCH_TEAMS(lamm_trials_kernel, T, rows, row_grid + warp_rows_blocks(rows.P), s, rows,
-                  candidates, count, tau, sc, partials, row_grid, J, deltas, jdeltas);
+  if (lamm_trials_with_quadratic(rows.n, rows.ncols_x)) {
+    launch_lamm_trials_kernel<T, true>(row_grid + warp_rows_blocks(rows.P), row_grid, rows,
+                                       candidates, count, tau, sc, partials, J, deltas, jdeltas, s);
+    return;
+  }
+  launch_kernel("lamm_quadratic_kernel", lamm_quadratic_kernel, warp_rows_blocks(rows.P), kThreads,
+                s, J, deltas, count, rows.P, sc, jdeltas);
+  launch_lamm_trials_kernel<T, false>(row_grid, row_grid, rows, candidates, count, tau, sc,
+                                      partials, J, deltas, jdeltas, s);
 }
 
 template <class T>
