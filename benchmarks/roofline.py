@@ -56,8 +56,8 @@ launches, inference off), mirrored from engines/cuda/src:
   and cuSOLVER potrf beyond, then one kernel for the acceptance test and both triangular
   solves, J dir), the 27 line-search trials in one pass (reads X and the residuals), the select
   kernel, the row pass and Gram at the new beta, the gradient kernel;
-- LAMM iteration: two groups of three launches for the 40 attempts (four when the rows fill
-  the row kernels' grid, J delta then launched apart from the trials; the first group's 8
+- LAMM iteration: two groups of three launches for the 40 attempts (four above 2^22 stored
+  values a batch, J delta then launched apart from the trials; the first group's 8
   candidates read X and y once; the second group returns at once), the row pass without the
   Gram, the gradient kernel; after every chunk the Gram's GEMM (and, in the chunk that ended
   the solve, its row pass), or, when cuBLAS forms it (P > 128) and 2 n P^2 > 2e9, a status
@@ -115,9 +115,8 @@ SMALL_DENSE_MAX = 160  # the one-block Cholesky's limit on an H200 (device depen
 CLUSTER_CHOLESKY_MAX = 384  # the cluster Cholesky's limit on an H200 (device dependent)
 # above it: one iteration per chunk above the one-block limit, LAMM's Gram once
 HEAVY_GRAM_FLOPS = 2e9
-# Row kernels' grid: a team of 1, 8 or 32 lanes per row (by stored columns), 256-thread blocks,
-# at most MAX_ROW_BLOCKS (row_team, row_blocks)
-MAX_ROW_BLOCKS = 1056
+# LAMM's trials form J delta in their launch up to this many stored values a batch
+LAMM_MERGED_TRIALS_MAX_VALUES = 1 << 22
 INCREMENTAL_GRAM = True  # Newton's heavy cuBLAS Gram kept incrementally (UpdateContext)
 FUSED_GRAM_MAX_P = 128  # the row pass forms the Gram itself up to this P
 FUSED_GRAM_SLOTS = (2, 3, 5, 8, 12, 16)  # its padded widths, in 8-column blocks
@@ -235,16 +234,11 @@ def gram_column_blocks(P: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
-def row_blocks(n: int, c: int) -> int:
-    """Blocks of librh_cuda's row kernels over n rows of c stored columns (row_blocks)."""
-    team = 32 if c > 32 else (8 if c > 8 else 1)
-    return min(-(-n * team // 256), MAX_ROW_BLOCKS)
-
-
 def lamm_group_launches(n: int, c: int) -> int:
     """Launches of one LAMM attempt group: the candidates, the trials, the pick, and J delta
-    in the trials' launch unless the rows fill the row grid (lamm_trials_with_quadratic)."""
-    return 3 if row_blocks(n, c) < MAX_ROW_BLOCKS else 4
+    in the trials' launch up to LAMM_MERGED_TRIALS_MAX_VALUES stored values, else its own
+    (lamm_trials_with_quadratic)."""
+    return 3 if n * c <= LAMM_MERGED_TRIALS_MAX_VALUES else 4
 
 
 def fused_gram_blocks(n: int, P: int) -> tuple[int, int]:

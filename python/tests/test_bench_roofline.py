@@ -112,23 +112,20 @@ def test_engine_floor_of_a_lamm_batch_on_host_input():
     assert work.transfer_bytes == batch
 
 
-def test_lamm_groups_launch_j_delta_apart_on_a_full_row_grid():
-    # Row grids: 4,096 x 16 -> teams of 8 lanes, 128 blocks; 262,144 x 128 -> warps, capped at
-    # 1,056 blocks (a full grid: J delta gets a launch of its own, one more per group).
-    assert roofline.row_blocks(4096, 16) == 128
-    assert roofline.row_blocks(4096, 8) == 16
-    assert roofline.row_blocks(262_144, 128) == 1056
-    assert roofline.lamm_group_launches(4096, 16) == 3
+def test_lamm_groups_launch_j_delta_apart_on_large_batches():
+    # Up to 2^22 stored values J delta runs in the trials' launch (the standard streaming
+    # batch, 65,536 x 32 = 2^21), above it in its own (large-stream, 262,144 x 128 = 2^25).
+    assert roofline.lamm_group_launches(65_536, 32) == 3
+    assert roofline.lamm_group_launches(2 ** 22, 1) == 3
+    assert roofline.lamm_group_launches(2 ** 22 + 1, 1) == 4
     assert roofline.lamm_group_launches(262_144, 128) == 4
-    # 3 iterations on a new engine queue one chunk of 4: two groups each, real or not. One lane
-    # per row of 8 columns: 300,000 rows fill the grid, 200,000 take 782 blocks (both Grams
-    # light and fused: the same launches otherwise).
-    assert roofline.row_blocks(300_000, 8) == 1056
-    assert roofline.row_blocks(200_000, 8) == 782
-    full_grid = roofline.engine_work(300_000, 8, 8, 3, l1=True, host=False, hint=0)
-    narrow = roofline.engine_work(200_000, 8, 8, 3, l1=True, host=False, hint=0)
-    assert full_grid.syncs == narrow.syncs
-    assert full_grid.launches - narrow.launches == 4 * 2
+    # 3 iterations on a new engine queue one chunk of 4: two groups each, real or not. 8
+    # columns, 600,000 rows against 500,000 (4.8e6 and 4.0e6 values; both Grams light and
+    # fused: the same launches otherwise).
+    large = roofline.engine_work(600_000, 8, 8, 3, l1=True, host=False, hint=0)
+    small = roofline.engine_work(500_000, 8, 8, 3, l1=True, host=False, hint=0)
+    assert large.syncs == small.syncs
+    assert large.launches - small.launches == 4 * 2
 
 
 def test_lamm_with_a_heavy_gram_forms_it_once_after_one_more_synchronisation():

@@ -15,9 +15,9 @@ namespace rh {
 // xtu_partials_stride(ncols_x) per block; otherwise scores for cuBLAS's gemv).
 int row_team(int64_t ncols_x);
 int row_blocks(int64_t n_rows, int64_t ncols_x);
-// Whether launch_lamm_trials forms J delta in the trials' launch: while the rows take fewer
-// than kMaxRowBlocks blocks; on a full row grid J delta keeps a launch of its own, which
-// measured faster on an H200 (docs/decisions.md).
+// Whether launch_lamm_trials forms J delta in the trials' launch: for batches of at most
+// kLammMergedTrialsMaxValues stored values; on larger ones J delta keeps a launch of its own,
+// which measured faster on an H200 (docs/decisions.md).
 bool lamm_trials_with_quadratic(int64_t n_rows, int64_t ncols_x);
 // Validation checks the rows in tiles of validation_tile_rows consecutive rows, one block and
 // one set of partials per tile (validation_tiles of them, at most row_blocks): staged host input

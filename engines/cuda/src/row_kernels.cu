@@ -23,7 +23,7 @@ int row_blocks(int64_t n_rows, int64_t ncols_x) {
 }
 
 bool lamm_trials_with_quadratic(int64_t n_rows, int64_t ncols_x) {
-  return row_blocks(n_rows, ncols_x) < kMaxRowBlocks;
+  return n_rows * ncols_x <= kLammMergedTrialsMaxValues;
 }
 
 int64_t validation_tile_rows(int64_t n_rows, int64_t ncols_x) {

@@ -15,6 +15,9 @@ constexpr int kThreads = 256;
 // threads per SM of an H200 (132 SMs): a row pass is a stream of dependent loads per team, and
 // two blocks per SM left large batches latency-bound, far from HBM bandwidth.
 constexpr int kMaxRowBlocks = 1056;
+// LAMM's trials form J delta in their own launch for batches of at most this many stored
+// values (lamm_trials_with_quadratic; docs/decisions.md).
+constexpr int64_t kLammMergedTrialsMaxValues = int64_t{1} << 22;
 // Grid cap of the elementwise kernels over P x P matrices (grid-stride beyond it).
 constexpr int kMaxElementwiseBlocks = 4096;
 // Rows wider than kWideRowColumns are read by a warp each, rows wider than kNarrowRowColumns
