@@ -123,20 +123,10 @@ void launch_gradient(const double* J, const double* beta, const double* beta0, c
 template <class T>
 void launch_assemble_hessian(const T* gram, const double* J, const BatchConstants& k,
                              const DeviceScalars* sc, double* H, cudaStream_t s);
-// out = sum over chunks of the chunk-major partial P x P Grams, in chunk order, the upper
-// triangle only (the rest of `out` is left as it was). With a gate
-// (the update's DeviceScalars; null: always), only when `when` holds there: the Gram of a row
-// pass reaches its output only when that pass ran (it tested the same state), so a Gram
-// recomputed from scaled rows a later pass has overwritten is never kept.
-// accumulate: out's upper triangle plus the sum (the incremental Gram's update).
+// The sum of a row pass's (or a GEMM's) partial Grams that `sum` describes (GramSum), in its
+// own launch.
 template <class T>
-void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, const DeviceScalars* gate,
-                              RunWhen when, bool accumulate, T* out, cudaStream_t s);
-// The same for the fused row pass's `blocks` partial Grams (launch_row_pass_gram), summed in
-// block order, both triangles written.
-template <class T>
-void launch_sum_fused_gram(const double* partials, int blocks, int64_t P, const DeviceScalars* sc,
-                           RunWhen when, T* out, cudaStream_t s);
+void launch_gram_sum(const GramSum<T>& sum, cudaStream_t s);
 // A paused state (needs_host: kNeedsFallback, kNeedsMajoriser, kNeedsLammBound) -> kRunning,
 // before the host queues the rest of the paused iteration.
 void launch_resume(DeviceScalars* sc, cudaStream_t s);

@@ -402,7 +402,7 @@ __global__ void recorded_scaled_rows_kernel(RowView<T> rows, CurvatureTrack trac
 // numbered p = tb (tb + 1) / 2 + ta with p = w (mod 8), into its accumulators, while the next
 // tile's rows load. float32 rows are widened to double, so the Gram is formed from exact
 // products and summed in double. The block's upper 8 x 8 blocks go to
-// gram_partials[block * kPad^2 + row + col * kPad]; launch_sum_fused_gram adds the blocks in
+// gram_partials[block * kPad^2 + row + col * kPad]; launch_gram_sum adds the blocks in
 // block order.
 template <int kSlots>
 struct FusedGramShape {

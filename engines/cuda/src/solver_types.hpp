@@ -167,11 +167,15 @@ struct DeviceScalars {
                             // left its Gram to UpdateContext::apply_gram_flips
 };
 
-// A row pass's sum of partial Grams handed to the gradient's launch (UpdateContext::
-// row_pass_then_gradient), which runs it in blocks of its own: launch_sum_fused_gram's (kFused:
-// `count` per-block partials of the fused row pass, padded to `pad`) or
-// launch_sum_gram_partials' (kChunks: `count` per-chunk partials of cuBLAS's GEMMs), with the
-// same gate, `when` and order, so the same bits.
+// A sum of partial Grams (launch_gram_sum, or the gradient's launch after a Newton row pass:
+// UpdateContext::row_pass_then_gradient), each entry summed in a fixed order in double.
+// kFused: the fused row pass's `count` per-block partials (double, padded to `pad`), a warp per
+// entry of the upper triangle, written to both triangles. kChunks: `count` per-chunk partials
+// of cuBLAS's GEMMs (T), the upper triangle only (the GEMMs may leave the rest unwritten), by a
+// thread per entry, or a warp per entry above 16 chunks; `accumulate` adds the sum to `out`
+// (the incremental Gram's update). With a gate (the update's DeviceScalars; null: always) the
+// sum runs only when `when` holds there: the Gram of a row pass reaches `out` only when that
+// pass ran (it tested the same state).
 template <class T>
 struct GramSum {
   enum Kind : int { kNone = 0, kFused = 1, kChunks = 2 };

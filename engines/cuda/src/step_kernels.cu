@@ -151,32 +151,6 @@ __device__ void sum_fused_gram(const double* partials, int blocks, int64_t P, in
   }
 }
 
-template <class T>
-__global__ void sum_gram_partials_kernel(const T* partials, int chunks, int64_t P,
-                                         const DeviceScalars* gate, int when, bool accumulate,
-                                         T* out) {
-  enter_stream_order();
-  if (gram_sum_runs(gate, when))
-    sum_gram_chunks(partials, chunks, P, accumulate, out, blockIdx.x, gridDim.x);
-}
-
-template <class T>
-__global__ void sum_gram_partials_warp_kernel(const T* partials, int chunks, int64_t P,
-                                              const DeviceScalars* gate, int when, bool accumulate,
-                                              T* out) {
-  enter_stream_order();
-  if (gram_sum_runs(gate, when))
-    sum_gram_chunks_by_warps(partials, chunks, P, accumulate, out, blockIdx.x, gridDim.x);
-}
-
-template <class T>
-__global__ void sum_fused_gram_kernel(const double* partials, int blocks, int64_t P, int64_t pad,
-                                      const DeviceScalars* sc, int when, T* out) {
-  enter_stream_order();
-  if (gram_sum_runs(sc, when))
-    sum_fused_gram(partials, blocks, P, pad, out, blockIdx.x, gridDim.x);
-}
-
 // The blocks a GramSum's sum takes (those its own launch would have).
 template <class T>
 int gram_sum_blocks(const GramSum<T>& sum) {
@@ -199,6 +173,12 @@ __device__ void run_gram_sum(const GramSum<T>& sum, int64_t block, int64_t grid)
   } else {
     sum_gram_chunks(sum.chunk_partials, sum.count, sum.P, sum.accumulate, sum.out, block, grid);
   }
+}
+
+template <class T>
+__global__ void gram_sum_kernel(GramSum<T> sum) {
+  enter_stream_order();
+  run_gram_sum(sum, blockIdx.x, gridDim.x);
 }
 
 // Sums the row pass's partials in a fixed order (every block alike; block 0 stores rho_sum,
@@ -337,26 +317,8 @@ void launch_assemble_hessian(const T* gram, const double* J, const BatchConstant
 }
 
 template <class T>
-void launch_sum_gram_partials(const T* partials, int chunks, int64_t P, const DeviceScalars* gate,
-                              RunWhen when, bool accumulate, T* out, cudaStream_t s) {
-  const int w = static_cast<int>(when);
-  if (chunks > kChunksByThread) {
-    launch_kernel("sum_gram_partials_warp_kernel", sum_gram_partials_warp_kernel<T>,
-                  warp_rows_blocks(P * P), kThreads, s, partials, chunks, P, gate, w, accumulate,
-                  out);
-  } else {
-    launch_kernel("sum_gram_partials_kernel", sum_gram_partials_kernel<T>,
-                  elementwise_blocks(P * P), kThreads, s, partials, chunks, P, gate, w, accumulate,
-                  out);
-  }
-}
-
-template <class T>
-void launch_sum_fused_gram(const double* partials, int blocks, int64_t P, const DeviceScalars* sc,
-                           RunWhen when, T* out, cudaStream_t s) {
-  launch_kernel("sum_fused_gram_kernel", sum_fused_gram_kernel<T>, warp_rows_blocks(P * P),
-                kThreads, s, partials, blocks, P, fused_gram_padded(P), sc, static_cast<int>(when),
-                out);
+void launch_gram_sum(const GramSum<T>& sum, cudaStream_t s) {
+  launch_kernel("gram_sum_kernel", gram_sum_kernel<T>, gram_sum_blocks(sum), kThreads, s, sum);
 }
 
 void launch_resume(DeviceScalars* sc, cudaStream_t s) {
@@ -368,20 +330,17 @@ void launch_matvec(const double* A, const double* v, const DeviceScalars* sc, do
   launch_kernel("matvec_kernel", matvec_kernel, warp_rows_blocks(P), kThreads, s, A, v, sc, out, P);
 }
 
-#define RH_INSTANTIATE_STEP_KERNELS(T)                                                             \
-  template void launch_begin_update<T>(const double*, const unsigned long long*, int,              \
-                                       const BatchConstants&, const T*, const T*, double*,         \
-                                       double*, double*, DeviceScalars*, cudaStream_t);            \
-  template void launch_gradient<T>(const double*, const double*, const double*, const T*,          \
-                                   const double*, int64_t, const BatchConstants&, const double*,   \
-                                   int, bool, DeviceScalars*, double*, double*, RunWhen,           \
-                                   const GramSum<T>&, cudaStream_t);                               \
-  template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,         \
-                                           const DeviceScalars*, double*, cudaStream_t);           \
-  template void launch_sum_gram_partials<T>(const T*, int, int64_t, const DeviceScalars*, RunWhen, \
-                                            bool, T*, cudaStream_t);                               \
-  template void launch_sum_fused_gram<T>(const double*, int, int64_t, const DeviceScalars*,        \
-                                         RunWhen, T*, cudaStream_t);
+#define RH_INSTANTIATE_STEP_KERNELS(T)                                                           \
+  template void launch_begin_update<T>(const double*, const unsigned long long*, int,            \
+                                       const BatchConstants&, const T*, const T*, double*,       \
+                                       double*, double*, DeviceScalars*, cudaStream_t);          \
+  template void launch_gradient<T>(const double*, const double*, const double*, const T*,        \
+                                   const double*, int64_t, const BatchConstants&, const double*, \
+                                   int, bool, DeviceScalars*, double*, double*, RunWhen,         \
+                                   const GramSum<T>&, cudaStream_t);                             \
+  template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,       \
+                                           const DeviceScalars*, double*, cudaStream_t);         \
+  template void launch_gram_sum<T>(const GramSum<T>&, cudaStream_t);
 
 RH_INSTANTIATE_STEP_KERNELS(float)
 RH_INSTANTIATE_STEP_KERNELS(double)

@@ -63,7 +63,7 @@ cublasStatus_t gemm_chunks(cublasHandle_t h, int m, int n, int rows, int ld, con
 
 // out = A B' for the row-major n x P designs a and b (the Gram when b is a), upper triangle.
 // gate (null: none): the Gram is the row pass's and lands in `out` only when that pass ran
-// (launch_sum_gram_partials), so it always goes through the partials; so does an accumulating
+// (launch_gram_sum), so it always goes through the partials; so does an accumulating
 // one (out += A B', the incremental Gram's update).
 // deferred (not null): the sum of the partials is described there instead of launched
 // (UpdateContext::row_pass_then_gradient); the Gram then always goes through the partials.
@@ -85,18 +85,19 @@ void gram_upper(Engine& e, int64_t P, int64_t n, const T* a, const T* b, T* out,
   }
   if (direct)
     return;
-  if (deferred != nullptr) {
-    deferred->kind = GramSum<T>::kChunks;
-    deferred->chunk_partials = target;
-    deferred->count = split.chunks;
-    deferred->P = P;
-    deferred->gate = gate;
-    deferred->when = static_cast<int>(when);
-    deferred->accumulate = accumulate;
-    deferred->out = out;
-    return;
-  }
-  launch_sum_gram_partials<T>(target, split.chunks, P, gate, when, accumulate, out, e.stream);
+  GramSum<T> sum;
+  sum.kind = GramSum<T>::kChunks;
+  sum.chunk_partials = target;
+  sum.count = split.chunks;
+  sum.P = P;
+  sum.gate = gate;
+  sum.when = static_cast<int>(when);
+  sum.accumulate = accumulate;
+  sum.out = out;
+  if (deferred != nullptr)
+    *deferred = sum;
+  else
+    launch_gram_sum<T>(sum, e.stream);
 }
 
 }  // namespace
@@ -135,18 +136,20 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu, Gra
   // pass may have overwritten, but only the sum that skips with the row pass writes gram().
   if (with_xtu && !xtu_in_partials)
     gemv_transposed(e.blas, rows, e.ws.score.as<T>(), xtu());
-  if (fused && gram_sum != nullptr) {
-    gram_sum->kind = GramSum<T>::kFused;
-    gram_sum->fused_partials = e.ws.gram_partials.as<double>();
-    gram_sum->count = row_partial_blocks;
-    gram_sum->P = rows.P;
-    gram_sum->pad = fused_gram_padded(rows.P);
-    gram_sum->gate = device_scalars();
-    gram_sum->when = static_cast<int>(when);
-    gram_sum->out = gram();
-  } else if (fused) {
-    launch_sum_fused_gram<T>(e.ws.gram_partials.as<double>(), row_partial_blocks, rows.P,
-                             device_scalars(), when, gram(), e.stream);
+  if (fused) {
+    GramSum<T> sum;
+    sum.kind = GramSum<T>::kFused;
+    sum.fused_partials = e.ws.gram_partials.as<double>();
+    sum.count = row_partial_blocks;
+    sum.P = rows.P;
+    sum.pad = fused_gram_padded(rows.P);
+    sum.gate = device_scalars();
+    sum.when = static_cast<int>(when);
+    sum.out = gram();
+    if (gram_sum != nullptr)
+      *gram_sum = sum;
+    else
+      launch_gram_sum<T>(sum, e.stream);
   } else if (with_gram && !leaves_gram) {
     gram_upper<T>(e, rows.P, rows.n, scaled, scaled, gram(), device_scalars(), when, false,
                   gram_sum);
