@@ -112,7 +112,7 @@ DEVICE_VERSION = 1
 FUSED_XTU_MAX_COLUMNS = 32
 ROW_PASS_XTU_MAX_COLUMNS = 512
 SMALL_DENSE_MAX = 160  # the one-block Cholesky's limit on an H200 (device dependent)
-CLUSTER_CHOLESKY_MAX = 384  # the cluster Cholesky's limit on an H200 (device dependent)
+CLUSTER_CHOLESKY_MAX = 383  # the cluster Cholesky's limit on an H200 (device dependent)
 # above it: one iteration per chunk above the one-block limit, LAMM's Gram once
 HEAVY_GRAM_FLOPS = 2e9
 # LAMM's trials form J delta in their launch up to this many stored values a batch
@@ -387,12 +387,12 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
                 work.add(Work(bytes=(syncs - 1) * gram_reads * scaled_bytes,
                               flops=(syncs - 1) * gram_flops))
         return work
-    # the one-block kernel | the cluster Cholesky or assemble and potrf; the acceptance test and
-    # solves; J dir
+    # the one-block kernel | the cluster kernel (factor, acceptance test and solves), J dir |
+    # assemble, potrf, the acceptance test and solves, J dir
     if not above_one_block:
         solve_launches = 1
     else:
-        solve_launches = 3 if P <= cluster_cholesky_max else 4
+        solve_launches = 2 if P <= cluster_cholesky_max else 4
     trials = Work(bytes=n * c * s + 8 * n, launches=2)  # trials + select
     for _ in range(k):
         work.add(Work(launches=solve_launches))

@@ -147,9 +147,9 @@ def test_lamm_with_a_heavy_gram_forms_it_once_after_one_more_synchronisation():
 
 
 def test_engine_floor_above_the_one_block_limit(monkeypatch):
-    # 4,096 x 256 float64 Newton: P = 257 > 160 so the cluster Cholesky factors (P <= 384); 2 n
-    # P^2 = 5.4e8 <= 2e9 so the first chunk is 2 and later chunks 1: 4 iterations in chunks 2,
-    # 1, 1.
+    # 4,096 x 256 float64 Newton: P = 257 > 160 so the cluster kernel factors and solves (P <=
+    # 383); 2 n P^2 = 5.4e8 <= 2e9 so the first chunk is 2 and later chunks 1: 4 iterations in
+    # chunks 2, 1, 1.
     n, c, s, P = 4096, 256, 8, 257
     assert roofline.chunk_sizes(l1=False, above_one_block=True, n=n, P=P, hint=0) == (2, 1)
     assert roofline.queued_iterations(4, 2, 1) == (4, 3)
@@ -165,11 +165,11 @@ def test_engine_floor_above_the_one_block_limit(monkeypatch):
     assert work.bytes == expected == 168_599_584
     assert work.flops == 5 * 2 * n * P * P
     # fixed: validation, begin, memset, row pass, GEMM, gradient with the Gram's sum, 3 commits;
-    # per iteration: the cluster Cholesky, the acceptance test and solves, J dir, trials,
+    # per iteration: the cluster kernel (factor, acceptance test and solves), J dir, trials,
     # select, row pass, GEMM, gradient with the sum
-    assert work.launches == 6 + 3 + 4 * 8 == 41
-    # beyond the cluster Cholesky's limit cuSOLVER factors: assemble and potrf, one launch more
-    # per iteration, the same bytes and chunks
+    assert work.launches == 6 + 3 + 4 * 7 == 37
+    # beyond the cluster Cholesky's limit cuSOLVER factors: assemble, potrf and the acceptance
+    # test and solves, two launches more per iteration, the same bytes and chunks
     beyond = roofline.engine_work(n, c, s, 4, l1=False, host=False, hint=0,
                                   cluster_cholesky_max=256)
     assert beyond.launches == 6 + 3 + 4 * 9 == 45

@@ -1,13 +1,14 @@
-// The Cholesky factor of Newton systems above the one-block limit, up to a few hundred
-// parameters (Engine::small_dense_max < P <= Engine::cluster_cholesky.max_p, 384 on an H200), by
-// one cluster of thread blocks (docs/decisions.md, "The cluster Cholesky"). It takes the place of
-// the assembly and cuSOLVER's potrf: it assembles H = (G + J) / N + ridge I from the Gram and J
-// as potrf's input would be, factors H = L L' and leaves L (lower, column-major) and potrf's info
-// where launch_cholesky_verdict_solve reads them.
+// The Newton step's solve for systems above the one-block limit, up to a few hundred parameters
+// (Engine::small_dense_max < P <= Engine::cluster_cholesky.max_p, 383 on an H200), by one cluster
+// of thread blocks (docs/decisions.md, "The cluster Cholesky"). It takes the place of the
+// assembly, cuSOLVER's potrf and the verdict-and-solve kernel: it assembles the bordered matrix
+// [H 0; g' 1], H = (G + J) / N + ridge I as potrf's input would be, factors it (row P of the
+// factor is y' with L y = g: the forward solve), applies the acceptance test of
+// cholesky_verdict_solve_kernel to the pivots and, on an accepted factor, solves L' dir = y.
 //
 // cuSOLVER's potrf at P = 257 runs one kernel of about 190 us on an H200. Here:
-// - The lower triangle's 32 x 32 tiles (the identity beyond P) stay in shared memory from the
-//   assembly to the final store: tile row i in block i mod C (C = the number of tile rows up to
+// - The lower triangle's 32 x 32 tiles (g' in row P, the identity beyond) stay in shared memory
+//   from the assembly to the solve: tile row i in block i mod C (C = the number of tile rows up to
 //   8, then 8 or more as shared memory requires).
 // - Step k (right-looking): every block with rows below k copies the diagonal factor L_kk from
 //   its owner (distributed shared memory) and solves its tiles L_ik = A_ik L_kk^-T, a warp per
@@ -24,8 +25,11 @@
 //   pivots' square roots applied at the end, so each of the 32 steps waits on a shuffle and a
 //   refined approximate reciprocal, not on a square root or a division. 1 / L_rr travels in the
 //   tile's padding column to the panel solves.
-// - A pivot that is not finite and positive is recorded (the first, potrf's info) and the
-//   factorisation goes on in NaNs; launch_cholesky_verdict_solve refuses such a factor.
+// - A pivot that fails the acceptance test (not finite, or not above rh_pivot_floor times H's own
+//   diagonal entry) is recorded and the factorisation goes on in NaNs; at the end a refused factor
+//   moves the state to kNeedsFallback (the host's LU) and leaves dir alone.
+// - The back substitution runs in the block holding y, reading the other blocks' tiles through
+//   distributed shared memory (back_substitute); the factor never goes to global memory.
 #include <cooperative_groups.h>
 
 #include <climits>
@@ -48,12 +52,14 @@ constexpr int kTile = 32;
 constexpr int kLd = 36;
 constexpr int kTileElems = kTile * kLd;
 // Tile rows are bits of 32-bit masks, and a cluster has at most 16 blocks; shared memory limits
-// the rows further (12, P <= 384, on an H200: cluster_cholesky_bytes).
+// the rows further (12, P + 1 <= 384, on an H200: cluster_cholesky_bytes).
 constexpr int kMaxTiles = 16;
 constexpr int kClusterSizes[] = {8, 16};  // the portable size first
 
+// The tiles of the bordered matrix [H 0; g' 1] of P + 1 rows (the identity beyond): its factor's
+// last row is y' with L y = g, the forward solve.
 __host__ __device__ constexpr int tile_count(int64_t P) {
-  return static_cast<int>((P + kTile - 1) / kTile);
+  return static_cast<int>((P + kTile) / kTile);
 }
 
 // Tile row i belongs to block i mod C; a block holds its rows' tiles (i, 0..i) one after the
@@ -116,11 +122,13 @@ constexpr int kCopyBatch = 8;  // loads in flight per thread in a copy
 // column kInverseColumn. Lane r holds row r; at step j every later row takes a_rc -= (a_rj / d_j)
 // a_cj. The pivot d_j comes by a shuffle and the column through `column` (two buffers, so one
 // __syncwarp per step); lane j + 1 updates its own pivot from its own a_{j+1,j}. The rows' entries
-// then hold R with H = R' D^-1 R (d_j the pivots), so L = R D^-1/2. The first column below P whose
-// pivot is not finite and positive goes to *bad (an atomicMin).
-__device__ __forceinline__ void factor_diagonal_tile(double* D, int t, int64_t P,
-                                                     double (*column)[kTile], double* inverse_root,
-                                                     int* bad) {
+// then hold R with H = R' D^-1 R (d_j the pivots), so L = R D^-1/2. The acceptance test of
+// cuSOLVER's factors (cholesky_verdict_solve_kernel) on each column below P: its pivot finite,
+// positive and above `floor` times H's own diagonal entry (`diagonal`, this lane's row); the first
+// column that fails goes to *bad (an atomicMin).
+__device__ __forceinline__ void factor_diagonal_tile(double* D, int t, int64_t P, double diagonal,
+                                                     double floor, double (*column)[kTile],
+                                                     double* inverse_root, int* bad) {
   const int lane = threadIdx.x & 31;
   double a[kTile];
 #pragma unroll
@@ -144,7 +152,8 @@ __device__ __forceinline__ void factor_diagonal_tile(double* D, int t, int64_t P
       a[c] = fma(-multiplier, buffer[c], a[c]);
   }
   const int64_t global = static_cast<int64_t>(t) * kTile + lane;
-  const bool refused = global < P && !(isfinite(pivot_mine) && pivot_mine > 0.0);
+  const bool refused =
+      global < P && !(isfinite(pivot_mine) && pivot_mine > 0.0 && pivot_mine > floor * diagonal);
   const unsigned refusals = __ballot_sync(0xffffffffu, refused);
   if (refusals != 0 && lane == 0)
     atomicMin(bad, t * kTile + __ffs(refusals) - 1);
@@ -279,20 +288,101 @@ __device__ __forceinline__ void copy_tiles(const cg::cluster_group& cluster, dou
   }
 }
 
+// dir = L^-T y, y in row P of the factored bordered matrix (tile row P / 32, this block's), by
+// one block that reads the tiles of L from their owners' shared memory. r (P doubles) starts as y
+// and keeps the remainders; `solved` holds the last tile's solution. Tile column t from the last
+// down: warp 0 solves L_tt' x_t = r_t, a lane per row of x_t in registers (lane l keeps column l
+// of L_tt and 1 / L_ll), x_c = r_c / L_cc and r_l -= L_cl x_c, one shuffle per row; after a block
+// barrier warp w takes r_j -= L_tj' x_t for the tiles j = w, w + 8, .. below t (lane l: column l).
+// Each warp loads its next step's tiles before the barrier that ends a step. Rows of tile t at or
+// beyond P (row P is y, the rows after it the identity's, in NaNs where y' y > 1) are skipped, not
+// multiplied by zero.
+__device__ __forceinline__ void back_substitute(const cg::cluster_group& cluster, double* owned,
+                                                int C, int64_t P, double* r, double* solved,
+                                                double* dir) {
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  auto tile_at = [&](int i, int j) -> const double* {
+    return cluster.map_shared_rank(owned + (row_start_of(i, C) + j) * kTileElems,
+                                   static_cast<unsigned>(i % C));
+  };
+  auto load_column = [&](const double* tile, double (&column)[kTile]) {
+#pragma unroll
+    for (int c = 0; c < kTile; ++c)
+      column[c] = tile[c * kLd + lane];
+  };
+  const int bordered = static_cast<int>(P / kTile);
+  const int y_row = static_cast<int>(P % kTile);
+  for (int64_t c = tid; c < P; c += kClusterThreads)
+    r[c] = owned[(row_start_of(bordered, C) + c / kTile) * kTileElems + y_row * kLd + c % kTile];
+  const int last = static_cast<int>((P - 1) / kTile);
+  double diagonal_column[kTile];  // warp 0: column `lane` of L_tt
+  double inverse = 0.0;           // warp 0: 1 / L_lane,lane
+  double update_column[kTile];    // column `lane` of this warp's first tile L_t,warp
+  if (warp == 0) {
+    const double* D = tile_at(last, last);
+    load_column(D, diagonal_column);
+    inverse = D[lane * kLd + kInverseColumn];
+  }
+  if (warp < last)
+    load_column(tile_at(last, warp), update_column);
+  __syncthreads();  // r holds y
+  for (int t = last; t >= 0; --t) {
+    const int rows =
+        P - int64_t{t} * kTile < kTile ? static_cast<int>(P - int64_t{t} * kTile) : kTile;
+    if (warp == 0) {
+      double remainder = lane < rows ? r[t * kTile + lane] : 0.0;
+      double x = 0.0;
+#pragma unroll
+      for (int c = kTile - 1; c >= 0; --c) {
+        if (c >= rows)
+          continue;
+        const double xc = __shfl_sync(0xffffffffu, remainder * inverse, c);
+        x = lane == c ? xc : x;
+        remainder = fma(-diagonal_column[c], xc, remainder);  // L_cl = 0 for l > c
+      }
+      solved[lane] = lane < rows ? x : 0.0;
+      if (lane < rows)
+        dir[int64_t{t} * kTile + lane] = x;
+      if (t > 0) {
+        const double* D = tile_at(t - 1, t - 1);
+        load_column(D, diagonal_column);
+        inverse = D[lane * kLd + kInverseColumn];
+      }
+    }
+    __syncthreads();  // x_t in `solved`
+    for (int j = warp; j < t; j += kClusterWarps) {
+      if (j != warp)  // a second tile (more than 8 below t): loaded now
+        load_column(tile_at(t, j), update_column);
+      double acc[4] = {0.0, 0.0, 0.0, 0.0};
+#pragma unroll
+      for (int c = 0; c < kTile; ++c) {
+        if (c < rows)
+          acc[c & 3] = fma(update_column[c], solved[c], acc[c & 3]);
+      }
+      r[j * kTile + lane] -= (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    }
+    if (warp < t - 1)
+      load_column(tile_at(t - 1, warp), update_column);
+    __syncthreads();  // r_j final for the tiles of column t - 1; `solved` free
+  }
+}
+
 #endif  // RH_CLUSTER_CODE
 
 template <class T>
 __global__ void __launch_bounds__(kClusterThreads, 1)
-    cluster_cholesky_kernel(const T* gram, const double* J, BatchConstants k,
-                            const DeviceScalars* sc, double* L, int* info) {
+    cluster_cholesky_kernel(const T* gram, const double* J, const double* g, BatchConstants k,
+                            DeviceScalars* sc, double* dir) {
   enter_stream_order();
 #if !RH_CLUSTER_CODE
   (void)gram;
   (void)J;
+  (void)g;
   (void)k;
   (void)sc;
-  (void)L;
-  (void)info;
+  (void)dir;
   __trap();
 #else
   if (sc->state != kRunning)
@@ -301,7 +391,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   __shared__ double column[2][kTile];
   __shared__ double inverse_root[kTile];
   __shared__ int bad;          // this block's first refused pivot
-  __shared__ int cluster_bad;  // block 0: the cluster's
+  __shared__ int cluster_bad;  // every block: the cluster's
   const cg::cluster_group cluster = cg::this_cluster();
   const int C = static_cast<int>(cluster.num_blocks());
   const int rank = static_cast<int>(cluster.block_rank());
@@ -320,10 +410,10 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     bad = INT_MAX;
     cluster_bad = INT_MAX;
   }
-  // H's lower triangle as potrf would read it (assemble_hessian_kernel's formula); the identity
-  // beyond P, zeros above the diagonal and in the padding columns. Every thread works on the same
-  // tiles at a time, two of a tile row at once: a warp per 8 of their rows, a lane per column, so
-  // the loads of G and J run along rows (coalesced) and 16 are in flight per thread.
+  // H's lower triangle as potrf would read it (assemble_hessian_kernel's formula), g' as row P,
+  // the identity beyond, zeros above the diagonal and in the padding columns. Every thread works on
+  // the same tiles at a time, two of a tile row at once: a warp per 8 of their rows, a lane per
+  // column, so the loads of G and J run along rows (coalesced) and 16 are in flight per thread.
   const double inv_n = 1.0 / sc->total_weight;
   {
     const int lane = tid & 31;
@@ -341,6 +431,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
             if (j + t <= i && r < P && c < P && r >= c)
               v = (static_cast<double>(gram[c + r * P]) + J[r * P + c]) * inv_n +
                   (r == c ? k.ridge : 0.0);
+            else if (j + t <= i && r == P && c < P)
+              v = g[c];
             value[t][m] = v;
           }
         }
@@ -362,9 +454,16 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
       owned[slot * kTileElems + (within / kPadding) * kLd + kTile + within % kPadding] = 0.0;
     }
   }
+  // The acceptance test's terms: its floor, and H's diagonal entry on the rows of tile t (read
+  // again: the tile holds the trailing update by then), as the assembly forms it.
+  const double floor = rh_pivot_floor(P, k.dtype_epsilon);
+  auto diagonal_of = [&](int t) {
+    const int64_t r = int64_t{t} * kTile + (tid & 31);
+    return r < P ? (static_cast<double>(gram[r + r * P]) + J[r * P + r]) * inv_n + k.ridge : 1.0;
+  };
   __syncthreads();
   if (rank == 0 && warp == 0)  // row 0 is block 0's
-    factor_diagonal_tile(owned, 0, P, column, inverse_root, &bad);
+    factor_diagonal_tile(owned, 0, P, diagonal_of(0), floor, column, inverse_root, &bad);
   cluster_arrive();
 
   // Step `step`: the diagonal factor (step, step) is out once every thread has arrived.
@@ -412,8 +511,9 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     if (owns_next && warp == 0) {
       double* D = own_tile(next, next);
       const double* Li = own_tile(next, step);
+      const double diagonal = diagonal_of(next);
       update_tile<true>(D, Li, Li);
-      factor_diagonal_tile(D, next, P, column, inverse_root, &bad);
+      factor_diagonal_tile(D, next, P, diagonal, floor, column, inverse_root, &bad);
     } else {
       const int warps = kClusterWarps - first_warp;
       int n = 0;
@@ -440,29 +540,28 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   cluster_wait();
   __syncthreads();  // as at the top of each step
 
-  // L's lower triangle below P, column-major, where potrf leaves it: tile by tile, a warp per 4
-  // of its columns, a lane per row, so each store of a warp is one contiguous piece of a column.
-  {
-    const int lane = tid & 31;
-    for (int i = rank; i < tiles; i += C) {
-      const int64_t r = int64_t{i} * kTile + lane;
-      for (int j = 0; j <= i; ++j) {
-        const double* tile = own_tile(i, j);
-#pragma unroll
-        for (int m = 0; m < kTile / kClusterWarps; ++m) {
-          const int cc = warp + kClusterWarps * m;
-          const int64_t c = int64_t{j} * kTile + cc;
-          if (r < P && c < P && r >= c)
-            L[r + c * P] = tile[lane * kLd + cc];
-        }
-      }
-    }
+  // The verdict, in every block: a refused factor leaves dir alone and the state to the host's
+  // LU (kNeedsFallback), as cholesky_verdict_solve_kernel does after cuSOLVER's.
+  if (tid == 0 && bad != INT_MAX) {
+    for (int b = 0; b < C; ++b)
+      atomicMin(cluster.map_shared_rank(&cluster_bad, static_cast<unsigned>(b)), bad);
   }
-  if (tid == 0 && bad != INT_MAX)
-    atomicMin(cluster.map_shared_rank(&cluster_bad, 0u), bad);
   cluster.sync();
+  if (cluster_bad != INT_MAX) {
+    if (rank == 0 && tid == 0) {
+      sc->factor_ok = 0;
+      sc->state = kNeedsFallback;
+    }
+    return;
+  }
+  // Back substitution L' dir = y by the block holding y (row P), reading the other blocks' tiles
+  // through distributed shared memory; every block stays until it is done.
+  const int bordered = static_cast<int>(P / kTile);
+  if (rank == bordered % C)
+    back_substitute(cluster, owned, C, P, panel, diagonal, dir);
   if (rank == 0 && tid == 0)
-    *info = cluster_bad == INT_MAX ? 0 : cluster_bad + 1;
+    sc->factor_ok = 1;
+  cluster.sync();
 #endif  // RH_CLUSTER_CODE
 }
 
@@ -515,7 +614,7 @@ ClusterCholeskyLimits configure_cluster_cholesky(int device) {
   ClusterCholeskyLimits limits;
   limits.shared_bytes = shared_limit;
   for (int tiles = 1; tiles <= kMaxTiles; ++tiles) {
-    const int64_t P = int64_t{tiles} * kTile;
+    const int64_t P = int64_t{tiles} * kTile - 1;  // the largest P of this many tiles
     const int C = cluster_size_for(P, shared_limit);
     if (C == 0 || !cluster_fits(C, cluster_cholesky_bytes(P, C)))
       break;
@@ -525,21 +624,21 @@ ClusterCholeskyLimits configure_cluster_cholesky(int device) {
 }
 
 template <class T>
-void launch_cluster_cholesky(const T* gram, const double* J, const BatchConstants& k,
-                             const DeviceScalars* sc, double* factor, int* info, int shared_limit,
-                             cudaStream_t s) {
+void launch_cluster_cholesky_solve(const T* gram, const double* J, const double* g,
+                                   const BatchConstants& k, DeviceScalars* sc, double* dir,
+                                   int shared_limit, cudaStream_t s) {
   const int C = cluster_size_for(k.P, shared_limit);
   if (C == 0)
     fail(RH_CUDA_INTERNAL_ERROR, "cluster Cholesky: no cluster fits P = %lld",
          static_cast<long long>(k.P));
   launch_kernel("cluster_cholesky_kernel", cluster_cholesky_kernel<T>,
-                cluster_shape(C, cluster_cholesky_bytes(k.P, C)), s, gram, J, k, sc, factor, info);
+                cluster_shape(C, cluster_cholesky_bytes(k.P, C)), s, gram, J, g, k, sc, dir);
 }
 
-#define RH_INSTANTIATE_CLUSTER_CHOLESKY(T)                                                 \
-  template void launch_cluster_cholesky<T>(const T*, const double*, const BatchConstants&, \
-                                           const DeviceScalars*, double*, int*, int,       \
-                                           cudaStream_t);
+#define RH_INSTANTIATE_CLUSTER_CHOLESKY(T)                                                       \
+  template void launch_cluster_cholesky_solve<T>(const T*, const double*, const double*,         \
+                                                 const BatchConstants&, DeviceScalars*, double*, \
+                                                 int, cudaStream_t);
 
 RH_INSTANTIATE_CLUSTER_CHOLESKY(float)
 RH_INSTANTIATE_CLUSTER_CHOLESKY(double)

@@ -162,15 +162,15 @@ int64_t cholesky_tile_inverse_elems(int64_t P);
 // Called when a resource set is made (device current).
 int configure_cholesky_solve(int device);
 // Above the one-block limit, up to ClusterCholeskyLimits::max_p (cluster_cholesky.cu), while
-// running: assembles H = (G + J) / N + ridge I and writes its Cholesky factor L (lower,
-// column-major) to `factor` and potrf's info (the first column whose pivot is not finite and
-// positive, from 1; 0 if none) to `info`, in one cluster of thread blocks with at most
-// shared_limit bytes of shared memory each. launch_cholesky_verdict_solve then judges and uses
-// it as it does cuSOLVER's.
+// running, in one cluster of thread blocks with at most shared_limit bytes of shared memory each:
+// assembles H = (G + J) / N + ridge I, factors H = L L', applies the acceptance test of
+// launch_cholesky_verdict_solve to it (a refused factor moves the state to kNeedsFallback, dir
+// untouched) and, on an accepted factor, sets factor_ok and solves H dir = g. The factor itself
+// stays in shared memory.
 template <class T>
-void launch_cluster_cholesky(const T* gram, const double* J, const BatchConstants& k,
-                             const DeviceScalars* sc, double* factor, int* info, int shared_limit,
-                             cudaStream_t s);
+void launch_cluster_cholesky_solve(const T* gram, const double* J, const double* g,
+                                   const BatchConstants& k, DeviceScalars* sc, double* dir,
+                                   int shared_limit, cudaStream_t s);
 // The cluster Cholesky's limits on this device (none without cluster launches), whose shared
 // memory it is allowed. Called when a resource set is made (device current).
 ClusterCholeskyLimits configure_cluster_cholesky(int device);

@@ -1,9 +1,9 @@
 // The Newton step's solve ladder (docs/decisions.md, "Linear solve ladder"): Cholesky when H is
 // bitwise symmetric, then, on the equilibrated system, LU with partial pivoting, then the SVD.
 // All in double. Systems of
-// up to Engine::small_dense_max parameters are factored and solved by one single-block kernel;
-// larger ones are factored by one cluster of blocks (up to Engine::cluster_cholesky.max_p) or by
-// cuSOLVER, and solved by one single-block kernel. The same ladder
+// up to Engine::small_dense_max parameters are factored and solved by one single-block kernel,
+// larger ones up to Engine::cluster_cholesky.max_p by one cluster of blocks; beyond, cuSOLVER
+// factors and one single-block kernel judges the factor and solves. The same ladder
 // solves with the majoriser M = [G_m + J] / N + ridge I of the Newton fallback (docs/algorithm.md,
 // "Unpenalised"): the matrix is assembled from whichever Gram the caller passes.
 #include "engine_error.hpp"
@@ -41,23 +41,24 @@ void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram) {
                                    e.stream);
     return;
   }
+  if (ctx.k.P <= e.cluster_cholesky.max_p) {
+    // Assembly, factor, acceptance test and both solves in one cluster of blocks.
+    launch_cluster_cholesky_solve<T>(gram, ctx.information64(), ctx.grad(), ctx.k,
+                                     ctx.device_scalars(), e.ws.dir.as<double>(),
+                                     e.cluster_cholesky.shared_bytes, e.stream);
+    return;
+  }
   static_assert(kCholeskyFill == CUBLAS_FILL_MODE_LOWER,
                 "launch_cholesky_verdict_solve reads a lower factor");
-  if (ctx.k.P <= e.cluster_cholesky.max_p) {
-    launch_cluster_cholesky<T>(gram, ctx.information64(), ctx.k, ctx.device_scalars(),
-                               e.ws.hessian.as<double>(), e.ws.solver_info.as<int>(),
-                               e.cluster_cholesky.shared_bytes, e.stream);
-  } else {
-    const int n = static_cast<int>(ctx.k.P);
-    assemble(ctx, gram);
-    // H is stored whole, so either triangle will do: cuSOLVER's lower factorisation measured
-    // faster on an H200 (cusolverDnDpotrf, float64: n = 91 54 us vs 74 us upper; n = 257 139 us
-    // vs 231 us).
-    check_cusolver(cusolverDnDpotrf(e.solver, kCholeskyFill, n, e.ws.hessian.as<double>(), n,
-                                    e.ws.solver_work.as<double>(), e.solver_work_elems,
-                                    e.ws.solver_info.as<int>()),
-                   "cusolverDnDpotrf");
-  }
+  const int n = static_cast<int>(ctx.k.P);
+  assemble(ctx, gram);
+  // H is stored whole, so either triangle will do: cuSOLVER's lower factorisation measured
+  // faster on an H200 (cusolverDnDpotrf, float64: n = 91 54 us vs 74 us upper; n = 257 139 us
+  // vs 231 us).
+  check_cusolver(cusolverDnDpotrf(e.solver, kCholeskyFill, n, e.ws.hessian.as<double>(), n,
+                                  e.ws.solver_work.as<double>(), e.solver_work_elems,
+                                  e.ws.solver_info.as<int>()),
+                 "cusolverDnDpotrf");
   // The acceptance test and, on an accepted factor, both triangular solves in one kernel
   // (cuSOLVER's potrs measured about 60 us at n = 257 on an H200: two trsv launches).
   launch_cholesky_verdict_solve<T>(e.ws.hessian.as<double>(), e.ws.solver_info.as<int>(), gram,

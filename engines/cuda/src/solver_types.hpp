@@ -61,10 +61,10 @@ static_assert(kLammMaxGroup >= kLammFirstGroup && kLammMaxGroup >= kLammBoundAtt
 enum LammGroup : int { kLammGroupFirst = 0, kLammGroupRest = 1, kLammGroupBound = 2 };
 // Newton systems up to Engine::small_dense_max parameters are factored and solved in one
 // block's shared memory (launch_small_cholesky_solve); larger ones up to
-// ClusterCholeskyLimits::max_p are factored by one cluster of blocks (launch_cluster_cholesky),
-// the rest by cuSOLVER. The one-block limit is the largest P whose factor fits the device's
-// opt-in shared memory per block, at most kSmallDenseCap (docs/decisions.md, "The one-block
-// Cholesky", "The cluster Cholesky").
+// ClusterCholeskyLimits::max_p are factored and solved by one cluster of blocks
+// (launch_cluster_cholesky_solve), the rest by cuSOLVER. The one-block limit is the largest P whose
+// factor fits the device's opt-in shared memory per block, at most kSmallDenseCap
+// (docs/decisions.md, "The one-block Cholesky", "The cluster Cholesky").
 constexpr int64_t kSmallDenseCap = 160;
 // The cluster Cholesky on one device (configure_cluster_cholesky).
 struct ClusterCholeskyLimits {

@@ -1,9 +1,9 @@
 """One short update on each of librh_cuda's linear-solve paths, for compute-sanitizer: the
-entry-point test's P = 5 reaches only the smallest one-block solve, while the cluster Cholesky,
-its verdict-and-solve kernel and cuSOLVER's factor run only above the one-block limit
-(docs/decisions.md, "Linear solve ladder"). P = 17 and 160: the one-block kernel (160 its limit
-on an H200); 257, 289 and 384: the cluster Cholesky with 9 tile rows on 8 blocks, 10 rows with
-two on some blocks, and its limit; 385: cuSOLVER's. Float64, host input, two iterations each
+entry-point test's P = 5 reaches only the smallest one-block solve, while the cluster kernel
+(factor and solves), cuSOLVER's factor and the verdict-and-solve kernel run only above the
+one-block limit (docs/decisions.md, "Linear solve ladder"). P = 17 and 160: the one-block kernel (160 its limit
+on an H200); 257, 289 and 383: the cluster kernel with 9 tile rows on 8 blocks, 10 rows with
+two on some blocks, and its limit; 384: cuSOLVER's. Float64, host input, two iterations each
 (the cap's convergence warnings are silenced), without a penalty and, at P = 17 and 257, with
 the L1 penalty (its LAMM kernels). Then the incremental Gram (a heavy Gram, 2 n P^2 > 2e9):
 two batches of 16,000 x 256, four iterations each, so rows change weight between row passes.
@@ -21,7 +21,7 @@ from renewable_huber import RenewableHuberRegressor
 
 def main() -> int:
     rng = np.random.default_rng(5)
-    for parameters in (17, 160, 257, 289, 384, 385):
+    for parameters in (17, 160, 257, 289, 383, 384):
         features = parameters - 1
         X = rng.standard_normal((2 * parameters + 64, features))
         y = X @ rng.uniform(-1, 1, features) + rng.standard_t(3, X.shape[0])

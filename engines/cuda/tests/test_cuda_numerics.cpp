@@ -197,8 +197,8 @@ std::vector<double> solve_dense(std::vector<long double> A, std::vector<long dou
 
 // The ways librh_cuda forms and solves a Newton system: the engine's choice (the Gram formed by
 // the row pass up to kFusedGramMaxP = 128 parameters, cuBLAS above; the one-block Cholesky up to
-// its limit, 160 parameters on an H200, the cluster Cholesky's factor above it up to its limit,
-// 384 on an H200, cuSOLVER's beyond, each solved by the one-block triangular solves), the
+// its limit, 160 parameters on an H200, the cluster kernel's factor and solves above it up to its
+// limit, 383 on an H200, cuSOLVER's factor beyond, solved by the one-block triangular solves), the
 // cluster Cholesky for every P up to its limit, cuSOLVER's factor for every P, the same with the
 // solves' right-hand side and block inverses in global memory (as beyond the shared memory, P
 // above about 800 on an H200), and cuBLAS's Gram for every P (docs/decisions.md, "The one-block
@@ -256,23 +256,24 @@ RhCudaDiagnostics least_squares_update(const DensePath& path, const Batch<double
 // squares solution, computed here in long double. P crosses every instance of the one-block
 // kernel (its back substitution's 32-parameter slots and its elements per thread: P = 7-32, 33,
 // 50, 64, 70, 80, 91, 97, 110, 128, 129, 150, 160) and its limit (160, 161 on an H200), the
-// cluster Cholesky's tile rows (a partial last tile or a whole one: P = 7 to 161, 192, 257, 289,
-// 321), its cluster shapes (one block per tile row up to 8 rows, 8 blocks for 9 and 10 rows, so
-// that blocks 0 and 1 hold two rows each, one block per row for 11 and 12 on an H200) and its
-// limit (384, 385), with the standard wide shape's 257, the fused Gram's padded widths (16,
-// 17, 24, 33, 40, 64, 91, 128) and its limit (128, 129), and cuBLAS's Gram by column blocks of
-// the upper triangle (two blocks at 512, uneven ones at 600, four at 1,025, the large-profile
-// wide shape's P); X'u formed by the row pass with each width of its column slots (up to 128,
-// 256 and 512 stored columns: 128, 149, 288, 511, 512) and by cuBLAS's gemv beyond (513, 599,
-// 1,024, 1,025) and after the fused row pass (33 to 127 columns).
+// cluster kernel's tile rows of the bordered matrix [H 0; g' 1] of P + 1 rows (a partial last
+// tile, a whole one at P = 63, 191 and 383, row P alone in its tile at P = 32, 64, 128, 160 and
+// 192; P = 7 to 161, 257, 289, 321), its cluster shapes (one block per tile row up to 8 rows, 8
+// blocks for 9 and 10 rows, so that blocks 0 and 1 hold two rows each, one block per row for 11
+// and 12 on an H200) and its limit (383, 384), with the standard wide shape's 257, the fused
+// Gram's padded widths (16, 17, 24, 33, 40, 64, 91, 128) and its limit (128, 129), and cuBLAS's
+// Gram by column blocks of the upper triangle (two blocks at 512, uneven ones at 600, four at
+// 1,025, the large-profile wide shape's P); X'u formed by the row pass with each width of its
+// column slots (up to 128, 256 and 512 stored columns: 128, 149, 288, 511, 512) and by cuBLAS's
+// gemv beyond (513, 599, 1,024, 1,025) and after the fused row pass (33 to 127 columns).
 void test_large_tau_reproduces_ordinary_least_squares() {
   for (int64_t features :
-       {kFeatures,    int64_t{15},  int64_t{16},  int64_t{23},  int64_t{31},  int64_t{32},
-        int64_t{39},  int64_t{49},  int64_t{63},  int64_t{69},  int64_t{79},  int64_t{90},
-        int64_t{96},  int64_t{109}, int64_t{127}, int64_t{128}, int64_t{149}, int64_t{159},
-        int64_t{160}, int64_t{191}, int64_t{256}, int64_t{288}, int64_t{320}, int64_t{383},
-        int64_t{384}, int64_t{511}, int64_t{512}, int64_t{513}, int64_t{599}, int64_t{1024},
-        int64_t{1025}}) {
+       {kFeatures,    int64_t{15},  int64_t{16},   int64_t{23},  int64_t{31},  int64_t{32},
+        int64_t{39},  int64_t{49},  int64_t{62},   int64_t{63},  int64_t{69},  int64_t{79},
+        int64_t{90},  int64_t{96},  int64_t{109},  int64_t{127}, int64_t{128}, int64_t{149},
+        int64_t{159}, int64_t{160}, int64_t{190},  int64_t{191}, int64_t{256}, int64_t{288},
+        int64_t{320}, int64_t{382}, int64_t{383},  int64_t{384}, int64_t{511}, int64_t{512},
+        int64_t{513}, int64_t{599}, int64_t{1024}, int64_t{1025}}) {
     const int64_t P = features + 1;
     Batch<double> data = make_batch<double>(7, 3000, features, true, true, 0.0);
     std::vector<long double> A(static_cast<size_t>(P * P), 0.0L), rhs(static_cast<size_t>(P));
