@@ -54,8 +54,9 @@ launches, inference off), mirrored from engines/cuda/src:
 - Newton iteration: the Cholesky attempt and solve (one kernel for P <= the one-block limit,
   160 on an H200; above it the cluster kernel up to its limit, 383 on an H200, which also
   judges the factor and solves; beyond, assemble, cuSOLVER potrf and one kernel for the
-  acceptance test and both triangular solves; then J dir), the 27 line-search trials in one pass (reads X and the residuals), the select
-  kernel, the row pass and Gram at the new beta, the gradient kernel;
+  acceptance test and both triangular solves; then J dir), the 27 line-search trials in one
+  pass (reads X and the residuals), the select kernel, the row pass and Gram at the new beta,
+  the gradient kernel;
 - LAMM iteration: two groups of three launches for the 40 attempts (four above 2^22 stored
   values a batch, J delta then launched apart from the trials; the first group's 8
   candidates read X and y once; the second group returns at once), the row pass without the
