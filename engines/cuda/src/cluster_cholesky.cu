@@ -122,10 +122,9 @@ constexpr int kCopyBatch = 8;  // loads in flight per thread in a copy
 // column kInverseColumn. Lane r holds row r; at step j every later row takes a_rc -= (a_rj / d_j)
 // a_cj. The pivot d_j comes by a shuffle and the column through `column` (two buffers, so one
 // __syncwarp per step); lane j + 1 updates its own pivot from its own a_{j+1,j}. The rows' entries
-// then hold R with H = R' D^-1 R (d_j the pivots), so L = R D^-1/2. The acceptance test of
-// cuSOLVER's factors (cholesky_verdict_solve_kernel) on each column below P: its pivot finite,
-// positive and above `floor` times H's own diagonal entry (`diagonal`, this lane's row); the first
-// column that fails goes to *bad (an atomicMin).
+// then hold R with H = R' D^-1 R (d_j the pivots), so L = R D^-1/2. Each column below P takes
+// the acceptance test (cholesky_pivot_accepted, with `diagonal` H's own entry on this lane's
+// row); the first column that fails goes to *bad (an atomicMin).
 __device__ __forceinline__ void factor_diagonal_tile(double* D, int t, int64_t P, double diagonal,
                                                      double floor, double (*column)[kTile],
                                                      double* inverse_root, int* bad) {
@@ -152,8 +151,7 @@ __device__ __forceinline__ void factor_diagonal_tile(double* D, int t, int64_t P
       a[c] = fma(-multiplier, buffer[c], a[c]);
   }
   const int64_t global = static_cast<int64_t>(t) * kTile + lane;
-  const bool refused =
-      global < P && !(isfinite(pivot_mine) && pivot_mine > 0.0 && pivot_mine > floor * diagonal);
+  const bool refused = global < P && !cholesky_pivot_accepted(pivot_mine, diagonal, floor);
   const unsigned refusals = __ballot_sync(0xffffffffu, refused);
   if (refusals != 0 && lane == 0)
     atomicMin(bad, t * kTile + __ffs(refusals) - 1);

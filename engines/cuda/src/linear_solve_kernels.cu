@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(kSmallDenseThreads)
   const double floor = rh_pivot_floor(P, k.dtype_epsilon);
   for (int i = tid; i < P; i += nthreads) {
     const double d = pivots[i];
-    if (!isfinite(d) || !(d > floor * diagonal[i]))
+    if (!cholesky_pivot_accepted(d, diagonal[i], floor))
       refused = 1;
   }
   refused = __syncthreads_or(refused);  // also publishes the solution to every warp
@@ -408,7 +408,7 @@ __global__ void __launch_bounds__(kTriangularThreads)
     const double root = L[j + j * P];
     const double pivot = root * root;
     const double diagonal = (static_cast<double>(gram[j + j * P]) + J[j * P + j]) * inv_n + k.ridge;
-    if (!isfinite(pivot) || !(pivot > floor * diagonal))
+    if (!cholesky_pivot_accepted(pivot, diagonal, floor))
       refused = 1;
     y[j] = g[j];
   }

@@ -55,6 +55,14 @@ __device__ __forceinline__ int warp_max(int v) {
 #endif
 }
 
+// The Cholesky acceptance test of one squared pivot (docs/decisions.md, "Linear solve ladder"):
+// finite, positive (potrf's own test) and above rh_pivot_floor(P, eps) times H's own diagonal
+// entry. The one-block, cluster and verdict-and-solve kernels all judge their factors by it.
+__device__ __forceinline__ bool cholesky_pivot_accepted(double pivot, double diagonal,
+                                                        double floor) {
+  return isfinite(pivot) && pivot > 0.0 && pivot > floor * diagonal;
+}
+
 // 1 / d for an elimination's pivot: the hardware's approximate reciprocal (about 23 bits)
 // refined by two Newton steps, within an ulp of 1 / d for normal d. The compiler's division (and
 // __drcp_rn) adds a range check and a call to a slow path behind a branch, inside the divergent

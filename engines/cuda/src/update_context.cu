@@ -24,6 +24,15 @@ GramSplit gram_split(int64_t n_rows, int64_t P) {
 
 namespace {
 
+// A Gram's sum of partials: handed to the caller's launch (`deferred`, not null) or launched.
+template <class T>
+void sum_or_defer(const GramSum<T>& sum, GramSum<T>* deferred, cudaStream_t s) {
+  if (deferred != nullptr)
+    *deferred = sum;
+  else
+    launch_gram_sum<T>(sum, s);
+}
+
 void gemv_transposed(cublasHandle_t h, const RowView<float>& rows, const float* u, float* out) {
   const float one = 1.0f, zero = 0.0f;
   check_cublas(cublasSgemv(h, CUBLAS_OP_N, static_cast<int>(rows.ncols_x), static_cast<int>(rows.n),
@@ -94,10 +103,7 @@ void gram_upper(Engine& e, int64_t P, int64_t n, const T* a, const T* b, T* out,
   sum.when = static_cast<int>(when);
   sum.accumulate = accumulate;
   sum.out = out;
-  if (deferred != nullptr)
-    *deferred = sum;
-  else
-    launch_gram_sum<T>(sum, e.stream);
+  sum_or_defer(sum, deferred, e.stream);
 }
 
 }  // namespace
@@ -146,10 +152,7 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu, Gra
     sum.gate = device_scalars();
     sum.when = static_cast<int>(when);
     sum.out = gram();
-    if (gram_sum != nullptr)
-      *gram_sum = sum;
-    else
-      launch_gram_sum<T>(sum, e.stream);
+    sum_or_defer(sum, gram_sum, e.stream);
   } else if (with_gram && !leaves_gram) {
     gram_upper<T>(e, rows.P, rows.n, scaled, scaled, gram(), device_scalars(), when, false,
                   gram_sum);
