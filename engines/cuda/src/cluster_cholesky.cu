@@ -28,8 +28,9 @@
 // - A pivot that fails the acceptance test (not finite, or not above rh_pivot_floor times H's own
 //   diagonal entry) is recorded and the factorisation goes on in NaNs; at the end a refused factor
 //   moves the state to kNeedsFallback (the host's LU) and leaves dir alone.
-// - The back substitution runs in the block holding y, reading the other blocks' tiles through
-//   distributed shared memory (back_substitute); the factor never goes to global memory.
+// - The back substitution runs a tile row at a time in the block owning it, on its own tiles,
+//   the remainder vector handed on through distributed shared memory with a cluster barrier per
+//   tile row (back_substitute_step); the factor never goes to global memory.
 #include <cooperative_groups.h>
 
 #include <climits>
@@ -286,84 +287,58 @@ __device__ __forceinline__ void copy_tiles(const cg::cluster_group& cluster, dou
   }
 }
 
-// dir = L^-T y, y in row P of the factored bordered matrix (tile row P / 32, this block's), by
-// one block that reads the tiles of L from their owners' shared memory. r (P doubles) starts as y
-// and keeps the remainders; `solved` holds the last tile's solution. Tile column t from the last
-// down: warp 0 solves L_tt' x_t = r_t, a lane per row of x_t in registers (lane l keeps column l
-// of L_tt and 1 / L_ll), x_c = r_c / L_cc and r_l -= L_cl x_c, one shuffle per row; after a block
-// barrier warp w takes r_j -= L_tj' x_t for the tiles j = w, w + 8, .. below t (lane l: column l).
-// Each warp loads its next step's tiles before the barrier that ends a step. Rows of tile t at or
-// beyond P (row P is y, the rows after it the identity's, in NaNs where y' y > 1) are skipped, not
-// multiplied by zero.
-__device__ __forceinline__ void back_substitute(const cg::cluster_group& cluster, double* owned,
-                                                int C, int64_t P, double* r, double* solved,
-                                                double* dir) {
+// One step of the back substitution L' dir = y, by the block owning tile row t, on its own
+// tiles (`row`: tiles (t, 0..t), one after the other): r (P doubles, this block's) holds y less
+// the later tiles' shares. Warp 0 solves
+// L_tt' x_t = r_t, a lane per row of x_t in registers (lane l keeps column l of L_tt and
+// 1 / L_ll), x_c = r_c / L_cc and r_l -= L_cl x_c, one shuffle per row, into dir and `solved`;
+// after a block barrier warp w takes r_j -= L_tj' x_t for the tiles j = w, w + 8, .. below t
+// (lane l: column l). Then r's first 32 t entries go to the owner of row t - 1 (`next_r`, null
+// when that is this block). Rows of tile t at or beyond P (row P is y, the rows after it the
+// identity's, in NaNs where y' y > 1) are skipped, not multiplied by zero.
+__device__ __noinline__ void back_substitute_step(const double* row, int t, int64_t P, double* r,
+                                                  double* solved, double* next_r, double* dir) {
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  auto tile_at = [&](int i, int j) -> const double* {
-    return cluster.map_shared_rank(owned + (row_start_of(i, C) + j) * kTileElems,
-                                   static_cast<unsigned>(i % C));
-  };
-  auto load_column = [&](const double* tile, double (&column)[kTile]) {
+  const int rows =
+      P - int64_t{t} * kTile < kTile ? static_cast<int>(P - int64_t{t} * kTile) : kTile;
+  if (warp == 0) {
+    const double* D = row + t * kTileElems;
+    double column[kTile];
 #pragma unroll
     for (int c = 0; c < kTile; ++c)
-      column[c] = tile[c * kLd + lane];
-  };
-  const int bordered = static_cast<int>(P / kTile);
-  const int y_row = static_cast<int>(P % kTile);
-  for (int64_t c = tid; c < P; c += kClusterThreads)
-    r[c] = owned[(row_start_of(bordered, C) + c / kTile) * kTileElems + y_row * kLd + c % kTile];
-  const int last = static_cast<int>((P - 1) / kTile);
-  double diagonal_column[kTile];  // warp 0: column `lane` of L_tt
-  double inverse = 0.0;           // warp 0: 1 / L_lane,lane
-  double update_column[kTile];    // column `lane` of this warp's first tile L_t,warp
-  if (warp == 0) {
-    const double* D = tile_at(last, last);
-    load_column(D, diagonal_column);
-    inverse = D[lane * kLd + kInverseColumn];
+      column[c] = D[c * kLd + lane];
+    const double inverse = D[lane * kLd + kInverseColumn];
+    double remainder = lane < rows ? r[t * kTile + lane] : 0.0;
+    double x = 0.0;
+#pragma unroll
+    for (int c = kTile - 1; c >= 0; --c) {
+      if (c >= rows)
+        continue;
+      const double xc = __shfl_sync(0xffffffffu, remainder * inverse, c);
+      x = lane == c ? xc : x;
+      remainder = fma(-column[c], xc, remainder);  // L_cl = 0 for l > c
+    }
+    solved[lane] = lane < rows ? x : 0.0;
+    if (lane < rows)
+      dir[int64_t{t} * kTile + lane] = x;
   }
-  if (warp < last)
-    load_column(tile_at(last, warp), update_column);
-  __syncthreads();  // r holds y
-  for (int t = last; t >= 0; --t) {
-    const int rows =
-        P - int64_t{t} * kTile < kTile ? static_cast<int>(P - int64_t{t} * kTile) : kTile;
-    if (warp == 0) {
-      double remainder = lane < rows ? r[t * kTile + lane] : 0.0;
-      double x = 0.0;
+  __syncthreads();  // x_t in `solved`
+  for (int j = warp; j < t; j += kClusterWarps) {
+    const double* tile = row + j * kTileElems;
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
 #pragma unroll
-      for (int c = kTile - 1; c >= 0; --c) {
-        if (c >= rows)
-          continue;
-        const double xc = __shfl_sync(0xffffffffu, remainder * inverse, c);
-        x = lane == c ? xc : x;
-        remainder = fma(-diagonal_column[c], xc, remainder);  // L_cl = 0 for l > c
-      }
-      solved[lane] = lane < rows ? x : 0.0;
-      if (lane < rows)
-        dir[int64_t{t} * kTile + lane] = x;
-      if (t > 0) {
-        const double* D = tile_at(t - 1, t - 1);
-        load_column(D, diagonal_column);
-        inverse = D[lane * kLd + kInverseColumn];
-      }
+    for (int c = 0; c < kTile; ++c) {
+      if (c < rows)
+        acc[c & 3] = fma(tile[c * kLd + lane], solved[c], acc[c & 3]);
     }
-    __syncthreads();  // x_t in `solved`
-    for (int j = warp; j < t; j += kClusterWarps) {
-      if (j != warp)  // a second tile (more than 8 below t): loaded now
-        load_column(tile_at(t, j), update_column);
-      double acc[4] = {0.0, 0.0, 0.0, 0.0};
-#pragma unroll
-      for (int c = 0; c < kTile; ++c) {
-        if (c < rows)
-          acc[c & 3] = fma(update_column[c], solved[c], acc[c & 3]);
-      }
-      r[j * kTile + lane] -= (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    }
-    if (warp < t - 1)
-      load_column(tile_at(t - 1, warp), update_column);
-    __syncthreads();  // r_j final for the tiles of column t - 1; `solved` free
+    r[j * kTile + lane] -= (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  }
+  if (next_r != nullptr) {
+    __syncthreads();  // r's first 32 t entries are final
+    for (int c = tid; c < t * kTile; c += kClusterThreads)
+      next_r[c] = r[c];
   }
 }
 
@@ -552,14 +527,32 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     }
     return;
   }
-  // Back substitution L' dir = y by the block holding y (row P), reading the other blocks' tiles
-  // through distributed shared memory; every block stays until it is done.
+  // Back substitution L' dir = y, a tile row at a time by its owner on its own tiles (its own
+  // shared memory), r handed from owner to owner in their `panel` slots with a cluster barrier
+  // per step: the tiles of L never cross blocks.
   const int bordered = static_cast<int>(P / kTile);
-  if (rank == bordered % C)
-    back_substitute(cluster, owned, C, P, panel, diagonal, dir);
+  const int last = static_cast<int>((P - 1) / kTile);
+  double* r = panel;
+  if (rank == bordered % C) {
+    double* target = cluster.map_shared_rank(r, static_cast<unsigned>(last % C));
+    const int y_row = static_cast<int>(P % kTile);
+    for (int64_t c = tid; c < P; c += kClusterThreads)
+      target[c] = own_tile(bordered, static_cast<int>(c / kTile))[y_row * kLd + c % kTile];
+  }
   if (rank == 0 && tid == 0)
     sc->factor_ok = 1;
-  cluster.sync();
+  for (int t = last; t >= 0; --t) {
+    cluster.sync();
+    __syncthreads();  // as at the top of each factor step
+    if (rank == t % C) {
+      const int next_owner = (t - 1 + C) % C;
+      double* next_r = t > 0 && next_owner != rank
+                           ? cluster.map_shared_rank(r, static_cast<unsigned>(next_owner))
+                           : nullptr;
+      back_substitute_step(own_tile(t, 0), t, P, r, diagonal, next_r, dir);
+    }
+  }
+  // The last remote write (r into row 0's owner) came before the last barrier: blocks may leave.
 #endif  // RH_CLUSTER_CODE
 }
 
