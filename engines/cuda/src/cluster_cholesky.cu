@@ -383,7 +383,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     bad = INT_MAX;
     cluster_bad = INT_MAX;
   }
-  // H's lower triangle as potrf would read it (assemble_hessian_kernel's formula), g' as row P,
+  // H's lower triangle as potrf would read it (hessian_entry), g' as row P,
   // the identity beyond, zeros above the diagonal and in the padding columns. Every thread works on
   // the same tiles at a time, two of a tile row at once: a warp per 8 of their rows, a lane per
   // column, so the loads of G and J run along rows (coalesced) and 16 are in flight per thread.
@@ -402,8 +402,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
             const int64_t c = int64_t{j + t} * kTile + lane;
             double v = r == c ? 1.0 : 0.0;
             if (j + t <= i && r < P && c < P && r >= c)
-              v = (static_cast<double>(gram[c + r * P]) + J[r * P + c]) * inv_n +
-                  (r == c ? k.ridge : 0.0);
+              v = hessian_entry(gram, J, P, r, c, inv_n, k.ridge);
             else if (j + t <= i && r == P && c < P)
               v = g[c];
             value[t][m] = v;
@@ -432,7 +431,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   const double floor = rh_pivot_floor(P, k.dtype_epsilon);
   auto diagonal_of = [&](int t) {
     const int64_t r = int64_t{t} * kTile + (tid & 31);
-    return r < P ? (static_cast<double>(gram[r + r * P]) + J[r * P + r]) * inv_n + k.ridge : 1.0;
+    return r < P ? hessian_entry(gram, J, P, r, r, inv_n, k.ridge) : 1.0;
   };
   __syncthreads();
   if (rank == 0 && warp == 0)  // row 0 is block 0's

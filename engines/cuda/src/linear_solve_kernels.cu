@@ -227,13 +227,9 @@ __global__ void __launch_bounds__(kSmallDenseThreads)
       if (j == P) {
         own.value[s] = g[i];
       } else {
-        own.value[s] = (static_cast<double>(gram[i + static_cast<int64_t>(j) * P]) +
-                        J[static_cast<int64_t>(i) * P + j]) *
-                       inv_n;
-        if (i == j) {
-          own.value[s] += k.ridge;
+        own.value[s] = hessian_entry(gram, J, P, i, j, inv_n, k.ridge);
+        if (i == j)
           diagonal[i] = own.value[s];
-        }
       }
     }
   }
@@ -407,7 +403,7 @@ __global__ void __launch_bounds__(kTriangularThreads)
   for (int64_t j = tid; j < P; j += kTriangularThreads) {
     const double root = L[j + j * P];
     const double pivot = root * root;
-    const double diagonal = (static_cast<double>(gram[j + j * P]) + J[j * P + j]) * inv_n + k.ridge;
+    const double diagonal = hessian_entry(gram, J, P, j, j, inv_n, k.ridge);
     if (!cholesky_pivot_accepted(pivot, diagonal, floor))
       refused = 1;
     y[j] = g[j];

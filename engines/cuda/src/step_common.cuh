@@ -55,6 +55,20 @@ __device__ __forceinline__ int warp_max(int v) {
 #endif
 }
 
+// Entry (row, col) of the Newton matrix H = (G + J) / N + ridge I, as every kernel that forms or
+// judges it reads it (inv_n = 1 / N): G from its upper triangle (gram[lo + hi P]), J as stored
+// (J[row P + col]). The assembly for cuSOLVER, the one-block and cluster kernels and the
+// acceptance tests all take it from here.
+template <class T>
+__device__ __forceinline__ double hessian_entry(const T* gram, const double* J, int64_t P,
+                                                int64_t row, int64_t col, double inv_n,
+                                                double ridge) {
+  const int64_t lo = row < col ? row : col;
+  const int64_t hi = row < col ? col : row;
+  const double value = (static_cast<double>(gram[lo + hi * P]) + J[row * P + col]) * inv_n;
+  return row == col ? value + ridge : value;
+}
+
 // The Cholesky acceptance test of one squared pivot (docs/decisions.md, "Linear solve ladder"):
 // finite, positive (potrf's own test) and above rh_pivot_floor(P, eps) times H's own diagonal
 // entry. The one-block, cluster and verdict-and-solve kernels all judge their factors by it.

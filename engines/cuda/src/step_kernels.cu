@@ -252,12 +252,7 @@ __global__ void assemble_hessian_kernel(const T* gram, const double* J, BatchCon
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += stride) {
-    const int64_t row = idx % P;
-    const int64_t col = idx / P;
-    const int64_t lo = row < col ? row : col;
-    const int64_t hi = row < col ? col : row;
-    const double value = (static_cast<double>(gram[lo + hi * P]) + J[row * P + col]) * inv_n;
-    H[idx] = row == col ? value + k.ridge : value;
+    H[idx] = hessian_entry(gram, J, P, idx % P, idx / P, inv_n, k.ridge);
   }
 }
 
