@@ -1,0 +1,76 @@
+// The host copy team behind librh_cuda's staging and state export (copy_team.cpp), alone: no
+// GPU needed. Every byte of a copy lands at its destination and nothing around it is written,
+// for lengths around the cache line, the streaming-store threshold and a staging chunk, source
+// and destination at every alignment within a cache line, and 1 to 64 slices; two threads
+// copying at once share the team's workers and each gets its own bytes.
+#include <cstdint>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "copy_team.hpp"
+
+namespace {
+
+int failures = 0;
+
+unsigned char pattern(size_t i, unsigned seed) {
+  return static_cast<unsigned char>((i * 2654435761u + seed) >> 7);
+}
+
+// Copies `len` patterned bytes at offset `src_at` of the source to offset `dst_at` of a guarded
+// destination in `parts` slices and checks every byte of the destination.
+void copy_and_check(size_t len, size_t src_at, size_t dst_at, int parts, unsigned seed) {
+  constexpr size_t kGuard = 4099;
+  std::vector<unsigned char> src(src_at + len + kGuard);
+  std::vector<unsigned char> dst(kGuard + dst_at + len + kGuard, 0xA5);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = pattern(i, seed);
+  const size_t begin = kGuard + dst_at;
+  rh::team_copy(reinterpret_cast<char*>(dst.data() + begin),
+                reinterpret_cast<const char*>(src.data() + src_at), len, parts);
+  bool inside = true;
+  bool outside = true;
+  for (size_t i = 0; i < dst.size(); ++i) {
+    if (i >= begin && i < begin + len)
+      inside = inside && dst[i] == src[src_at + i - begin];
+    else
+      outside = outside && dst[i] == 0xA5;
+  }
+  if (!inside || !outside) {
+    ++failures;
+    std::fprintf(stderr, "FAIL: %s (length %zu, offsets %zu / %zu, %d parts)\n",
+                 inside ? "a byte outside the copy was written" : "a byte was not copied", len,
+                 src_at, dst_at, parts);
+  }
+}
+
+}  // namespace
+
+int main() {
+  const size_t lengths[] = {0,     1,     63,    64,     65,           4096,
+                            65535, 65536, 65537, 300001, 1048576 + 13, 3 * 1048576 + 7};
+  const int parts_list[] = {1, 2, 3, 7, 12, 64};
+  unsigned seed = 1;
+  for (int parts : parts_list) {
+    for (size_t len : lengths) {
+      for (size_t src_at : {size_t{0}, size_t{8}, size_t{33}}) {
+        for (size_t dst_at : {size_t{0}, size_t{8}, size_t{61}})
+          copy_and_check(len, src_at, dst_at, parts, seed++);
+      }
+    }
+  }
+  std::thread other([] {
+    for (unsigned s = 1000; s < 1040; ++s)
+      copy_and_check(1048576 + 5, 0, 0, 12, s);
+  });
+  for (unsigned s = 2000; s < 2040; ++s)
+    copy_and_check(524288 + 3, 8, 16, 8, s);
+  other.join();
+  if (failures != 0) {
+    std::fprintf(stderr, "test_copy_team: %d failures\n", failures);
+    return 1;
+  }
+  std::printf("PASS test_copy_team\n");
+  return 0;
+}
