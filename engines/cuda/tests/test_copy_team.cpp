@@ -9,10 +9,9 @@
 #include <vector>
 
 #include "copy_team.hpp"
+#include "test_support.hpp"
 
 namespace {
-
-int failures = 0;
 
 unsigned char pattern(size_t i, unsigned seed) {
   return static_cast<unsigned char>((i * 2654435761u + seed) >> 7);
@@ -38,7 +37,7 @@ void copy_and_check(size_t len, size_t src_at, size_t dst_at, int parts, unsigne
       outside = outside && dst[i] == 0xA5;
   }
   if (!inside || !outside) {
-    ++failures;
+    ++rhtest::failures();
     std::fprintf(stderr, "FAIL: %s (length %zu, offsets %zu / %zu, %d parts)\n",
                  inside ? "a byte outside the copy was written" : "a byte was not copied", len,
                  src_at, dst_at, parts);
@@ -67,10 +66,5 @@ int main() {
   for (unsigned s = 2000; s < 2040; ++s)
     copy_and_check(524288 + 3, 8, 16, 8, s);
   other.join();
-  if (failures != 0) {
-    std::fprintf(stderr, "test_copy_team: %d failures\n", failures);
-    return 1;
-  }
-  std::printf("PASS test_copy_team\n");
-  return 0;
+  return rhtest::finish("test_copy_team");
 }
