@@ -168,7 +168,12 @@ struct GraphCounters {
 
 // The repeated pieces of stream work an engine keeps one executable CUDA Graph for, across
 // updates (graph_replayer.hpp).
-enum GraphSlot : int { kNewtonIterationGraph = 0, kLammIterationGraph = 1, kGraphSlots = 2 };
+enum GraphSlot : int {
+  kNewtonIterationGraph = 0,
+  kNewtonSpeculativeGraph = 1,
+  kLammIterationGraph = 2,
+  kGraphSlots = 3
+};
 
 struct Engine {
   Engine() = default;
@@ -198,7 +203,7 @@ struct Engine {
   CommittedState scratch;  // the next state is built here and swapped in on success
   Workspace ws;
   GraphCounters graphs;
-  cudaGraphExec_t graph_cache[kGraphSlots] = {nullptr, nullptr};
+  cudaGraphExec_t graph_cache[kGraphSlots] = {};
   // Iterations the last update needed: how many the next one queues before it first
   // synchronises (update_pipeline.cu, chunk_sizes). Speed only; never changes a result.
   int64_t chunk_hint = 0;
@@ -208,6 +213,9 @@ struct Engine {
   // (test_switches.hpp).
   bool incremental_gram = true;
   int64_t gram_flip_max = INT64_MAX;
+  // Newton's speculative whole step (UpdateContext::speculative_newton); the tests turn it off
+  // to compare with the line search at every iteration (test_switches.hpp).
+  bool newton_speculation = true;
   // K's rows always from meat.cu's own pass, never the solver's row pass (test_switches.hpp).
   bool separate_meat_pass = false;
   // Rows per chunk of the row-statistics sums (0: from the workspace bound, row_statistics.cu);

@@ -127,21 +127,26 @@ void launch_assemble_hessian(const T* gram, const double* J, const BatchConstant
 // own launch.
 template <class T>
 void launch_gram_sum(const GramSum<T>& sum, cudaStream_t s);
-// A paused state (needs_host: kNeedsFallback, kNeedsMajoriser, kNeedsLammBound) -> kRunning,
+// A paused state (needs_host: kNeedsFallback, kNeedsMajoriser, kNeedsLammBound,
+// kNeedsLineSearch) -> kRunning,
 // before the host queues the rest of the paused iteration.
 void launch_resume(DeviceScalars* sc, cudaStream_t s);
 // out = A v while running.
 void launch_matvec(const double* A, const double* v, const DeviceScalars* sc, double* out,
                    int64_t P, cudaStream_t s);
+// out = beta - dir while running (the speculative Newton step's candidate, where the Cholesky
+// solve did not form it).
+void launch_newton_candidate(const double* beta, const double* dir, const DeviceScalars* sc,
+                             double* out, int64_t P, cudaStream_t s);
 
 // --- the linear-solve ladder (linear_solve_kernels.cu) ----------------------------------------
 // P <= Engine::small_dense_max, while running: assemble H, factor it (Cholesky), set factor_ok with
 // the same test as launch_cholesky_verdict_solve (refused: kNeedsFallback), solve H dir = g and
-// form jdir = J dir, in one single-block kernel.
+// form jdir = J dir, in one single-block kernel; candidate (null: none) = beta - dir.
 template <class T>
 void launch_small_cholesky_solve(const T* gram, const double* J, const BatchConstants& k,
                                  DeviceScalars* sc, const double* g, double* dir, double* jdir,
-                                 cudaStream_t s);
+                                 const double* beta, double* candidate, cudaStream_t s);
 // The largest P, at most cap, whose one-block Cholesky fits the device's opt-in shared memory
 // per block; lets the kernel use that much. Called when a resource set is made (device
 // current).
@@ -203,6 +208,13 @@ void launch_newton_select(const double* partials, int blocks, const double* dir,
                           const double* jdelta, const double* jdir, const double* beta0,
                           const double* g, bool majoriser, const BatchConstants& k,
                           DeviceScalars* sc, double* beta, cudaStream_t s);
+// While running, after the row pass and gradient at the candidate beta - dir (the speculative
+// Newton step): the same choice for the whole step alone, its f from that pass's rho sum and
+// jdelta = J (beta - dir - beta0), F from DeviceScalars.objective. Not lower: the state
+// becomes kNeedsLineSearch (iteration not counted); a zero dir pauses in kNeedsMajoriser as
+// launch_newton_select's does.
+void launch_newton_accept(const double* dir, const double* jdelta, const double* beta0,
+                          const BatchConstants& k, DeviceScalars* sc, double* beta, cudaStream_t s);
 
 // --- LAMM (lamm_kernels.cu) -------------------------------------------------------------------
 // One group of LAMM attempts (count a multiple of kLammChunk, at most kLammMaxGroup): the

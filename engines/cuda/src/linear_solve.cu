@@ -28,26 +28,10 @@ void assemble(UpdateContext<T>& ctx, const T* gram) {
                              ctx.e.ws.hessian.template as<double>(), ctx.e.stream);
 }
 
-}  // namespace
-
+// Above the cluster Cholesky's limit: cuSOLVER's factor, then one kernel's verdict and solve.
 template <class T>
-void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram) {
-  refuse_if_injected(ctx);
+void cusolver_cholesky_solve(UpdateContext<T>& ctx, const T* gram) {
   Engine& e = ctx.e;
-  if (ctx.small_dense()) {
-    // Factor, acceptance test, the solve for the next direction and J dir in one kernel.
-    launch_small_cholesky_solve<T>(gram, ctx.information64(), ctx.k, ctx.device_scalars(),
-                                   ctx.grad(), e.ws.dir.as<double>(), e.ws.jdir.as<double>(),
-                                   e.stream);
-    return;
-  }
-  if (ctx.k.P <= e.cluster_cholesky.max_p) {
-    // Assembly, factor, acceptance test and both solves in one cluster of blocks.
-    launch_cluster_cholesky_solve<T>(gram, ctx.information64(), ctx.grad(), ctx.k,
-                                     ctx.device_scalars(), e.ws.dir.as<double>(),
-                                     e.cluster_cholesky.shared_bytes, e.stream);
-    return;
-  }
   static_assert(kCholeskyFill == CUBLAS_FILL_MODE_LOWER,
                 "launch_cholesky_verdict_solve reads a lower factor");
   const int n = static_cast<int>(ctx.k.P);
@@ -65,6 +49,34 @@ void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram) {
                                    ctx.information64(), ctx.k, ctx.device_scalars(), ctx.grad(),
                                    e.ws.dir.as<double>(), e.ws.tile_inverses.as<double>(),
                                    e.cholesky_solve_shared, e.stream);
+}
+
+}  // namespace
+
+template <class T>
+void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram, double* candidate) {
+  refuse_if_injected(ctx);
+  Engine& e = ctx.e;
+  if (ctx.small_dense()) {
+    // Factor, acceptance test, the solve for the next direction, J dir and the candidate in one
+    // kernel.
+    launch_small_cholesky_solve<T>(gram, ctx.information64(), ctx.k, ctx.device_scalars(),
+                                   ctx.grad(), e.ws.dir.as<double>(), e.ws.jdir.as<double>(),
+                                   ctx.beta(), candidate, e.stream);
+    return;
+  }
+  if (ctx.k.P <= e.cluster_cholesky.max_p) {
+    // Assembly, factor, acceptance test and both solves in one cluster of blocks.
+    launch_cluster_cholesky_solve<T>(gram, ctx.information64(), ctx.grad(), ctx.k,
+                                     ctx.device_scalars(), e.ws.dir.as<double>(),
+                                     e.cluster_cholesky.shared_bytes, e.stream);
+  } else {
+    cusolver_cholesky_solve(ctx, gram);
+  }
+  if (candidate != nullptr) {
+    launch_newton_candidate(ctx.beta(), e.ws.dir.as<double>(), ctx.device_scalars(), candidate,
+                            ctx.k.P, e.stream);
+  }
 }
 
 // LU's pivot test and the SVD's rank cutoff compare columns with each other, so both run on the
@@ -157,8 +169,8 @@ void solve_without_cholesky(UpdateContext<T>& ctx, const T* gram) {
   launch_scale_vector(dir, d, P, e.stream);
 }
 
-#define RH_INSTANTIATE_LINEAR_SOLVE(T)                                    \
-  template void enqueue_cholesky_attempt<T>(UpdateContext<T>&, const T*); \
+#define RH_INSTANTIATE_LINEAR_SOLVE(T)                                             \
+  template void enqueue_cholesky_attempt<T>(UpdateContext<T>&, const T*, double*); \
   template void solve_without_cholesky<T>(UpdateContext<T>&, const T*);
 
 RH_INSTANTIATE_LINEAR_SOLVE(float)

@@ -16,8 +16,9 @@ namespace {
 // Small symmetric systems (P <= Engine::small_dense_max) in one block: assembles H = (G + J) / N
 // + ridge I, eliminates it with g carried as an extra column, applies the same acceptance test as
 // cholesky_verdict_solve_kernel and, on the same data, solves H dir = g and forms jdir = J dir for
-// the line search. A refused factor moves the state to kNeedsFallback, exactly as
-// cholesky_verdict_solve_kernel does after cuSOLVER's potrf.
+// the line search (and, with `candidate`, the speculative Newton step's beta - dir). A refused
+// factor moves the state to kNeedsFallback, exactly as cholesky_verdict_solve_kernel does after
+// cuSOLVER's potrf.
 //
 // Latency and instruction issue decide the time here, not arithmetic (docs/decisions.md, "The
 // one-block Cholesky"):
@@ -191,7 +192,8 @@ __device__ __forceinline__ void eliminate_phases(OwnedElements<Owned>& own, int&
 template <class T, int Slots, int Owned>
 __global__ void __launch_bounds__(kSmallDenseThreads)
     small_cholesky_solve_kernel(const T* gram, const double* J, BatchConstants k, DeviceScalars* sc,
-                                const double* g, double* dir, double* jdir) {
+                                const double* g, double* dir, double* jdir, const double* beta,
+                                double* candidate) {
   enter_stream_order();
   if (sc->state != kRunning)
     return;
@@ -276,6 +278,8 @@ __global__ void __launch_bounds__(kSmallDenseThreads)
       if (i < P) {
         dir[i] = t[s];
         solution[i] = t[s];
+        if (candidate != nullptr)
+          candidate[i] = beta[i] - t[s];
       }
     }
   }
@@ -680,32 +684,34 @@ int64_t configure_small_dense(int device, int64_t cap) {
 template <class T, class Shape, class... Rest>
 void launch_small_cholesky_shape(const T* gram, const double* J, const BatchConstants& k,
                                  DeviceScalars* sc, const double* g, double* dir, double* jdir,
-                                 cudaStream_t s) {
+                                 const double* beta, double* candidate, cudaStream_t s) {
   const int64_t elements = augmented_elements(k.P);
   const int64_t threads = (elements + Shape::kOwned - 1) / Shape::kOwned;
   if constexpr (sizeof...(Rest) > 0) {
     if ((k.P + 31) / 32 != Shape::kSlots || threads > kSmallDenseThreads)
-      return launch_small_cholesky_shape<T, Rest...>(gram, J, k, sc, g, dir, jdir, s);
+      return launch_small_cholesky_shape<T, Rest...>(gram, J, k, sc, g, dir, jdir, beta, candidate,
+                                                     s);
   }
   const int block = static_cast<int>((threads + 31) / 32 * 32);
   launch_kernel("small_cholesky_solve_kernel",
                 small_cholesky_solve_kernel<T, Shape::kSlots, Shape::kOwned>,
                 LaunchShape{dim3(1), dim3(block), small_cholesky_shared_bytes(k.P)}, s, gram, J, k,
-                sc, g, dir, jdir);
+                sc, g, dir, jdir, beta, candidate);
 }
 
 template <class T, class... Shapes>
 void launch_small_cholesky_from(const T* gram, const double* J, const BatchConstants& k,
                                 DeviceScalars* sc, const double* g, double* dir, double* jdir,
-                                cudaStream_t s, std::tuple<Shapes...>*) {
-  launch_small_cholesky_shape<T, Shapes...>(gram, J, k, sc, g, dir, jdir, s);
+                                const double* beta, double* candidate, cudaStream_t s,
+                                std::tuple<Shapes...>*) {
+  launch_small_cholesky_shape<T, Shapes...>(gram, J, k, sc, g, dir, jdir, beta, candidate, s);
 }
 
 template <class T>
 void launch_small_cholesky_solve(const T* gram, const double* J, const BatchConstants& k,
                                  DeviceScalars* sc, const double* g, double* dir, double* jdir,
-                                 cudaStream_t s) {
-  launch_small_cholesky_from<T>(gram, J, k, sc, g, dir, jdir, s,
+                                 const double* beta, double* candidate, cudaStream_t s) {
+  launch_small_cholesky_from<T>(gram, J, k, sc, g, dir, jdir, beta, candidate, s,
                                 static_cast<SmallDenseShapes*>(nullptr));
 }
 
@@ -776,7 +782,7 @@ void launch_scale_vector(double* v, const double* d, int64_t P, cudaStream_t s) 
 #define RH_INSTANTIATE_LINEAR_SOLVE_KERNELS(T)                                                   \
   template void launch_small_cholesky_solve<T>(const T*, const double*, const BatchConstants&,   \
                                                DeviceScalars*, const double*, double*, double*,  \
-                                               cudaStream_t);                                    \
+                                               const double*, double*, cudaStream_t);            \
   template void launch_cholesky_verdict_solve<T>(                                                \
       const double*, const int*, const T*, const double*, const BatchConstants&, DeviceScalars*, \
       const double*, double*, double*, int, cudaStream_t);

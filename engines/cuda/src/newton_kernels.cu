@@ -1,5 +1,6 @@
 // Newton's step selection on the device (docs/algorithm.md, "Unpenalised"; newton_solver.cu
-// queues it): the line search's pick among the 27 trials, the step and convergence tests.
+// queues it): the line search's pick among the 27 trials, or the speculative whole step's
+// verdict, the step and convergence tests.
 #include <cmath>
 
 #include "engine_error.hpp"
@@ -71,11 +72,17 @@ __device__ __forceinline__ void sums_to_thread0(const double (&v)[N], int larges
 // optimum. All 27 trials rejected: along the Newton direction (majoriser == 0) the iteration
 // pauses in kNeedsMajoriser, uncounted, for the host's fallback step; along the majoriser's
 // direction it ends the solve, converged when g'd / 2 is within rounding of F.
+// speculative (launch_newton_accept): the row pass and gradient already ran at the candidate
+// beta - dir, so the whole step is the only trial. Its f comes from that pass as F would at the
+// next iteration, (rho_sum + delta' J delta / 2) / N with jdelta = J delta at the candidate,
+// and F is the objective the last accepted step (or the solve's start) left, the same value
+// read the same way: the search's choice between fresh values, as in the reference. Rejected:
+// kNeedsLineSearch, for the host's row pass at beta and the 27 trials.
 __global__ void __launch_bounds__(kSelectThreads)
     newton_select_kernel(const double* partials, int blocks, const double* dir,
                          const double* jdelta, const double* jdir, const double* beta0,
-                         const double* g, int majoriser, BatchConstants k, DeviceScalars* sc,
-                         double* beta) {
+                         const double* g, int majoriser, int speculative, BatchConstants k,
+                         DeviceScalars* sc, double* beta) {
   enter_stream_order();
   __shared__ double shared[kSelectThreads];
   __shared__ int shared_index[kSelectThreads];
@@ -90,7 +97,8 @@ __global__ void __launch_bounds__(kSelectThreads)
     return;
   }
   const int warp = threadIdx.x >> 5;
-  for (int t = warp; t < kLineSearchTrials; t += kSelectThreads / 32) {
+  const int trials = speculative ? 1 : kLineSearchTrials;
+  for (int t = warp; !speculative && t < trials; t += kSelectThreads / 32) {
     // The trials kernel writes trial-major partials: this trial's are contiguous.
     const double total = warp_column_sum(partials + static_cast<int64_t>(t) * blocks, blocks, 1, 0);
     if ((threadIdx.x & 31) == 0)
@@ -100,11 +108,17 @@ __global__ void __launch_bounds__(kSelectThreads)
   // nonzero count of dir, and the first trial at which its coefficients stop moving.
   double mine[4] = {0.0, 0.0, 0.0, 0.0};
   int vanishes_mine = 0;
+  // Speculative: only a, at the candidate (jdelta is J delta there).
   for (int64_t j = threadIdx.x; j < k.P; j += kSelectThreads) {
-    const double delta = beta[j] - beta0[j];
-    mine[0] += delta * jdelta[j];
-    mine[1] += dir[j] * jdelta[j] + delta * jdir[j];
-    mine[2] += dir[j] * jdir[j];
+    if (speculative) {
+      const double delta = (beta[j] - dir[j]) - beta0[j];
+      mine[0] += delta * jdelta[j];
+    } else {
+      const double delta = beta[j] - beta0[j];
+      mine[0] += delta * jdelta[j];
+      mine[1] += dir[j] * jdelta[j] + delta * jdir[j];
+      mine[2] += dir[j] * jdir[j];
+    }
     mine[3] += dir[j] != 0.0 ? 1.0 : 0.0;
     vanishes_mine = max(vanishes_mine, vanishing_trial(beta[j], dir[j]));
   }
@@ -118,16 +132,19 @@ __global__ void __launch_bounds__(kSelectThreads)
   bool settled = false;
   if (threadIdx.x == 0) {
     const double N = sc->total_weight;
-    const double F = (sc->rho_sum + 0.5 * a) / N;
+    const double F = speculative ? sc->objective : (sc->rho_sum + 0.5 * a) / N;
     // After a zero Newton step the majoriser's step must strictly decrease f.
     const bool strict = majoriser && sc->zero_newton_step;
     double t = 1.0;
     int chosen = -1;
     chosen_step = 0.0;
     sc->objective = F;
-    for (int trial = 0; trial < kLineSearchTrials; ++trial) {
-      const double f =
-          trial >= vanishes_from ? F : (trial_sums[trial] + 0.5 * (a - t * b + t * t * c)) / N;
+    for (int trial = 0; trial < trials; ++trial) {
+      double f = F;
+      if (trial < vanishes_from) {
+        f = speculative ? (sc->rho_sum + 0.5 * a) / N
+                        : (trial_sums[trial] + 0.5 * (a - t * b + t * t * c)) / N;
+      }
       if (f < F || (f == F && !strict)) {
         chosen_step = t;
         chosen = trial;
@@ -152,7 +169,7 @@ __global__ void __launch_bounds__(kSelectThreads)
   if (t == 0.0) {
     if (!majoriser) {
       if (threadIdx.x == 0) {
-        sc->state = kNeedsMajoriser;
+        sc->state = speculative && !zero_step ? kNeedsLineSearch : kNeedsMajoriser;
         sc->fresh = 0;
         sc->zero_newton_step = zero_step;
       }
@@ -211,7 +228,16 @@ void launch_newton_select(const double* partials, int blocks, const double* dir,
                           const double* g, bool majoriser, const BatchConstants& k,
                           DeviceScalars* sc, double* beta, cudaStream_t s) {
   launch_kernel("newton_select_kernel", newton_select_kernel, 1, kSelectThreads, s, partials,
-                blocks, dir, jdelta, jdir, beta0, g, majoriser ? 1 : 0, k, sc, beta);
+                blocks, dir, jdelta, jdir, beta0, g, majoriser ? 1 : 0, 0, k, sc, beta);
+}
+
+void launch_newton_accept(const double* dir, const double* jdelta, const double* beta0,
+                          const BatchConstants& k, DeviceScalars* sc, double* beta,
+                          cudaStream_t s) {
+  launch_kernel("newton_select_kernel", newton_select_kernel, 1, kSelectThreads, s,
+                static_cast<const double*>(nullptr), 0, dir, jdelta,
+                static_cast<const double*>(nullptr), beta0, static_cast<const double*>(nullptr), 0,
+                1, k, sc, beta);
 }
 
 }  // namespace rh

@@ -1,7 +1,9 @@
 // Damped Newton (penalty none) with the majoriser fallback of docs/algorithm.md
 // ("Unpenalised"). One iteration queues: the Cholesky attempt on H(beta) and the solve for the
 // direction, all 27 line-search trials in one pass over the rows, the device-side choice of t,
-// and the row pass and Gram at the new beta.
+// and the row pass and Gram at the new beta. Speculative iterations (the default, until the
+// solve's first pause) queue the attempt, the row pass and Gram at beta - dir and the verdict on
+// that whole step: one pass over the rows per iteration where the step is accepted.
 // Every kernel checks the state first, so iterations are queued a chunk at a time with one
 // synchronisation per chunk; with CUDA_GRAPHS each iteration is one graph replay. The rare
 // remainders of an iteration (a refused Cholesky attempt, 27 rejected trials) pause the state
@@ -46,6 +48,31 @@ void enqueue_cholesky_iteration(UpdateContext<T>& ctx) {
   enqueue_step(ctx, ctx.small_dense(), false);
 }
 
+// The same iteration with the speculative whole step (UpdateContext::speculative_newton): the
+// attempt also forms the candidate beta - dir, the row pass, Gram and gradient run there, and
+// the step's verdict (launch_newton_accept) keeps them when f did not increase, which is the
+// line search's first trial; the 27-trial pass and its pick are then not needed. A rejected
+// candidate pauses the iteration in kNeedsLineSearch.
+template <class T>
+void enqueue_speculative_iteration(UpdateContext<T>& ctx) {
+  Engine& e = ctx.e;
+  double* candidate = e.ws.candidates.as<double>();
+  enqueue_cholesky_attempt(ctx, ctx.gram(), candidate);
+  ctx.row_pass_then_gradient(kRunWhileRunning, kRunWhileRunning, false, candidate);
+  launch_newton_accept(e.ws.dir.as<double>(), ctx.jdelta(), ctx.beta0(), ctx.k,
+                       ctx.device_scalars(), ctx.beta(), e.stream);
+}
+
+// The rest of an iteration paused in kNeedsLineSearch (beta, dir and jdir unchanged; the
+// residuals, Gram, g and J delta the candidate's): the row pass at beta again, which gives back
+// their values there bit for bit, then the line search along dir as without speculation.
+template <class T>
+void enqueue_line_search_iteration(UpdateContext<T>& ctx) {
+  launch_resume(ctx.device_scalars(), ctx.e.stream);
+  ctx.row_pass_then_gradient(kRunWhileRunning, kRunWhileRunning, false);
+  enqueue_step(ctx, ctx.small_dense(), false);
+}
+
 // The rest of an iteration paused in kNeedsMajoriser (beta, its residuals, g and F unchanged):
 // the majoriser's Gram at beta, the direction M^-1 g from the same ladder, and the same line
 // search along it. Cholesky's verdict is read back before the step (one synchronisation, on a
@@ -83,10 +110,19 @@ void solve_newton(UpdateContext<T>& ctx) {
   int64_t chunk = ctx.first_chunk;
   int paused = kRunning;  // the needs_host state the last chunk ended in, if any
   int64_t done = 0;
+  // Speculation lasts until the first pause: its F is the objective the last accepted whole
+  // step left, which the other paths' steps do not keep, and a solve that needed the line
+  // search or a fallback once is far enough from the optimum to need them again.
+  bool speculate = ctx.speculative_newton();
   GraphReplayer cholesky_iteration(ctx.e, kNewtonIterationGraph);
+  GraphReplayer speculative_iteration(ctx.e, kNewtonSpeculativeGraph);
   for (;;) {
+    if (paused != kRunning)
+      speculate = false;
     if (paused == kNeedsMajoriser) {
       enqueue_majoriser_iteration(ctx);
+    } else if (paused == kNeedsLineSearch) {
+      enqueue_line_search_iteration(ctx);
     } else if (paused == kNeedsFallback || !ctx.information_symmetric) {
       // LU / SVD, decided on the host: a refused Cholesky attempt, or asymmetric information.
       launch_resume(ctx.device_scalars(), ctx.e.stream);
@@ -95,7 +131,10 @@ void solve_newton(UpdateContext<T>& ctx) {
     } else {
       const int64_t queued = std::min(chunk, ctx.max_iter - done);
       for (int64_t i = 0; i < queued; ++i) {
-        cholesky_iteration.run([&] { enqueue_cholesky_iteration(ctx); });
+        if (speculate)
+          speculative_iteration.run([&] { enqueue_speculative_iteration(ctx); });
+        else
+          cholesky_iteration.run([&] { enqueue_cholesky_iteration(ctx); });
       }
     }
     ctx.enqueue_finish();

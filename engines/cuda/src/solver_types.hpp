@@ -99,6 +99,9 @@ constexpr int64_t kGramColumnBlock = 256;
 // rejected; the host solves with the majoriser M(beta) and searches along that direction
 // (docs/algorithm.md, "Unpenalised"). kNeedsLammBound: LAMM's 40 attempts were rejected; the
 // host queues the curvature-bound attempts (docs/algorithm.md, "Penalised").
+// kNeedsLineSearch: the speculative Newton step (UpdateContext::speculative_newton) found the
+// whole step beta - dir no lower in f; the row pass, Gram and gradient are the candidate's, so
+// the host queues the row pass at beta again and the 27-trial line search along the same dir.
 // kStalled: every step of the last iteration was rejected and the decrease it predicted is
 // not within rounding of F (not converged).
 enum SolverState : int {
@@ -110,6 +113,7 @@ enum SolverState : int {
   kNeedsFallback = 5,
   kNeedsMajoriser = 6,
   kNeedsLammBound = 7,
+  kNeedsLineSearch = 8,
 };
 
 // When a kernel queued ahead of the solver's progress does its work. Iterations are queued
@@ -199,7 +203,8 @@ struct GramSum {
 
 // A state in which the host finishes the current iteration (see SolverState).
 inline RH_HOST_DEVICE bool needs_host(int state) {
-  return state == kNeedsFallback || state == kNeedsMajoriser || state == kNeedsLammBound;
+  return state == kNeedsFallback || state == kNeedsMajoriser || state == kNeedsLammBound ||
+         state == kNeedsLineSearch;
 }
 
 // The solve is over (converged, stalled, non-finite, or max_iter iterations ran), so the finish

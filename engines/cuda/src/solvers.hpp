@@ -21,8 +21,9 @@ void solve_lamm(UpdateContext<T>& ctx);
 // test of docs/decisions.md into DeviceScalars.factor_ok, and on an accepted factor dir = H^-1 g
 // (or M^-1 g); a refused factor moves the state to kNeedsFallback, so the rest of the chunk
 // returns at once. For P <= Engine::small_dense_max one kernel does it all and also forms J dir.
+// candidate (not null): also beta - dir there, for Newton's speculative step.
 template <class T>
-void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram);
+void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram, double* candidate = nullptr);
 
 // dir = H^-1 g (or M^-1 g) without Cholesky (state kRunning): assembles from gram and factors
 // with LU with partial pivoting, then falls back to the minimum-norm SVD solve (one

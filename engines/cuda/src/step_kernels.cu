@@ -1,6 +1,7 @@
 // The step kernels every solver runs (step_common.cuh): the start of an update (validation's
 // finish, the state loaded as doubles), the gradient and J delta from a row pass's sums, the
-// Hessian's assembly and the split Gram's sum, resuming a paused iteration, and J v.
+// Hessian's assembly and the split Gram's sum, resuming a paused iteration, J v and the
+// speculative Newton step's candidate.
 #include <cmath>
 
 #include "engine_error.hpp"
@@ -279,6 +280,16 @@ __global__ void matvec_kernel(const double* A, const double* v, const DeviceScal
     out[j] = acc;
 }
 
+__global__ void newton_candidate_kernel(const double* beta, const double* dir,
+                                        const DeviceScalars* sc, double* out, int64_t P) {
+  enter_stream_order();
+  if (sc->state != kRunning)
+    return;
+  for (int64_t j = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; j < P;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[j] = beta[j] - dir[j];
+}
+
 }  // namespace
 
 template <class T>
@@ -323,6 +334,12 @@ void launch_resume(DeviceScalars* sc, cudaStream_t s) {
 void launch_matvec(const double* A, const double* v, const DeviceScalars* sc, double* out,
                    int64_t P, cudaStream_t s) {
   launch_kernel("matvec_kernel", matvec_kernel, warp_rows_blocks(P), kThreads, s, A, v, sc, out, P);
+}
+
+void launch_newton_candidate(const double* beta, const double* dir, const DeviceScalars* sc,
+                             double* out, int64_t P, cudaStream_t s) {
+  launch_kernel("newton_candidate_kernel", newton_candidate_kernel, elementwise_blocks(P), kThreads,
+                s, beta, dir, sc, out, P);
 }
 
 #define RH_INSTANTIATE_STEP_KERNELS(T)                                                           \

@@ -66,6 +66,11 @@ bool incremental_gram_setting() {
   return value == nullptr || std::strcmp(value, "off") != 0;
 }
 
+bool newton_speculation_setting() {
+  const char* value = std::getenv("RH_CUDA_TEST_NEWTON_STEP");
+  return value == nullptr || std::strcmp(value, "line-search") != 0;
+}
+
 int64_t gram_flip_limit_setting(int64_t limit) {
   return lowered_limit_setting("RH_CUDA_TEST_GRAM_FLIP_MAX", limit);
 }
@@ -170,6 +175,9 @@ int64_t small_dense_limit_setting(int64_t device_limit) {
   return device_limit;
 }
 bool incremental_gram_setting() {
+  return true;
+}
+bool newton_speculation_setting() {
   return true;
 }
 int64_t gram_flip_limit_setting(int64_t limit) {

@@ -37,6 +37,9 @@ int64_t fused_gram_limit_setting(int64_t device_limit);
 // RH_CUDA_TEST_INCREMENTAL_GRAM=off: Newton's heavy Gram formed in full at every row pass, in
 // chunks as without it.
 bool incremental_gram_setting();
+// RH_CUDA_TEST_NEWTON_STEP=line-search: every Newton iteration searches the 27 trials along
+// its direction, without the speculative whole step first (UpdateContext::speculative_newton).
+bool newton_speculation_setting();
 // RH_CUDA_TEST_GRAM_FLIP_MAX=N: the incremental Gram adds the update of at most min(N, limit)
 // changed rows (0: it forms the Gram again in full whenever a row changed); limit when unset.
 int64_t gram_flip_limit_setting(int64_t limit);

@@ -117,7 +117,9 @@ template void gram_of_scaled_rows<float>(Engine&, int64_t, int64_t, const float*
 template void gram_of_scaled_rows<double>(Engine&, int64_t, int64_t, const double*, double*);
 
 template <class T>
-void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu, GramSum<T>* gram_sum) {
+void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu, GramSum<T>* gram_sum,
+                                const double* at) {
+  const double* point = at != nullptr ? at : beta();
   const bool fused = with_gram && fused_gram();
   // After the first, an incremental Gram's row pass only flags the rows whose weight changed.
   const bool leaves_gram = with_gram && incremental_gram && gram_recorded;
@@ -126,13 +128,13 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu, Gra
   double* xtu_partials = with_xtu && xtu_in_partials ? e.ws.xtu_partials.as<double>() : nullptr;
   T* scaled = with_gram && !fused && !leaves_gram ? e.ws.scaled_rows.as<T>() : nullptr;
   if (fused) {
-    launch_row_pass_gram<T>(rows, beta(), k.tau, device_scalars(), e.ws.residual.as<double>(),
+    launch_row_pass_gram<T>(rows, point, k.tau, device_scalars(), e.ws.residual.as<double>(),
                             e.ws.score.as<T>(), e.ws.row_partials.as<double>(), xtu_partials,
                             e.ws.gram_partials.as<double>(), when, e.stream);
     row_partial_blocks = fused_gram_blocks(rows.n, rows.P);
   } else {
     T* meat_scaled = with_gram && with_meat ? e.ws.meat_rows.as<T>() : nullptr;
-    launch_row_pass<T>(rows, beta(), k.tau, device_scalars(), e.ws.residual.as<double>(),
+    launch_row_pass<T>(rows, point, k.tau, device_scalars(), e.ws.residual.as<double>(),
                        e.ws.score.as<T>(), scaled, meat_scaled, e.ws.row_partials.as<double>(),
                        xtu_partials, curvature_track(with_gram), when, e.stream);
     row_partial_blocks = row_blocks(rows.n, rows.ncols_x);
@@ -227,15 +229,16 @@ void UpdateContext<T>::majoriser_gram_pass() {
 
 template <class T>
 void UpdateContext<T>::row_pass_then_gradient(RunWhen pass_when, RunWhen gradient_when,
-                                              bool set_objective) {
+                                              bool set_objective, const double* at) {
   GramSum<T> gram_sum;
-  row_pass(true, pass_when, true, &gram_sum);
-  gradient(gradient_when, set_objective, gram_sum);
+  row_pass(true, pass_when, true, &gram_sum, at);
+  gradient(gradient_when, set_objective, gram_sum, at);
 }
 
 template <class T>
-void UpdateContext<T>::gradient(RunWhen when, bool set_objective, const GramSum<T>& gram_sum) {
-  launch_gradient<T>(information64(), beta(), beta0(), xtu(),
+void UpdateContext<T>::gradient(RunWhen when, bool set_objective, const GramSum<T>& gram_sum,
+                                const double* at) {
+  launch_gradient<T>(information64(), at != nullptr ? at : beta(), beta0(), xtu(),
                      xtu_in_partials ? e.ws.xtu_partials.as<double>() : nullptr, rows.ncols_x, k,
                      e.ws.row_partials.as<double>(), row_partial_blocks, set_objective,
                      device_scalars(), grad(), jdelta(), when, gram_sum, e.stream);

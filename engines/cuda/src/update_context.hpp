@@ -126,15 +126,28 @@ struct UpdateContext {
            (e.enabled_flags & RH_CUDA_ENGINE_FLAG_FAST_MATH) == 0;
   }
 
-  // Residual, score and the objective partials at the current beta, then (with_xtu) X'u;
-  // with_gram also forms X' diag(w c) X at this beta (the Newton Hessian, and the information
-  // increment at the end).
+  // Newton's speculative step (newton_solver.cu): the row pass and gradient run at the candidate
+  // beta - dir before the whole step is judged, so an iteration that accepts it needs no
+  // line-search pass. Only from a fitted beta0 (a stream's later batches, or after a restore):
+  // from the zero start of a stream the first steps are often cut, and a rejected candidate
+  // costs a synchronisation and a row pass more than the line search alone. Not where a row pass
+  // at a rejected candidate would leave more than the pass at beta repairs: the incremental
+  // Gram's recorded weights, or K's rows.
+  bool speculative_newton() const {
+    return e.newton_speculation && k.previous_weight > 0.0 && !incremental_gram && !with_meat;
+  }
+
+  // Residual, score and the objective partials at the current beta (or at `at`, not null), then
+  // (with_xtu) X'u; with_gram also forms X' diag(w c) X there (the Newton Hessian, and the
+  // information increment at the end).
   // gram_sum not null: the partial Grams' sum is not launched but described there, for the
   // launch that follows (row_pass_then_gradient).
-  void row_pass(bool with_gram, RunWhen when, bool with_xtu = true, GramSum<T>* gram_sum = nullptr);
+  void row_pass(bool with_gram, RunWhen when, bool with_xtu = true, GramSum<T>* gram_sum = nullptr,
+                const double* at = nullptr);
   // row_pass(true, pass_when) then gradient(gradient_when, set_objective), the pass's Gram summed
-  // by the gradient's launch: one launch fewer per Newton iteration.
-  void row_pass_then_gradient(RunWhen pass_when, RunWhen gradient_when, bool set_objective);
+  // by the gradient's launch: one launch fewer per Newton iteration. At beta, or at `at`.
+  void row_pass_then_gradient(RunWhen pass_when, RunWhen gradient_when, bool set_objective,
+                              const double* at = nullptr);
   // The curvature bookkeeping of a row pass (CurvatureTrack): none unless incremental_gram and
   // with_gram; flags once the batch's first Gram was queued.
   CurvatureTrack curvature_track(bool with_gram) const;
@@ -148,8 +161,10 @@ struct UpdateContext {
   // While running: X' diag(w m(r)) X into majoriser_gram(), m the majoriser weight at the
   // residuals of the last row pass (Newton's fallback step); the Gram at beta stays in gram().
   void majoriser_gram_pass();
-  // The row pass's sums (with set_objective also F at beta0) and the gradient at beta.
-  void gradient(RunWhen when, bool set_objective = false, const GramSum<T>& gram_sum = {});
+  // The row pass's sums (with set_objective also F at beta0) and the gradient at beta (or at
+  // `at`, not null: the point of that row pass).
+  void gradient(RunWhen when, bool set_objective = false, const GramSum<T>& gram_sum = {},
+                const double* at = nullptr);
   void enqueue_readback();
   // The new state from beta and the Gram at beta into the engine's scratch state (and the
   // pinned export buffer), then the status readback. Queued after every chunk of iterations;

@@ -1,6 +1,7 @@
 // What librh_cuda computes: the OLS limit and the closed-form lambda/bandwidth (independent
 // math), agreement with librh_cpu, host/device and narrow/expanded input equality,
-// reproducibility, K against its definition, the SVD fallback on an exactly singular system,
+// reproducibility, K against its definition, the speculative Newton step against the line search,
+// the SVD fallback on an exactly singular system,
 // asymmetric restores, rollback after an injected cuSOLVER failure, graphs on/off, and TF32 against
 // strict float32.
 #include <cuda_runtime.h>
@@ -24,6 +25,9 @@ struct Fit {
   std::vector<double> coef, info;
   RhCudaDiagnostics diag{};
   RhCudaStatus status = RH_CUDA_SUCCESS;
+  int total_iterations = 0;    // over the stream's batches, where the caller adds them up
+  bool ok = true;              // every batch converged, where the caller records it
+  int64_t graph_captures = 0;  // the engine's, where the caller reads them
 };
 
 template <class T>
@@ -528,6 +532,145 @@ void test_chunk_size_never_changes_results() {
   }
 }
 
+// Newton's speculative whole step (the engine's default from a fitted beta0 without K: the row
+// pass, Gram and gradient at beta - dir before the step is judged, the 27 trials only after a
+// rejection) against the line search at every iteration (RH_CUDA_TEST_NEWTON_STEP=line-search).
+// Wherever both accept the whole step the iterates are the same bits: the candidate is
+// beta - 1 * dir either way, and the next iteration's F is the same fresh sum. The two can part
+// only where their evaluations of f at the whole step straddle F by rounding, next to the
+// optimum (measured: on cuSOLVER's path at P = 7 the coefficients of one stream moved by
+// 1.4e-11 of their size), where both end on a step that passed the step test: the same iteration
+// counts and convergence, coefficients and information within ten times the tolerance
+// (1e-10) of each other in float64, and float32's rounding of the committed state. Each stream
+// starts from a restored state without K (as the package's streams without inference do; K's rows
+// would keep the engine on the line search): three batches from the empty state (the first on the
+// line search, the next two speculative), and the same rows with y 1,000 above the model after a
+// restored beta = 0 with J = 1e-8 I and ridge 1e-8 (the estimator's default), where every residual
+// is beyond tau + h, H is about ridge I and its step is rejected at once (premise checked): the
+// speculative iteration pauses in kNeedsLineSearch, the row pass at beta is queued again before the
+// line search, and the rest of the solve takes the line search, whose iteration graph is then
+// captured as well (with CUDA_GRAPHS, one capture more than on the line search alone: the check
+// that the speculative path ran). On every dense path, host and device input, with and without
+// graphs.
+template <class T>
+Fit speculation_fit(int32_t dtype, uint64_t flags, bool device, int64_t features, double offset,
+                    bool line_search) {
+  if (line_search)
+    setenv("RH_CUDA_TEST_NEWTON_STEP", "line-search", 1);
+  Fit fit;
+  const int64_t P = features + 1;
+  RhCudaEngineOptions o = options(dtype, P, flags);
+  RhCudaEngine* e = nullptr;
+  fit.status = rh_cuda_engine_create(&o, &e);
+  unsetenv("RH_CUDA_TEST_NEWTON_STEP");
+  if (fit.status != RH_CUDA_SUCCESS)
+    return fit;
+  std::vector<T> start_coef(static_cast<size_t>(P), T(0));
+  std::vector<T> start_info(static_cast<size_t>(P * P), T(0));
+  RhCudaHostStateView start = abi_struct<RhCudaHostStateView>();
+  start.coefficients = start_coef.data();
+  start.information = start_info.data();
+  if (offset != 0.0) {
+    for (int64_t j = 0; j < P; ++j)
+      start_info[static_cast<size_t>(j * P + j)] = static_cast<T>(1e-8);
+    start.n_samples_seen = 1;
+    start.batch_count = 1;
+    start.weight_sum = 1.0;
+  }
+  fit.status = rh_cuda_engine_restore(e, &start);
+  HostState<T> state(P);
+  RhCudaUpdateConfig c = config(features, RH_CUDA_PENALTY_NONE);
+  c.ridge = offset != 0.0 ? 1e-8 : 0.0;
+  int iterations = 0;
+  for (int b = 0; b < 3 && fit.status == RH_CUDA_SUCCESS; ++b) {
+    Batch<T> data = make_batch<T>(300 + b, 3000, features, true, false);
+    for (T& y : data.y)
+      y = static_cast<T>(static_cast<double>(y) + offset);
+    RhCudaHostBatch hb = data.view(true);
+    fit.diag = diagnostics();
+    if (device) {
+      const DeviceBatchCopy copy(hb, sizeof(T), "speculation batch");
+      fit.status =
+          rh_cuda_engine_update_device_with_state(e, copy.batch(), &c, &fit.diag, &state.view);
+    } else {
+      fit.status = rh_cuda_engine_update_host_with_state(e, &hb, &c, &fit.diag, &state.view);
+    }
+    iterations += static_cast<int>(fit.diag.iterations);
+    fit.ok = fit.ok && fit.diag.converged == 1;
+  }
+  if (fit.status != RH_CUDA_SUCCESS)
+    std::fprintf(stderr, "  speculation_fit: %s\n", rh_cuda_engine_last_error(e));
+  RhCudaEngineFeatures f = abi_struct<RhCudaEngineFeatures>();
+  if (rh_cuda_engine_features(e, &f) == RH_CUDA_SUCCESS)
+    fit.graph_captures = static_cast<int64_t>(f.graph_captures);
+  fit.total_iterations = iterations;
+  fit.coef = widen(state.coef);
+  fit.info = widen(state.info);
+  rh_cuda_engine_destroy(e);
+  return fit;
+}
+
+// max_j |a_j - b_j| / (1 + |b_j|)
+double relative_gap(const std::vector<double>& a, const std::vector<double>& b) {
+  double gap = a.size() == b.size() ? 0.0 : INFINITY;
+  for (size_t j = 0; j < a.size() && j < b.size(); ++j)
+    gap = std::fmax(gap, std::fabs(a[j] - b[j]) / (1.0 + std::fabs(b[j])));
+  return gap;
+}
+
+template <class T>
+void speculation_matches_line_search(const DensePath& path, int64_t features, double offset,
+                                     double rtol) {
+  const int32_t dtype = sizeof(T) == 4 ? RH_CUDA_DTYPE_FLOAT32 : RH_CUDA_DTYPE_FLOAT64;
+  if (offset != 0.0) {
+    // The premise: at beta = 0 every |y| exceeds tau + h by far (h <= tau always).
+    const Batch<T> first = make_batch<T>(300, 3000, features, true, false);
+    double smallest = INFINITY;
+    for (const T y : first.y)
+      smallest = std::fmin(smallest, std::fabs(static_cast<double>(y) + offset));
+    RH_CHECK(smallest > 100.0 * 1.345);
+  }
+  for (const uint64_t flags : {uint64_t{0}, uint64_t{RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS}}) {
+    for (const bool device : {false, true}) {
+      set_path(path, true);
+      const Fit speculative = speculation_fit<T>(dtype, flags, device, features, offset, false);
+      const Fit searched = speculation_fit<T>(dtype, flags, device, features, offset, true);
+      set_path(path, false);
+      RH_CHECK(speculative.status == RH_CUDA_SUCCESS && searched.status == RH_CUDA_SUCCESS);
+      const double coef = relative_gap(speculative.coef, searched.coef);
+      const double info = relative_gap(speculative.info, searched.info);
+      std::printf(
+          "speculative step (%s, P = %lld, %s, offset %g, %s input%s): %d / %d iterations, "
+          "%lld / %lld graph captures, coefficients %.3e, information %.3e%s%s\n",
+          path.name, static_cast<long long>(features + 1), sizeof(T) == 4 ? "float32" : "float64",
+          offset, device ? "device" : "host", flags ? ", graphs" : "", speculative.total_iterations,
+          searched.total_iterations, static_cast<long long>(speculative.graph_captures),
+          static_cast<long long>(searched.graph_captures), coef, info,
+          speculative.coef == searched.coef && speculative.info == searched.info ? " (same bits)"
+                                                                                 : "",
+          speculative.ok ? "" : " (a batch not converged)");
+      RH_CHECK(speculative.ok == searched.ok);
+      RH_CHECK(speculative.total_iterations == searched.total_iterations);
+      RH_CHECK(coef <= rtol && info <= rtol);
+      if (flags != 0 && offset != 0.0)
+        RH_CHECK(speculative.graph_captures > searched.graph_captures);
+    }
+  }
+}
+
+void test_speculative_step_matches_the_line_search() {
+  // 6 features: one lane per row; 20: the fused Gram's teams; 200: cuBLAS's Gram with the
+  // cluster Cholesky (the engine's choice) or cuSOLVER.
+  for (const DensePath& path : {kDensePaths[0], kDensePaths[2]}) {
+    for (const int64_t features : {int64_t{6}, int64_t{20}, int64_t{200}}) {
+      for (const double offset : {0.0, 1000.0}) {
+        speculation_matches_line_search<double>(path, features, offset, 1e-9);
+        speculation_matches_line_search<float>(path, features, offset, 1e-5);
+      }
+    }
+  }
+}
+
 // With CUDA_GRAPHS the engine keeps one executable graph per solver across updates and updates
 // it in place: batches of changing shape (re-instantiation), device pointers and constants
 // (in-place updates) must give the eager results bit for bit, batch by batch.
@@ -888,6 +1031,7 @@ int main() {
   test_results_are_reproducible();
   test_graphs_on_and_off_agree();
   test_chunk_size_never_changes_results();
+  test_speculative_step_matches_the_line_search();
   test_incremental_gram_matches_the_full_gram();
   test_graph_cache_follows_changing_batches();
   test_fast_math_stays_close_to_strict_float32();
