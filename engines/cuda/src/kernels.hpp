@@ -111,13 +111,17 @@ void launch_begin_update(const double* weight_partials, const unsigned long long
 // The row pass's sums (rho_sum, score_sum; with set_objective F = rho_sum / N), then
 // g = (-X'u + J delta) / N - history term and J delta. X'u: the row pass's per-block partials
 // summed in a fixed order when xtu_partials is not null, else xtu from cuBLAS. `gram_sum` (kind
-// kNone: none) runs in the same launch, on blocks after the gradient's.
+// kNone: none) runs in the same launch, on blocks after the gradient's; with accept.dir (beta
+// being the candidate accept.beta - accept.dir) the launch's last block then judges the whole
+// step as launch_newton_select would judge its first trial, from these sums at the candidate
+// (f fresh, F from DeviceScalars.objective). Not lower: the state becomes kNeedsLineSearch
+// (iteration not counted); a zero dir pauses in kNeedsMajoriser.
 template <class T>
 void launch_gradient(const double* J, const double* beta, const double* beta0, const T* xtu,
                      const double* xtu_partials, int64_t ncols_x, const BatchConstants& k,
                      const double* partials, int blocks, bool set_objective, DeviceScalars* sc,
                      double* g, double* jdelta, RunWhen when, const GramSum<T>& gram_sum,
-                     cudaStream_t s);
+                     const NewtonAccept& accept, cudaStream_t s);
 // While running: H = (G + J) / N + ridge I, column-major for cuSOLVER, G mirrored from its
 // upper triangle.
 template <class T>
@@ -208,13 +212,6 @@ void launch_newton_select(const double* partials, int blocks, const double* dir,
                           const double* jdelta, const double* jdir, const double* beta0,
                           const double* g, bool majoriser, const BatchConstants& k,
                           DeviceScalars* sc, double* beta, cudaStream_t s);
-// While running, after the row pass and gradient at the candidate beta - dir (the speculative
-// Newton step): the same choice for the whole step alone, its f from that pass's rho sum and
-// jdelta = J (beta - dir - beta0), F from DeviceScalars.objective. Not lower: the state
-// becomes kNeedsLineSearch (iteration not counted); a zero dir pauses in kNeedsMajoriser as
-// launch_newton_select's does.
-void launch_newton_accept(const double* dir, const double* jdelta, const double* beta0,
-                          const BatchConstants& k, DeviceScalars* sc, double* beta, cudaStream_t s);
 
 // --- LAMM (lamm_kernels.cu) -------------------------------------------------------------------
 // One group of LAMM attempts (count a multiple of kLammChunk, at most kLammMaxGroup): the

@@ -50,17 +50,18 @@ void enqueue_cholesky_iteration(UpdateContext<T>& ctx) {
 
 // The same iteration with the speculative whole step (UpdateContext::speculative_newton): the
 // attempt also forms the candidate beta - dir, the row pass, Gram and gradient run there, and
-// the step's verdict (launch_newton_accept) keeps them when f did not increase, which is the
-// line search's first trial; the 27-trial pass and its pick are then not needed. A rejected
-// candidate pauses the iteration in kNeedsLineSearch.
+// the step's verdict (NewtonAccept, in the gradient's launch) keeps them when f did not
+// increase, which is the line search's first trial; the 27-trial pass and its pick are then not
+// needed. A rejected candidate pauses the iteration in kNeedsLineSearch.
 template <class T>
 void enqueue_speculative_iteration(UpdateContext<T>& ctx) {
   Engine& e = ctx.e;
   double* candidate = e.ws.candidates.as<double>();
   enqueue_cholesky_attempt(ctx, ctx.gram(), candidate);
-  ctx.row_pass_then_gradient(kRunWhileRunning, kRunWhileRunning, false, candidate);
-  launch_newton_accept(e.ws.dir.as<double>(), ctx.jdelta(), ctx.beta0(), ctx.k,
-                       ctx.device_scalars(), ctx.beta(), e.stream);
+  NewtonAccept accept;
+  accept.dir = e.ws.dir.as<double>();
+  accept.beta = ctx.beta();
+  ctx.row_pass_then_gradient(kRunWhileRunning, kRunWhileRunning, false, candidate, accept);
 }
 
 // The rest of an iteration paused in kNeedsLineSearch (beta, dir and jdir unchanged; the

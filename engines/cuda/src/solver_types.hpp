@@ -169,6 +169,14 @@ struct DeviceScalars {
   int max_iter;             // the update's iteration limit (set with the rest at the start)
   int gram_flips;           // rows whose curvature weight changed in the last row pass that
                             // left its Gram to UpdateContext::apply_gram_flips
+  unsigned int accept_arrivals;  // blocks of a gradient launch with a NewtonAccept done so far
+};
+
+// The speculative Newton step's verdict, run by the last block of the gradient's launch after
+// the row pass at the candidate beta - dir (newton_solver.cu, step_kernels.cu): dir null, none.
+struct NewtonAccept {
+  const double* dir = nullptr;
+  double* beta = nullptr;
 };
 
 // A sum of partial Grams (launch_gram_sum, or the gradient's launch after a Newton row pass:

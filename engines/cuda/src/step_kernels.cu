@@ -4,9 +4,11 @@
 // speculative Newton step's candidate.
 #include <cmath>
 
+#include <cuda/atomic>
+
 #include "engine_error.hpp"
 #include "kernel_launch.cuh"
-#include "step_common.cuh"
+#include "newton_step.cuh"
 
 namespace rh {
 
@@ -182,63 +184,92 @@ __global__ void gram_sum_kernel(GramSum<T> sum) {
   run_gram_sum(sum, blockIdx.x, gridDim.x);
 }
 
+// The speculative Newton step's verdict in the gradient's launch (NewtonAccept): every block
+// that ran arrives once its writes are done; the last to arrive judges the whole step from the
+// sums, g and J delta the launch formed at the candidate and moves beta (newton_choose_step), so
+// the verdict costs no launch of its own. Arrivals are counted in DeviceScalars.accept_arrivals,
+// which begin_update_kernel zeroes and the last block zeroes again for the next launch. The
+// release of each arrival and the acquire of the last one order every block's writes before
+// the verdict's reads; the barrier after it carries them to the whole block.
+__device__ void accept_after_last_arrival(const NewtonAccept& accept, const double* jdelta,
+                                          const double* beta0, const BatchConstants& k,
+                                          DeviceScalars* sc) {
+  __shared__ int last;
+  __syncthreads();  // this block's writes come before its arrival
+  if (threadIdx.x == 0) {
+    cuda::atomic_ref<unsigned int, cuda::thread_scope_device> arrivals(sc->accept_arrivals);
+    last = arrivals.fetch_add(1u, cuda::memory_order_acq_rel) == gridDim.x - 1;
+    if (last)
+      arrivals.store(0u, cuda::memory_order_relaxed);
+  }
+  __syncthreads();
+  if (!last)
+    return;
+  newton_choose_step<kThreads>(nullptr, 0, accept.dir, jdelta, nullptr, beta0, nullptr, 0, 1, k, sc,
+                               accept.beta);
+}
+
 // Sums the row pass's partials in a fixed order (every block alike; block 0 stores rho_sum,
 // score_sum and, with set_objective, F = rho_sum / N at beta0), then g = (-X'u + J delta) / N
 // - history term and J delta, one warp per coefficient (X'u from the row pass's per-block
 // partials, summed in a fixed order, or from cuBLAS).
 // Blocks from gradient_grid on run `gram_sum` instead (GramSum; kind kNone: there are none).
+// accept.dir not null: the speculative step's verdict after all of it (accept_after_last_arrival).
 template <class T>
 __global__ void gradient_kernel(const double* J, const double* beta, const double* beta0,
                                 const T* xtu, const double* xtu_partials, int64_t ncols_x,
                                 BatchConstants k, const double* partials, int blocks,
                                 int set_objective, DeviceScalars* sc, double* g, double* jdelta,
-                                int when, GramSum<T> gram_sum, int gradient_grid) {
+                                int when, GramSum<T> gram_sum, int gradient_grid,
+                                NewtonAccept accept) {
   enter_stream_order();
+  const bool runs = should_run(sc, when);
   if (static_cast<int>(blockIdx.x) >= gradient_grid) {
     run_gram_sum(gram_sum, blockIdx.x - gradient_grid, gridDim.x - gradient_grid);
-    return;
-  }
-  if (!should_run(sc, when))
-    return;
-  __shared__ double sums[2];
-  const int warp = threadIdx.x >> 5;
-  const int lane = threadIdx.x & 31;
-  if (warp < 2) {
-    const double total = warp_column_sum(partials, blocks, 2, warp);
-    if (lane == 0)
-      sums[warp] = total;
-  }
-  __syncthreads();
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
-    sc->rho_sum = sums[0];
-    sc->score_sum = sums[1];
-    if (set_objective) {
-      // At beta0: delta = 0, so Q = D = 0.
-      sc->objective = k.float_lamm ? float_objective(sums[0], 0.0, sc->total_weight, 0.0)
-                                   : sums[0] / sc->total_weight;
+  } else if (runs) {
+    __shared__ double sums[2];
+    const int warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31;
+    if (warp < 2) {
+      const double total = warp_column_sum(partials, blocks, 2, warp);
+      if (lane == 0)
+        sums[warp] = total;
+    }
+    __syncthreads();
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+      sc->rho_sum = sums[0];
+      sc->score_sum = sums[1];
+      if (set_objective) {
+        // At beta0: delta = 0, so Q = D = 0.
+        sc->objective = k.float_lamm ? float_objective(sums[0], 0.0, sc->total_weight, 0.0)
+                                     : sums[0] / sc->total_weight;
+      }
+    }
+    const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+    if (j < k.P) {
+      double acc = 0.0;
+      for (int64_t c = lane; c < k.P; c += 32)
+        acc += J[j * k.P + c] * (beta[c] - beta0[c]);
+      acc = warp_sum(acc);
+      double xtu_j = sums[1];  // the intercept column of an appended intercept is all ones
+      if (j < ncols_x) {
+        xtu_j = xtu_partials != nullptr
+                    ? warp_column_sum(xtu_partials, blocks,
+                                      static_cast<int>(xtu_partials_stride(ncols_x)),
+                                      static_cast<int>(j))
+                    : static_cast<double>(xtu[j]);
+      }
+      if (lane == 0) {
+        g[j] = (-xtu_j + acc) / sc->total_weight -
+               sc->history_coef * rh_sign(beta0[j]) * mask_of(k, j);
+        jdelta[j] = acc;
+        if (j == 0)
+          sc->lamm_accepted = 0;
+      }
     }
   }
-  const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-  if (j >= k.P)
-    return;
-  double acc = 0.0;
-  for (int64_t c = lane; c < k.P; c += 32)
-    acc += J[j * k.P + c] * (beta[c] - beta0[c]);
-  acc = warp_sum(acc);
-  double xtu_j = sums[1];  // the intercept column of an appended intercept is all ones
-  if (j < ncols_x) {
-    xtu_j =
-        xtu_partials != nullptr
-            ? warp_column_sum(xtu_partials, blocks, static_cast<int>(xtu_partials_stride(ncols_x)),
-                              static_cast<int>(j))
-            : static_cast<double>(xtu[j]);
-  }
-  if (lane != 0)
-    return;
-  g[j] = (-xtu_j + acc) / sc->total_weight - sc->history_coef * rh_sign(beta0[j]) * mask_of(k, j);
-  jdelta[j] = acc;
-  if (j == 0)
-    sc->lamm_accepted = 0;
+  if (accept.dir != nullptr && runs)
+    accept_after_last_arrival(accept, jdelta, beta0, k, sc);
 }
 
 template <class T>
@@ -307,12 +338,12 @@ void launch_gradient(const double* J, const double* beta, const double* beta0, c
                      const double* xtu_partials, int64_t ncols_x, const BatchConstants& k,
                      const double* partials, int blocks, bool set_objective, DeviceScalars* sc,
                      double* g, double* jdelta, RunWhen when, const GramSum<T>& gram_sum,
-                     cudaStream_t s) {
+                     const NewtonAccept& accept, cudaStream_t s) {
   const int gradient_grid = warp_rows_blocks(k.P);
   launch_kernel("gradient_kernel", gradient_kernel<T>, gradient_grid + gram_sum_blocks(gram_sum),
                 kThreads, s, J, beta, beta0, xtu, xtu_partials, ncols_x, k, partials, blocks,
                 set_objective ? 1 : 0, sc, g, jdelta, static_cast<int>(when), gram_sum,
-                gradient_grid);
+                gradient_grid, accept);
 }
 
 template <class T>
@@ -349,7 +380,7 @@ void launch_newton_candidate(const double* beta, const double* dir, const Device
   template void launch_gradient<T>(const double*, const double*, const double*, const T*,        \
                                    const double*, int64_t, const BatchConstants&, const double*, \
                                    int, bool, DeviceScalars*, double*, double*, RunWhen,         \
-                                   const GramSum<T>&, cudaStream_t);                             \
+                                   const GramSum<T>&, const NewtonAccept&, cudaStream_t);        \
   template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,       \
                                            const DeviceScalars*, double*, cudaStream_t);         \
   template void launch_gram_sum<T>(const GramSum<T>&, cudaStream_t);

@@ -229,19 +229,20 @@ void UpdateContext<T>::majoriser_gram_pass() {
 
 template <class T>
 void UpdateContext<T>::row_pass_then_gradient(RunWhen pass_when, RunWhen gradient_when,
-                                              bool set_objective, const double* at) {
+                                              bool set_objective, const double* at,
+                                              const NewtonAccept& accept) {
   GramSum<T> gram_sum;
   row_pass(true, pass_when, true, &gram_sum, at);
-  gradient(gradient_when, set_objective, gram_sum, at);
+  gradient(gradient_when, set_objective, gram_sum, at, accept);
 }
 
 template <class T>
 void UpdateContext<T>::gradient(RunWhen when, bool set_objective, const GramSum<T>& gram_sum,
-                                const double* at) {
+                                const double* at, const NewtonAccept& accept) {
   launch_gradient<T>(information64(), at != nullptr ? at : beta(), beta0(), xtu(),
                      xtu_in_partials ? e.ws.xtu_partials.as<double>() : nullptr, rows.ncols_x, k,
                      e.ws.row_partials.as<double>(), row_partial_blocks, set_objective,
-                     device_scalars(), grad(), jdelta(), when, gram_sum, e.stream);
+                     device_scalars(), grad(), jdelta(), when, gram_sum, accept, e.stream);
 }
 
 template <class T>

@@ -145,9 +145,10 @@ struct UpdateContext {
   void row_pass(bool with_gram, RunWhen when, bool with_xtu = true, GramSum<T>* gram_sum = nullptr,
                 const double* at = nullptr);
   // row_pass(true, pass_when) then gradient(gradient_when, set_objective), the pass's Gram summed
-  // by the gradient's launch: one launch fewer per Newton iteration. At beta, or at `at`.
+  // by the gradient's launch: one launch fewer per Newton iteration. At beta, or at `at`, with
+  // `accept` the speculative step's verdict in the gradient's launch (launch_gradient).
   void row_pass_then_gradient(RunWhen pass_when, RunWhen gradient_when, bool set_objective,
-                              const double* at = nullptr);
+                              const double* at = nullptr, const NewtonAccept& accept = {});
   // The curvature bookkeeping of a row pass (CurvatureTrack): none unless incremental_gram and
   // with_gram; flags once the batch's first Gram was queued.
   CurvatureTrack curvature_track(bool with_gram) const;
@@ -164,7 +165,7 @@ struct UpdateContext {
   // The row pass's sums (with set_objective also F at beta0) and the gradient at beta (or at
   // `at`, not null: the point of that row pass).
   void gradient(RunWhen when, bool set_objective = false, const GramSum<T>& gram_sum = {},
-                const double* at = nullptr);
+                const double* at = nullptr, const NewtonAccept& accept = {});
   void enqueue_readback();
   // The new state from beta and the Gram at beta into the engine's scratch state (and the
   // pinned export buffer), then the status readback. Queued after every chunk of iterations;

@@ -1,12 +1,16 @@
 """One short update on each of librh_cuda's linear-solve paths, for compute-sanitizer: the
 entry-point test's P = 5 reaches only the smallest one-block solve, while the cluster kernel
 (factor and solves), cuSOLVER's factor and the verdict-and-solve kernel run only above the
-one-block limit (docs/decisions.md, "Linear solve ladder"). P = 17 and 160: the one-block kernel (160 its limit
-on an H200); 257, 289 and 383: the cluster kernel with 9 tile rows on 8 blocks, 10 rows with
-two on some blocks, and its limit; 384: cuSOLVER's. Float64, host input, two iterations each
-(the cap's convergence warnings are silenced), without a penalty and, at P = 17 and 257, with
-the L1 penalty (its LAMM kernels). Then the incremental Gram (a heavy Gram, 2 n P^2 > 2e9):
-two batches of 16,000 x 256, four iterations each, so rows change weight between row passes.
+one-block limit (docs/decisions.md, "Linear solve ladder"). P = 17 and 160: the one-block
+kernel (160 its limit on an H200); 257, 289 and 383: the cluster kernel with 9 tile rows on 8
+blocks, 10 rows with two on some blocks, and its limit; 384: cuSOLVER's. Float64, host input,
+two iterations each (the cap's convergence warnings are silenced), without a penalty and, at
+P = 17 and 257, with the L1 penalty (its LAMM kernels). Then the incremental Gram (a heavy
+Gram, 2 n P^2 > 2e9): two batches of 16,000 x 256, four iterations each, so rows change
+weight between row passes.
+At P = 17, 257 and 384 without a penalty a second batch follows the first: from a fitted beta0
+Newton takes the speculative whole step (its candidate from each solve path, the verdict in the
+gradient's launch).
 Run by run_device_suite.sh under memcheck and racecheck with RH_CUDA_LIBRARY pointing at the
 library under test; exits non-zero if an update fails.
 """
@@ -28,13 +32,15 @@ def main() -> int:
         for penalty in ("none", "l1") if parameters in (17, 257) else ("none",):
             model = RenewableHuberRegressor(backend="native_cuda", device="cuda",
                                             dtype="float64", penalty=penalty, max_iter=2)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                model.partial_fit(X, y)
-            if not np.isfinite(model.coef_).all():
-                print(f"P = {parameters} {penalty}: non-finite coefficients")
-                return 1
-            print(f"P = {parameters} {penalty}: {model.n_iter_} iterations")
+            batches = 2 if penalty == "none" and parameters in (17, 257, 384) else 1
+            for batch in range(batches):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    model.partial_fit(X[batch:], y[batch:])
+                if not np.isfinite(model.coef_).all():
+                    print(f"P = {parameters} {penalty}, batch {batch}: non-finite coefficients")
+                    return 1
+                print(f"P = {parameters} {penalty}, batch {batch}: {model.n_iter_} iterations")
     model = RenewableHuberRegressor(backend="native_cuda", device="cuda", dtype="float64",
                                     max_iter=4)
     beta = rng.uniform(-1, 1, 256)
