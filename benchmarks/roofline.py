@@ -56,7 +56,13 @@ launches, inference off), mirrored from engines/cuda/src:
   judges the factor and solves; beyond, assemble, cuSOLVER potrf and one kernel for the
   acceptance test and both triangular solves; then J dir), the 27 line-search trials in one
   pass (reads X and the residuals), the select kernel, the row pass and Gram at the new beta,
-  the gradient kernel;
+  the gradient kernel. From a stream's second batch on (a fitted beta0) the iteration is
+  speculative: the solve also forms the candidate beta - dir (above the one-block limit a
+  kernel of its own in place of J dir), the row pass and Gram run at the candidate and the
+  gradient's launch judges the whole step; the trials and the select kernel run only after a
+  rejection, which the record does not count, so every speculative iteration is counted as
+  accepted and on that path the engine floor is a lower bound (Newton's incremental Gram
+  keeps the line search);
 - LAMM iteration: two groups of three launches for the 40 attempts (four above 2^22 stored
   values a batch, J delta then launched apart from the trials; the first group's 8
   candidates read X and y once; the second group returns at once), the row pass without the
@@ -290,8 +296,9 @@ def ideal_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool) -> Work:
 def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: int,
                 small_dense_max: int = SMALL_DENSE_MAX,
                 cluster_cholesky_max: int = CLUSTER_CHOLESKY_MAX,
-                max_iter: int = MAX_ITER) -> Work:
-    """The passes and launches librh_cuda queues for one batch (module docstring)."""
+                max_iter: int = MAX_ITER, fitted_start: bool = False) -> Work:
+    """The passes and launches librh_cuda queues for one batch (module docstring);
+    fitted_start: the batch starts from a fitted beta0 (a stream's second batch on)."""
     P = c + 1
 
     def xtu_in_pass(fused_pass: bool) -> bool:
@@ -394,7 +401,9 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
         solve_launches = 1
     else:
         solve_launches = 2 if P <= cluster_cholesky_max else 4
-    trials = Work(bytes=n * c * s + 8 * n, launches=2)  # trials + select
+    # Speculative iterations (module docstring) skip the trials pass and the select kernel.
+    speculative = fitted_start and not incremental
+    trials = Work() if speculative else Work(bytes=n * c * s + 8 * n, launches=2)
     for _ in range(k):
         work.add(Work(launches=solve_launches))
         work.add(trials)
@@ -406,7 +415,7 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     # row pass and its sum return at once), CUB's select in full.
     pass_launches = flagged.launches if incremental else gram_launches - 1  # the sum: gradient's
     newton_gemv = 0 if xtu_in_pass(fused) else 1
-    per_iteration_launches = solve_launches + 2 + 1 + newton_gemv + pass_launches + 1
+    per_iteration_launches = solve_launches + trials.launches + 1 + newton_gemv + pass_launches + 1
     if incremental:
         wasted_gram = Work(bytes=n)  # the select's read of the flags
     elif fused:
@@ -443,11 +452,13 @@ def case_floors(case: dict, device: DeviceConstants, *,
     # The engine's first chunk follows its previous update: a new engine has none (cold), a
     # primed one (steady) last ran the previous repetition's final batch.
     previous = iterations[-1] if case["lifecycle"] == "steady" else 0
-    for n, k in zip(rows, iterations, strict=True):
+    # Every stream starts from an empty state, so its first batch starts from beta = 0.
+    for index, (n, k) in enumerate(zip(rows, iterations, strict=True)):
         ideal.add(ideal_work(n, c, s, k, l1=l1, host=host))
         engine.add(engine_work(n, c, s, k, l1=l1, host=host, hint=previous,
                                small_dense_max=small_dense_max,
-                               cluster_cholesky_max=cluster_cholesky_max, max_iter=max_iter))
+                               cluster_cholesky_max=cluster_cholesky_max, max_iter=max_iter,
+                               fitted_start=index > 0))
         previous = k
     return {"ideal": ideal.seconds(device, dtype), "engine": engine.seconds(device, dtype),
             "ideal_work": vars(ideal), "engine_work": vars(engine),

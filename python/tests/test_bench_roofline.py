@@ -90,6 +90,34 @@ def test_engine_floor_of_a_newton_batch_with_the_one_block_cholesky():
                                        + 2 * 1e-5)
 
 
+def test_engine_floor_of_a_speculative_newton_batch():
+    # The same batch from a fitted beta0 (a stream's second batch on): each iteration forms the
+    # candidate in the Cholesky kernel, runs the row pass there and judges the whole step in
+    # the gradient's launch, with no trials pass and no select kernel (every step counted as
+    # accepted).
+    n, c, s = 4096, 16, 8
+    batch = n * (c + 1) * s
+    partials = 8 * 64 * 24 * 24
+    row_pass = batch + 8 * n + 2 * partials
+    work = roofline.engine_work(n, c, s, 5, l1=False, host=False, hint=0, fitted_start=True)
+    assert work.bytes == batch + row_pass + 5 * row_pass
+    assert work.flops == 6 * 2 * 4096 * 17 * 17
+    # Fixed: validation, begin, row pass, gradient, 2 commits; per queued iteration (6):
+    # Cholesky with the candidate, row pass, gradient with the Gram's sum and the verdict.
+    assert (work.launches, work.syncs) == (4 + 2 + 6 * 3, 2)
+    # Above the one-block limit the candidate takes J dir's launch: the same count as before,
+    # less the trials and the select.
+    line_search = roofline.engine_work(4096, 256, s, 4, l1=False, host=False, hint=0)
+    speculative = roofline.engine_work(4096, 256, s, 4, l1=False, host=False, hint=0,
+                                       fitted_start=True)
+    assert line_search.launches - speculative.launches == 4 * 2
+    assert line_search.bytes - speculative.bytes == 4 * (4096 * 256 * s + 8 * 4096)
+    # Newton's incremental Gram keeps the line search.
+    heavy = dict(l1=False, host=False, hint=0)
+    assert (roofline.engine_work(50_000, 256, s, 3, **heavy, fitted_start=True).bytes
+            == roofline.engine_work(50_000, 256, s, 3, **heavy).bytes)
+
+
 def test_engine_floor_of_a_lamm_batch_on_host_input():
     # 4,096 x 16 float32 L1, 3 iterations, new engine: one chunk of 4 (one queued past the end).
     n, c, s = 4096, 16, 4
