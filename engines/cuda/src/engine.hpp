@@ -56,6 +56,7 @@ struct Workspace {
   // P-sized, allocated once at creation.
   GrowingBuffer beta, beta0, dir, grad, jdelta, jdir, information64, hessian, gram, xtu;
   GrowingBuffer singular_values, left_vectors, right_vectors, svd_scratch, pivots, solver_info;
+  // candidates: LAMM's attempts, or (its first P doubles) Newton's speculative candidate.
   GrowingBuffer solver_work, blas_work, candidates, candidate_deltas, candidate_jdeltas;
   GrowingBuffer trial_terms, scalars, trial_partials;
   // X' diag(w m) X for Newton's majoriser fallback, apart from the Gram at beta, which the

@@ -1,9 +1,10 @@
 // Damped Newton (penalty none) with the majoriser fallback of docs/algorithm.md
 // ("Unpenalised"). One iteration queues: the Cholesky attempt on H(beta) and the solve for the
 // direction, all 27 line-search trials in one pass over the rows, the device-side choice of t,
-// and the row pass and Gram at the new beta. Speculative iterations (the default, until the
-// solve's first pause) queue the attempt, the row pass and Gram at beta - dir and the verdict on
-// that whole step: one pass over the rows per iteration where the step is accepted.
+// and the row pass and Gram at the new beta. Speculative iterations (from a fitted beta0, until
+// the solve's first pause: UpdateContext::speculative_newton) queue the attempt, the row pass
+// and Gram at beta - dir and the verdict on that whole step: one pass over the rows per
+// iteration where the step is accepted.
 // Every kernel checks the state first, so iterations are queued a chunk at a time with one
 // synchronisation per chunk; with CUDA_GRAPHS each iteration is one graph replay. The rare
 // remainders of an iteration (a refused Cholesky attempt, 27 rejected trials) pause the state

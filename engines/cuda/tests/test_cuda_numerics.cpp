@@ -35,6 +35,14 @@ std::vector<double> widen(const std::vector<T>& v) {
   return std::vector<double>(v.begin(), v.end());
 }
 
+// max_j |a_j - b_j| / (1 + |b_j|)
+double relative_gap(const std::vector<double>& a, const std::vector<double>& b) {
+  double gap = a.size() == b.size() ? 0.0 : INFINITY;
+  for (size_t j = 0; j < a.size() && j < b.size(); ++j)
+    gap = std::fmax(gap, std::fabs(a[j] - b[j]) / (1.0 + std::fabs(b[j])));
+  return gap;
+}
+
 // Runs `batches` batches (seeds 100, 101, ...) on a fresh engine and returns the final state.
 template <class T>
 Fit stream_fit(int32_t dtype, int32_t penalty, uint64_t flags, bool device, bool expanded,
@@ -446,19 +454,10 @@ void test_incremental_gram_matches_the_full_gram() {
       const Fit& ref32 = fits32.front();
       for (size_t m = 0; m < fits.size(); ++m) {
         RH_CHECK(fits[m].status == RH_CUDA_SUCCESS && fits32[m].status == RH_CUDA_SUCCESS);
-        double coef = 0.0, info = 0.0, coef32 = 0.0, info32 = 0.0;
-        for (size_t j = 0; j < ref.coef.size(); ++j) {
-          coef = std::fmax(
-              coef, std::fabs(fits[m].coef[j] - ref.coef[j]) / (1.0 + std::fabs(ref.coef[j])));
-          coef32 = std::fmax(coef32, std::fabs(fits32[m].coef[j] - ref32.coef[j]) /
-                                         (1.0 + std::fabs(ref32.coef[j])));
-        }
-        for (size_t j = 0; j < ref.info.size(); ++j) {
-          info = std::fmax(
-              info, std::fabs(fits[m].info[j] - ref.info[j]) / (1.0 + std::fabs(ref.info[j])));
-          info32 = std::fmax(info32, std::fabs(fits32[m].info[j] - ref32.info[j]) /
-                                         (1.0 + std::fabs(ref32.info[j])));
-        }
+        const double coef = relative_gap(fits[m].coef, ref.coef);
+        const double info = relative_gap(fits[m].info, ref.info);
+        const double coef32 = relative_gap(fits32[m].coef, ref32.coef);
+        const double info32 = relative_gap(fits32[m].info, ref32.info);
         std::printf(
             "incremental Gram (P = %lld, %s, %s input): against the full Gram, coefficients "
             "%.3e, information %.3e, last batch %d iterations (float64); %.3e, %.3e, %d "
@@ -608,14 +607,6 @@ Fit speculation_fit(int32_t dtype, uint64_t flags, bool device, int64_t features
   fit.info = widen(state.info);
   rh_cuda_engine_destroy(e);
   return fit;
-}
-
-// max_j |a_j - b_j| / (1 + |b_j|)
-double relative_gap(const std::vector<double>& a, const std::vector<double>& b) {
-  double gap = a.size() == b.size() ? 0.0 : INFINITY;
-  for (size_t j = 0; j < a.size() && j < b.size(); ++j)
-    gap = std::fmax(gap, std::fabs(a[j] - b[j]) / (1.0 + std::fabs(b[j])));
-  return gap;
 }
 
 template <class T>
