@@ -43,15 +43,18 @@ double relative_gap(const std::vector<double>& a, const std::vector<double>& b) 
   return gap;
 }
 
-// Runs `batches` batches (seeds 100, 101, ...) on a fresh engine and returns the final state.
+// Runs `batches` batches (seeds 100, 101, ...) on a fresh engine and returns the final state;
+// without_k: from the empty state without K (restore_empty_without_k).
 template <class T>
 Fit stream_fit(int32_t dtype, int32_t penalty, uint64_t flags, bool device, bool expanded,
                bool weighted, int batches = 3, int64_t rows = 2000, int64_t features = kFeatures,
-               int64_t max_iter = 100) {
+               int64_t max_iter = 100, bool without_k = false) {
   Fit fit;
   RhCudaEngineOptions o = options(dtype, features + 1, flags);
   RhCudaEngine* e = nullptr;
   fit.status = rh_cuda_engine_create(&o, &e);
+  if (fit.status == RH_CUDA_SUCCESS && without_k)
+    fit.status = restore_empty_without_k<T>(e, features + 1);
   if (fit.status != RH_CUDA_SUCCESS)
     return fit;
   HostState<T> state(features + 1);
@@ -243,8 +246,9 @@ void set_path(const DensePath& path, bool on) {
 }
 
 // One float64 update of `data` (tau = 100: every residual in the quadratic zone, the least
-// squares limit) by a new engine on `path`, with RH_CUDA_TEST_CHUNK=chunk when given; the state
-// lands in s.
+// squares limit) by a new engine on `path` from the empty state without K (so the fused row pass
+// forms the Gram up to its limit), with RH_CUDA_TEST_CHUNK=chunk when given; the state lands in
+// s.
 RhCudaDiagnostics least_squares_update(const DensePath& path, const Batch<double>& data,
                                        int64_t features, HostState<double>& s,
                                        const char* chunk = nullptr) {
@@ -256,6 +260,7 @@ RhCudaDiagnostics least_squares_update(const DensePath& path, const Batch<double
   RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
   set_path(path, false);
   unsetenv("RH_CUDA_TEST_CHUNK");
+  RH_CHECK_STATUS(restore_empty_without_k<double>(e, features + 1), RH_CUDA_SUCCESS);
   RhCudaUpdateConfig c = config(features, RH_CUDA_PENALTY_NONE, 100.0);
   RhCudaHostBatch b = data.view();
   RhCudaDiagnostics d = diagnostics();
@@ -423,7 +428,8 @@ void test_graphs_on_and_off_agree() {
 // above the fused row pass's limit, where the incremental Gram also fixes the chunks at one
 // iteration): the first batch starts at beta = 0 with most residuals outside tau (the
 // majoriser's steps, most rows changing), the later ones from the previous fit (a few rows
-// changing).
+// changing). Each stream starts from the empty state without K: with K the engine forms the
+// Gram in full and the comparison would hold trivially.
 void test_incremental_gram_matches_the_full_gram() {
   struct Mode {
     const char* name;
@@ -444,9 +450,9 @@ void test_incremental_gram_matches_the_full_gram() {
         if (mode.variable != nullptr)
           setenv(mode.variable, mode.value, 1);
         fits.push_back(stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_NONE, flags,
-                                          device, false, true, 3, rows, features));
+                                          device, false, true, 3, rows, features, 100, true));
         fits32.push_back(stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, flags,
-                                           device, false, true, 3, rows, features));
+                                           device, false, true, 3, rows, features, 100, true));
         if (mode.variable != nullptr)
           unsetenv(mode.variable);
       }

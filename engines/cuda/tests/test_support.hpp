@@ -273,6 +273,21 @@ struct HostState {
   }
 };
 
+// Makes e's committed state the empty one without K, as the package restores it for a stream
+// without inference. A new engine keeps K, and an unpenalised update that keeps K forms its Gram
+// from the scaled rows it writes for K, so it takes neither the fused row pass, nor Newton's
+// incremental Gram, nor the speculative Newton step; from this state it takes them where they
+// apply.
+template <class T>
+RhCudaStatus restore_empty_without_k(RhCudaEngine* e, int64_t P) {
+  const std::vector<T> coef(static_cast<size_t>(P), T(0));
+  const std::vector<T> info(static_cast<size_t>(P * P), T(0));
+  RhCudaHostStateView v = abi_struct<RhCudaHostStateView>();
+  v.coefficients = coef.data();
+  v.information = info.data();
+  return rh_cuda_engine_restore(e, &v);
+}
+
 inline double max_abs_diff(const double* a, const double* b, size_t n) {
   double worst = 0.0;
   for (size_t i = 0; i < n; ++i)
