@@ -44,7 +44,7 @@ double relative_gap(const std::vector<double>& a, const std::vector<double>& b) 
 }
 
 // Runs `batches` batches (seeds 100, 101, ...) on a fresh engine and returns the final state;
-// without_k: from the empty state without K (restore_empty_without_k).
+// without_k: from the empty state without K (restore_without_k).
 template <class T>
 Fit stream_fit(int32_t dtype, int32_t penalty, uint64_t flags, bool device, bool expanded,
                bool weighted, int batches = 3, int64_t rows = 2000, int64_t features = kFeatures,
@@ -54,7 +54,7 @@ Fit stream_fit(int32_t dtype, int32_t penalty, uint64_t flags, bool device, bool
   RhCudaEngine* e = nullptr;
   fit.status = rh_cuda_engine_create(&o, &e);
   if (fit.status == RH_CUDA_SUCCESS && without_k)
-    fit.status = restore_empty_without_k<T>(e, features + 1);
+    fit.status = restore_without_k<T>(e, features + 1);
   if (fit.status != RH_CUDA_SUCCESS)
     return fit;
   HostState<T> state(features + 1);
@@ -260,7 +260,7 @@ RhCudaDiagnostics least_squares_update(const DensePath& path, const Batch<double
   RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
   set_path(path, false);
   unsetenv("RH_CUDA_TEST_CHUNK");
-  RH_CHECK_STATUS(restore_empty_without_k<double>(e, features + 1), RH_CUDA_SUCCESS);
+  RH_CHECK_STATUS(restore_without_k<double>(e, features + 1), RH_CUDA_SUCCESS);
   RhCudaUpdateConfig c = config(features, RH_CUDA_PENALTY_NONE, 100.0);
   RhCudaHostBatch b = data.view();
   RhCudaDiagnostics d = diagnostics();
@@ -570,19 +570,7 @@ Fit speculation_fit(int32_t dtype, uint64_t flags, bool device, int64_t features
   unsetenv("RH_CUDA_TEST_NEWTON_STEP");
   if (fit.status != RH_CUDA_SUCCESS)
     return fit;
-  std::vector<T> start_coef(static_cast<size_t>(P), T(0));
-  std::vector<T> start_info(static_cast<size_t>(P * P), T(0));
-  RhCudaHostStateView start = abi_struct<RhCudaHostStateView>();
-  start.coefficients = start_coef.data();
-  start.information = start_info.data();
-  if (offset != 0.0) {
-    for (int64_t j = 0; j < P; ++j)
-      start_info[static_cast<size_t>(j * P + j)] = static_cast<T>(1e-8);
-    start.n_samples_seen = 1;
-    start.batch_count = 1;
-    start.weight_sum = 1.0;
-  }
-  fit.status = rh_cuda_engine_restore(e, &start);
+  fit.status = offset != 0.0 ? restore_without_k<T>(e, P, 1e-8, 1.0) : restore_without_k<T>(e, P);
   HostState<T> state(P);
   RhCudaUpdateConfig c = config(features, RH_CUDA_PENALTY_NONE);
   c.ridge = offset != 0.0 ? 1e-8 : 0.0;

@@ -273,18 +273,27 @@ struct HostState {
   }
 };
 
-// Makes e's committed state the empty one without K, as the package restores it for a stream
-// without inference. A new engine keeps K, and an unpenalised update that keeps K forms its Gram
-// from the scaled rows it writes for K, so it takes neither the fused row pass, nor Newton's
-// incremental Gram, nor the speculative Newton step; from this state it takes them where they
-// apply.
+// Makes e's committed state one without K, as the package restores it for a stream without
+// inference: beta = 0 and J = information_diagonal I, the empty state (no rows) when weight is 0,
+// else one row of that weight. A new engine keeps K, and an unpenalised update that keeps K
+// forms its Gram from the scaled rows it writes for K, so it takes neither the fused row pass,
+// nor Newton's incremental Gram, nor the speculative Newton step; from such a state it takes
+// them where they apply.
 template <class T>
-RhCudaStatus restore_empty_without_k(RhCudaEngine* e, int64_t P) {
+RhCudaStatus restore_without_k(RhCudaEngine* e, int64_t P, double information_diagonal = 0.0,
+                               double weight = 0.0) {
   const std::vector<T> coef(static_cast<size_t>(P), T(0));
-  const std::vector<T> info(static_cast<size_t>(P * P), T(0));
+  std::vector<T> info(static_cast<size_t>(P * P), T(0));
+  for (int64_t j = 0; j < P; ++j)
+    info[static_cast<size_t>(j * P + j)] = static_cast<T>(information_diagonal);
   RhCudaHostStateView v = abi_struct<RhCudaHostStateView>();
   v.coefficients = coef.data();
   v.information = info.data();
+  if (weight > 0.0) {
+    v.n_samples_seen = 1;
+    v.batch_count = 1;
+    v.weight_sum = weight;
+  }
   return rh_cuda_engine_restore(e, &v);
 }
 
