@@ -435,8 +435,12 @@ void test_graphs_on_and_off_agree() {
 
 // Iterations are queued a chunk at a time and every kernel queued past the end of the solve
 // returns at once, so the chunk size (RH_CUDA_TEST_CHUNK; unset: adaptive) must never change a
-// result, bit for bit: also when max_iter ends the solve inside a chunk, above kSmallDenseMax
-// (cuSOLVER) and with graphs.
+// result, bit for bit: also when max_iter ends the solve inside a chunk, on every dense path
+// (kDensePaths) and with graphs. Each stream runs twice: from a new engine, which keeps
+// K (its rows from the row pass at the final beta; the line search at every Newton iteration),
+// and from the empty state without K, as the package's streams without inference start (the
+// fused row pass's Gram up to 128 parameters, and Newton's speculative whole step from the
+// second batch on, whose verdict kernels must also return at once past the end).
 // Newton's heavy Gram (2 n P^2 > 2e9) is kept incrementally: after a batch's first Gram only
 // the rows whose curvature weight changed are added, or the Gram is formed again in full from
 // the recorded weights when too many changed (docs/decisions.md, "The incremental Gram"). Both
@@ -515,7 +519,7 @@ void test_chunk_size_never_changes_results() {
     uint64_t flags;
   };
   // 6 features: one lane per row; 20: teams of 8 lanes (X'u in the row pass); 40: a warp per
-  // row (cuBLAS's X'u) and, for Newton, cuSOLVER's Cholesky.
+  // row (cuBLAS's X'u).
   const Case cases[] = {{RH_CUDA_PENALTY_NONE, kFeatures, 100, 0},
                         {RH_CUDA_PENALTY_L1, kFeatures, 100, 0},
                         {RH_CUDA_PENALTY_NONE, 20, 100, 0},
@@ -527,40 +531,52 @@ void test_chunk_size_never_changes_results() {
                         {RH_CUDA_PENALTY_L1, kFeatures, 100, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS},
                         {RH_CUDA_PENALTY_NONE, 20, 100, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS},
                         {RH_CUDA_PENALTY_NONE, 40, 100, RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS}};
-  for (const Case& cs : cases) {
-    std::vector<Fit> fits;
-    std::vector<Fit> fits32;
-    for (const char* chunk : {"1", "3", "8", static_cast<const char*>(nullptr)}) {
-      if (chunk != nullptr) {
-        setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
-      } else {
+  for (const Case& cs : cases)
+    for (const DensePath& path : kDensePaths) {
+      // Every dense path for the Newton streams of 40 features; the others take the engine's.
+      if (&path != &kDensePaths[0] && (cs.penalty != RH_CUDA_PENALTY_NONE || cs.features != 40))
+        continue;
+      set_path(path, true);
+      for (const bool without_k : {false, true}) {
+        std::vector<Fit> fits;
+        std::vector<Fit> fits32;
+        for (const char* chunk : {"1", "3", "8", static_cast<const char*>(nullptr)}) {
+          if (chunk != nullptr) {
+            setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
+          } else {
+            unsetenv("RH_CUDA_TEST_CHUNK");
+          }
+          fits.push_back(stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, cs.penalty, cs.flags, false,
+                                            false, true, 3, 2000, cs.features, cs.max_iter,
+                                            without_k));
+          fits32.push_back(stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, cs.penalty, cs.flags, true,
+                                             false, false, 3, 2000, cs.features, cs.max_iter,
+                                             without_k));
+        }
         unsetenv("RH_CUDA_TEST_CHUNK");
+        std::printf(
+            "chunks (%s, %lld features, max_iter %lld, %s, %s): last batch %lld iterations (f64), "
+            "%lld (f32)\n",
+            cs.penalty ? "l1" : "none", static_cast<long long>(cs.features),
+            static_cast<long long>(cs.max_iter), path.name,
+            without_k ? "from the empty state without K" : "new engine, with K",
+            static_cast<long long>(fits[0].diag.iterations),
+            static_cast<long long>(fits32[0].diag.iterations));
+        for (const std::vector<Fit>* group : {&fits, &fits32}) {
+          const Fit& ref = group->front();
+          for (const Fit& f : *group) {
+            RH_CHECK(f.status == RH_CUDA_SUCCESS);
+            RH_CHECK(f.coef == ref.coef && f.info == ref.info);
+            RH_CHECK(f.diag.iterations == ref.diag.iterations &&
+                     f.diag.converged == ref.diag.converged);
+            RH_CHECK(f.diag.objective == ref.diag.objective);
+          }
+        }
+        if (cs.max_iter <= 5)
+          RH_CHECK(fits[0].diag.iterations <= cs.max_iter);
       }
-      fits.push_back(stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, cs.penalty, cs.flags, false, false,
-                                        true, 3, 2000, cs.features, cs.max_iter));
-      fits32.push_back(stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, cs.penalty, cs.flags, true, false,
-                                         false, 3, 2000, cs.features, cs.max_iter));
+      set_path(path, false);
     }
-    unsetenv("RH_CUDA_TEST_CHUNK");
-    std::printf(
-        "chunks (%s, %lld features, max_iter %lld): last batch %lld iterations (f64), "
-        "%lld (f32)\n",
-        cs.penalty ? "l1" : "none", static_cast<long long>(cs.features),
-        static_cast<long long>(cs.max_iter), static_cast<long long>(fits[0].diag.iterations),
-        static_cast<long long>(fits32[0].diag.iterations));
-    for (const std::vector<Fit>* group : {&fits, &fits32}) {
-      const Fit& ref = group->front();
-      for (const Fit& f : *group) {
-        RH_CHECK(f.status == RH_CUDA_SUCCESS);
-        RH_CHECK(f.coef == ref.coef && f.info == ref.info);
-        RH_CHECK(f.diag.iterations == ref.diag.iterations &&
-                 f.diag.converged == ref.diag.converged);
-        RH_CHECK(f.diag.objective == ref.diag.objective);
-      }
-    }
-    if (cs.max_iter <= 5)
-      RH_CHECK(fits[0].diag.iterations <= cs.max_iter);
-  }
 }
 
 // Newton's speculative whole step (the engine's default from a fitted beta0 without K: the row
