@@ -41,8 +41,8 @@ launches, inference off), mirrored from engines/cuda/src:
 
 - per batch: a validation pass (reads X, y), then a row pass at the starting beta;
 - a row pass reads X and y, writes the residuals (8 n bytes) and forms X'u itself (per-block
-  partials, not counted) up to c = 512 (the fused row pass, which forms the Gram too: up to c
-  = 32); otherwise it writes the scores (n s) that cuBLAS's gemv then reads with X again;
+  partials, not counted) up to c = 512 (the fused row pass, which forms the Gram too: for every
+  P it takes); otherwise it writes the scores (n s) that cuBLAS's gemv then reads with X again;
 - the Gram (Newton's at every iteration, LAMM's once): up to P = 128 the row pass forms it
   itself (2 n P^2 flops on the tensor cores) and writes one padded partial Gram per block
   (8 pad^2 bytes each), which one more kernel reads and sums; above, the row pass writes the
@@ -114,9 +114,8 @@ DEVICE_SCHEMA = "renewable-huber-device-constants"
 DEVICE_VERSION = 1
 
 # librh_cuda's constants that decide its passes and launches (engines/cuda/src).
-# X'u inside the row pass up to this many stored columns: the fused row pass (which forms the
-# Gram), and the other row passes
-FUSED_XTU_MAX_COLUMNS = 32
+# X'u inside the row pass up to this many stored columns (the fused row pass, which forms the
+# Gram, forms X'u for every P it takes)
 ROW_PASS_XTU_MAX_COLUMNS = 512
 SMALL_DENSE_MAX = 160  # the one-block Cholesky's limit on an H200 (device dependent)
 CLUSTER_CHOLESKY_MAX = 383  # the cluster Cholesky's limit on an H200 (device dependent)
@@ -302,7 +301,7 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     P = c + 1
 
     def xtu_in_pass(fused_pass: bool) -> bool:
-        return c <= (FUSED_XTU_MAX_COLUMNS if fused_pass else ROW_PASS_XTU_MAX_COLUMNS)
+        return fused_pass or c <= ROW_PASS_XTU_MAX_COLUMNS
 
     batch_bytes = n * (c + 1) * s
     scaled_bytes = n * P * s

@@ -118,6 +118,25 @@ def test_engine_floor_of_a_speculative_newton_batch():
             == roofline.engine_work(50_000, 256, s, 3, **heavy).bytes)
 
 
+def test_fused_row_pass_forms_x_u_at_every_width_it_takes():
+    # 32,768 x 90 float64 (P = 91, the reference shape's batch) from a fitted beta0, 3
+    # iterations: the fused pass forms X'u itself, so no row pass writes scores and no gemv
+    # reads X again; its 128 blocks' partial Grams pad to 96.
+    n, c, s = 32_768, 90, 8
+    batch = n * (c + 1) * s
+    partials = 8 * 128 * 96 * 96
+    row_pass = batch + 8 * n + 2 * partials
+    work = roofline.engine_work(n, c, s, 3, l1=False, host=False, hint=0, fitted_start=True)
+    # Queued: a first chunk of 4 (the engine's default hint), one iteration past the end.
+    assert work.bytes == batch + row_pass + 3 * row_pass
+    # The launches of a batch of 16 columns, whose X'u the pass always formed: no gemv.
+    narrow = roofline.engine_work(n, 16, s, 3, l1=False, host=False, hint=0, fitted_start=True)
+    assert (work.launches, work.syncs) == (narrow.launches, narrow.syncs) == (17, 1)
+    # Above 128 parameters cuBLAS forms the Gram, and the row pass still forms X'u (c <= 512).
+    wide = roofline.engine_work(n, 129, s, 3, l1=False, host=False, hint=0, fitted_start=True)
+    assert wide.bytes > work.bytes
+
+
 def test_engine_floor_of_a_lamm_batch_on_host_input():
     # 4,096 x 16 float32 L1, 3 iterations, new engine: one chunk of 4 (one queued past the end).
     n, c, s = 4096, 16, 4

@@ -208,8 +208,8 @@ constexpr int xtu_slots() {
 // and, when xtu_partials is not null, X'u from each lane's kSlots column sums (lane l of a team
 // of Team lanes owns columns l, l + Team, ...): the lanes that own the same columns summed with a
 // fixed butterfly, then the warps in order, column j at xtu_partials[block *
-// xtu_partials_stride(ncols_x) + j]. Every thread of the block calls it; `shared` holds kThreads
-// doubles.
+// xtu_partials_stride(ncols_x) + j], kWideRowColumns columns a round. Every thread of the block
+// calls it; `shared` holds kThreads doubles.
 template <int Team, int kSlots>
 __device__ void write_row_partials(double rho, double score, const double (&xtu)[kSlots],
                                    int64_t ncols_x, double* shared, double* partials,
@@ -243,21 +243,31 @@ __device__ void write_row_partials(double rho, double score, const double (&xtu)
       __syncthreads();
     }
   } else {
+    // Slots k of round `round` are columns round * kWideRowColumns + (k mod kRound) Team + l.
+    constexpr int kRound = static_cast<int>(kWideRowColumns) / Team;
 #pragma unroll
-    for (int k = 0; k < kSlots; ++k) {
-      double v = xtu[k];
+    for (int round = 0; round * kRound < kSlots; ++round) {
+      if (round * kWideRowColumns >= ncols_x)
+        break;
+      if (round > 0)
+        __syncthreads();  // the last round's sums are read
 #pragma unroll
-      for (int offset = Team; offset < 32; offset <<= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, offset);
-      if (lane < Team)
-        shared[warp * kWideRowColumns + lane + k * Team] = v;
-    }
-    __syncthreads();
-    if (threadIdx.x < ncols_x) {
-      double total = 0.0;
-      for (int w = 0; w < kWarps; ++w)
-        total += shared[w * kWideRowColumns + threadIdx.x];
-      xtu_partials[blockIdx.x * stride + threadIdx.x] = total;
+      for (int k = round * kRound; k < kSlots && k < (round + 1) * kRound; ++k) {
+        double v = xtu[k];
+#pragma unroll
+        for (int offset = Team; offset < 32; offset <<= 1)
+          v += __shfl_xor_sync(0xffffffffu, v, offset);
+        if (lane < Team)
+          shared[warp * kWideRowColumns + lane + (k - round * kRound) * Team] = v;
+      }
+      __syncthreads();
+      const int64_t j = round * kWideRowColumns + threadIdx.x;
+      if (threadIdx.x < kWideRowColumns && j < ncols_x) {
+        double total = 0.0;
+        for (int w = 0; w < kWarps; ++w)
+          total += shared[w * kWideRowColumns + threadIdx.x];
+        xtu_partials[blockIdx.x * stride + j] = total;
+      }
     }
   }
 }
@@ -473,7 +483,6 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kLd = Shape::kLd;
   constexpr int kRows = Shape::kRowsPerThread;
   constexpr int kTileRows = Shape::kTileRows;
-  constexpr int kXtuSlots = kSlots < 4 ? kSlots : 4;  // columns below kWideRowColumns
   __shared__ double tile[kTileRows * kLd];
   __shared__ double beta_s[Shape::kPad];
   __shared__ double shared[kThreads];
@@ -513,9 +522,9 @@ __global__ void __launch_bounds__(kThreads)
   const bool with_xtu = xtu_partials != nullptr;
   double rho_acc = 0.0;
   double score_acc = 0.0;
-  double xtu_acc[kXtuSlots];
+  double xtu_acc[kSlots];
 #pragma unroll
-  for (int k = 0; k < kXtuSlots; ++k)
+  for (int k = 0; k < kSlots; ++k)
     xtu_acc[k] = 0.0;
   const FusedColumns columns = fused_columns<kSlots>(rows.ncols_x, rows.P, team_lane);
   double x[kRows][kSlots];
@@ -543,7 +552,7 @@ __global__ void __launch_bounds__(kThreads)
         root = sqrt(w[q] * smoothed_curvature(r, tau, h));
         if (with_xtu) {
 #pragma unroll
-          for (int k = 0; k < kXtuSlots; ++k)
+          for (int k = 0; k < kSlots; ++k)
             xtu_acc[k] += x[q][k] * u;
         }
         if (team_lane == 0) {
@@ -591,8 +600,8 @@ __global__ void __launch_bounds__(kThreads)
     block_gram[row + col * Shape::kPad] = acc[s][0];
     block_gram[row + (col + 1) * Shape::kPad] = acc[s][1];
   }
-  write_row_partials<8, kXtuSlots>(rho_acc, score_acc, xtu_acc, rows.ncols_x, shared, partials,
-                                   xtu_partials);
+  write_row_partials<8, kSlots>(rho_acc, score_acc, xtu_acc, rows.ncols_x, shared, partials,
+                                xtu_partials);
 }
 
 // Newton's majoriser fallback (docs/algorithm.md, "Unpenalised"): sqrt(w m(r)) x for the Gram

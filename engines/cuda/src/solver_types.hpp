@@ -25,9 +25,9 @@ constexpr int kMaxElementwiseBlocks = 4096;
 constexpr int64_t kWideRowColumns = 32;
 constexpr int64_t kNarrowRowColumns = 8;
 // X'u: the row pass forms it itself (per-block partials in double, summed in a fixed order by
-// the gradient kernel) for rows of at most kRowPassXtuMaxColumns stored columns, the fused row
-// pass (launch_row_pass_gram) for rows of at most kWideRowColumns; wider rows leave scores for
-// cuBLAS's gemv. Lane l of a warp owns columns l, l + 32, ... (kRowPassXtuMaxColumns / 32
+// the gradient kernel) for rows of at most kRowPassXtuMaxColumns stored columns, and the fused
+// row pass (launch_row_pass_gram) for every row it takes; wider rows leave scores for cuBLAS's
+// gemv. Lane l of a warp owns columns l, l + 32, ... (kRowPassXtuMaxColumns / 32
 // registers at most).
 constexpr int64_t kRowPassXtuMaxColumns = 512;
 // Columns per block in the X'u partials: kWideRowColumns up to that many columns, else ncols_x

@@ -113,10 +113,9 @@ struct UpdateContext {
     return k.P <= e.small_dense_max;
   }
   // The row pass forms X'u itself instead of cuBLAS's gemv over the scores: the fused row pass
-  // (fused_pass) for rows of at most kWideRowColumns stored columns, the others up to
-  // kRowPassXtuMaxColumns.
+  // (fused_pass) always, the others for rows of at most kRowPassXtuMaxColumns stored columns.
   bool row_pass_xtu(bool fused_pass) const {
-    return rows.ncols_x <= (fused_pass ? kWideRowColumns : kRowPassXtuMaxColumns);
+    return fused_pass || rows.ncols_x <= kRowPassXtuMaxColumns;
   }
   // The row passes that form the Gram do it themselves (launch_row_pass_gram) instead of writing
   // scaled rows for cuBLAS: narrow enough, no K to keep (its rows come from the same pass), and

@@ -1,0 +1,37 @@
+#!/bin/bash
+# X'u in the fused row pass at every width: old (HEAD) vs new builds, test_cuda_numerics, timelines, cold A/B.
+source .devrun/common.sh; mkdir -p build
+R=$OUT/r26; mkdir -p $R
+T0=$(date +%s)
+mkdir -p build/oldtree && tar --exclude=./build --exclude=./.whl --exclude=./.git -cf - . | tar -xf - -C build/oldtree && cp -r .devrun/old_src/engines build/oldtree/
+{ cmake -S . -B build/n -G Ninja -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON -DRH_BUILD_TESTS=ON -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build/n --target rh_cuda test_cuda_numerics -j 12; } > $R/build.log 2>&1 &
+JOBS=4 libbuild $PWD/build/oldtree build/old; wait; echo "build new rc: $(tail -1 $R/build.log) at $(( $(date +%s) - T0 )) s"
+timeout 150 build/n/engines/cuda/tests/test_cuda_numerics > $R/test_cuda_numerics.txt 2>&1; echo "numerics rc $? at $(( $(date +%s) - T0 )) s"
+grep -E "FAIL|^PASS|CHECK failed" $R/test_cuda_numerics.txt | head -20
+NEW=$PWD/build/n/engines/cuda/librh_cuda.so; OLD=$PWD/build/old/engines/cuda/librh_cuda.so
+for side in old new; do
+  LIB=$OLD; [ $side = new ] && LIB=$NEW
+  mkdir -p $R/tl-$side
+  RH_CUDA_LIBRARY=$LIB timeout 60 python3 benchmarks/micro/cuda_stream_timeline.py run $R/tl-$side reference:float64:none reference:float32:none reference:float64:l1 streaming:float64:none > $R/timeline-$side.txt 2>&1
+  echo "== $side"; grep -E "^## |busy|row_gram|gemv|splitK|dot_kernel" $R/timeline-$side.txt
+done
+rm -rf $R/tl-*
+echo "at $(( $(date +%s) - T0 )) s"
+for r in 1 2 3 4 5 6; do
+  order="old new"; [ $((r % 2)) = 0 ] && order="new old"
+  for side in $order; do
+    LIB=$OLD; [ $side = new ] && LIB=$NEW
+    RH_CUDA_LIBRARY=$LIB timeout 60 python3 benchmarks/micro/cuda_cold_streams.py $side --repetitions 11 --penalties none,l1 --shapes reference,streaming,wide >> $R/cold.jsonl 2>/dev/null
+  done
+done
+python3 - $R/cold.jsonl <<'PY' | tee $R/cold-ab.txt
+import json, sys, statistics, collections
+d = collections.defaultdict(list); it = {}
+for l in open(sys.argv[1]):
+    r = json.loads(l); d[(r["case"], r["side"])].append(r["ms"]); it[(r["case"], r["side"])] = (r["iters"], r["coef0"])
+for case in sorted({c for c, _ in d}):
+    o, n = d[(case, "old")], d[(case, "new")]
+    wins = sum(a > b for a, b in zip(o, n))
+    print(f"{case}: old {['%.3f' % x for x in o]} new {['%.3f' % x for x in n]}; medians {statistics.median(o):.3f} -> {statistics.median(n):.3f} ({statistics.median(o)/statistics.median(n):.3f}x), new faster in {wins}/{len(o)} rounds; iterations and coef0 equal: {it[(case,'old')] == it[(case,'new')]}")
+PY
+echo "done at $(( $(date +%s) - T0 )) s"
