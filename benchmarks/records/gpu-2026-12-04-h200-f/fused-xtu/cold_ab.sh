@@ -1,7 +1,17 @@
 #!/bin/bash
-# Focused cold A/B, old (HEAD) vs new (X'u in the fused pass): reference none, streaming and wide none as controls.
-source .devrun/common.sh; mkdir -p build
-R=$OUT/r28; mkdir -p $R
+# Focused cold A/B, old (the parent commit) vs new, both as ab_and_timelines.sh built them: reference none, streaming and wide none as controls.
+# Run from the repository root: OUTDIR for the logs; OLD_SRC a copy of the parent commit's
+# engines/ directory (the "old" side). Needs the package importable (PYTHONPATH=python), CuPy
+# and PyTorch (the timeline's profiler), CMake, Ninja and nvcc.
+OUT=${1:?usage: script OUTDIR [OLD_SRC]}; OLD_SRC=${2:-}
+export PYTHONPATH=$PWD/python
+libbuild() {  # src build-dir
+  [ -f $2/engines/cuda/librh_cuda.so ] && return 0
+  cmake -S $1 -B $2 -G Ninja -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON -DRH_BUILD_TESTS=OFF \
+    -DCMAKE_CUDA_ARCHITECTURES=90 > $2.cfg.log 2>&1 && cmake --build $2 --target rh_cuda -j ${JOBS:-8} > $2.log 2>&1
+}
+mkdir -p build
+R=$OUT; mkdir -p $R
 ls build/old/engines/cuda/librh_cuda.so build/n/engines/cuda/librh_cuda.so || exit 1
 NEW=$PWD/build/n/engines/cuda/librh_cuda.so; OLD=$PWD/build/old/engines/cuda/librh_cuda.so
 for r in 1 2 3 4 5 6 7 8 9 10; do

@@ -1,9 +1,19 @@
 #!/bin/bash
 # Staged fused row pass: build old (HEAD sources) and new, test_cuda_numerics on new, timelines, cold A/B.
-source .devrun/common.sh; mkdir -p build
-R=$OUT/r25; mkdir -p $R
+# Run from the repository root: OUTDIR for the logs; OLD_SRC a copy of the parent commit's
+# engines/ directory (the "old" side). Needs the package importable (PYTHONPATH=python), CuPy
+# and PyTorch (the timeline's profiler), CMake, Ninja and nvcc.
+OUT=${1:?usage: script OUTDIR [OLD_SRC]}; OLD_SRC=${2:-}
+export PYTHONPATH=$PWD/python
+libbuild() {  # src build-dir
+  [ -f $2/engines/cuda/librh_cuda.so ] && return 0
+  cmake -S $1 -B $2 -G Ninja -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON -DRH_BUILD_TESTS=OFF \
+    -DCMAKE_CUDA_ARCHITECTURES=90 > $2.cfg.log 2>&1 && cmake --build $2 --target rh_cuda -j ${JOBS:-8} > $2.log 2>&1
+}
+mkdir -p build
+R=$OUT; mkdir -p $R
 T0=$(date +%s)
-mkdir -p build/oldtree && tar --exclude=./build --exclude=./.whl --exclude=./.git -cf - . | tar -xf - -C build/oldtree && cp -r .devrun/old_src/engines build/oldtree/
+mkdir -p build/oldtree && tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C build/oldtree && cp -r "$OLD_SRC" build/oldtree/
 { cmake -S . -B build/n -G Ninja -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON -DRH_BUILD_TESTS=ON -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build/n --target rh_cuda test_cuda_numerics -j 12; } > $R/build.log 2>&1 &
 JOBS=4 libbuild $PWD/build/oldtree build/old; wait; echo "build new rc: $(tail -1 $R/build.log) at $(( $(date +%s) - T0 )) s"
 timeout 150 build/n/engines/cuda/tests/test_cuda_numerics > $R/test_cuda_numerics.txt 2>&1; echo "numerics rc $? at $(( $(date +%s) - T0 )) s"
