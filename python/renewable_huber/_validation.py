@@ -674,32 +674,38 @@ def range_limit(dtype) -> float:
 def _check_target_range(y: np.ndarray, sample_weight: np.ndarray | None) -> None:
     """The range rule's O(n) part, up front: the weights and sum w y^2 (module docstring)."""
     limit = _RANGE_LIMITS[y.dtype]  # y is in the working dtype (validated)
-    # OpenBLAS runs a dot product of up to 10,000 entries on the calling thread; a longer one
-    # would wake its thread pool, whose spinning threads then compete with the engine's, so it
-    # is summed by NumPy instead. An overflowing sum gives inf (NaN input NaN): both fail the
-    # comparison, and the exact test decides.
-    if sample_weight is None and y.shape[0] <= _BLAS_SINGLE_THREAD_LENGTH:
-        # The common case, without an np.errstate context (about a microsecond per batch):
-        # np.vdot is the same BLAS dot product as np.dot, but does not turn an overflow into
-        # a RuntimeWarning. Should a NumPy version raise one under np.seterr(over="raise"),
-        # the exact test below decides as for any other overflow.
-        try:
-            fine = float(np.vdot(y, y)) <= limit
-        except FloatingPointError:
-            fine = False
-    else:
-        with np.errstate(over="ignore", invalid="ignore"):
-            if y.shape[0] <= _BLAS_SINGLE_THREAD_LENGTH:
-                y_squares = float(np.dot(sample_weight * y, y))
-            else:
-                squares = np.square(y)
-                y_squares = float(
-                    (squares if sample_weight is None else sample_weight * squares).sum()
-                )
-            fine = y_squares <= limit and (
-                sample_weight is None or float(sample_weight.sum()) <= limit)
+    # An overflowing sum gives inf (NaN input NaN): both fail the comparison, and the exact test
+    # decides. np.vdot is the same BLAS dot product as np.dot, but does not turn an overflow
+    # into a RuntimeWarning; should a NumPy version raise one under np.seterr(over="raise"), the
+    # exact test decides as for any other overflow.
+    try:
+        if sample_weight is None:
+            # The common case, without an np.errstate context (about a microsecond per batch).
+            fine = _square_sum(y, None) <= limit
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                fine = (_square_sum(y, sample_weight) <= limit
+                        and float(sample_weight.sum()) <= limit)
+    except FloatingPointError:
+        fine = False
     if not fine:
         _check_range_exactly(None, y, sample_weight, limit)
+
+
+def _square_sum(y: np.ndarray, sample_weight: np.ndarray | None) -> float:
+    """sum w y^2 (w = 1 without weights) by dot products of at most 10,000 entries: OpenBLAS
+    runs those on the calling thread (a longer one would wake its thread pool, whose spinning
+    threads then compete with the engine's), and no temporary the size of the batch is made
+    (np.square(y) of a 65,536-row batch cost fresh pages every batch)."""
+    step = _BLAS_SINGLE_THREAD_LENGTH
+    if y.shape[0] <= step:
+        return float(np.vdot(y if sample_weight is None else sample_weight * y, y))
+    total = 0.0
+    for start in range(0, y.shape[0], step):
+        part = y[start:start + step]
+        weighted = part if sample_weight is None else sample_weight[start:start + step] * part
+        total += float(np.vdot(weighted, part))
+    return total
 
 
 def explain_design_overflow(X, y, sample_weight) -> None:

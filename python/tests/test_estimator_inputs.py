@@ -1,6 +1,7 @@
 """The input rules (renewable_huber._validation): shapes, finiteness, range, dtype, sparse,
 weights, tables and device arrays, and the transactional guarantee when any is violated."""
 
+import math
 import warnings
 
 import numpy as np
@@ -494,6 +495,38 @@ def test_huge_y_is_refused_naming_its_index(host_backend):
     assert texts[0] == texts[1]
     assert texts[0].startswith("y is too large for float64: the Huber loss is r^2/2 within tau")
     assert "the largest entry is at index 5 (value 1e+160)" in texts[0]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_range_rule_reaches_every_slice_of_a_long_batch(host_backend, weighted):
+    # Past 10,000 rows sum w y^2 is summed 10,000 entries at a time: a huge target in a later
+    # slice is still found and named, before any engine sees the batch.
+    rng = np.random.default_rng(3)
+    rows = 25_000
+    design = rng.standard_normal((rows, 2))
+    target = design @ np.array([1.0, -1.0]) + rng.standard_normal(rows)
+    target[15_001] = 1e160
+    model = RenewableHuberRegressor(backend=host_backend)
+    with pytest.raises(ValidationError,
+                       match=r"^y is too large for float64.*index 15001 \(value 1e\+160"):
+        model.fit(design, target, sample_weight=np.full(rows, 2.0) if weighted else None)
+    assert model._backend is None
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_square_sum_of_a_long_batch_is_its_definition(dtype):
+    from renewable_huber._validation import _square_sum
+
+    rng = np.random.default_rng(4)
+    y = rng.standard_normal(25_001).astype(dtype)
+    weights = rng.uniform(0.5, 2.0, 25_001).astype(dtype)
+    exact = math.fsum(float(v) ** 2 for v in y)
+    exact_weighted = math.fsum(float(w) * float(v) ** 2 for w, v in zip(weights, y, strict=True))
+    tolerance = 1e-12 if dtype == np.float64 else 1e-5
+    assert _square_sum(y, None) == pytest.approx(exact, rel=tolerance)
+    assert _square_sum(y, weights) == pytest.approx(exact_weighted, rel=tolerance)
+    assert _square_sum(y[:9_999], None) == pytest.approx(
+        math.fsum(float(v) ** 2 for v in y[:9_999]), rel=tolerance)
 
 
 def test_finite_weights_whose_sum_overflows_are_refused_naming_sample_weight(host_backend):
