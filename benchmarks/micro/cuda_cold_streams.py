@@ -1,10 +1,11 @@
-"""Cold streams of a profile's shapes on native_cuda, device (CuPy) input: a new estimator per
-stream, every batch of the shape folded in, the device synchronised at the end. For comparing
-two builds of librh_cuda (or one build under different test switches) on one host.
+"""Cold streams of a profile's shapes on native_cuda, device (CuPy) input or, with
+--transport host, host (NumPy) input: a new estimator per stream, every batch of the shape
+folded in, the device synchronised at the end. For comparing two builds of librh_cuda (or one
+build under different test switches, or two trees of the package) on one host.
 
     RH_CUDA_LIBRARY=build/.../librh_cuda.so PYTHONPATH=python \
         python3 benchmarks/micro/cuda_cold_streams.py LABEL [--repetitions 5] [--penalties none] \
-        [--profile standard|large] [--shapes large-wide,...]
+        [--profile standard|large] [--shapes large-wide,...] [--transport device|host]
 
 Prints one JSON line per case: the label, the case, the median wall time of --repetitions streams
 after one warm-up stream, the iterations of the last stream and its first coefficient (a quick
@@ -63,6 +64,7 @@ def main() -> None:
     parser.add_argument("--profile", default="standard", choices=("standard", "large"))
     parser.add_argument("--shapes", default=None,
                         help="comma-separated shape names of the profile (default: all)")
+    parser.add_argument("--transport", default="device", choices=("device", "host"))
     args = parser.parse_args()
     only = args.shapes.split(",") if args.shapes else None
     try:
@@ -79,7 +81,9 @@ def main() -> None:
     for shape in shapes:
         X, y = shape_data(shape)
         for dtype in args.dtypes.split(","):
-            Xd, yd = cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
+            Xd, yd = X.astype(dtype), y.astype(dtype)
+            if args.transport == "device":
+                Xd, yd = cp.asarray(Xd), cp.asarray(yd)
             for penalty in args.penalties.split(","):
                 stream(cp, shape, Xd, yd, dtype, penalty)
                 walls = []
@@ -88,7 +92,9 @@ def main() -> None:
                     model, iterations = stream(cp, shape, Xd, yd, dtype, penalty)
                     walls.append(time.perf_counter() - began)
                 print(json.dumps({
-                    "side": args.label, "case": f"{shape.name} {dtype} {penalty}",
+                    "side": args.label,
+                    "case": f"{shape.name} {dtype} {penalty}"
+                            + ("" if args.transport == "device" else " host"),
                     "ms": 1e3 * statistics.median(walls), "iters": iterations,
                     "coef0": float(np.asarray(model.coef_)[0]),
                 }), flush=True)
