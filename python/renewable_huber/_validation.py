@@ -698,8 +698,6 @@ def _square_sum(y: np.ndarray, sample_weight: np.ndarray | None) -> float:
     threads then compete with the engine's), and no temporary the size of the batch is made
     (np.square(y) of a 65,536-row batch cost fresh pages every batch)."""
     step = _BLAS_SINGLE_THREAD_LENGTH
-    if y.shape[0] <= step:
-        return float(np.vdot(y if sample_weight is None else sample_weight * y, y))
     total = 0.0
     for start in range(0, y.shape[0], step):
         part = y[start:start + step]
