@@ -225,49 +225,33 @@ __device__ void write_row_partials(double rho, double score, const double (&xtu)
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int64_t stride = xtu_partials_stride(ncols_x);
-  if constexpr (Team >= kWideRowColumns) {
-    // A warp per row: lane l's slot k is column l + 32 k. One round per 32 columns.
+  // Round r takes columns 32 r .. 32 r + 31: the slots k of the round (kRound of them: one for a
+  // warp per row, four for teams of 8 lanes, all 8 for a lane per row) hold columns 32 r +
+  // (k mod kRound) Team + l. The lanes that own the same columns are summed with the butterfly
+  // (none for a warp per row), then the warps in order.
+  constexpr int kRound = static_cast<int>(kWideRowColumns) / Team;
 #pragma unroll
-    for (int k = 0; k < kSlots; ++k) {
-      if (k * kWideRowColumns >= ncols_x)
-        break;
-      shared[warp * kWideRowColumns + lane] = xtu[k];
-      __syncthreads();
-      const int64_t j = k * kWideRowColumns + threadIdx.x;
-      if (threadIdx.x < kWideRowColumns && j < ncols_x) {
-        double total = 0.0;
-        for (int w = 0; w < kWarps; ++w)
-          total += shared[w * kWideRowColumns + threadIdx.x];
-        xtu_partials[blockIdx.x * stride + j] = total;
-      }
-      __syncthreads();
+  for (int round = 0; round * kRound < kSlots; ++round) {
+    if (round * kWideRowColumns >= ncols_x)
+      break;
+    if (round > 0)
+      __syncthreads();  // the last round's sums are read
+#pragma unroll
+    for (int k = round * kRound; k < kSlots && k < (round + 1) * kRound; ++k) {
+      double v = xtu[k];
+#pragma unroll
+      for (int offset = Team; offset < 32; offset <<= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, offset);
+      if (lane < Team)
+        shared[warp * kWideRowColumns + lane + (k - round * kRound) * Team] = v;
     }
-  } else {
-    // Slots k of round `round` are columns round * kWideRowColumns + (k mod kRound) Team + l.
-    constexpr int kRound = static_cast<int>(kWideRowColumns) / Team;
-#pragma unroll
-    for (int round = 0; round * kRound < kSlots; ++round) {
-      if (round * kWideRowColumns >= ncols_x)
-        break;
-      if (round > 0)
-        __syncthreads();  // the last round's sums are read
-#pragma unroll
-      for (int k = round * kRound; k < kSlots && k < (round + 1) * kRound; ++k) {
-        double v = xtu[k];
-#pragma unroll
-        for (int offset = Team; offset < 32; offset <<= 1)
-          v += __shfl_xor_sync(0xffffffffu, v, offset);
-        if (lane < Team)
-          shared[warp * kWideRowColumns + lane + (k - round * kRound) * Team] = v;
-      }
-      __syncthreads();
-      const int64_t j = round * kWideRowColumns + threadIdx.x;
-      if (threadIdx.x < kWideRowColumns && j < ncols_x) {
-        double total = 0.0;
-        for (int w = 0; w < kWarps; ++w)
-          total += shared[w * kWideRowColumns + threadIdx.x];
-        xtu_partials[blockIdx.x * stride + j] = total;
-      }
+    __syncthreads();
+    const int64_t j = round * kWideRowColumns + threadIdx.x;
+    if (threadIdx.x < kWideRowColumns && j < ncols_x) {
+      double total = 0.0;
+      for (int w = 0; w < kWarps; ++w)
+        total += shared[w * kWideRowColumns + threadIdx.x];
+      xtu_partials[blockIdx.x * stride + j] = total;
     }
   }
 }
