@@ -11,11 +11,19 @@ Prints one JSON line per case: the label, the case, the median wall time of --re
 after one warm-up stream, the iterations of the last stream and its first coefficient (a quick
 check that two builds fit alike). Run the builds alternately, several rounds: these streams take
 milliseconds and a shared host is noisy. A script, not a test: nothing is asserted.
+
+    python3 benchmarks/micro/cuda_cold_streams.py --summarize ROUNDS.jsonl \
+        [--baseline old] [--candidate new]
+
+reads the lines of alternating runs and prints, per case, both sides' times round by round, their
+medians and ratio (baseline / candidate), the rounds the candidate won, and whether the last
+iterations and first coefficient agreed.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import statistics
 import sys
@@ -54,10 +62,41 @@ def stream(cp, shape, X, y, dtype: str, penalty: str):
     return model, iterations
 
 
+def summarize_ab(lines, baseline: str = "old", candidate: str = "new") -> list[str]:
+    """One line per case of two labels' alternating runs (JSON lines of main's output, in run
+    order: round k of a side is its k-th line for the case)."""
+    times = collections.defaultdict(list)
+    fits = {}
+    for line in lines:
+        record = json.loads(line)
+        key = (record["case"], record["side"])
+        times[key].append(record["ms"])
+        fits[key] = (record["iters"], record["coef0"])
+    out = []
+    def listed(values):
+        return [f"{t:.3f}" for t in values]
+
+    for case in sorted({case for case, _ in times}):
+        old, new = times[(case, baseline)], times[(case, candidate)]
+        wins = sum(a > b for a, b in zip(old, new, strict=False))
+        ratio = statistics.median(old) / statistics.median(new)
+        out.append(
+            f"{case}: {baseline} {listed(old)} {candidate} {listed(new)}; "
+            f"medians {statistics.median(old):.3f} -> "
+            f"{statistics.median(new):.3f} ({ratio:.3f}x), {candidate} faster in "
+            f"{wins}/{len(old)} rounds; iterations and coef0 equal: "
+            f"{fits[(case, baseline)] == fits[(case, candidate)]}")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("label")
+    parser.add_argument("label", nargs="?")
+    parser.add_argument("--summarize", metavar="JSONL",
+                        help="summarise alternating runs of --baseline and --candidate instead")
+    parser.add_argument("--baseline", default="old")
+    parser.add_argument("--candidate", default="new")
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--penalties", default="none,l1")
     parser.add_argument("--dtypes", default="float64,float32")
@@ -66,6 +105,12 @@ def main() -> None:
                         help="comma-separated shape names of the profile (default: all)")
     parser.add_argument("--transport", default="device", choices=("device", "host"))
     args = parser.parse_args()
+    if args.summarize is not None:
+        with open(args.summarize) as rounds:
+            print("\n".join(summarize_ab(rounds, args.baseline, args.candidate)))
+        return
+    if args.label is None:
+        parser.error("a LABEL is needed (or --summarize)")
     only = args.shapes.split(",") if args.shapes else None
     try:
         shapes = shapes_of(args.profile, only)

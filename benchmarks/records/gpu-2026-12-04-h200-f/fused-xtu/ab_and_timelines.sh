@@ -5,11 +5,7 @@
 # and PyTorch (the timeline's profiler), CMake, Ninja and nvcc.
 OUT=${1:?usage: script OUTDIR [OLD_SRC]}; OLD_SRC=${2:-}
 export PYTHONPATH=$PWD/python
-libbuild() {  # src build-dir
-  [ -f $2/engines/cuda/librh_cuda.so ] && return 0
-  cmake -S $1 -B $2 -G Ninja -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON -DRH_BUILD_TESTS=OFF \
-    -DCMAKE_CUDA_ARCHITECTURES=90 > $2.cfg.log 2>&1 && cmake --build $2 --target rh_cuda -j ${JOBS:-8} > $2.log 2>&1
-}
+source "$(dirname "$0")/../ab_common.sh"
 mkdir -p build
 R=$OUT; mkdir -p $R
 T0=$(date +%s)
@@ -34,14 +30,5 @@ for r in 1 2 3 4 5 6; do
     RH_CUDA_LIBRARY=$LIB timeout 60 python3 benchmarks/micro/cuda_cold_streams.py $side --repetitions 11 --penalties none,l1 --shapes reference,streaming,wide >> $R/cold.jsonl 2>/dev/null
   done
 done
-python3 - $R/cold.jsonl <<'PY' | tee $R/cold-ab.txt
-import json, sys, statistics, collections
-d = collections.defaultdict(list); it = {}
-for l in open(sys.argv[1]):
-    r = json.loads(l); d[(r["case"], r["side"])].append(r["ms"]); it[(r["case"], r["side"])] = (r["iters"], r["coef0"])
-for case in sorted({c for c, _ in d}):
-    o, n = d[(case, "old")], d[(case, "new")]
-    wins = sum(a > b for a, b in zip(o, n))
-    print(f"{case}: old {['%.3f' % x for x in o]} new {['%.3f' % x for x in n]}; medians {statistics.median(o):.3f} -> {statistics.median(n):.3f} ({statistics.median(o)/statistics.median(n):.3f}x), new faster in {wins}/{len(o)} rounds; iterations and coef0 equal: {it[(case,'old')] == it[(case,'new')]}")
-PY
+python3 benchmarks/micro/cuda_cold_streams.py --summarize $R/cold.jsonl | tee $R/cold-ab.txt
 echo "done at $(( $(date +%s) - T0 )) s"

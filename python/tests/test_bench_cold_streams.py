@@ -1,0 +1,47 @@
+"""benchmarks/micro/cuda_cold_streams.py's summary of alternating runs, on hand-written lines
+(medians, ratios and rounds won worked out by hand below)."""
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.micro import cuda_cold_streams  # noqa: E402
+
+
+def line(side, case, ms, iters=5, coef0=0.25):
+    return json.dumps({"side": side, "case": case, "ms": ms, "iters": iters, "coef0": coef0})
+
+
+def test_summary_pairs_rounds_and_compares_the_fits():
+    lines = [
+        # Round 1, old first; round 2, new first; round 3, old first.
+        line("old", "wide float64 none", 4.0), line("new", "wide float64 none", 3.0),
+        line("old", "latency float32 none", 1.0), line("new", "latency float32 none", 1.5),
+        line("new", "wide float64 none", 5.0), line("old", "wide float64 none", 6.0),
+        line("new", "latency float32 none", 0.5), line("old", "latency float32 none", 2.0),
+        line("old", "wide float64 none", 2.0), line("new", "wide float64 none", 2.5),
+        line("old", "latency float32 none", 3.0),
+        line("new", "latency float32 none", 1.0, iters=6),
+    ]
+    out = cuda_cold_streams.summarize_ab(lines)
+    # Cases sorted; wide: medians 4.0 and 3.0 (1.333x), new faster in rounds 1 and 2.
+    # Latency: medians 2.0 and 1.0 (2.000x), new faster in rounds 2 and 3; the last new stream
+    # took 6 iterations against 5.
+    assert out == [
+        "latency float32 none: old ['1.000', '2.000', '3.000'] new ['1.500', '0.500', '1.000']; "
+        "medians 2.000 -> 1.000 (2.000x), new faster in 2/3 rounds; "
+        "iterations and coef0 equal: False",
+        "wide float64 none: old ['4.000', '6.000', '2.000'] new ['3.000', '5.000', '2.500']; "
+        "medians 4.000 -> 3.000 (1.333x), new faster in 2/3 rounds; "
+        "iterations and coef0 equal: True",
+    ]
+
+
+def test_summary_names_its_sides():
+    lines = [line("head", "reference float64 none host", 3.0),
+             line("patch", "reference float64 none host", 2.0)]
+    assert cuda_cold_streams.summarize_ab(lines, "head", "patch") == [
+        "reference float64 none host: head ['3.000'] patch ['2.000']; medians 3.000 -> 2.000 "
+        "(1.500x), patch faster in 1/1 rounds; iterations and coef0 equal: True"]
