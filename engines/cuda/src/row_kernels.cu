@@ -2,6 +2,7 @@
 // grid that depends only on n_rows), keeps its sums in registers and the block writes one
 // partial per quantity, so every reduction is reproducible run to run.
 #include <cmath>
+#include <cstdint>
 
 #include "engine_error.hpp"
 #include "huber_math.cuh"
@@ -147,11 +148,89 @@ __device__ __forceinline__ double design_squares(const RowView<T>& rows, int64_t
   return rows.ncols_x < rows.P ? squares + 1.0 : squares;
 }
 
+// 16 bytes of T: the vector the validation pass loads.
+template <class T>
+struct Vector16;
+template <>
+struct Vector16<double> {
+  using Type = double2;
+  __device__ static bool all_finite(const double2& v) {
+    return isfinite(v.x) && isfinite(v.y);
+  }
+  __device__ static double at(const double2& v, int c) {
+    return c == 0 ? v.x : v.y;
+  }
+};
+template <>
+struct Vector16<float> {
+  using Type = float4;
+  __device__ static bool all_finite(const float4& v) {
+    return isfinite(v.x) && isfinite(v.y) && isfinite(v.z) && isfinite(v.w);
+  }
+  __device__ static float at(const float4& v, int c) {
+    return c == 0 ? v.x : (c == 1 ? v.y : (c == 2 ? v.z : v.w));
+  }
+};
+
+// The offset from x of the first non-finite value among this thread's share of x[first, last)
+// (kNoIndex when none), the block's threads sharing it out. Validation only asks whether each
+// value is finite, so the range is read as 16-byte vectors, kInFlight of them per thread loaded
+// before any is tested (a row-by-row walk waits on one load at a time); only a group holding a
+// non-finite value is looked at value by value. The values before the range's first 16-byte
+// boundary and after its last whole vector go to one thread each.
+template <class T>
+__device__ unsigned long long first_nonfinite_share(const T* x, int64_t first, int64_t last) {
+  using V = Vector16<T>;
+  using Vec = typename V::Type;
+  constexpr int kPer = 16 / sizeof(T);
+  constexpr int kInFlight = 4;
+  const int64_t t = threadIdx.x;
+  const int64_t threads = blockDim.x;
+  unsigned long long found = kNoIndex;
+  // x is aligned to T (the ABI's rule for device input; staging buffers are allocations).
+  const auto lead = reinterpret_cast<uintptr_t>(x + first) & 15u;
+  const int64_t head = min(last - first, static_cast<int64_t>(((16u - lead) & 15u) / sizeof(T)));
+  const int64_t body = first + head;
+  const int64_t vectors = (last - body) / kPer;
+  const int64_t tail = body + vectors * kPer;
+  if (t < head && !isfinite(static_cast<double>(x[first + t])))
+    found = static_cast<unsigned long long>(first + t);
+  if (t < last - tail && !isfinite(static_cast<double>(x[tail + t])))
+    found = min(found, static_cast<unsigned long long>(tail + t));
+  const Vec* v = reinterpret_cast<const Vec*>(x + body);
+  for (int64_t base = t; base < vectors; base += kInFlight * threads) {
+    Vec held[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int64_t k = base + u * threads;
+      held[u] = k < vectors ? v[k] : Vec{};
+    }
+    bool finite = true;
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u)
+      finite = finite && V::all_finite(held[u]);
+    if (finite)
+      continue;
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      for (int c = 0; c < kPer; ++c) {
+        const int64_t k = base + u * threads;
+        if (k < vectors && !isfinite(static_cast<double>(V::at(held[u], c))))
+          found = min(found, static_cast<unsigned long long>(body + k * kPer + c));
+      }
+    }
+  }
+  return found;
+}
+
 // Per tile of tile_rows consecutive rows (one block each, tile = first_tile + blockIdx.x): the
 // weight sum (weight_partials[tile]) and the first bad index of each kind (bad_partials[4 tile +
 // kind]: non-finite x, non-finite y, non-finite w, negative w; kNoIndex when none). The minimum
 // over tiles is taken by begin_update_kernel. A tile's partials depend only on its rows, so a
 // staged chunk of whole tiles is checked as soon as it lands, with the bits of a single pass.
+// The tile's rows of X are one contiguous range (rows.ldx == rows.ncols_x: the batch as given,
+// or its staged copy), read as such (first_nonfinite_share); y and w row by row, by the first
+// lane of each team of Team lanes, which fixes the order of the weight sum.
 template <class T, int Team>
 __global__ void validate_rows_kernel(RowView<T> rows, int64_t tile_rows, int first_tile,
                                      double* weight_partials, unsigned long long* bad_partials) {
@@ -164,28 +243,24 @@ __global__ void validate_rows_kernel(RowView<T> rows, int64_t tile_rows, int fir
   const int tile = first_tile + static_cast<int>(blockIdx.x);
   const int64_t begin = tile * tile_rows;
   const int64_t end = begin + tile_rows < rows.n ? begin + tile_rows : rows.n;
-  const int lane = static_cast<int>(threadIdx.x % Team);
+  const unsigned long long bad_x =
+      first_nonfinite_share(rows.x, begin * rows.ncols_x, end * rows.ncols_x);
+  if (bad_x != kNoIndex)
+    atomicMin(&bad[kBadX], bad_x);
   double wsum = 0.0;
-  for (int64_t i = begin + threadIdx.x / Team; i < end; i += kThreads / Team) {
-    const T* xi = rows.x + i * rows.ldx;
-    for (int64_t j = lane; j < rows.ncols_x; j += Team) {
-      if (!isfinite(static_cast<double>(xi[j]))) {
-        atomicMin(&bad[kBadX], static_cast<unsigned long long>(i * rows.ncols_x + j));
-        break;
+  if (threadIdx.x % Team == 0) {
+    for (int64_t i = begin + threadIdx.x / Team; i < end; i += kThreads / Team) {
+      if (!isfinite(static_cast<double>(rows.y[i]))) {
+        atomicMin(&bad[kBadY], static_cast<unsigned long long>(i));
       }
+      const double w = row_weight(rows, i);
+      if (!isfinite(w)) {
+        atomicMin(&bad[kBadWeight], static_cast<unsigned long long>(i));
+      } else if (w < 0.0) {
+        atomicMin(&bad[kNegativeWeight], static_cast<unsigned long long>(i));
+      }
+      wsum += w;
     }
-    if (lane != 0)
-      continue;
-    if (!isfinite(static_cast<double>(rows.y[i]))) {
-      atomicMin(&bad[kBadY], static_cast<unsigned long long>(i));
-    }
-    const double w = row_weight(rows, i);
-    if (!isfinite(w)) {
-      atomicMin(&bad[kBadWeight], static_cast<unsigned long long>(i));
-    } else if (w < 0.0) {
-      atomicMin(&bad[kNegativeWeight], static_cast<unsigned long long>(i));
-    }
-    wsum += w;
   }
   const double total = block_sum<kThreads>(wsum, shared);  // its barriers also settle `bad`
   if (threadIdx.x == 0)

@@ -1126,6 +1126,92 @@ void test_misaligned_device_pointers_are_refused(RhCudaEngine* e) {
   cudaFree(raw);
 }
 
+// Device input whose X starts 0 to 3 elements past a 16-byte boundary. The validation pass reads
+// each tile's values of X as 16-byte vectors, taking the values before the first boundary and
+// after the last whole vector one by one; so every offset must give the aligned copy's fit bit
+// for bit, and a refused value must be named wherever it falls: the batch's first or last value,
+// the first values of rows at and around likely tile starts, or several in one tile (the first of
+// them). Small enough for the sanitizer runs of this test.
+template <class T>
+void check_device_rows_at_offsets(int32_t dtype) {
+  const int64_t n = 3000, p = 13, P = p + 1;
+  const Batch<T> good = make_batch<T>(73, n, p, true, false);
+  const RhCudaUpdateConfig c = config(p, RH_CUDA_PENALTY_NONE);
+  const size_t cells = static_cast<size_t>(n * p);
+  constexpr int kOffsets = 16 / sizeof(T);
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  const T inf = std::numeric_limits<T>::infinity();
+  struct Spot {
+    int64_t row, col;
+    T value;
+  };
+  struct Bad {
+    std::vector<Spot> spots;
+    std::string needle;  // the first spot's
+  };
+  const std::vector<Bad> cases = {
+      {{{0, 0, nan}}, ".x_design[0, 0] is nan: values must be finite"},
+      {{{n - 1, p - 1, inf}}, ".x_design[2999, 12] is inf: values must be finite"},
+      {{{31, 0, -inf}}, ".x_design[31, 0] is -inf"},
+      {{{32, 0, nan}}, ".x_design[32, 0] is nan"},
+      {{{33, 1, inf}}, ".x_design[33, 1] is inf"},
+      {{{64, 0, nan}}, ".x_design[64, 0] is nan"},
+      {{{40, 12, nan}, {41, 0, inf}, {40, 3, -inf}}, ".x_design[40, 3] is -inf"},
+      {{{2000, 7, inf}, {1500, 11, nan}}, ".x_design[1500, 11] is nan"},
+  };
+  T* x = nullptr;
+  RH_CHECK(cudaMalloc(&x, (cells + kOffsets) * sizeof(T)) == cudaSuccess);
+  const DeviceBatchCopy aligned(good.view(), sizeof(T), "offset test");
+  std::vector<T> want_coef, want_info;
+  for (int offset = 0; offset < kOffsets && x != nullptr; ++offset) {
+    T* at = x + offset;
+    RH_CHECK(upload(at, good.x.data(), cells * sizeof(T)) == cudaSuccess);
+    RhCudaDeviceBatch b = *aligned.batch();
+    b.x_design = at;
+    RhCudaEngineOptions o = options(dtype, P);
+    RhCudaEngine* e = nullptr;
+    RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+    if (e == nullptr)
+      break;
+    HostState<T> out(P);
+    RhCudaDiagnostics d = diagnostics();
+    RH_CHECK_STATUS(rh_cuda_engine_update_device_with_state(e, &b, &c, &d, &out.view),
+                    RH_CUDA_SUCCESS);
+    if (offset == 0) {
+      want_coef = out.coef;
+      want_info = out.info;
+    } else if (out.coef != want_coef || out.info != want_info) {
+      std::fprintf(stderr, "  X %d elements past a 16-byte boundary: fit differs from aligned\n",
+                   offset);
+      ++failures();
+    }
+    for (const Bad& bad : cases) {
+      for (const Spot& s : bad.spots)
+        RH_CHECK(upload(at + s.row * p + s.col, &s.value, sizeof(T)) == cudaSuccess);
+      const std::string what = "offset " + std::to_string(offset) + ": " + bad.needle;
+      expect_refused(
+          e, what.c_str(), RH_CUDA_INVALID_ARGUMENT, bad.needle.c_str(),
+          [&] {
+            RhCudaDiagnostics dd = diagnostics();
+            HostState<T> refused(P);
+            return rh_cuda_engine_update_device_with_state(e, &b, &c, &dd, &refused.view);
+          },
+          P);
+      for (const Spot& s : bad.spots) {
+        const T kept = good.x[static_cast<size_t>(s.row * p + s.col)];
+        RH_CHECK(upload(at + s.row * p + s.col, &kept, sizeof(T)) == cudaSuccess);
+      }
+    }
+    RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
+  }
+  cudaFree(x);
+}
+
+void test_device_rows_at_offsets() {
+  check_device_rows_at_offsets<double>(RH_CUDA_DTYPE_FLOAT64);
+  check_device_rows_at_offsets<float>(RH_CUDA_DTYPE_FLOAT32);
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--allocation-failure") == 0) {
     skip_without_gpu("test_cuda_allocation_failure");
@@ -1167,5 +1253,6 @@ int main(int argc, char** argv) {
   test_strict_engine_after_fast_math_engine();
   test_meat_and_old_size_state_structs();
   test_restoring_zeros_after_a_batch();
+  test_device_rows_at_offsets();
   return finish("test_cuda_entry_points");
 }
