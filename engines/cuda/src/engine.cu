@@ -1,6 +1,7 @@
 #include "engine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -23,6 +24,10 @@ constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
 constexpr size_t kMaxIdleSetsPerDevice = 4;
 // A pooled set keeps pinned buffers up to this size; larger ones are freed when it goes idle.
 constexpr size_t kMaxPooledPinnedBytes = size_t{64} << 20;
+// And device buffers (besides the cuBLAS workspace) up to this many bytes in all, the largest
+// freed first: a standard batch's workspace stays for the next engine, a large batch's goes back
+// to the engine pool.
+constexpr size_t kMaxPooledDeviceBytes = size_t{64} << 20;
 // Freed device memory the engine pool keeps cached across synchronisations (beyond it, the
 // driver returns unused memory to the OS at the next synchronisation). Covers the workspaces of
 // every standard and large benchmark batch of one engine.
@@ -50,11 +55,14 @@ struct ResourceSet {
   cublasHandle_t blas = nullptr;
   cusolverDnHandle_t solver = nullptr;
   gesvdjInfo_t svd_params = nullptr;  // never modified by the engine: default tolerance, sweeps
-  GrowingBuffer blas_work;
-  GrowingBuffer host_scalars{MemoryKind::PinnedHost};
-  GrowingBuffer host_state{MemoryKind::PinnedHost};
-  GrowingBuffer host_chunks[2] = {GrowingBuffer{MemoryKind::PinnedHost},
-                                  GrowingBuffer{MemoryKind::PinnedHost}};
+  // What an engine leaves for the next one on this set (Engine::release, lease_resources), in the
+  // members of the same names as the engine's: the cuBLAS workspace; the pinned status block,
+  // exported state and staging chunks; the device workspace and the state buffers, so that an
+  // engine of a shape seen before allocates nothing (kMaxPooledDeviceBytes). Device buffers are
+  // bound to this set's stream and the device's engine pool. The pinned buffers an engine owns
+  // alone (Workspace) never come here (travels_with_set).
+  Workspace ws;
+  CommittedState committed, scratch;  // their buffers only
   // cuSOLVER's workspace answer for the last P (a function of P alone on one device).
   int64_t solver_sized_for = -1;
   int solver_work_elems = 0;
@@ -77,7 +85,16 @@ struct ResourceSet {
       cusolverDnDestroy(solver);
     if (blas != nullptr)
       cublasDestroy(blas);
-    blas_work.reset();
+    // The device buffers are freed on the stream, before it is destroyed.
+    ws.for_each([](GrowingBuffer& b) {
+      if (b.kind() == MemoryKind::Device)
+        b.reset();
+    });
+    for (CommittedState* state : {&committed, &scratch}) {
+      state->coefficients.reset();
+      state->information.reset();
+      state->meat.reset();
+    }
     if (stream != nullptr)
       cudaStreamSynchronize(stream);
     for (cudaEvent_t event : chunk_events) {
@@ -87,16 +104,6 @@ struct ResourceSet {
     if (stream != nullptr)
       cudaStreamDestroy(stream);
     // The pinned buffers free themselves (cudaFreeHost) as members.
-  }
-
-  // The pinned buffers and the cuBLAS workspace, which travel between the set and an engine.
-  template <class F>
-  void for_each_carried(Workspace& ws, F&& f) {
-    f(blas_work, ws.blas_work);
-    f(host_scalars, ws.host_scalars);
-    f(host_state, ws.host_state);
-    f(host_chunks[0], ws.host_chunks[0]);
-    f(host_chunks[1], ws.host_chunks[1]);
   }
 };
 
@@ -214,14 +221,72 @@ std::unique_ptr<ResourceSet> make_resource_set(int device) {
   set->cholesky_solve_shared = configure_cholesky_solve(device);
   set->cluster_cholesky = configure_cluster_cholesky(device);
   set->fused_gram_max = configure_fused_gram(device);
-  set->blas_work.bind(set->stream, set->memory);
+  set->ws.blas_work.bind(set->stream, set->memory);
   // A fixed workspace keeps cuBLAS from allocating during graph capture.
-  set->blas_work.reserve(kBlasWorkspaceBytes, "cuBLAS workspace");
-  for (GrowingBuffer* pinned :
-       {&set->host_scalars, &set->host_state, &set->host_chunks[0], &set->host_chunks[1]}) {
+  set->ws.blas_work.reserve(kBlasWorkspaceBytes, "cuBLAS workspace");
+  for (GrowingBuffer* pinned : {&set->ws.host_scalars, &set->ws.host_state, &set->ws.host_chunks[0],
+                                &set->ws.host_chunks[1]}) {
     pinned->bind(set->stream, nullptr);
   }
   return set;
+}
+
+// Whether a member of `ws` travels with the resource set: every device buffer, and the pinned
+// status block, exported state and staging chunks (not the pinned buffers an engine owns alone).
+bool travels_with_set(const Workspace& ws, const GrowingBuffer& b) {
+  return b.kind() == MemoryKind::Device || &b == &ws.host_scalars || &b == &ws.host_state ||
+         &b == &ws.host_chunks[0] || &b == &ws.host_chunks[1];
+}
+
+// f(the set's buffer, the engine's buffer of the same name) for every buffer that travels with
+// the set, the state buffers included.
+template <class F>
+void for_each_carried(ResourceSet& set, Engine& e, F&& f) {
+  std::array<GrowingBuffer*, kWorkspaceBuffers> pooled{};
+  std::array<GrowingBuffer*, kWorkspaceBuffers> mine{};
+  size_t n = 0;
+  set.ws.for_each([&](GrowingBuffer& b) { pooled[n++] = &b; });
+  n = 0;
+  e.ws.for_each([&](GrowingBuffer& b) { mine[n++] = &b; });
+  for (size_t i = 0; i < kWorkspaceBuffers; ++i) {
+    if (travels_with_set(e.ws, *mine[i]))
+      f(*pooled[i], *mine[i]);
+  }
+  CommittedState* const pooled_states[] = {&set.committed, &set.scratch};
+  CommittedState* const my_states[] = {&e.committed, &e.scratch};
+  for (int k = 0; k < 2; ++k) {
+    f(pooled_states[k]->coefficients, my_states[k]->coefficients);
+    f(pooled_states[k]->information, my_states[k]->information);
+    f(pooled_states[k]->meat, my_states[k]->meat);
+  }
+}
+
+// A set going idle keeps device buffers (besides the cuBLAS workspace) up to
+// kMaxPooledDeviceBytes in all: the largest are freed, in stream order, until the rest fit.
+void trim_pooled_device_buffers(ResourceSet& set) {
+  std::vector<GrowingBuffer*> held;
+  size_t total = 0;
+  auto hold = [&](GrowingBuffer& b) {
+    if (b.kind() != MemoryKind::Device || &b == &set.ws.blas_work || b.capacity() == 0)
+      return;
+    held.push_back(&b);
+    total += b.capacity();
+  };
+  set.ws.for_each(hold);
+  for (CommittedState* state : {&set.committed, &set.scratch}) {
+    hold(state->coefficients);
+    hold(state->information);
+    hold(state->meat);
+  }
+  std::sort(held.begin(), held.end(), [](const GrowingBuffer* a, const GrowingBuffer* b) {
+    return a->capacity() > b->capacity();
+  });
+  for (GrowingBuffer* b : held) {
+    if (total <= kMaxPooledDeviceBytes)
+      break;
+    total -= b->capacity();
+    b->reset();
+  }
 }
 
 // Engine::create's steps, in the order it takes them.
@@ -274,8 +339,8 @@ int64_t matrix_elems(int64_t P) {
 }
 
 // An idle set of the engine's device, or a new one (from here release() hands it back): its
-// stream, events and library handles, and the buffers it carries; every device buffer is bound
-// to the stream and the device's pool.
+// stream, events and library handles, and the buffers it carries (those the engine before left,
+// for_each_carried); every device buffer is bound to the stream and the device's pool.
 void lease_resources(Engine& e) {
   std::unique_ptr<ResourceSet> set = ResourcePool::instance().take(e.device);
   if (set == nullptr)
@@ -293,7 +358,7 @@ void lease_resources(Engine& e) {
   e.cluster_cholesky = r.cluster_cholesky;
   e.cluster_cholesky.max_p = cluster_cholesky_limit_setting(r.cluster_cholesky.max_p);
   e.fused_gram_max = fused_gram_limit_setting(r.fused_gram_max);
-  r.for_each_carried(e.ws, [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
+  for_each_carried(r, e, [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
   e.ws.for_each([&](GrowingBuffer& b) {
     if (b.kind() == MemoryKind::Device)
       b.bind(e.stream, r.memory);
@@ -448,15 +513,13 @@ void Engine::release() noexcept {
     return;
   std::unique_ptr<ResourceSet> set(resources);
   resources = nullptr;
-  // The pinned buffers and the cuBLAS workspace go back with the set; every other buffer is
-  // freed in stream order, after whatever is still queued on the stream.
-  set->for_each_carried(ws, [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
+  // The buffers that travel with the set go back with it (the device buffers beyond the set's
+  // allowance are freed in stream order, after whatever is still queued on the stream); the
+  // pinned buffers the engine owns alone are freed.
+  for_each_carried(*set, *this,
+                   [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
   ws.for_each([](GrowingBuffer& b) { b.reset(); });
-  for (CommittedState* state : {&committed, &scratch}) {
-    state->coefficients.reset();
-    state->information.reset();
-    state->meat.reset();
-  }
+  trim_pooled_device_buffers(*set);
   // Once the stream has drained, the frees above are complete: any stream may reuse the memory.
   const cudaError_t drained = cudaStreamSynchronize(stream);
   for (cudaGraphExec_t& exec : graph_cache) {
@@ -475,8 +538,8 @@ void Engine::release() noexcept {
     set.reset();
     return;
   }
-  for (GrowingBuffer* pinned :
-       {&set->host_scalars, &set->host_state, &set->host_chunks[0], &set->host_chunks[1]}) {
+  for (GrowingBuffer* pinned : {&set->ws.host_scalars, &set->ws.host_state, &set->ws.host_chunks[0],
+                                &set->ws.host_chunks[1]}) {
     if (pinned->capacity() > kMaxPooledPinnedBytes)
       pinned->reset();
   }

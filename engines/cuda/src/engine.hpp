@@ -158,8 +158,10 @@ struct Workspace {
     }
   }
 };
-static_assert(sizeof(Workspace) == 52 * sizeof(GrowingBuffer),
-              "Workspace gained or lost a member: list it in Workspace::for_each and update 52");
+constexpr size_t kWorkspaceBuffers = 52;
+static_assert(sizeof(Workspace) == kWorkspaceBuffers * sizeof(GrowingBuffer),
+              "Workspace gained or lost a member: list it in Workspace::for_each and update "
+              "kWorkspaceBuffers");
 
 struct GraphCounters {
   uint64_t captures = 0;

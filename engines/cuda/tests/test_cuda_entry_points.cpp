@@ -596,6 +596,23 @@ void test_engines_from_pooled_resources_match_fresh_ones() {
   // With nothing else running, the set a destroy returned is the one the next create takes.
   RH_CHECK(reused_stream >= 20);
 
+  // A set keeps an engine's device buffers for the next one only up to its allowance (64 MiB):
+  // after a batch whose workspace is larger (300,000 x 32 float64: its scaled rows alone are
+  // 79 MB), the set goes idle without its largest buffers, and the engines made from it next,
+  // of every kind, still match.
+  {
+    const Case big = make_case("f64 none p32+1 300,000 rows", RH_CUDA_DTYPE_FLOAT64, 300000, 32,
+                               true, 0, RH_CUDA_PENALTY_NONE, false, 25);
+    RH_CHECK_STATUS(fresh_fit(big).status, RH_CUDA_SUCCESS);
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const Outcome got = fresh_fit(cases[k]);
+      if (!same_bits(got, reference[k])) {
+        describe_mismatch("after a set trimmed to its allowance", cases[k], got, reference[k]);
+        ++failures();
+      }
+    }
+  }
+
   // More engines alive at once than the pool keeps idle: the surplus is released for real on
   // destroy, and the engines made afterwards still match.
   for (int wave = 0; wave < 2; ++wave) {
