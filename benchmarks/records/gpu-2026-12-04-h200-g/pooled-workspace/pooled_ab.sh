@@ -1,0 +1,34 @@
+#!/bin/bash
+# The workspace carried by the pooled resource set: old (the parent commit's engine) vs new
+# (5606fa6) builds; the entry-point, lifecycle and staging tests on the new build;
+# cuda_lifecycle_timing on both, alternating; cold streams of both, alternating.
+# Run from the repository root: OUTDIR for the logs; OLD_SRC a copy of the parent commit's
+# engines/ directory (the "old" side). Needs the package importable, CuPy, CMake, Ninja, nvcc.
+OUT=${1:?usage: script OUTDIR OLD_SRC}; OLD_SRC=${2:?usage: script OUTDIR OLD_SRC}
+export PYTHONPATH=$PWD/python
+mkdir -p build "$OUT"
+mkdir -p build/oldtree && tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C build/oldtree
+cp -r "$OLD_SRC" build/oldtree/
+cfg() {
+  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON -DRH_BUILD_TESTS=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 > "$2.cfg.log" 2>&1
+}
+{ cfg . build/n && cmake --build build/n --target rh_cuda test_cuda_entry_points cuda_lifecycle_timing -j 10; } > "$OUT/build-new.log" 2>&1 &
+{ cfg build/oldtree build/o && cmake --build build/o --target rh_cuda cuda_lifecycle_timing -j 6; } > "$OUT/build-old.log" 2>&1
+wait
+for a in "" --lifecycle --staging; do
+  build/n/engines/cuda/tests/test_cuda_entry_points $a > "$OUT/entry$a.txt" 2>&1
+done
+for r in 1 2; do for side in o n; do
+  echo "== $side round $r"; build/$side/engines/cuda/tests/cuda_lifecycle_timing 30 lifecycle
+done; done > "$OUT/lifecycle.txt" 2>&1
+NEW=$PWD/build/n/engines/cuda/librh_cuda.so; OLD=$PWD/build/o/engines/cuda/librh_cuda.so
+for r in 1 2 3 4 5 6; do
+  order="old new"; [ $((r % 2)) = 0 ] && order="new old"
+  for side in $order; do
+    LIB=$OLD; [ $side = new ] && LIB=$NEW
+    RH_CUDA_LIBRARY=$LIB python3 benchmarks/micro/cuda_cold_streams.py $side --repetitions 11 \
+      --penalties none --shapes streaming,reference,wide,latency >> "$OUT/cold.jsonl" 2>/dev/null
+  done
+done
+python3 benchmarks/micro/cuda_cold_streams.py --summarize "$OUT/cold.jsonl" --baseline old --candidate new | tee "$OUT/cold-ab.txt"
