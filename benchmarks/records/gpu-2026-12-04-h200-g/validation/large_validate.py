@@ -1,10 +1,11 @@
 # One partial_fit of a large-stream batch (262,144 x 128) on device input, each dtype, inside an
 # NVTX range "measure" (after a warm-up fit), for ncu's per-launch validation times.
-import sys
 import cupy as cp
 import numpy as np
 from cupy.cuda import nvtx
+
 from renewable_huber import RenewableHuberRegressor
+
 rng = np.random.default_rng(5)
 X = rng.standard_normal((262144, 128))
 y = X @ rng.uniform(-1, 1, 128) + rng.standard_t(3, 262144)
