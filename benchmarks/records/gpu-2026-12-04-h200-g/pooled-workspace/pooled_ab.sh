@@ -6,6 +6,7 @@
 # engines/ directory (the "old" side). Needs the package importable, CuPy, CMake, Ninja, nvcc.
 OUT=${1:?usage: script OUTDIR OLD_SRC}; OLD_SRC=${2:?usage: script OUTDIR OLD_SRC}
 export PYTHONPATH=$PWD/python
+source "$(dirname "$0")/../cold_rounds.sh"
 mkdir -p build "$OUT"
 mkdir -p build/oldtree && tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C build/oldtree
 cp -r "$OLD_SRC" build/oldtree/
@@ -23,12 +24,4 @@ for r in 1 2; do for side in o n; do
   echo "== $side round $r"; build/$side/engines/cuda/tests/cuda_lifecycle_timing 30 lifecycle
 done; done > "$OUT/lifecycle.txt" 2>&1
 NEW=$PWD/build/n/engines/cuda/librh_cuda.so; OLD=$PWD/build/o/engines/cuda/librh_cuda.so
-for r in 1 2 3 4 5 6; do
-  order="old new"; [ $((r % 2)) = 0 ] && order="new old"
-  for side in $order; do
-    LIB=$OLD; [ $side = new ] && LIB=$NEW
-    RH_CUDA_LIBRARY=$LIB python3 benchmarks/micro/cuda_cold_streams.py $side --repetitions 11 \
-      --penalties none --shapes streaming,reference,wide,latency >> "$OUT/cold.jsonl" 2>/dev/null
-  done
-done
-python3 benchmarks/micro/cuda_cold_streams.py --summarize "$OUT/cold.jsonl" --baseline old --candidate new | tee "$OUT/cold-ab.txt"
+cold_rounds "$OUT" "$OLD" "$NEW"

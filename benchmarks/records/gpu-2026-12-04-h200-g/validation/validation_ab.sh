@@ -9,6 +9,7 @@ OUT=${1:?usage: script OUTDIR OLD_SRC}; OLD_SRC=${2:?usage: script OUTDIR OLD_SR
 export PYTHONPATH=$PWD/python
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../../gpu-2026-12-04-h200-f/ab_common.sh"  # libbuild
+source "$HERE/../cold_rounds.sh"
 mkdir -p build "$OUT"
 mkdir -p build/oldtree && tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C build/oldtree
 cp -r "$OLD_SRC" build/oldtree/
@@ -30,12 +31,4 @@ for side in old new; do
     --metrics gpu__time_duration.sum python3 "$HERE/large_validate.py" > "$OUT/ncu-$side-large.log" 2>&1
   echo "$side large: $(grep -E 'gpu__time_duration|^float' "$OUT/ncu-$side-large.log" | tr -s ' ' | tr '\n' ' ')"
 done | tee "$OUT/ncu-validation.txt"
-for r in 1 2 3 4 5 6; do
-  order="old new"; [ $((r % 2)) = 0 ] && order="new old"
-  for side in $order; do
-    LIB=$OLD; [ $side = new ] && LIB=$NEW
-    RH_CUDA_LIBRARY=$LIB python3 benchmarks/micro/cuda_cold_streams.py $side --repetitions 11 \
-      --penalties none --shapes streaming,reference,wide,latency >> "$OUT/cold.jsonl" 2>/dev/null
-  done
-done
-python3 benchmarks/micro/cuda_cold_streams.py --summarize "$OUT/cold.jsonl" --baseline old --candidate new | tee "$OUT/cold-ab.txt"
+cold_rounds "$OUT" "$OLD" "$NEW"
