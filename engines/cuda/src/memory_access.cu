@@ -59,6 +59,23 @@ int copy_parts(const Engine& e, size_t len, size_t min_bytes_per_thread = kMinBy
                                                           : e.staging_threads;
 }
 
+// Whether the `bytes` at `p` are page-locked host memory (cudaMallocHost, cudaHostAlloc,
+// cudaHostRegister): their first and last bytes both are. The DMA engine reads such memory in
+// place, at the link's rate, with no copy through the pinned chunks.
+bool page_locked(const void* p, size_t bytes) {
+  const char* first = static_cast<const char*>(p);
+  for (const char* at : {first, first + bytes - 1}) {
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, at) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    if (attributes.type != cudaMemoryTypeHost)
+      return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void configure_staging(Engine& e) {
@@ -90,8 +107,19 @@ void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
                         from, rows * piece.row_bytes, cudaMemcpyHostToDevice, e.stream),
         "cudaMemcpyAsync (host batch)");
   };
-  if (e.staging == StagingMode::Plain) {
-    // Pageable memory: the runtime copies it through its own staging before returning.
+  // The caller's arrays themselves go to the DMA engine in plain mode (pageable memory: the
+  // runtime copies it through its own staging before returning) and when every one of them is
+  // page-locked (read in place; the update waits for its stream before it returns, while the
+  // caller still holds them).
+  bool in_place = e.staging == StagingMode::Plain;
+  if (!in_place) {
+    in_place = true;
+    for (const Piece& piece : pieces) {
+      if (piece.row_bytes > 0 && !page_locked(piece.from, piece.row_bytes * src.n))
+        in_place = false;
+    }
+  }
+  if (in_place) {
     for (const Piece& piece : pieces) {
       if (piece.row_bytes > 0)
         dma(piece, piece.from, 0, static_cast<size_t>(src.n));

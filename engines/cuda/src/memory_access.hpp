@@ -36,11 +36,14 @@ struct DeviceRows {
 // Queues the copy of src's rows to dst on the engine stream, in chunks of whole multiples of
 // `row_grain` rows (the last chunk may be shorter); after each chunk's copies it calls
 // landed(first_row, end_row), which may queue work on the engine stream that reads those rows
-// (it runs on the GPU while the host copies the next chunk). The caller's memory is no longer
-// read once this returns. Pinned staging copies each chunk's rows of x, y and w into one of two
-// engine-owned pinned chunks, several host threads per chunk, so the host copy of one chunk
-// overlaps the DMA of the previous chunk and the work `landed` queued for it; plain staging
-// hands the pageable arrays to cudaMemcpyAsync and calls landed once for all rows.
+// (it runs on the GPU while the host copies the next chunk). Pinned staging copies each chunk's
+// rows of x, y and w into one of two engine-owned pinned chunks, several host threads per chunk,
+// so the host copy of one chunk overlaps the DMA of the previous chunk and the work `landed`
+// queued for it; the caller's memory is no longer read once this returns. Plain staging, and
+// pinned staging when every source array is page-locked (cudaMallocHost, cudaHostRegister), hand
+// the caller's arrays to cudaMemcpyAsync and call landed once for all rows: page-locked memory
+// is then read by the DMA engine in place, until the stream passes the copies, so every caller
+// waits for its stream before its ABI call returns, on success and on failure.
 void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst, int64_t row_grain,
                           const std::function<void(int64_t, int64_t)>& landed);
 
