@@ -1,8 +1,33 @@
-# Sourced by this record's scripts, run from the repository root: the release library's build
-# (rh_cuda only; a build directory that already holds it is reused).
+# Sourced by the A/B scripts of this record and of gpu-2026-12-04-h200-g, run from the repository
+# root. The release library's build (rh_cuda only; a build directory that already holds it is
+# reused):
 libbuild() {  # src build-dir
   [ -f "$2/engines/cuda/librh_cuda.so" ] && return 0
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON \
     -DRH_BUILD_TESTS=OFF -DCMAKE_CUDA_ARCHITECTURES=90 > "$2.cfg.log" 2>&1 &&
     cmake --build "$2" --target rh_cuda -j "${JOBS:-8}" > "$2.log" 2>&1
+}
+# The "old" side's tree in build/oldtree: this tree with OLD_SRC (a copy of an older commit's
+# engines/ directory) copied over it.
+oldtree() {  # OLD_SRC
+  mkdir -p build/oldtree &&
+    tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C build/oldtree &&
+    cp -r "$1" build/oldtree/
+}
+# ROUNDS rounds of cold streams (benchmarks/micro/cuda_cold_streams.py with the arguments after
+# SUMMARY), the old and the new librh_cuda alternating process by process (old first in odd
+# rounds), appended to OUTDIR/cold.jsonl; then their summary, printed and kept in
+# OUTDIR/SUMMARY.
+cold_rounds() {  # OUTDIR OLD_LIBRARY NEW_LIBRARY ROUNDS SUMMARY cuda_cold_streams.py-arguments...
+  local out=$1 old=$2 new=$3 rounds=$4 summary=$5 r side order lib
+  shift 5
+  for r in $(seq "$rounds"); do
+    order="old new"; [ $((r % 2)) = 0 ] && order="new old"
+    for side in $order; do
+      lib=$old; [ $side = new ] && lib=$new
+      RH_CUDA_LIBRARY=$lib timeout 90 python3 benchmarks/micro/cuda_cold_streams.py $side "$@" \
+        >> "$out/cold.jsonl" 2>> "$out/err-$side.log"
+    done
+  done
+  python3 benchmarks/micro/cuda_cold_streams.py --summarize "$out/cold.jsonl" | tee "$out/$summary"
 }

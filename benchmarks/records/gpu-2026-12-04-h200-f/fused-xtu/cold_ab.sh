@@ -10,11 +10,5 @@ mkdir -p build
 R=$OUT; mkdir -p $R
 ls build/old/engines/cuda/librh_cuda.so build/n/engines/cuda/librh_cuda.so || exit 1
 NEW=$PWD/build/n/engines/cuda/librh_cuda.so; OLD=$PWD/build/old/engines/cuda/librh_cuda.so
-for r in 1 2 3 4 5 6 7 8 9 10; do
-  order="old new"; [ $((r % 2)) = 0 ] && order="new old"
-  for side in $order; do
-    LIB=$OLD; [ $side = new ] && LIB=$NEW
-    RH_CUDA_LIBRARY=$LIB timeout 60 python3 benchmarks/micro/cuda_cold_streams.py $side --repetitions 15 --penalties none --shapes reference,streaming,wide >> $R/cold.jsonl 2>/dev/null
-  done
-done
-python3 benchmarks/micro/cuda_cold_streams.py --summarize $R/cold.jsonl | tee $R/cold-ab.txt
+cold_rounds "$R" "$OLD" "$NEW" 10 cold-ab.txt --repetitions 15 --penalties none \
+  --shapes reference,streaming,wide

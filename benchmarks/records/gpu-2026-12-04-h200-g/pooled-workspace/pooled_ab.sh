@@ -6,10 +6,9 @@
 # engines/ directory (the "old" side). Needs the package importable, CuPy, CMake, Ninja, nvcc.
 OUT=${1:?usage: script OUTDIR OLD_SRC}; OLD_SRC=${2:?usage: script OUTDIR OLD_SRC}
 export PYTHONPATH=$PWD/python
-source "$(dirname "$0")/../cold_rounds.sh"
+source "$(dirname "$0")/../../gpu-2026-12-04-h200-f/ab_common.sh"  # oldtree, cold_rounds
 mkdir -p build "$OUT"
-mkdir -p build/oldtree && tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C build/oldtree
-cp -r "$OLD_SRC" build/oldtree/
+oldtree "$OLD_SRC"
 cfg() {
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON -DRH_BUILD_TESTS=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 > "$2.cfg.log" 2>&1
@@ -24,4 +23,5 @@ for r in 1 2; do for side in o n; do
   echo "== $side round $r"; build/$side/engines/cuda/tests/cuda_lifecycle_timing 30 lifecycle
 done; done > "$OUT/lifecycle.txt" 2>&1
 NEW=$PWD/build/n/engines/cuda/librh_cuda.so; OLD=$PWD/build/o/engines/cuda/librh_cuda.so
-cold_rounds "$OUT" "$OLD" "$NEW"
+cold_rounds "$OUT" "$OLD" "$NEW" 6 cold-ab.txt --repetitions 11 --penalties none \
+  --shapes streaming,reference,wide,latency

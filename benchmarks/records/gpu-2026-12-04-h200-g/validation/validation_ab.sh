@@ -8,11 +8,9 @@
 OUT=${1:?usage: script OUTDIR OLD_SRC}; OLD_SRC=${2:?usage: script OUTDIR OLD_SRC}
 export PYTHONPATH=$PWD/python
 HERE=$(cd "$(dirname "$0")" && pwd)
-source "$HERE/../../gpu-2026-12-04-h200-f/ab_common.sh"  # libbuild
-source "$HERE/../cold_rounds.sh"
+source "$HERE/../../gpu-2026-12-04-h200-f/ab_common.sh"  # libbuild, oldtree, cold_rounds
 mkdir -p build "$OUT"
-mkdir -p build/oldtree && tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C build/oldtree
-cp -r "$OLD_SRC" build/oldtree/
+oldtree "$OLD_SRC"
 { cmake -S . -B build/n -G Ninja -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON -DRH_BUILD_TESTS=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build/n --target rh_cuda test_cuda_entry_points -j 11; } > "$OUT/build.log" 2>&1 &
 JOBS=5 libbuild "$PWD/build/oldtree" build/old; wait
@@ -31,4 +29,5 @@ for side in old new; do
     --metrics gpu__time_duration.sum python3 "$HERE/large_validate.py" > "$OUT/ncu-$side-large.log" 2>&1
   echo "$side large: $(grep -E 'gpu__time_duration|^float' "$OUT/ncu-$side-large.log" | tr -s ' ' | tr '\n' ' ')"
 done | tee "$OUT/ncu-validation.txt"
-cold_rounds "$OUT" "$OLD" "$NEW"
+cold_rounds "$OUT" "$OLD" "$NEW" 6 cold-ab.txt --repetitions 11 --penalties none \
+  --shapes streaming,reference,wide,latency
