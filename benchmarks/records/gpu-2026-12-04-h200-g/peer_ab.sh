@@ -3,11 +3,13 @@
 # runbooks/scripts/gpu_stage2.sh runs it): renewable-huber 0.7.1's CuPy backend (the baseline, from
 # its wheel in .whl/peer/, in its own site folder) against native_cuda (RH_CUDA_LIBRARY), penalties
 # none and l1, both dtypes, cold lifecycle, nine interleaved rounds.
-# Run from the repository root: OUTDIR for the records. Needs CuPy and the package importable.
-# PROFILE=large PENALTIES=none TRANSPORTS=host gives the large-profile run of this record.
+# Run from the repository root: OUTDIR for the records. Needs CuPy and jsonschema importable
+# (the package's own directory goes in front of the caller's PYTHONPATH).
+# PROFILE=large PENALTIES=none TRANSPORTS=host gives the large-profile run of this record;
+# PENALTIES=l1, that of ../gpu-2026-12-04-h200-h.
 OUT=${1:?usage: peer_ab.sh OUTDIR}
 : "${RH_CUDA_LIBRARY:?set RH_CUDA_LIBRARY to the librh_cuda under test}"
-export PYTHONPATH=$PWD/python
+export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
 python3 -m pip install --quiet --no-index --no-deps --target /tmp/rh-peer-site \
   .whl/peer/renewable_huber-0.7.1-*.whl
 for t in ${TRANSPORTS:-host device}; do
