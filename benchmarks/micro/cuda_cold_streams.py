@@ -62,6 +62,22 @@ def stream(cp, shape, X, y, dtype: str, penalty: str):
     return model, iterations
 
 
+def timed_streams(cp, shape, X, y, dtype: str, penalty: str, *, warmups: int,
+                  repetitions: int):
+    """`warmups` untimed cold streams, then `repetitions` timed ones (each stream ends with the
+    device synchronised); (wall seconds of each timed stream, the last model, its
+    iterations)."""
+    for _ in range(warmups):
+        stream(cp, shape, X, y, dtype, penalty)
+    walls = []
+    model = iterations = None
+    for _ in range(repetitions):
+        began = time.perf_counter()
+        model, iterations = stream(cp, shape, X, y, dtype, penalty)
+        walls.append(time.perf_counter() - began)
+    return walls, model, iterations
+
+
 def summarize_ab(lines, baseline: str = "old", candidate: str = "new") -> list[str]:
     """One line per case of two labels' alternating runs (JSON lines of main's output, in run
     order: round k of a side is its k-th line for the case)."""
@@ -130,12 +146,9 @@ def main() -> None:
             if args.transport == "device":
                 Xd, yd = cp.asarray(Xd), cp.asarray(yd)
             for penalty in args.penalties.split(","):
-                stream(cp, shape, Xd, yd, dtype, penalty)
-                walls = []
-                for _ in range(args.repetitions):
-                    began = time.perf_counter()
-                    model, iterations = stream(cp, shape, Xd, yd, dtype, penalty)
-                    walls.append(time.perf_counter() - began)
+                walls, model, iterations = timed_streams(
+                    cp, shape, Xd, yd, dtype, penalty, warmups=1, repetitions=args.repetitions
+                )
                 print(json.dumps({
                     "side": args.label,
                     "case": f"{shape.name} {dtype} {penalty}"

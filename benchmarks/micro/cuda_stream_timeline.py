@@ -112,7 +112,7 @@ def run(out_dir: str, cases: list[tuple]) -> None:
     """Each (shape, dtype, penalty) of parse_cases: timed, then traced, then summarised."""
     import cupy as cp
     import torch
-    from benchmarks.micro.cuda_cold_streams import shape_data, stream
+    from benchmarks.micro.cuda_cold_streams import shape_data, stream, timed_streams
     from torch.profiler import ProfilerActivity, profile
 
     out = Path(out_dir)
@@ -122,14 +122,7 @@ def run(out_dir: str, cases: list[tuple]) -> None:
         shape_name = shape.name
         X, y = shape_data(shape)
         Xd, yd = cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
-        for _ in range(3):
-            stream(cp, shape, Xd, yd, dtype, penalty)
-        walls = []
-        for _ in range(9):
-            cp.cuda.Device().synchronize()
-            began = time.perf_counter()
-            stream(cp, shape, Xd, yd, dtype, penalty)
-            walls.append(time.perf_counter() - began)
+        walls, _, _ = timed_streams(cp, shape, Xd, yd, dtype, penalty, warmups=3, repetitions=9)
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
             cp.cuda.Device().synchronize()
             began = time.perf_counter()

@@ -45,3 +45,19 @@ def test_summary_names_its_sides():
     assert cuda_cold_streams.summarize_ab(lines, "head", "patch") == [
         "reference float64 none host: head ['3.000'] patch ['2.000']; medians 3.000 -> 2.000 "
         "(1.500x), patch faster in 1/1 rounds; iterations and coef0 equal: True"]
+
+
+def test_timed_streams_times_only_the_streams_after_the_warmups(monkeypatch):
+    calls = []
+
+    def fake_stream(cp, shape, X, y, dtype, penalty):
+        calls.append((shape, dtype, penalty))
+        return f"model {len(calls)}", 10 * len(calls)
+
+    monkeypatch.setattr(cuda_cold_streams, "stream", fake_stream)
+    walls, model, iterations = cuda_cold_streams.timed_streams(
+        None, "shape", None, None, "float32", "l1", warmups=3, repetitions=4
+    )
+    assert calls == [("shape", "float32", "l1")] * 7
+    assert len(walls) == 4 and all(w >= 0.0 for w in walls)
+    assert (model, iterations) == ("model 7", 70)

@@ -66,13 +66,20 @@ def test_fused_gram_blocks_follow_the_engine():
     assert roofline.fused_gram_blocks(100, 128) == (4, 128)
 
 
+def fused_pass_bytes(n: int, c: int, s: int, blocks: int, pad: int) -> tuple[int, int]:
+    """(X and y, one row pass forming X'u and the Gram itself) in bytes, counted by hand: the
+    pass reads X and y, writes a double per row and writes, then sums, `blocks` partial Grams
+    padded to pad x pad doubles."""
+    batch = n * (c + 1) * s
+    return batch, batch + 8 * n + 2 * 8 * blocks * pad * pad
+
+
 def test_engine_floor_of_a_newton_batch_with_the_one_block_cholesky():
     # 4,096 x 16 float64, 5 iterations, a new engine: first chunk 4, later chunks 2, so 6
     # iterations are queued over 2 synchronisations and one runs past the end.
     n, c, s = 4096, 16, 8
-    batch = n * (c + 1) * s  # X and y
-    partials = 8 * 64 * 24 * 24  # the fused pass's 64 padded partial Grams, in double
-    row_pass = batch + 8 * n + 2 * partials  # X'u inside the pass (c <= 32): no scores
+    # X'u inside the pass (c <= 32): no scores; its 64 partial Grams pad to 24 x 24.
+    batch, row_pass = fused_pass_bytes(n, c, s, 64, 24)
     trials = n * c * s + 8 * n  # X and the residuals
     # The iteration queued past the end moves nothing: its kernels return at once.
     expected_bytes = batch + row_pass + 5 * (trials + row_pass)
@@ -96,9 +103,7 @@ def test_engine_floor_of_a_speculative_newton_batch():
     # the gradient's launch, with no trials pass and no select kernel (every step counted as
     # accepted).
     n, c, s = 4096, 16, 8
-    batch = n * (c + 1) * s
-    partials = 8 * 64 * 24 * 24
-    row_pass = batch + 8 * n + 2 * partials
+    batch, row_pass = fused_pass_bytes(n, c, s, 64, 24)
     work = roofline.engine_work(n, c, s, 5, l1=False, host=False, hint=0, fitted_start=True)
     assert work.bytes == batch + row_pass + 5 * row_pass
     assert work.flops == 6 * 2 * 4096 * 17 * 17
@@ -123,9 +128,7 @@ def test_fused_row_pass_forms_x_u_at_every_width_it_takes():
     # iterations: the fused pass forms X'u itself, so no row pass writes scores and no gemv
     # reads X again; its 128 blocks' partial Grams pad to 96.
     n, c, s = 32_768, 90, 8
-    batch = n * (c + 1) * s
-    partials = 8 * 128 * 96 * 96
-    row_pass = batch + 8 * n + 2 * partials
+    batch, row_pass = fused_pass_bytes(n, c, s, 128, 96)
     work = roofline.engine_work(n, c, s, 3, l1=False, host=False, hint=0, fitted_start=True)
     # Queued: a first chunk of 4 (the engine's default hint), one iteration past the end.
     assert work.bytes == batch + row_pass + 3 * row_pass

@@ -7,12 +7,11 @@ import cProfile
 import io
 import pstats
 import sys
-import time
 
 import cupy as cp
 
 sys.path.insert(0, ".")
-from benchmarks.micro.cuda_cold_streams import shape_data, stream  # noqa: E402
+from benchmarks.micro.cuda_cold_streams import shape_data, stream, timed_streams  # noqa: E402
 from benchmarks.profiles import shapes_of  # noqa: E402
 
 for name, dtype, penalty in [("wide", "float64", "none"), ("streaming", "float64", "none"),
@@ -20,14 +19,7 @@ for name, dtype, penalty in [("wide", "float64", "none"), ("streaming", "float64
     shape = shapes_of("standard", [name])[0]
     X, y = shape_data(shape)
     Xd, yd = cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
-    for _ in range(3):
-        stream(cp, shape, Xd, yd, dtype, penalty)
-    walls = []
-    for _ in range(5):
-        cp.cuda.Device().synchronize()
-        began = time.perf_counter()
-        stream(cp, shape, Xd, yd, dtype, penalty)
-        walls.append(time.perf_counter() - began)
+    walls, _, _ = timed_streams(cp, shape, Xd, yd, dtype, penalty, warmups=3, repetitions=5)
     print(f"### {name} {dtype} {penalty}: walls ms", [round(1e3 * w, 3) for w in walls])
     profiler = cProfile.Profile()
     profiler.enable()

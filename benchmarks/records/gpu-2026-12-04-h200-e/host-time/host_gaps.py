@@ -4,14 +4,13 @@ host work before its first launch, GPU span, wake after the last kernel, engine/
 import json
 import statistics
 import sys
-import time
 
 import cupy as cp
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 sys.path.insert(0, ".")
-from benchmarks.micro.cuda_cold_streams import shape_data, stream
+from benchmarks.micro.cuda_cold_streams import shape_data, stream, timed_streams
 from benchmarks.profiles import shapes_of
 
 from renewable_huber import _engine, estimator
@@ -42,13 +41,7 @@ for case in cases:
     shape = shapes_of("standard", [name])[0]
     X, y = shape_data(shape)
     Xd, yd = cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
-    for _ in range(3):
-        stream(cp, shape, Xd, yd, dtype, pen)
-    walls = []
-    for _ in range(7):
-        t = time.perf_counter()
-        stream(cp, shape, Xd, yd, dtype, pen)
-        walls.append(time.perf_counter() - t)
+    walls, _, _ = timed_streams(cp, shape, Xd, yd, dtype, pen, warmups=3, repetitions=7)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
         for _ in range(3):
             stream(cp, shape, Xd, yd, dtype, pen)
