@@ -8,8 +8,9 @@ build under different test switches, or two trees of the package) on one host.
         [--profile standard|large] [--shapes large-wide,...] [--transport device|host]
 
 Prints one JSON line per case: the label, the case, the median wall time of --repetitions streams
-after one warm-up stream, the iterations of the last stream and its first coefficient (a quick
-check that two builds fit alike). Run the builds alternately, several rounds: these streams take
+after one warm-up stream, the iterations of the last stream, its first coefficient and a digest
+of its state's bits (coefficients and information: whether two builds fit alike to the last
+bit). Run the builds alternately, several rounds: these streams take
 milliseconds and a shared host is noisy. A script, not a test: nothing is asserted.
 
     python3 benchmarks/micro/cuda_cold_streams.py --summarize ROUNDS.jsonl \
@@ -17,13 +18,14 @@ milliseconds and a shared host is noisy. A script, not a test: nothing is assert
 
 reads the lines of alternating runs and prints, per case, both sides' times round by round, their
 medians and ratio (baseline / candidate), the rounds the candidate won, and whether the last
-iterations and first coefficient agreed.
+iterations, first coefficient and state digest agreed.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
 import statistics
 import sys
@@ -62,6 +64,15 @@ def stream(cp, shape, X, y, dtype: str, penalty: str):
     return model, iterations
 
 
+def state_digest(model) -> str:
+    """The first 16 hex digits of the SHA-256 of a fitted model's coefficients and information
+    (their bytes as the state holds them)."""
+    state = model._state
+    digest = hashlib.sha256(np.ascontiguousarray(state.coefficients).tobytes())
+    digest.update(np.ascontiguousarray(state.information).tobytes())
+    return digest.hexdigest()[:16]
+
+
 def timed_streams(cp, shape, X, y, dtype: str, penalty: str, *, warmups: int,
                   repetitions: int):
     """`warmups` untimed cold streams, then `repetitions` timed ones (each stream ends with the
@@ -87,7 +98,7 @@ def summarize_ab(lines, baseline: str = "old", candidate: str = "new") -> list[s
         record = json.loads(line)
         key = (record["case"], record["side"])
         times[key].append(record["ms"])
-        fits[key] = (record["iters"], record["coef0"])
+        fits[key] = (record["iters"], record["coef0"], record.get("state"))
     out = []
     def listed(values):
         return [f"{t:.3f}" for t in values]
@@ -100,7 +111,7 @@ def summarize_ab(lines, baseline: str = "old", candidate: str = "new") -> list[s
             f"{case}: {baseline} {listed(old)} {candidate} {listed(new)}; "
             f"medians {statistics.median(old):.3f} -> "
             f"{statistics.median(new):.3f} ({ratio:.3f}x), {candidate} faster in "
-            f"{wins}/{len(old)} rounds; iterations and coef0 equal: "
+            f"{wins}/{len(old)} rounds; iterations, coef0 and state digest equal: "
             f"{fits[(case, baseline)] == fits[(case, candidate)]}")
     return out
 
@@ -155,6 +166,7 @@ def main() -> None:
                             + ("" if args.transport == "device" else " host"),
                     "ms": 1e3 * statistics.median(walls), "iters": iterations,
                     "coef0": float(np.asarray(model.coef_)[0]),
+                    "state": state_digest(model),
                 }), flush=True)
 
 

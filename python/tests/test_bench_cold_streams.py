@@ -5,13 +5,16 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.micro import cuda_cold_streams  # noqa: E402
 
 
-def line(side, case, ms, iters=5, coef0=0.25):
-    return json.dumps({"side": side, "case": case, "ms": ms, "iters": iters, "coef0": coef0})
+def line(side, case, ms, iters=5, coef0=0.25, state="0123456789abcdef"):
+    return json.dumps({"side": side, "case": case, "ms": ms, "iters": iters, "coef0": coef0,
+                       "state": state})
 
 
 def test_summary_pairs_rounds_and_compares_the_fits():
@@ -32,10 +35,10 @@ def test_summary_pairs_rounds_and_compares_the_fits():
     assert out == [
         "latency float32 none: old ['1.000', '2.000', '3.000'] new ['1.500', '0.500', '1.000']; "
         "medians 2.000 -> 1.000 (2.000x), new faster in 2/3 rounds; "
-        "iterations and coef0 equal: False",
+        "iterations, coef0 and state digest equal: False",
         "wide float64 none: old ['4.000', '6.000', '2.000'] new ['3.000', '5.000', '2.500']; "
         "medians 4.000 -> 3.000 (1.333x), new faster in 2/3 rounds; "
-        "iterations and coef0 equal: True",
+        "iterations, coef0 and state digest equal: True",
     ]
 
 
@@ -44,7 +47,35 @@ def test_summary_names_its_sides():
              line("patch", "reference float64 none host", 2.0)]
     assert cuda_cold_streams.summarize_ab(lines, "head", "patch") == [
         "reference float64 none host: head ['3.000'] patch ['2.000']; medians 3.000 -> 2.000 "
-        "(1.500x), patch faster in 1/1 rounds; iterations and coef0 equal: True"]
+        "(1.500x), patch faster in 1/1 rounds; iterations, coef0 and state digest equal: True"]
+
+
+def test_summary_tells_a_state_that_differs_in_its_bits():
+    lines = [line("old", "streaming float32 l1", 3.0), line("new", "streaming float32 l1", 2.0,
+                                                           state="fedcba9876543210")]
+    assert cuda_cold_streams.summarize_ab(lines)[0].endswith(
+        "iterations, coef0 and state digest equal: False")
+
+
+def test_state_digest_reads_every_bit_of_coefficients_and_information():
+    class Model:
+        pass
+
+    def model(coefficients, information):
+        fitted = Model()
+        fitted._state = Model()
+        fitted._state.coefficients = np.asarray(coefficients)
+        fitted._state.information = np.asarray(information)
+        return fitted
+
+    base = cuda_cold_streams.state_digest(model([1.0, 2.0], np.eye(2)))
+    assert len(base) == 16
+    assert cuda_cold_streams.state_digest(model([1.0, 2.0], np.eye(2))) == base
+    # One ulp in a coefficient, a sign of zero in the information.
+    assert cuda_cold_streams.state_digest(model([1.0, np.nextafter(2.0, 3.0)], np.eye(2))) != base
+    signed_zero = np.eye(2)
+    signed_zero[0, 1] = -0.0
+    assert cuda_cold_streams.state_digest(model([1.0, 2.0], signed_zero)) != base
 
 
 def test_timed_streams_times_only_the_streams_after_the_warmups(monkeypatch):

@@ -857,31 +857,111 @@ __global__ void lamm_quadratic_kernel(const double* J, const double* deltas, int
   lamm_quadratic_block(J, deltas, count, P, blockIdx.x, jdeltas);
 }
 
-// The objective sums of `count` LAMM candidates (a multiple of kLammChunk), kLammChunk per pass
-// over the rows, by the first row_grid blocks: partials[block * count + a]. WithQuadratic: the
-// blocks after them form J delta for the same candidates (lamm_quadratic_block), which needs no
-// row, in the same launch.
-template <class T, int Team, bool WithQuadratic>
-__global__ void lamm_trials_kernel(RowView<T> rows, const double* candidates, int count, double tau,
-                                   const DeviceScalars* sc, double* partials, int row_grid,
-                                   const double* J, const double* deltas, double* jdeltas) {
-  enter_stream_order();
-  if (sc->state != kRunning || sc->lamm_accepted)
-    return;
-  if constexpr (WithQuadratic) {
-    if (static_cast<int>(blockIdx.x) >= row_grid) {
-      lamm_quadratic_block(J, deltas, count, rows.P, blockIdx.x - row_grid, jdeltas);
-      return;
+// The candidate whose sum lane `lane` of a team holds after lamm_spread_sum.
+template <int Team>
+__device__ __forceinline__ int lamm_spread_candidate(int lane) {
+  static_assert(Team % kLammChunk == 0 && kLammChunk == 8, "three halving steps");
+  return lane / (Team / kLammChunk);
+}
+
+// The sums of one LAMM chunk's kLammChunk candidates over a team's lanes, spread: where team_sum
+// would leave every lane with all kLammChunk sums (a butterfly per candidate), the first three
+// butterfly steps each keep half of the values a lane holds and hand the other half to its
+// partner, so a lane ends with one candidate's sum; the steps left (teams of 32: offsets 2 and
+// 1) are plain butterfly steps. 7 shuffles a row instead of 24 for a team of 8 lanes, 9 instead
+// of 40 for a warp. Each add sees the operands team_sum's add for that candidate sees, so the
+// sums have its bits.
+// Returns the lane's sum; the lane's candidate is lamm_spread_candidate<Team>(lane).
+template <int Team>
+__device__ __forceinline__ double lamm_spread_sum(double (&v)[kLammChunk], int lane,
+                                                  unsigned mask) {
+#pragma unroll
+  for (int held = kLammChunk, offset = Team / 2; held > 1; held /= 2, offset /= 2) {
+    const bool upper = (lane & offset) != 0;
+#pragma unroll
+    for (int m = 0; m < held / 2; ++m) {
+      const double send = upper ? v[m] : v[m + held / 2];
+      const double keep = upper ? v[m + held / 2] : v[m];
+      v[m] = keep + __shfl_xor_sync(mask, send, offset);
     }
   }
-  __shared__ double shared[kLammChunk * (kThreads / 32)];
-  const RowTeam<Team> team(row_grid);
-  for (int first = 0; first < count; first += kLammChunk) {
-    const double* chunk = candidates + first * rows.P;
-    double acc[kLammChunk];
+  double sum = v[0];
 #pragma unroll
-    for (int k = 0; k < kLammChunk; ++k)
-      acc[k] = 0.0;
+  for (int offset = Team / kLammChunk / 2; offset > 0; offset >>= 1)
+    sum += __shfl_xor_sync(mask, sum, offset);
+  return sum;
+}
+
+// Candidate columns a lane keeps in registers for the whole chunk where the row holds at most
+// kLammCachedSlots * Team columns (a team of 8: every row it reads; a warp: up to 128 columns).
+constexpr int kLammCachedSlots = 4;
+// Rows a team takes at once on that path: their loads are in flight together.
+constexpr int kLammRowsAtOnce = 2;
+static_assert(kWideRowColumns == int64_t{kLammCachedSlots} * 8,
+              "a team of 8 lanes keeps every candidate column of its rows");
+
+// One chunk's objective sums, rows read by teams of Team (8 or 32) lanes. Each lane forms the
+// partial dots of the columns it owns (l, l + Team, ..., in that order, as row_dot) for every
+// candidate; lamm_spread_sum leaves one candidate's dot per lane, and that lane adds the row's
+// weighted rho for it. The result, per candidate, is the sum a lane per team-of-rows forming all
+// kLammChunk dots with team_sum would have found, bit for bit: the same dots, the same rows in
+// the same order. Returns the lane's sum over its team's rows (its candidate's).
+template <class T, int Team, bool Cached>
+__device__ __forceinline__ double lamm_chunk_by_team(const RowView<T>& rows, const double* chunk,
+                                                     double tau, const RowTeam<Team>& team,
+                                                     unsigned mask) {
+  const int candidate = lamm_spread_candidate<Team>(team.lane);
+  const bool intercept = rows.ncols_x < rows.P;
+  const double intercept_value = intercept ? chunk[candidate * rows.P + rows.P - 1] : 0.0;
+  double acc = 0.0;
+  if constexpr (Cached) {
+    double own[kLammCachedSlots][kLammChunk];
+#pragma unroll
+    for (int s = 0; s < kLammCachedSlots; ++s) {
+      const int64_t j = team.lane + int64_t{Team} * s;
+#pragma unroll
+      for (int k = 0; k < kLammChunk; ++k)
+        own[s][k] = j < rows.ncols_x ? chunk[k * rows.P + j] : 0.0;
+    }
+    for (int64_t i = team.first; i < rows.n; i += kLammRowsAtOnce * team.stride) {
+      T x[kLammRowsAtOnce][kLammCachedSlots];
+#pragma unroll
+      for (int r = 0; r < kLammRowsAtOnce; ++r) {
+        const int64_t row = i + r * team.stride;
+        const T* xi = rows.x + row * rows.ldx;
+#pragma unroll
+        for (int s = 0; s < kLammCachedSlots; ++s) {
+          const int64_t j = team.lane + int64_t{Team} * s;
+          x[r][s] = row < rows.n && j < rows.ncols_x ? xi[j] : T(0);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kLammRowsAtOnce; ++r) {
+        const int64_t row = i + r * team.stride;
+        if (r > 0 && row >= rows.n)
+          break;  // the team's rows are done (team-uniform)
+        double dot[kLammChunk];
+#pragma unroll
+        for (int k = 0; k < kLammChunk; ++k)
+          dot[k] = 0.0;
+#pragma unroll
+        for (int s = 0; s < kLammCachedSlots; ++s) {
+          if (team.lane + int64_t{Team} * s < rows.ncols_x) {
+            const double xv = static_cast<double>(x[r][s]);
+#pragma unroll
+            for (int k = 0; k < kLammChunk; ++k)
+              dot[k] += xv * own[s][k];
+          }
+        }
+        double mine = lamm_spread_sum<Team>(dot, team.lane, mask);
+        if (intercept)
+          mine += intercept_value;
+        const double y = static_cast<double>(rows.y[row]);
+        const double w = row_weight(rows, row);
+        acc += w * rh_huber_rho(y - mine, tau);
+      }
+    }
+  } else {
     for (int64_t i = team.first; i < rows.n; i += team.stride) {
       const T* xi = rows.x + i * rows.ldx;
       double dot[kLammChunk];
@@ -894,23 +974,98 @@ __global__ void lamm_trials_kernel(RowView<T> rows, const double* candidates, in
         for (int k = 0; k < kLammChunk; ++k)
           dot[k] += xv * chunk[k * rows.P + j];
       }
-#pragma unroll
-      for (int k = 0; k < kLammChunk; ++k)
-        dot[k] = team_sum<Team>(dot[k]);
-      if (team.lane != 0)
-        continue;
-      if (rows.ncols_x < rows.P) {
-#pragma unroll
-        for (int k = 0; k < kLammChunk; ++k)
-          dot[k] += chunk[k * rows.P + rows.P - 1];
-      }
+      double mine = lamm_spread_sum<Team>(dot, team.lane, mask);
+      if (intercept)
+        mine += intercept_value;
       const double y = static_cast<double>(rows.y[i]);
       const double w = row_weight(rows, i);
+      acc += w * rh_huber_rho(y - mine, tau);
+    }
+  }
+  return acc;
+}
+
+// The objective sums of `count` LAMM candidates (a multiple of kLammChunk), kLammChunk per pass
+// over the rows, by the first row_grid blocks: partials[block * count + a]. WithQuadratic: the
+// blocks after them form J delta for the same candidates (lamm_quadratic_block), which needs no
+// row, in the same launch.
+//
+// A row's team forms its kLammChunk dots and spreads them over its lanes (lamm_chunk_by_team,
+// Cached: the candidates' columns in registers; lanes of their own rows where Team is 1). Each
+// warp's sum per candidate is the one block_sums_to's shuffle tree gives over lane sums that only
+// a team's first lane holds (a warp: that lane's; teams of 8: (team 0 + team 2) + (team 1 +
+// team 3)); then the warps in order. The kernel that reads the candidates from memory is a
+// kernel of its own: the registers of the cached one would halve its occupancy. At least two
+// blocks per multiprocessor: the cached kernel's registers fit 128 a thread without spilling.
+template <class T, int Team, bool WithQuadratic, bool Cached>
+__global__ void __launch_bounds__(kThreads, Cached ? 2 : (Team == 1 ? 3 : 4))
+    lamm_trials_kernel(RowView<T> rows, const double* candidates, int count, double tau,
+                       const DeviceScalars* sc, double* partials, int row_grid, const double* J,
+                       const double* deltas, double* jdeltas) {
+  enter_stream_order();
+  if (sc->state != kRunning || sc->lamm_accepted)
+    return;
+  if constexpr (WithQuadratic) {
+    if (static_cast<int>(blockIdx.x) >= row_grid) {
+      lamm_quadratic_block(J, deltas, count, rows.P, blockIdx.x - row_grid, jdeltas);
+      return;
+    }
+  }
+  __shared__ double shared[kLammChunk * (kThreads / 32)];
+  const RowTeam<Team> team(row_grid);
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  for (int first = 0; first < count; first += kLammChunk) {
+    const double* chunk = candidates + first * rows.P;
+    if constexpr (Team == 1) {
+      double acc[kLammChunk];
 #pragma unroll
       for (int k = 0; k < kLammChunk; ++k)
-        acc[k] += w * rh_huber_rho(y - dot[k], tau);
+        acc[k] = 0.0;
+      for (int64_t i = team.first; i < rows.n; i += team.stride) {
+        const T* xi = rows.x + i * rows.ldx;
+        double dot[kLammChunk];
+#pragma unroll
+        for (int k = 0; k < kLammChunk; ++k)
+          dot[k] = 0.0;
+        for (int64_t j = 0; j < rows.ncols_x; ++j) {
+          const double xv = static_cast<double>(xi[j]);
+#pragma unroll
+          for (int k = 0; k < kLammChunk; ++k)
+            dot[k] += xv * chunk[k * rows.P + j];
+        }
+        if (rows.ncols_x < rows.P) {
+#pragma unroll
+          for (int k = 0; k < kLammChunk; ++k)
+            dot[k] += chunk[k * rows.P + rows.P - 1];
+        }
+        const double y = static_cast<double>(rows.y[i]);
+        const double w = row_weight(rows, i);
+#pragma unroll
+        for (int k = 0; k < kLammChunk; ++k)
+          acc[k] += w * rh_huber_rho(y - dot[k], tau);
+      }
+      block_sums_to<kThreads>(acc, shared, partials + blockIdx.x * count + first);
+    } else {
+      const unsigned mask = Team == 32 ? 0xffffffffu : ((1u << Team) - 1u) << (lane & ~(Team - 1));
+      double acc = lamm_chunk_by_team<T, Team, Cached>(rows, chunk, tau, team, mask);
+      if constexpr (Team == 8) {
+        // Lane 8 t + k holds team t's sum of candidate k.
+        acc += __shfl_xor_sync(0xffffffffu, acc, 16);
+        acc += __shfl_xor_sync(0xffffffffu, acc, 8);
+      }
+      constexpr int kSpread = Team / kLammChunk;
+      if (lane < Team && lane % kSpread == 0)
+        shared[warp * kLammChunk + lamm_spread_candidate<Team>(lane)] = acc;
+      __syncthreads();
+      if (threadIdx.x < kLammChunk) {
+        double total = 0.0;
+#pragma unroll
+        for (int w = 0; w < kThreads / 32; ++w)
+          total += shared[w * kLammChunk + threadIdx.x];
+        partials[blockIdx.x * count + first + threadIdx.x] = total;
+      }
     }
-    block_sums_to<kThreads>(acc, shared, partials + blockIdx.x * count + first);
     __syncthreads();  // the next chunk reuses `shared`
   }
 }
@@ -1037,7 +1192,8 @@ void launch_newton_trials(const RowView<T>& rows, const double* residual, const 
   RH_LAUNCH_ROWS(newton_trials_kernel, T, rows, s, rows, residual, dir, tau, sc, partials);
 }
 
-// lamm_trials_kernel<T, team, WithQuadratic> on `blocks` blocks (row_grid of them over rows).
+// lamm_trials_kernel<T, team, WithQuadratic, cached> on `blocks` blocks (row_grid of them over
+// rows).
 template <class T, bool WithQuadratic>
 void launch_lamm_trials_kernel(int blocks, int row_grid, const RowView<T>& rows,
                                const double* candidates, int count, double tau,
@@ -1048,12 +1204,14 @@ void launch_lamm_trials_kernel(int blocks, int row_grid, const RowView<T>& rows,
                   sc, partials, row_grid, J, deltas, jdeltas);
   };
   const int team = row_team(rows.ncols_x);
-  if (team == 32)
-    launch(lamm_trials_kernel<T, 32, WithQuadratic>);
-  else if (team == 8)
-    launch(lamm_trials_kernel<T, 8, WithQuadratic>);
+  if (team == 32 && rows.ncols_x <= int64_t{kLammCachedSlots} * 32)
+    launch(lamm_trials_kernel<T, 32, WithQuadratic, true>);
+  else if (team == 32)
+    launch(lamm_trials_kernel<T, 32, WithQuadratic, false>);
+  else if (team == 8)  // at most kWideRowColumns = kLammCachedSlots * 8 columns
+    launch(lamm_trials_kernel<T, 8, WithQuadratic, true>);
   else
-    launch(lamm_trials_kernel<T, 1, WithQuadratic>);
+    launch(lamm_trials_kernel<T, 1, WithQuadratic, false>);
 }
 
 template <class T>

@@ -1039,6 +1039,12 @@ void test_agrees_with_the_cpu_engine() {
     compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, penalty, 1e-8, 40);
     compare_with_cpu<float>(lib, RH_CUDA_DTYPE_FLOAT32, penalty, 4e-4, 40);
   }
+  // LAMM's trials keep a row's candidate columns in registers up to 128 columns (four per lane
+  // of a warp) and read them from memory above.
+  for (int64_t features : {128, 129}) {
+    compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_L1, 1e-8, features);
+    compare_with_cpu<float>(lib, RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_L1, 4e-4, features);
+  }
   // A Gram above kHeavyGramFlops (2 n P^2 > 2e9): LAMM queues its finish's Gram only after a
   // synchronisation showed the end, Newton one iteration per chunk.
   compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_L1, 1e-8, 256, 20000);
