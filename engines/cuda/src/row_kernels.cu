@@ -900,6 +900,20 @@ constexpr int kLammRowsAtOnce = 2;
 static_assert(kWideRowColumns == int64_t{kLammCachedSlots} * 8,
               "a team of 8 lanes keeps every candidate column of its rows");
 
+// Row `row`'s term for the lane's candidate: its dot from the team's partial dots
+// (lamm_spread_sum), with the appended intercept's coefficient, then acc += w rho(y - dot).
+template <int Team, class T>
+__device__ __forceinline__ void add_lamm_row(const RowView<T>& rows, int64_t row,
+                                             double (&dot)[kLammChunk], int lane, unsigned mask,
+                                             double intercept_value, double tau, double& acc) {
+  double mine = lamm_spread_sum<Team>(dot, lane, mask);
+  if (rows.ncols_x < rows.P)
+    mine += intercept_value;
+  const double y = static_cast<double>(rows.y[row]);
+  const double w = row_weight(rows, row);
+  acc += w * rh_huber_rho(y - mine, tau);
+}
+
 // One chunk's objective sums, rows read by teams of Team (8 or 32) lanes. Each lane forms the
 // partial dots of the columns it owns (l, l + Team, ..., in that order, as row_dot) for every
 // candidate; lamm_spread_sum leaves one candidate's dot per lane, and that lane adds the row's
@@ -911,8 +925,8 @@ __device__ __forceinline__ double lamm_chunk_by_team(const RowView<T>& rows, con
                                                      double tau, const RowTeam<Team>& team,
                                                      unsigned mask) {
   const int candidate = lamm_spread_candidate<Team>(team.lane);
-  const bool intercept = rows.ncols_x < rows.P;
-  const double intercept_value = intercept ? chunk[candidate * rows.P + rows.P - 1] : 0.0;
+  const double intercept_value =
+      rows.ncols_x < rows.P ? chunk[candidate * rows.P + rows.P - 1] : 0.0;
   double acc = 0.0;
   if constexpr (Cached) {
     double own[kLammCachedSlots][kLammChunk];
@@ -953,12 +967,7 @@ __device__ __forceinline__ double lamm_chunk_by_team(const RowView<T>& rows, con
               dot[k] += xv * own[s][k];
           }
         }
-        double mine = lamm_spread_sum<Team>(dot, team.lane, mask);
-        if (intercept)
-          mine += intercept_value;
-        const double y = static_cast<double>(rows.y[row]);
-        const double w = row_weight(rows, row);
-        acc += w * rh_huber_rho(y - mine, tau);
+        add_lamm_row<Team>(rows, row, dot, team.lane, mask, intercept_value, tau, acc);
       }
     }
   } else {
@@ -974,12 +983,7 @@ __device__ __forceinline__ double lamm_chunk_by_team(const RowView<T>& rows, con
         for (int k = 0; k < kLammChunk; ++k)
           dot[k] += xv * chunk[k * rows.P + j];
       }
-      double mine = lamm_spread_sum<Team>(dot, team.lane, mask);
-      if (intercept)
-        mine += intercept_value;
-      const double y = static_cast<double>(rows.y[i]);
-      const double w = row_weight(rows, i);
-      acc += w * rh_huber_rho(y - mine, tau);
+      add_lamm_row<Team>(rows, i, dot, team.lane, mask, intercept_value, tau, acc);
     }
   }
   return acc;
