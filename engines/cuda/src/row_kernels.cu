@@ -900,6 +900,24 @@ constexpr int kLammRowsAtOnce = 2;
 static_assert(kWideRowColumns == int64_t{kLammCachedSlots} * 8,
               "a team of 8 lanes keeps every candidate column of its rows");
 
+// The partial dots of row `row` with the chunk's candidates read from memory: the lane's
+// columns lane, lane + Team, ... in that order (as row_dot).
+template <int Team, class T>
+__device__ __forceinline__ void lamm_dots_from_memory(const RowView<T>& rows, int64_t row, int lane,
+                                                      const double* chunk,
+                                                      double (&dot)[kLammChunk]) {
+  const T* xi = rows.x + row * rows.ldx;
+#pragma unroll
+  for (int k = 0; k < kLammChunk; ++k)
+    dot[k] = 0.0;
+  for (int64_t j = lane; j < rows.ncols_x; j += Team) {
+    const double xv = static_cast<double>(xi[j]);
+#pragma unroll
+    for (int k = 0; k < kLammChunk; ++k)
+      dot[k] += xv * chunk[k * rows.P + j];
+  }
+}
+
 // Row `row`'s term for the lane's candidate: its dot from the team's partial dots
 // (lamm_spread_sum), with the appended intercept's coefficient, then acc += w rho(y - dot).
 template <int Team, class T>
@@ -972,17 +990,8 @@ __device__ __forceinline__ double lamm_chunk_by_team(const RowView<T>& rows, con
     }
   } else {
     for (int64_t i = team.first; i < rows.n; i += team.stride) {
-      const T* xi = rows.x + i * rows.ldx;
       double dot[kLammChunk];
-#pragma unroll
-      for (int k = 0; k < kLammChunk; ++k)
-        dot[k] = 0.0;
-      for (int64_t j = team.lane; j < rows.ncols_x; j += Team) {
-        const double xv = static_cast<double>(xi[j]);
-#pragma unroll
-        for (int k = 0; k < kLammChunk; ++k)
-          dot[k] += xv * chunk[k * rows.P + j];
-      }
+      lamm_dots_from_memory<Team>(rows, i, team.lane, chunk, dot);
       add_lamm_row<Team>(rows, i, dot, team.lane, mask, intercept_value, tau, acc);
     }
   }
@@ -1027,17 +1036,8 @@ __global__ void __launch_bounds__(kThreads, Cached ? 2 : (Team == 1 ? 3 : 4))
       for (int k = 0; k < kLammChunk; ++k)
         acc[k] = 0.0;
       for (int64_t i = team.first; i < rows.n; i += team.stride) {
-        const T* xi = rows.x + i * rows.ldx;
         double dot[kLammChunk];
-#pragma unroll
-        for (int k = 0; k < kLammChunk; ++k)
-          dot[k] = 0.0;
-        for (int64_t j = 0; j < rows.ncols_x; ++j) {
-          const double xv = static_cast<double>(xi[j]);
-#pragma unroll
-          for (int k = 0; k < kLammChunk; ++k)
-            dot[k] += xv * chunk[k * rows.P + j];
-        }
+        lamm_dots_from_memory<1>(rows, i, 0, chunk, dot);
         if (rows.ncols_x < rows.P) {
 #pragma unroll
           for (int k = 0; k < kLammChunk; ++k)
