@@ -90,11 +90,8 @@ struct ResourceSet {
       if (b.kind() == MemoryKind::Device)
         b.reset();
     });
-    for (CommittedState* state : {&committed, &scratch}) {
-      state->coefficients.reset();
-      state->information.reset();
-      state->meat.reset();
-    }
+    for (CommittedState* state : {&committed, &scratch})
+      state->for_each_buffer([](GrowingBuffer& b) { b.reset(); });
     if (stream != nullptr)
       cudaStreamSynchronize(stream);
     for (cudaEvent_t event : chunk_events) {
@@ -224,18 +221,18 @@ std::unique_ptr<ResourceSet> make_resource_set(int device) {
   set->ws.blas_work.bind(set->stream, set->memory);
   // A fixed workspace keeps cuBLAS from allocating during graph capture.
   set->ws.blas_work.reserve(kBlasWorkspaceBytes, "cuBLAS workspace");
-  for (GrowingBuffer* pinned : {&set->ws.host_scalars, &set->ws.host_state, &set->ws.host_chunks[0],
-                                &set->ws.host_chunks[1]}) {
+  for (GrowingBuffer* pinned : set->ws.pooled_pinned())
     pinned->bind(set->stream, nullptr);
-  }
   return set;
 }
 
 // Whether a member of `ws` travels with the resource set: every device buffer, and the pinned
-// status block, exported state and staging chunks (not the pinned buffers an engine owns alone).
-bool travels_with_set(const Workspace& ws, const GrowingBuffer& b) {
-  return b.kind() == MemoryKind::Device || &b == &ws.host_scalars || &b == &ws.host_state ||
-         &b == &ws.host_chunks[0] || &b == &ws.host_chunks[1];
+// ones of Workspace::pooled_pinned (not the pinned buffers an engine owns alone).
+bool travels_with_set(Workspace& ws, const GrowingBuffer& b) {
+  if (b.kind() == MemoryKind::Device)
+    return true;
+  const auto pinned = ws.pooled_pinned();
+  return std::find(pinned.begin(), pinned.end(), &b) != pinned.end();
 }
 
 // f(the set's buffer, the engine's buffer of the same name) for every buffer that travels with
@@ -252,13 +249,12 @@ void for_each_carried(ResourceSet& set, Engine& e, F&& f) {
     if (travels_with_set(e.ws, *mine[i]))
       f(*pooled[i], *mine[i]);
   }
-  CommittedState* const pooled_states[] = {&set.committed, &set.scratch};
-  CommittedState* const my_states[] = {&e.committed, &e.scratch};
-  for (int k = 0; k < 2; ++k) {
-    f(pooled_states[k]->coefficients, my_states[k]->coefficients);
-    f(pooled_states[k]->information, my_states[k]->information);
-    f(pooled_states[k]->meat, my_states[k]->meat);
-  }
+  f(set.committed.coefficients, e.committed.coefficients);
+  f(set.committed.information, e.committed.information);
+  f(set.committed.meat, e.committed.meat);
+  f(set.scratch.coefficients, e.scratch.coefficients);
+  f(set.scratch.information, e.scratch.information);
+  f(set.scratch.meat, e.scratch.meat);
 }
 
 // A set going idle keeps device buffers (besides the cuBLAS workspace) up to
@@ -273,11 +269,8 @@ void trim_pooled_device_buffers(ResourceSet& set) {
     total += b.capacity();
   };
   set.ws.for_each(hold);
-  for (CommittedState* state : {&set.committed, &set.scratch}) {
-    hold(state->coefficients);
-    hold(state->information);
-    hold(state->meat);
-  }
+  set.committed.for_each_buffer(hold);
+  set.scratch.for_each_buffer(hold);
   std::sort(held.begin(), held.end(), [](const GrowingBuffer* a, const GrowingBuffer* b) {
     return a->capacity() > b->capacity();
   });
@@ -538,8 +531,7 @@ void Engine::release() noexcept {
     set.reset();
     return;
   }
-  for (GrowingBuffer* pinned : {&set->ws.host_scalars, &set->ws.host_state, &set->ws.host_chunks[0],
-                                &set->ws.host_chunks[1]}) {
+  for (GrowingBuffer* pinned : set->ws.pooled_pinned()) {
     if (pinned->capacity() > kMaxPooledPinnedBytes)
       pinned->reset();
   }

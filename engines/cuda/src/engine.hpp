@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
 
+#include <array>
 #include <cstdint>
 
 #include "device_buffer.hpp"
@@ -50,6 +51,13 @@ struct CommittedState {
   bool information_symmetric = true;
   GrowingBuffer meat;          // P x P doubles: K of the sandwich covariance (meat.cu)
   bool meat_available = true;  // K covers every batch of the stream
+
+  template <class F>
+  void for_each_buffer(F&& f) {
+    f(coefficients);
+    f(information);
+    f(meat);
+  }
 };
 
 struct Workspace {
@@ -97,6 +105,12 @@ struct Workspace {
   GrowingBuffer host_statistics{MemoryKind::PinnedHost};
   GrowingBuffer host_chunks[2] = {GrowingBuffer{MemoryKind::PinnedHost},
                                   GrowingBuffer{MemoryKind::PinnedHost}};
+
+  // The pinned buffers that travel with the engine's resource set (engine.cu): the status block,
+  // the exported state and the staging chunks. The other pinned buffers are the engine's alone.
+  std::array<GrowingBuffer*, 4> pooled_pinned() {
+    return {&host_scalars, &host_state, &host_chunks[0], &host_chunks[1]};
+  }
 
   // Every member exactly once (binding to the engine stream, release); the static_assert below
   // fails to compile when a member is added without being listed here.

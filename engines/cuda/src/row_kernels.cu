@@ -103,13 +103,17 @@ struct RowTeam {
         lane(static_cast<int>(threadIdx.x % Team)) {}
 };
 
-// Butterfly sum over the team: every lane ends with the same bits, since each pairwise add sees
-// the same two operands on both lanes. The shuffle mask names the team's lanes only: teams of
-// one warp may leave the row loop at different times.
+// The shuffle mask of the calling lane's team: its lanes only, since teams of one warp may leave
+// the row loop at different times. team_sum: the butterfly sum over the team; every lane ends
+// with the same bits, since each pairwise add sees the same two operands on both lanes.
+template <int Team>
+__device__ __forceinline__ unsigned team_mask() {
+  return Team == 32 ? 0xffffffffu : ((1u << Team) - 1u) << ((threadIdx.x & 31) & ~(Team - 1));
+}
+
 template <int Team>
 __device__ __forceinline__ double team_sum(double v) {
-  const unsigned mask =
-      Team == 32 ? 0xffffffffu : ((1u << Team) - 1u) << ((threadIdx.x & 31) & ~(Team - 1));
+  const unsigned mask = team_mask<Team>();
 #pragma unroll
   for (int offset = Team / 2; offset > 0; offset >>= 1)
     v += __shfl_xor_sync(mask, v, offset);
@@ -1004,12 +1008,11 @@ __device__ __forceinline__ double lamm_chunk_by_team(const RowView<T>& rows, con
 // row, in the same launch.
 //
 // A row's team forms its kLammChunk dots and spreads them over its lanes (lamm_chunk_by_team,
-// Cached: the candidates' columns in registers; lanes of their own rows where Team is 1). Each
-// warp's sum per candidate is the one block_sums_to's shuffle tree gives over lane sums that only
-// a team's first lane holds (a warp: that lane's; teams of 8: (team 0 + team 2) + (team 1 +
-// team 3)); then the warps in order. The kernel that reads the candidates from memory is a
-// kernel of its own: the registers of the cached one would halve its occupancy. At least two
-// blocks per multiprocessor: the cached kernel's registers fit 128 a thread without spilling.
+// Cached: the candidates' columns in registers; lanes of their own rows where Team is 1); the
+// block's sums are block_sums_to's, bit for bit, the warps in order. The kernel that reads the
+// candidates from memory is a kernel of its own: the registers of the cached one would halve its
+// occupancy. At least two blocks per multiprocessor: the cached kernel's registers fit 128 a thread
+// without spilling.
 template <class T, int Team, bool WithQuadratic, bool Cached>
 __global__ void __launch_bounds__(kThreads, Cached ? 2 : (Team == 1 ? 3 : 4))
     lamm_trials_kernel(RowView<T> rows, const double* candidates, int count, double tau,
@@ -1026,8 +1029,6 @@ __global__ void __launch_bounds__(kThreads, Cached ? 2 : (Team == 1 ? 3 : 4))
   }
   __shared__ double shared[kLammChunk * (kThreads / 32)];
   const RowTeam<Team> team(row_grid);
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
   for (int first = 0; first < count; first += kLammChunk) {
     const double* chunk = candidates + first * rows.P;
     if constexpr (Team == 1) {
@@ -1051,16 +1052,19 @@ __global__ void __launch_bounds__(kThreads, Cached ? 2 : (Team == 1 ? 3 : 4))
       }
       block_sums_to<kThreads>(acc, shared, partials + blockIdx.x * count + first);
     } else {
-      const unsigned mask = Team == 32 ? 0xffffffffu : ((1u << Team) - 1u) << (lane & ~(Team - 1));
-      double acc = lamm_chunk_by_team<T, Team, Cached>(rows, chunk, tau, team, mask);
+      double acc = lamm_chunk_by_team<T, Team, Cached>(rows, chunk, tau, team, team_mask<Team>());
+      // The sums block_sums_to would give over lanes of which only a team's first lane held all
+      // kLammChunk sums (the others zeros), without its kLammChunk warp trees: a warp's sum is
+      // lane 4 k's; with teams of 8, lane 8 t + k holds team t's sum of candidate k, and the
+      // warp's is (team 0 + team 2) + (team 1 + team 3), as the tree added them. (Through
+      // block_sums_to the launch took 0.3-1 us longer on the H200.)
       if constexpr (Team == 8) {
-        // Lane 8 t + k holds team t's sum of candidate k.
         acc += __shfl_xor_sync(0xffffffffu, acc, 16);
         acc += __shfl_xor_sync(0xffffffffu, acc, 8);
       }
-      constexpr int kSpread = Team / kLammChunk;
-      if (lane < Team && lane % kSpread == 0)
-        shared[warp * kLammChunk + lamm_spread_candidate<Team>(lane)] = acc;
+      const int lane = threadIdx.x & 31;
+      if (lane < Team && lane % (Team / kLammChunk) == 0)
+        shared[(threadIdx.x >> 5) * kLammChunk + lamm_spread_candidate<Team>(lane)] = acc;
       __syncthreads();
       if (threadIdx.x < kLammChunk) {
         double total = 0.0;
