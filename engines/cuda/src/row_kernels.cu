@@ -347,11 +347,113 @@ __device__ __forceinline__ void write_scaled_row(const RowView<T>& rows, int64_t
     out[rows.P - 1] = static_cast<T>(root);
 }
 
+// Row i of `rows` scaled by root into `out`: root x_i from `column(k)` (column lane + k Team;
+// every column of the row is among a lane's kSlots), the appended intercept column as root.
+template <int Team, int kSlots, class T, class Column>
+__device__ __forceinline__ void write_scaled_slots(const RowView<T>& rows, int64_t i, int lane,
+                                                   double root, Column column, T* out_rows) {
+  T* out = out_rows + i * rows.P;
+#pragma unroll
+  for (int k = 0; k < kSlots; ++k) {
+    const int64_t j = lane + k * Team;
+    if (j < rows.ncols_x)
+      out[j] = static_cast<T>(root * column(k));
+  }
+  if (rows.ncols_x < rows.P && lane == 0)
+    out[rows.P - 1] = static_cast<T>(root);
+}
+
+// The sums and row outputs of the row pass that accumulate over a thread's rows.
+template <int kSlots>
+struct RowPassSums {
+  double rho = 0.0;
+  double score = 0.0;
+  double xtu[kSlots] = {};
+};
+
+// The row pass's work on row i once its residual r is known (every lane of the team has the same
+// r). InSlots: `column(k)` gives column lane + k Team, and every column of the row is among a
+// lane's kSlots (the scaled rows are then written from them); otherwise the scaled rows are read
+// from X again, column by column.
+template <bool InSlots, int Team, int kSlots, class T, class Column>
+__device__ __forceinline__ void row_pass_row(const RowView<T>& rows, int64_t i, int lane, double r,
+                                             double tau, double h, Column column, double* residual,
+                                             T* score, T* scaled, T* meat_scaled, bool meat_here,
+                                             bool with_xtu, const CurvatureTrack& track,
+                                             RowPassSums<kSlots>& sums) {
+  const double w = row_weight(rows, i);
+  const double psi = huber_psi(r, tau);
+  const double u = w * psi;
+  const double wc = w * smoothed_curvature(r, tau, h);
+  if (scaled != nullptr) {
+    // sqrt(w c) X feeds the Gram GEMM, which then forms X' diag(w c) X.
+    if constexpr (InSlots)
+      write_scaled_slots<Team, kSlots>(rows, i, lane, sqrt(wc), column, scaled);
+    else
+      write_scaled_row<Team>(rows, i, lane, sqrt(wc), scaled);
+  }
+  if (meat_here) {
+    if constexpr (InSlots)
+      write_scaled_slots<Team, kSlots>(rows, i, lane, sqrt(w) * fabs(psi), column, meat_scaled);
+    else
+      write_scaled_row<Team>(rows, i, lane, sqrt(w) * fabs(psi), meat_scaled);
+  }
+  if (with_xtu) {
+#pragma unroll
+    for (int k = 0; k < kSlots; ++k) {
+      const int64_t j = lane + k * Team;
+      if (j < rows.ncols_x)
+        sums.xtu[k] += column(k) * u;
+    }
+  }
+  if (lane != 0)
+    return;
+  sums.rho += w * rh_huber_rho(r, tau);
+  sums.score += u;
+  residual[i] = r;
+  if (!with_xtu)
+    score[i] = static_cast<T>(u);
+  if (track.value != nullptr) {
+    if (track.flags != nullptr) {
+      const double change = wc - track.value[i];
+      track.flags[i] = change != 0.0 ? 1 : 0;
+      if (change != 0.0) {
+        track.delta[i] = change;
+        track.value[i] = wc;
+      }
+    } else {
+      track.value[i] = wc;
+    }
+  }
+}
+
+// The X'u row pass with a warp per row keeps a row's columns in its lanes' registers (every
+// column in a lane's slots) and holds two rows at once, each lane loading both rows' columns
+// before it uses any, where a row takes at most 4 slots (128 columns). Wider rows (8 or 16
+// slots) take the plain loop, which keeps their blocks' occupancy.
+template <int Team, int WideSlots>
+constexpr bool row_pass_in_slots() {
+  return Team == 32 && WideSlots == 4;
+}
+
+// Blocks per multiprocessor each row pass instance is bounded to: as many as the plain loop's
+// registers allowed (64-72 a thread for the narrow teams and for a warp per row without X'u
+// slots, 80 for 256 columns, 123-125 for 512). Unbounded, the two-row instance (4 slots) took
+// 86-92 registers (two blocks) and its passes ran up to 1.15x slower than the plain loop's on
+// an H200; at three blocks (80 registers) they ran 1.06-1.16x faster. One bound expression
+// serves every instance: left unbounded, the 8-slot instance's registers rose from 80 to 82
+// (two blocks instead of three) once its body was shared with the two-row path.
+constexpr int row_pass_blocks_per_sm(int team, int wide_slots) {
+  if (team < 32)
+    return 3;
+  return wide_slots == 16 ? 2 : (wide_slots == 1 ? 4 : 3);
+}
+
 template <class T, int Team, int WideSlots = 1>
-__global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau, DeviceScalars* sc,
-                                double* residual, T* score, T* scaled, T* meat_scaled,
-                                double* partials, double* xtu_partials, CurvatureTrack track,
-                                int when) {
+__global__ void __launch_bounds__(kThreads, row_pass_blocks_per_sm(Team, WideSlots))
+    row_pass_kernel(RowView<T> rows, const double* beta, double tau, DeviceScalars* sc,
+                    double* residual, T* score, T* scaled, T* meat_scaled, double* partials,
+                    double* xtu_partials, CurvatureTrack track, int when) {
   enter_stream_order();
   if (!should_run(sc, when))
     return;
@@ -365,54 +467,58 @@ __global__ void row_pass_kernel(RowView<T> rows, const double* beta, double tau,
   __shared__ double shared[kThreads];
   const RowTeam<Team> team;
   const double h = sc->bandwidth;
-  double rho_acc = 0.0;
-  double score_acc = 0.0;
-  double xtu_acc[kSlots];
+  const bool with_xtu = xtu_partials != nullptr;
+  RowPassSums<kSlots> sums;
+  if constexpr (row_pass_in_slots<Team, WideSlots>()) {
+    // The rows in the order of the plain loop, with row_dot's products and sums.
+    constexpr int kRows = 2;
+    for (int64_t first = team.first; first < rows.n; first += kRows * team.stride) {
+      T x[kRows][kSlots];
+      double y[kRows];
 #pragma unroll
-  for (int k = 0; k < kSlots; ++k)
-    xtu_acc[k] = 0.0;
-  for (int64_t i = team.first; i < rows.n; i += team.stride) {
-    const double r = static_cast<double>(rows.y[i]) - row_dot<Team>(rows, i, team.lane, beta);
-    const double w = row_weight(rows, i);
-    const T* xi = rows.x + i * rows.ldx;
-    const double psi = huber_psi(r, tau);  // every lane of the team has the same r
-    const double u = w * psi;
-    const double wc = w * smoothed_curvature(r, tau, h);
-    if (scaled != nullptr) {
-      // sqrt(w c) X feeds the Gram GEMM, which then forms X' diag(w c) X.
-      write_scaled_row<Team>(rows, i, team.lane, sqrt(wc), scaled);
-    }
-    if (meat_here)
-      write_scaled_row<Team>(rows, i, team.lane, sqrt(w) * fabs(psi), meat_scaled);
-    if (xtu_partials != nullptr) {
+      for (int q = 0; q < kRows; ++q) {
+        const int64_t i = first + q * team.stride;
+        if (i >= rows.n)
+          break;
+        const T* xi = rows.x + i * rows.ldx;
 #pragma unroll
-      for (int k = 0; k < kSlots; ++k) {
-        const int64_t j = team.lane + k * Team;
-        if (j < rows.ncols_x)
-          xtu_acc[k] += static_cast<double>(xi[j]) * u;
-      }
-    }
-    if (team.lane != 0)
-      continue;
-    rho_acc += w * rh_huber_rho(r, tau);
-    score_acc += u;
-    residual[i] = r;
-    if (xtu_partials == nullptr)
-      score[i] = static_cast<T>(u);
-    if (track.value != nullptr) {
-      if (track.flags != nullptr) {
-        const double change = wc - track.value[i];
-        track.flags[i] = change != 0.0 ? 1 : 0;
-        if (change != 0.0) {
-          track.delta[i] = change;
-          track.value[i] = wc;
+        for (int k = 0; k < kSlots; ++k) {
+          const int64_t j = team.lane + k * Team;
+          x[q][k] = j < rows.ncols_x ? xi[j] : T(0);
         }
-      } else {
-        track.value[i] = wc;
+        y[q] = static_cast<double>(rows.y[i]);
       }
+#pragma unroll
+      for (int q = 0; q < kRows; ++q) {
+        const int64_t i = first + q * team.stride;
+        if (i >= rows.n)
+          break;
+        double dot = 0.0;
+#pragma unroll
+        for (int k = 0; k < kSlots; ++k) {
+          const int64_t j = team.lane + k * Team;
+          if (j < rows.ncols_x)
+            dot += static_cast<double>(x[q][k]) * beta[j];
+        }
+        dot = team_sum<Team>(dot);
+        if (rows.ncols_x < rows.P)
+          dot += beta[rows.P - 1];
+        const auto column = [&](int k) { return static_cast<double>(x[q][k]); };
+        row_pass_row<true, Team, kSlots>(rows, i, team.lane, y[q] - dot, tau, h, column, residual,
+                                         score, scaled, meat_scaled, meat_here, with_xtu, track,
+                                         sums);
+      }
+    }
+  } else {
+    for (int64_t i = team.first; i < rows.n; i += team.stride) {
+      const double r = static_cast<double>(rows.y[i]) - row_dot<Team>(rows, i, team.lane, beta);
+      const T* xi = rows.x + i * rows.ldx + team.lane;
+      const auto column = [&](int k) { return static_cast<double>(xi[k * Team]); };
+      row_pass_row<false, Team, kSlots>(rows, i, team.lane, r, tau, h, column, residual, score,
+                                        scaled, meat_scaled, meat_here, with_xtu, track, sums);
     }
   }
-  write_row_partials<Team, kSlots>(rho_acc, score_acc, xtu_acc, rows.ncols_x, shared, partials,
+  write_row_partials<Team, kSlots>(sums.rho, sums.score, sums.xtu, rows.ncols_x, shared, partials,
                                    xtu_partials);
 }
 

@@ -13,8 +13,14 @@
 
 namespace rh {
 
+// The columns of an n x P Gram its GEMM forms (gram_upper); a gemv forms the rest.
+int64_t gram_gemm_columns(int64_t P) {
+  return P > 64 && P % 64 == 1 ? P - 1 : P;
+}
+
 GramSplit gram_split(int64_t n_rows, int64_t P) {
-  const int64_t tiles_per_gram = ((P + 63) / 64) * ((P + 63) / 64);
+  const int64_t tiles = (gram_gemm_columns(P) + 63) / 64;
+  const int64_t tiles_per_gram = tiles * tiles;
   int64_t chunks = kGramTargetTiles / tiles_per_gram;
   chunks = std::min(chunks, n_rows / kGramChunkRows);
   chunks = std::max<int64_t>(1, std::min(chunks, kGramMaxChunks));
@@ -70,7 +76,26 @@ cublasStatus_t gemm_chunks(cublasHandle_t h, int m, int n, int rows, int ld, con
                                    b, ld, stride_ab, &zero, c, ld, stride_c, chunks);
 }
 
+// The last column of each chunk's product, C[:, P - 1] = A b_{P-1} (b_{P-1}: row P - 1 of the
+// column-major B, every P-th value), one gemv per chunk in a strided batch.
+cublasStatus_t gemv_chunks(cublasHandle_t h, int m, int rows, const float* a, const float* x,
+                           long long stride_ax, float* y, long long stride_y, int chunks) {
+  const float one = 1.0f, zero = 0.0f;
+  return cublasSgemvStridedBatched(h, CUBLAS_OP_N, m, rows, &one, a, m, stride_ax, x, m, stride_ax,
+                                   &zero, y, 1, stride_y, chunks);
+}
+
+cublasStatus_t gemv_chunks(cublasHandle_t h, int m, int rows, const double* a, const double* x,
+                           long long stride_ax, double* y, long long stride_y, int chunks) {
+  const double one = 1.0, zero = 0.0;
+  return cublasDgemvStridedBatched(h, CUBLAS_OP_N, m, rows, &one, a, m, stride_ax, x, m, stride_ax,
+                                   &zero, y, 1, stride_y, chunks);
+}
+
 // out = A B' for the row-major n x P designs a and b (the Gram when b is a), upper triangle.
+// Where P is one past a whole number of 64-column tiles (gram_gemm_columns: 128 features and
+// the intercept), the GEMM takes the first P - 1 columns and a gemv the last: GEMM tiles past
+// column P - 1 would cost a whole tile row and column of products for one column.
 // gate (null: none): the Gram is the row pass's and lands in `out` only when that pass ran
 // (launch_gram_sum), so it always goes through the partials; so does an accumulating
 // one (out += A B', the incremental Gram's update).
@@ -83,14 +108,21 @@ void gram_upper(Engine& e, int64_t P, int64_t n, const T* a, const T* b, T* out,
   const GramSplit split = gram_split(n, P);
   const bool direct = split.chunks == 1 && gate == nullptr && !accumulate && deferred == nullptr;
   T* target = direct ? out : e.ws.gram_partials.as<T>();
-  const int64_t blocks = std::max<int64_t>(1, P / kGramColumnBlock);
+  const int64_t columns = gram_gemm_columns(P);
+  const int64_t blocks = std::max<int64_t>(1, columns / kGramColumnBlock);
   for (int64_t block = 0; block < blocks; ++block) {
-    const int64_t c0 = block * P / blocks / 64 * 64;
-    const int64_t c1 = block + 1 == blocks ? P : (block + 1) * P / blocks / 64 * 64;
+    const int64_t c0 = block * columns / blocks / 64 * 64;
+    const int64_t c1 = block + 1 == blocks ? columns : (block + 1) * columns / blocks / 64 * 64;
     check_cublas(gemm_chunks(e.blas, static_cast<int>(c1), static_cast<int>(c1 - c0),
                              static_cast<int>(split.rows), static_cast<int>(P), a, b + c0,
                              split.rows * P, target + c0 * P, P * P, split.chunks),
                  "cublasGemmStridedBatched (Gram)");
+  }
+  if (columns < P) {
+    check_cublas(
+        gemv_chunks(e.blas, static_cast<int>(P), static_cast<int>(split.rows), a, b + columns,
+                    split.rows * P, target + columns * P, P * P, split.chunks),
+        "cublasGemvStridedBatched (Gram's last column)");
   }
   if (direct)
     return;

@@ -298,8 +298,9 @@ RhCudaDiagnostics least_squares_update(const DensePath& path, const Batch<double
 // and 12 on an H200) and its limit (383, 384), with the standard wide shape's 257, the fused
 // Gram's padded widths (16, 17, 24, 33, 40, 64, 91, 128) and its limit (128, 129), and cuBLAS's
 // Gram by column blocks of the upper triangle (two blocks at 512, uneven ones at 600, four at
-// 1,025, the large-profile wide shape's P); X'u formed by the row pass with each width of its
-// column slots (up to 128, 256 and 512 stored columns: 128, 149, 288, 511, 512) and by cuBLAS's
+// 1,025, the large-profile wide shape's P) and, where P is one past whole 64-column tiles
+// (129, 257, 513, 1,025), its last column by a gemv; X'u formed by the row pass with each width of
+// its column slots (up to 128, 256 and 512 stored columns: 128, 149, 288, 511, 512) and by cuBLAS's
 // gemv beyond (513, 599, 1,024, 1,025) and after the fused row pass (33 to 127 columns).
 void test_large_tau_reproduces_ordinary_least_squares() {
   for (int64_t features :
