@@ -50,7 +50,9 @@ launches, inference off), mirrored from engines/cuda/src:
   summed by one more kernel (after Newton's row passes that sum runs in the gradient's launch,
   one launch fewer); from 512 parameters one GEMM per column block of about 256
   columns, over the rows up to the block's last column (the upper triangle: 2 n sum c1 (c1 -
-  c0) flops, each block reading c1 / P of the scaled rows);
+  c0) flops, each block reading c1 / P of the scaled rows). Where P is one past whole 64-column
+  tiles (129, 257, 513, 1,025) the GEMM forms the first P - 1 columns and a gemv, reading the
+  scaled rows once more (bytes, not GEMM flops), the last;
 - Newton iteration: the Cholesky attempt and solve (one kernel for P <= the one-block limit,
   160 on an H200; above it the cluster kernel up to its limit, 383 on an H200, which also
   judges the factor and solves; beyond, assemble, cuSOLVER potrf and one kernel for the
@@ -223,9 +225,15 @@ def batch_rows(shape: dict, operation: str) -> list[int]:
     return [min(batch, rows - lo) for lo in range(0, rows, batch)]
 
 
+def gram_gemm_columns(P: int) -> int:
+    """The columns of a P x P Gram that librh_cuda's GEMM forms (gram_gemm_columns): all but the
+    last where P is one past whole 64-column tiles, whose last column a gemv forms."""
+    return P - 1 if P > 64 and P % 64 == 1 else P
+
+
 def gram_split(n: int, P: int) -> tuple[int, int]:
     """(chunks, rows per chunk) of librh_cuda's Gram GEMM over n scaled rows (gram_split)."""
-    tiles = ((P + 63) // 64) ** 2
+    tiles = ((gram_gemm_columns(P) + 63) // 64) ** 2
     chunks = min(GRAM_TARGET_TILES // tiles, n // GRAM_CHUNK_ROWS)
     chunks = max(1, min(chunks, GRAM_MAX_CHUNKS))
     rows = -(-n // chunks)
@@ -234,9 +242,11 @@ def gram_split(n: int, P: int) -> tuple[int, int]:
 
 def gram_column_blocks(P: int) -> list[tuple[int, int]]:
     """[(c0, c1)] of librh_cuda's Gram GEMMs: rows 0 .. c1 - 1 of columns c0 .. c1 - 1 each
-    (gram_upper; one block, the whole Gram, below 2 x GRAM_COLUMN_BLOCK parameters)."""
-    count = max(1, P // GRAM_COLUMN_BLOCK)
-    bounds = [b * P // count // 64 * 64 for b in range(count)] + [P]
+    (gram_upper; one block, the GEMM's whole part, below 2 x GRAM_COLUMN_BLOCK of its
+    columns; the last column, where gram_gemm_columns leaves it out, is the gemv's)."""
+    columns = gram_gemm_columns(P)
+    count = max(1, columns // GRAM_COLUMN_BLOCK)
+    bounds = [b * columns // count // 64 * 64 for b in range(count)] + [columns]
     return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
@@ -314,12 +324,14 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     if fused:
         blocks, pad = fused_gram_blocks(n, P)
         partial_bytes = 8 * blocks * pad * pad  # written by the row pass, read by its sum
+    last_by_gemv = gram_gemm_columns(P) < P
     # Launches of a row pass with the Gram, beyond the row pass itself: the fused pass's sum,
-    # or cuBLAS's GEMMs (one per column block) and the sum of its chunks (one chunk too: the
-    # sum writes the Gram only when the row pass ran).
-    gram_launches = 1 if fused else len(column_blocks) + 1
-    # The scaled rows written once, then read by each GEMM up to its block's last column.
-    gram_reads = sum(c1 for _, c1 in column_blocks) / P
+    # or cuBLAS's GEMMs (one per column block), the last column's gemv where there is one and
+    # the sum of its chunks (one chunk too: the sum writes the Gram only when the row pass ran).
+    gram_launches = 1 if fused else len(column_blocks) + int(last_by_gemv) + 1
+    # The scaled rows written once, then read by each GEMM up to its block's last column, and
+    # in full by the last column's gemv.
+    gram_reads = sum(c1 for _, c1 in column_blocks) / P + int(last_by_gemv)
 
     def row_pass(with_gram: bool, with_xtu: bool, sum_in_gradient: bool = False) -> Work:
         # residuals; scaled rows for cuBLAS's Gram; scores unless the pass forms X'u itself.

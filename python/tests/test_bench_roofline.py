@@ -182,12 +182,13 @@ def test_lamm_with_a_heavy_gram_forms_it_once_after_one_more_synchronisation():
     # 20,000 x 256 float64 L1 (2 n P^2 = 2.64e9 > 2e9), 9 iterations on a new engine: chunks of
     # 4, 4, 4 (three synchronisations), then one readback-and-wait that shows the end: the
     # Gram's flops once, where a light Gram would be formed after each of the three chunks.
+    # (P = 257 is one past four 64-column tiles: the GEMM forms 256 columns, a gemv the last.)
     n, P = 20_000, 257
     heavy = roofline.engine_work(n, 256, 8, 9, l1=True, host=False, hint=0)
-    assert heavy.flops == 2 * n * P * P
+    assert heavy.flops == 2 * n * (P - 1) * (P - 1)
     assert heavy.syncs == 3 + 1
     light = roofline.engine_work(2_000, 256, 8, 9, l1=True, host=False, hint=0)
-    assert light.flops == 3 * (2 * 2_000 * P * P)
+    assert light.flops == 3 * (2 * 2_000 * (P - 1) * (P - 1))
     assert light.syncs == 3
     # Up to 128 parameters the row pass forms the Gram and skips by itself until the solve
     # ended: a heavy Gram (2 * 65,536 * 128^2 = 2.1e9) needs no readback, and is formed once.
@@ -203,26 +204,27 @@ def test_engine_floor_above_the_one_block_limit(monkeypatch):
     n, c, s, P = 4096, 256, 8, 257
     assert roofline.chunk_sizes(l1=False, above_one_block=True, n=n, P=P, hint=0) == (2, 1)
     assert roofline.queued_iterations(4, 2, 1) == (4, 3)
-    # Gram: 25 tiles of 64 -> 264 // 25 = 10 chunks of 410 rows = 4,100 rows: 4 zeroed rows
-    assert roofline.gram_split(n, P) == (10, 410)
+    # Gram: the GEMM forms 256 columns (P is one past four tiles), a gemv the last: 16 tiles of
+    # 64 -> 264 // 16 = 16 chunks of 256 rows = 4,096 rows, no zeroed rows
+    assert roofline.gram_split(n, P) == (16, 256)
     batch = n * (c + 1) * s
     scaled = n * P * s
     row_pass = batch + 8 * n + scaled  # X'u inside the pass (c <= 512): no scores
+    gram_reads = n * (P - 1) * s + scaled  # the GEMM's 256 columns, the gemv's whole rows
     trials = n * c * s + 8 * n
-    padding = 4 * P * s
-    expected = batch + padding + 5 * (row_pass + scaled) + 4 * trials
+    expected = batch + 5 * (row_pass + gram_reads) + 4 * trials
     work = roofline.engine_work(n, c, s, 4, l1=False, host=False, hint=0)
-    assert work.bytes == expected == 168_599_584
-    assert work.flops == 5 * 2 * n * P * P
-    # fixed: validation, begin, memset, row pass, GEMM, gradient with the Gram's sum, 3 commits;
+    assert work.bytes == expected
+    assert work.flops == 5 * 2 * n * (P - 1) * (P - 1)
+    # fixed: validation, begin, row pass, GEMM, gemv, gradient with the Gram's sum, 3 commits;
     # per iteration: the cluster kernel (factor, acceptance test and solves), J dir, trials,
-    # select, row pass, GEMM, gradient with the sum
-    assert work.launches == 6 + 3 + 4 * 7 == 37
+    # select, row pass, GEMM, gemv, gradient with the sum
+    assert work.launches == 6 + 3 + 4 * 8 == 41
     # beyond the cluster Cholesky's limit cuSOLVER factors: assemble, potrf and the acceptance
     # test and solves, two launches more per iteration, the same bytes and chunks
     beyond = roofline.engine_work(n, c, s, 4, l1=False, host=False, hint=0,
                                   cluster_cholesky_max=256)
-    assert beyond.launches == 6 + 3 + 4 * 9 == 45
+    assert beyond.launches == 6 + 3 + 4 * 10 == 49
     # Above 512 stored columns the row pass leaves the scores (n s) to cuBLAS's gemv, which
     # reads X and them again: 5 row passes, one launch each.
     n2, c2 = 2_000, 513
@@ -244,29 +246,36 @@ def test_engine_floor_above_the_one_block_limit(monkeypatch):
 
 
 def test_gram_by_column_blocks_from_512_parameters(monkeypatch):
-    # librh_cuda's gram_upper: P // 256 blocks, inner bounds rounded down to a multiple of 64.
-    assert roofline.gram_column_blocks(257) == [(0, 257)]
+    # librh_cuda's gram_upper: P // 256 blocks, inner bounds rounded down to a multiple of 64;
+    # where P is one past whole 64-column tiles the GEMM takes P - 1 columns (a gemv the last).
+    assert roofline.gram_column_blocks(64) == [(0, 64)]
+    assert roofline.gram_column_blocks(65) == [(0, 64)]
+    assert roofline.gram_column_blocks(66) == [(0, 66)]
+    assert roofline.gram_column_blocks(129) == [(0, 128)]
+    assert roofline.gram_column_blocks(257) == [(0, 256)]
     assert roofline.gram_column_blocks(511) == [(0, 511)]
     assert roofline.gram_column_blocks(512) == [(0, 256), (256, 512)]
+    assert roofline.gram_column_blocks(513) == [(0, 256), (256, 512)]
     assert roofline.gram_column_blocks(600) == [(0, 256), (256, 600)]
-    assert roofline.gram_column_blocks(1025) == [(0, 256), (256, 512), (512, 768), (768, 1025)]
+    assert roofline.gram_column_blocks(1025) == [(0, 256), (256, 512), (512, 768), (768, 1024)]
     # 50,000 x 1,024 float64, Newton, 2 iterations on an engine whose last update needed 2
     # (chunks of 1 above the heavy-Gram limit: nothing queued past the end): three Grams, the
     # starting beta's and one per iteration. Each is the upper triangle by the four blocks,
-    # 2 n (256 * 256 + 512 * 256 + 768 * 256 + 1025 * 257) flops (62.5% of 2 n P^2), four GEMMs
-    # and the sum, the scaled rows written once and read (256 + 512 + 768 + 1025) / 1025 times.
+    # 2 n (256 * 256 + 512 * 256 + 768 * 256 + 1024 * 256) flops (62.4% of 2 n P^2: the last
+    # column is a gemv's, no GEMM flops), four GEMMs, the gemv and the sum, the scaled rows
+    # written once and read (256 + 512 + 768 + 1024) / 1025 times by the GEMMs, once by the gemv.
     # (Newton's Gram formed in full at every pass: the incremental Gram has its own test.)
     monkeypatch.setattr(roofline, "INCREMENTAL_GRAM", False)
     n, c, s, P = 50_000, 1024, 8, 1025
-    per_gram = 2 * n * (256 * 256 + 512 * 256 + 768 * 256 + 1025 * 257)
-    assert per_gram == 65_664_100_000
+    per_gram = 2 * n * (256 * 256 + 512 * 256 + 768 * 256 + 1024 * 256)
     blocked = roofline.engine_work(n, c, s, 2, l1=False, host=False, hint=2)
     assert blocked.flops == 3 * per_gram
-    # The same batch with one GEMM over the whole Gram: 2 n P^2 flops, one read, one launch.
+    # The same batch with one GEMM over the first 1,024 columns: 2 n (P - 1)^2 flops, one read
+    # of those columns, one launch (and the same gemv).
     monkeypatch.setattr(roofline, "GRAM_COLUMN_BLOCK", 10_000)
     whole = roofline.engine_work(n, c, s, 2, l1=False, host=False, hint=2)
-    assert whole.flops == 3 * 2 * n * P * P
-    extra_reads = (256 + 512 + 768 + 1025) / 1025 - 1
+    assert whole.flops == 3 * 2 * n * (P - 1) * (P - 1)
+    extra_reads = (256 + 512 + 768 + 1024 - 1024) / 1025
     assert blocked.bytes - whole.bytes == pytest.approx(3 * extra_reads * n * P * s)
     assert blocked.launches - whole.launches == 3 * 3
     assert blocked.syncs == whole.syncs
@@ -288,18 +297,22 @@ def test_newton_with_a_heavy_cublas_gram_keeps_it_incrementally(monkeypatch):
     full = roofline.engine_work(n, c, s, k, l1=False, host=False, hint=4)
     assert roofline.chunk_sizes(l1=False, above_one_block=False, n=n, P=P, hint=4) == (4, 2)
     assert (full.syncs, incremental.syncs) == (1, k)
-    one_gram = 2.0 * n * P * P
+    # P = 129 is one past two 64-column tiles: the GEMM forms 128 columns, a gemv the last.
+    one_gram = 2.0 * n * (P - 1) * (P - 1)
     assert full.flops == (1 + k + 1) * one_gram
     assert incremental.flops == one_gram
-    # A Gram pass writes the scaled rows and the GEMM reads them (one column block); the
-    # iteration queued past the end skips its row pass, but its GEMM reads the rows again.
+    # A Gram pass writes the scaled rows, the GEMM reads their first 128 columns (one column
+    # block) and the gemv the whole rows; the iteration queued past the end skips its row pass,
+    # but its GEMM and gemv read the rows again.
     scaled = n * P * s
+    reads = n * (P - 1) * s + scaled
     assert full.bytes - incremental.bytes == pytest.approx(
-        k * 2 * scaled + scaled - 8 * n - k * 10 * n)
+        k * (scaled + reads) + reads - 8 * n - k * 10 * n)
     # An iteration: the Cholesky kernel, trials and select, the row pass (X'u inside it), the
-    # GEMM (CUB's select's two launches instead), the gradient with the Gram's sum. The full
-    # model queues one iteration more; the incremental one commits after every iteration.
-    full_iteration = 1 + 2 + 1 + 1 + 1
+    # GEMM and the gemv (CUB's select's two launches instead), the gradient with the Gram's
+    # sum. The full model queues one iteration more; the incremental one commits after every
+    # iteration.
+    full_iteration = 1 + 2 + 1 + 2 + 1
     incremental_iteration = 1 + 2 + 1 + 2 + 1
     assert full.launches - incremental.launches == (
         (k + 1) * full_iteration + 1 - k * incremental_iteration - k)
