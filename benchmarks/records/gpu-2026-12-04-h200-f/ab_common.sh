@@ -14,6 +14,14 @@ oldtree() {  # OLD_SRC
     tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C build/oldtree &&
     cp -r "$1" build/oldtree/
 }
+# The old side (OLD_SRC's engines over this tree) and this tree, built at once; OLD and NEW name
+# their librh_cuda.
+old_and_new_libraries() {  # OLD_SRC
+  oldtree "$1" || return 1
+  JOBS=8 libbuild build/oldtree build/old & JOBS=8 libbuild . build/new & wait
+  OLD=$PWD/build/old/engines/cuda/librh_cuda.so
+  NEW=$PWD/build/new/engines/cuda/librh_cuda.so
+}
 # ROUNDS rounds of cold streams (benchmarks/micro/cuda_cold_streams.py with the arguments after
 # SUMMARY), the old and the new librh_cuda alternating process by process (old first in odd
 # rounds), appended to OUTDIR/cold.jsonl; then their summary, printed and kept in

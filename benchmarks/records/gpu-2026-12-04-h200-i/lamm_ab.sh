@@ -10,10 +10,7 @@
 OLD_SRC=${1:?usage: lamm_ab.sh OLD_SRC OUTDIR}
 OUT=${2:?usage: lamm_ab.sh OLD_SRC OUTDIR}
 source benchmarks/records/gpu-2026-12-04-h200-f/ab_common.sh
-oldtree "$OLD_SRC"
-JOBS=8 libbuild build/oldtree build/old & JOBS=8 libbuild . build/new & wait
-OLD=$PWD/build/old/engines/cuda/librh_cuda.so
-NEW=$PWD/build/new/engines/cuda/librh_cuda.so
+old_and_new_libraries "$OLD_SRC"
 mkdir -p "$OUT/std" "$OUT/ls" "$OUT/lw"
 for side in old new; do
   lib=$OLD; [ $side = new ] && lib=$NEW
