@@ -13,10 +13,14 @@
 
 namespace rh {
 
+namespace {
+
 // The columns of an n x P Gram its GEMM forms (gram_upper); a gemv forms the rest.
 int64_t gram_gemm_columns(int64_t P) {
   return P > 64 && P % 64 == 1 ? P - 1 : P;
 }
+
+}  // namespace
 
 GramSplit gram_split(int64_t n_rows, int64_t P) {
   const int64_t tiles = (gram_gemm_columns(P) + 63) / 64;
@@ -76,8 +80,9 @@ cublasStatus_t gemm_chunks(cublasHandle_t h, int m, int n, int rows, int ld, con
                                    b, ld, stride_ab, &zero, c, ld, stride_c, chunks);
 }
 
-// The last column of each chunk's product, C[:, P - 1] = A b_{P-1} (b_{P-1}: row P - 1 of the
-// column-major B, every P-th value), one gemv per chunk in a strided batch.
+// The last column of each chunk's product, C[:, P - 1] = A b_{P-1} (A: the chunk's m x rows
+// column-major block with leading dimension m = P; b_{P-1}: row P - 1 of B, every P-th value),
+// one gemv per chunk in a strided batch.
 cublasStatus_t gemv_chunks(cublasHandle_t h, int m, int rows, const float* a, const float* x,
                            long long stride_ax, float* y, long long stride_y, int chunks) {
   const float one = 1.0f, zero = 0.0f;
