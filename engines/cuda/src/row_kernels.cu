@@ -385,19 +385,17 @@ __device__ __forceinline__ void row_pass_row(const RowView<T>& rows, int64_t i, 
   const double psi = huber_psi(r, tau);
   const double u = w * psi;
   const double wc = w * smoothed_curvature(r, tau, h);
-  if (scaled != nullptr) {
-    // sqrt(w c) X feeds the Gram GEMM, which then forms X' diag(w c) X.
+  const auto write_scaled = [&](double root, T* out) {
     if constexpr (InSlots)
-      write_scaled_slots<Team, kSlots>(rows, i, lane, sqrt(wc), column, scaled);
+      write_scaled_slots<Team, kSlots>(rows, i, lane, root, column, out);
     else
-      write_scaled_row<Team>(rows, i, lane, sqrt(wc), scaled);
-  }
-  if (meat_here) {
-    if constexpr (InSlots)
-      write_scaled_slots<Team, kSlots>(rows, i, lane, sqrt(w) * fabs(psi), column, meat_scaled);
-    else
-      write_scaled_row<Team>(rows, i, lane, sqrt(w) * fabs(psi), meat_scaled);
-  }
+      write_scaled_row<Team>(rows, i, lane, root, out);
+  };
+  // sqrt(w c) X feeds the Gram GEMM, which then forms X' diag(w c) X.
+  if (scaled != nullptr)
+    write_scaled(sqrt(wc), scaled);
+  if (meat_here)
+    write_scaled(sqrt(w) * fabs(psi), meat_scaled);
   if (with_xtu) {
 #pragma unroll
     for (int k = 0; k < kSlots; ++k) {
