@@ -10,6 +10,12 @@ libbuild() {  # src build-dir
 # The "old" side's tree in build/oldtree: this tree with OLD_SRC (a copy of an older commit's
 # engines/ directory) copied over it.
 oldtree() {  # OLD_SRC
+  # Given any other directory, the copy below would land beside engines/ and the "old" side
+  # would build this tree's engines: an A/A comparison under an A/B's labels.
+  if [ "$(basename "$1")" != engines ] || [ ! -d "$1/cuda" ]; then
+    echo "oldtree: OLD_SRC must be an engines/ directory, not $1" >&2
+    return 1
+  fi
   mkdir -p build/oldtree &&
     tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C build/oldtree &&
     cp -r "$1" build/oldtree/
