@@ -1,11 +1,17 @@
 # Sourced by the A/B scripts of this record and of gpu-2026-12-04-h200-g, run from the repository
 # root. The release library's build (rh_cuda only; a build directory that already holds it is
-# reused):
-libbuild() {  # src build-dir
-  [ -f "$2/engines/cuda/librh_cuda.so" ] && return 0
+# reused); with more targets after the build directory (test tools such as
+# cuda_lifecycle_timing), the tests' build with rh_cuda and those targets, never reused:
+libbuild() {  # src build-dir [test targets...]
+  local tests=OFF
+  if [ $# -gt 2 ]; then
+    tests=ON
+  elif [ -f "$2/engines/cuda/librh_cuda.so" ]; then
+    return 0
+  fi
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON \
-    -DRH_BUILD_TESTS=OFF -DCMAKE_CUDA_ARCHITECTURES=90 > "$2.cfg.log" 2>&1 &&
-    cmake --build "$2" --target rh_cuda -j "${JOBS:-8}" > "$2.log" 2>&1
+    -DRH_BUILD_TESTS=$tests -DCMAKE_CUDA_ARCHITECTURES=90 > "$2.cfg.log" 2>&1 &&
+    cmake --build "$2" --target rh_cuda "${@:3}" -j "${JOBS:-8}" > "$2.log" 2>&1
 }
 # The "old" side's tree in build/oldtree: this tree with OLD_SRC (a copy of an older commit's
 # engines/ directory) copied over it.

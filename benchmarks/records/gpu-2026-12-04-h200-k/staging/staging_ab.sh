@@ -8,12 +8,10 @@ mkdir -p "$OUTDIR"
 source benchmarks/records/gpu-2026-12-04-h200-f/ab_common.sh
 rm -rf build/oldtree
 oldtree "${OLD_SRC:?set OLD_SRC to an engines directory of the baseline}" || exit 1
-tbuild() {  # src dir: the release library and the lifecycle tool (the test build's library)
-  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON -DRH_BUILD_TESTS=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 > "$2.cfg.log" 2>&1 &&
-    cmake --build "$2" --target rh_cuda cuda_lifecycle_timing -j 8 > "$2.log" 2>&1
-}
-tbuild build/oldtree build/staging-old & tbuild . build/staging-new & wait
+# The release library and the lifecycle tool (the test build's library), both sides at once.
+libbuild build/oldtree build/staging-old cuda_lifecycle_timing &
+libbuild . build/staging-new cuda_lifecycle_timing &
+wait
 # Host against device input of one update, 1,000,000 x 32, 32,768 x 90, 65,536 x 32 float64,
 # four rounds, the order alternating.
 for r in 1 2 3 4; do
