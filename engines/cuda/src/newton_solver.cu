@@ -67,11 +67,19 @@ void enqueue_speculative_iteration(UpdateContext<T>& ctx) {
 
 // The rest of an iteration paused in kNeedsLineSearch (beta, dir and jdir unchanged; the
 // residuals, Gram, g and J delta the candidate's): the row pass at beta again, which gives back
-// their values there bit for bit, then the line search along dir as without speculation.
+// their values there bit for bit, then the line search along dir as without speculation. The
+// incremental Gram's pass at beta flags the rows whose weight the candidate changed; they are
+// added before the step's own pass flags again (one synchronisation more, on this path only).
 template <class T>
 void enqueue_line_search_iteration(UpdateContext<T>& ctx) {
   launch_resume(ctx.device_scalars(), ctx.e.stream);
   ctx.row_pass_then_gradient(kRunWhileRunning, kRunWhileRunning, false);
+  if (ctx.incremental_gram) {
+    ctx.enqueue_readback();
+    ctx.wait_for_status();
+    if (ctx.status().gram_flips > 0)
+      ctx.apply_gram_flips(ctx.status().gram_flips);
+  }
   enqueue_step(ctx, ctx.small_dense(), false);
 }
 

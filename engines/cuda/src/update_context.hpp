@@ -129,11 +129,12 @@ struct UpdateContext {
   // beta - dir before the whole step is judged, so an iteration that accepts it needs no
   // line-search pass. Only from a fitted beta0 (a stream's later batches, or after a restore):
   // from the zero start of a stream the first steps are often cut, and a rejected candidate
-  // costs a synchronisation and a row pass more than the line search alone. Not where a row pass
-  // at a rejected candidate would leave more than the pass at beta repairs: the incremental
-  // Gram's recorded weights, or K's rows.
+  // costs a synchronisation and a row pass more than the line search alone. Not with K, whose
+  // rows a row pass at a rejected candidate would leave behind. The incremental Gram's pass at
+  // the candidate records its weights; the pass at beta after a rejection flags them back
+  // (newton_solver.cu, enqueue_line_search_iteration).
   bool speculative_newton() const {
-    return e.newton_speculation && k.previous_weight > 0.0 && !incremental_gram && !with_meat;
+    return e.newton_speculation && k.previous_weight > 0.0 && !with_meat;
   }
 
   // Residual, score and the objective partials at the current beta (or at `at`, not null), then

@@ -599,10 +599,12 @@ void test_chunk_size_never_changes_results() {
 // line search, and the rest of the solve takes the line search, whose iteration graph is then
 // captured as well (with CUDA_GRAPHS, one capture more than on the line search alone: the check
 // that the speculative path ran). On every dense path, host and device input, with and without
-// graphs.
+// graphs. Batches of 3,000 rows, and of 64,000 x 129 parameters, whose Gram (2 n P^2 > 2e9 flops)
+// is kept incrementally: there the pass at a rejected candidate records the candidate's weights
+// and the pass at beta flags them back before the line search's own pass.
 template <class T>
-Fit speculation_fit(int32_t dtype, uint64_t flags, bool device, int64_t features, double offset,
-                    bool line_search) {
+Fit speculation_fit(int32_t dtype, uint64_t flags, bool device, int64_t rows, int64_t features,
+                    double offset, bool line_search) {
   if (line_search)
     setenv("RH_CUDA_TEST_NEWTON_STEP", "line-search", 1);
   Fit fit;
@@ -619,7 +621,7 @@ Fit speculation_fit(int32_t dtype, uint64_t flags, bool device, int64_t features
   c.ridge = offset != 0.0 ? 1e-8 : 0.0;
   int iterations = 0;
   for (int b = 0; b < 3 && fit.status == RH_CUDA_SUCCESS; ++b) {
-    Batch<T> data = make_batch<T>(300 + b, 3000, features, true, false);
+    Batch<T> data = make_batch<T>(300 + b, rows, features, true, false);
     for (T& y : data.y)
       y = static_cast<T>(static_cast<double>(y) + offset);
     RhCudaHostBatch hb = data.view(true);
@@ -647,12 +649,12 @@ Fit speculation_fit(int32_t dtype, uint64_t flags, bool device, int64_t features
 }
 
 template <class T>
-void speculation_matches_line_search(const DensePath& path, int64_t features, double offset,
-                                     double rtol) {
+void speculation_matches_line_search(const DensePath& path, int64_t rows, int64_t features,
+                                     double offset, double rtol) {
   const int32_t dtype = sizeof(T) == 4 ? RH_CUDA_DTYPE_FLOAT32 : RH_CUDA_DTYPE_FLOAT64;
   if (offset != 0.0) {
     // The premise: at beta = 0 every |y| exceeds tau + h by far (h <= tau always).
-    const Batch<T> first = make_batch<T>(300, 3000, features, true, false);
+    const Batch<T> first = make_batch<T>(300, rows, features, true, false);
     double smallest = INFINITY;
     for (const T y : first.y)
       smallest = std::fmin(smallest, std::fabs(static_cast<double>(y) + offset));
@@ -661,18 +663,20 @@ void speculation_matches_line_search(const DensePath& path, int64_t features, do
   for (const uint64_t flags : {uint64_t{0}, uint64_t{RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS}}) {
     for (const bool device : {false, true}) {
       set_path(path, true);
-      const Fit speculative = speculation_fit<T>(dtype, flags, device, features, offset, false);
-      const Fit searched = speculation_fit<T>(dtype, flags, device, features, offset, true);
+      const Fit speculative =
+          speculation_fit<T>(dtype, flags, device, rows, features, offset, false);
+      const Fit searched = speculation_fit<T>(dtype, flags, device, rows, features, offset, true);
       set_path(path, false);
       RH_CHECK(speculative.status == RH_CUDA_SUCCESS && searched.status == RH_CUDA_SUCCESS);
       const double coef = relative_gap(speculative.coef, searched.coef);
       const double info = relative_gap(speculative.info, searched.info);
       std::printf(
-          "speculative step (%s, P = %lld, %s, offset %g, %s input%s): %d / %d iterations, "
+          "speculative step (%s, %lld x %lld, %s, offset %g, %s input%s): %d / %d iterations, "
           "%lld / %lld graph captures, coefficients %.3e, information %.3e%s%s\n",
-          path.name, static_cast<long long>(features + 1), sizeof(T) == 4 ? "float32" : "float64",
-          offset, device ? "device" : "host", flags ? ", graphs" : "", speculative.total_iterations,
-          searched.total_iterations, static_cast<long long>(speculative.graph_captures),
+          path.name, static_cast<long long>(rows), static_cast<long long>(features + 1),
+          sizeof(T) == 4 ? "float32" : "float64", offset, device ? "device" : "host",
+          flags ? ", graphs" : "", speculative.total_iterations, searched.total_iterations,
+          static_cast<long long>(speculative.graph_captures),
           static_cast<long long>(searched.graph_captures), coef, info,
           speculative.coef == searched.coef && speculative.info == searched.info ? " (same bits)"
                                                                                  : "",
@@ -688,12 +692,14 @@ void speculation_matches_line_search(const DensePath& path, int64_t features, do
 
 void test_speculative_step_matches_the_line_search() {
   // 6 features: one lane per row; 20: the fused Gram's teams; 200: cuBLAS's Gram with the
-  // cluster Cholesky (the engine's choice) or cuSOLVER.
+  // cluster Cholesky (the engine's choice) or cuSOLVER; 128 in batches of 64,000 rows: the
+  // incremental Gram with the one-block Cholesky (the engine's choice) or cuSOLVER.
+  const std::pair<int64_t, int64_t> shapes[] = {{3000, 6}, {3000, 20}, {3000, 200}, {64000, 128}};
   for (const DensePath& path : {kDensePaths[0], kDensePaths[2]}) {
-    for (const int64_t features : {int64_t{6}, int64_t{20}, int64_t{200}}) {
+    for (const auto& [rows, features] : shapes) {
       for (const double offset : {0.0, 1000.0}) {
-        speculation_matches_line_search<double>(path, features, offset, 1e-9);
-        speculation_matches_line_search<float>(path, features, offset, 1e-5);
+        speculation_matches_line_search<double>(path, rows, features, offset, 1e-9);
+        speculation_matches_line_search<float>(path, rows, features, offset, 1e-5);
       }
     }
   }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Newton's speculative whole step with the incremental Gram (large-stream: 262,144 x 129
+# batches), against the engine before it. Run from the repository root on the GPU host:
+#   bash benchmarks/records/gpu-2026-12-04-h200-l/speculative_ab.sh OUTDIR OLD_ENGINES
+# OLD_ENGINES: the engines/ directory of the commit before the change. Writes to OUTDIR:
+# numerics.txt (test_cuda_numerics of this tree), timeline-{old,new,cusolver}.txt (CUDA activity
+# record of one cold stream per case; "cusolver": this tree's test build with P = 129 factored
+# by cuSOLVER's potrf instead of the one-block kernel) and the cold streams of both builds
+# alternating (cold.jsonl, cold-summary.txt).
+set -u
+out=$1
+old_src=$2
+mkdir -p "$out"
+. benchmarks/records/gpu-2026-12-04-h200-f/ab_common.sh
+oldtree "$old_src" || exit 1
+JOBS=8 libbuild build/oldtree build/l-old &
+JOBS=8 libbuild . build/l-new test_cuda_numerics &
+wait
+OLD=$PWD/build/l-old/engines/cuda/librh_cuda.so
+NEW=$PWD/build/l-new/engines/cuda/librh_cuda.so
+TESTING=$PWD/build/l-new/engines/cuda/librh_cuda_testing.so
+ls -l "$OLD" "$NEW" "$TESTING" || { tail -20 build/l-old.log build/l-new.log; exit 1; }
+
+cases="large-stream:float64:none large-stream:float32:none"
+for side in old new; do
+  lib=$OLD; [ $side = new ] && lib=$NEW
+  RH_CUDA_LIBRARY=$lib timeout 120 python3 benchmarks/micro/cuda_stream_timeline.py run \
+    "build/l-timeline-$side" $cases > "$out/timeline-$side.txt" 2>&1
+done
+RH_CUDA_TEST_SMALL_DENSE_MAX=128 RH_CUDA_TEST_CLUSTER_CHOLESKY_MAX=0 RH_CUDA_LIBRARY=$TESTING \
+  timeout 120 python3 benchmarks/micro/cuda_stream_timeline.py run build/l-timeline-cusolver \
+  $cases > "$out/timeline-cusolver.txt" 2>&1
+
+timeout 300 build/l-new/engines/cuda/tests/test_cuda_numerics > "$out/numerics.txt" 2>&1
+echo "test_cuda_numerics rc $?" >> "$out/numerics.txt"
+
+cold_rounds "$out" "$OLD" "$NEW" "${ROUNDS:-2}" cold-summary.txt --profile large \
+  --shapes large-stream --penalties none --repetitions 3
