@@ -412,7 +412,7 @@ __device__ __forceinline__ void row_pass_row(const RowView<T>& rows, int64_t i, 
   if (!with_xtu)
     score[i] = static_cast<T>(u);
   if (track.value != nullptr) {
-    if (track.flags != nullptr) {
+    if (track.recorded) {
       const double change = wc - track.value[i];
       track.flags[i] = change != 0.0 ? 1 : 0;
       if (change != 0.0) {
@@ -421,6 +421,7 @@ __device__ __forceinline__ void row_pass_row(const RowView<T>& rows, int64_t i, 
       }
     } else {
       track.value[i] = wc;
+      track.flags[i] = 0;
     }
   }
 }

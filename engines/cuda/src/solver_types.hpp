@@ -129,13 +129,15 @@ enum RunWhen : int {
 
 // The curvature weights w c(r) a row pass records for the incremental Gram
 // (UpdateContext::incremental_gram): value[i] is row i's weight in the Gram that gram() holds.
-// Without flags (the pass whose Gram is formed in full) the pass records the weights; with them
-// (a pass that leaves its Gram to UpdateContext::apply_gram_flips) it sets flags[i] when row i's
-// weight changed, keeps the change in delta[i] and records the new weight.
+// Before the batch's weights are recorded (the pass whose Gram is formed in full) the pass
+// records them and clears flags[i]; once they are (a pass that leaves its Gram to
+// UpdateContext::apply_gram_flips) it sets flags[i] when row i's weight changed, keeps the change
+// in delta[i] and records the new weight.
 struct CurvatureTrack {
   double* value = nullptr;
   double* delta = nullptr;
   unsigned char* flags = nullptr;
+  bool recorded = false;
 };
 struct DeviceScalars {
   double batch_weight;  // B, summed on the device in double

@@ -218,8 +218,8 @@ CurvatureTrack UpdateContext<T>::curvature_track(bool with_gram) const {
     return track;
   track.value = e.ws.curvature.as<double>();
   track.delta = e.ws.curvature_delta.as<double>();
-  if (gram_recorded)
-    track.flags = e.ws.flip_flags.as<unsigned char>();
+  track.flags = e.ws.flip_flags.as<unsigned char>();
+  track.recorded = gram_recorded;
   return track;
 }
 

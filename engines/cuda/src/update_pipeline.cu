@@ -178,8 +178,9 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
                                           static_cast<int>(b.n_rows), e.stream),
                "cub::DeviceSelect::Flagged (temporary storage)");
     reserve_elems(e.ws.select_temp, static_cast<int64_t>(select_bytes), 1, "changed-row selection");
-    check_cuda(cudaMemsetAsync(e.ws.flip_flags.data(), 0, b.n_rows, e.stream),
-               "cudaMemsetAsync (changed-row flags)");
+    // The flags need no clearing here: the solve's first row pass records the weights and
+    // clears them (CurvatureTrack). A refused batch skips that pass, and its refusal is reported
+    // at the first synchronisation, before any flagged row is added.
   }
 
   // The row pass writes scaled rows for cuBLAS's Gram unless it forms the Gram itself (the

@@ -38,7 +38,7 @@ out = sys.argv[1]
 cases = sys.argv[2:] or ["streaming:float64:none", "reference:float64:none", "wide:float64:none"]
 for case in cases:
     name, dtype, pen = case.split(":")
-    shape = shapes_of("standard", [name])[0]
+    shape = shapes_of("large" if name.startswith("large-") else "standard", [name])[0]
     X, y = shape_data(shape)
     Xd, yd = cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
     walls, _, _ = timed_streams(cp, shape, Xd, yd, dtype, pen, warmups=3, repetitions=7)
