@@ -8,7 +8,7 @@ blocks, 10 rows with two on some blocks, and its limit; 384: cuSOLVER's. Float64
 two iterations each (the cap's convergence warnings are silenced), without a penalty and, at
 P = 17 and 257, with the L1 penalty (its LAMM kernels). Then the incremental Gram (a heavy
 Gram, 2 n P^2 > 2e9): two batches of 16,000 x 256, four iterations each, so rows change
-weight between row passes.
+weight between row passes; the second takes the speculative whole step on it.
 At P = 17, 257 and 384 without a penalty a second batch follows the first: from a fitted beta0
 Newton takes the speculative whole step (its candidate from each solve path, the verdict in the
 gradient's launch).
