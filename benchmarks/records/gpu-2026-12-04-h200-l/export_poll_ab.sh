@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The copy team's workers sleep at once after a state export and after a batch's last staged
-# chunk (AfterCopy::Sleep) instead of polling for 100 us, against the engine before it. Run from
-# the repository root on the GPU host:
+# chunk (AfterCopy::Sleep, export-poll/after-copy-sleep.patch, applied to this tree for the run;
+# not shipped) instead of polling for 100 us, against the engine before it. Run from the
+# repository root on the GPU host:
 #   bash benchmarks/records/gpu-2026-12-04-h200-l/export_poll_ab.sh OUTDIR OLD_ENGINES
 # OLD_ENGINES: the engines/ directory of the commit before the change. Writes to OUTDIR:
 # tests.txt (test_copy_team, test_cuda_entry_points of this tree), hostgap-{old,new}.txt

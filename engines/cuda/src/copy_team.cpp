@@ -20,9 +20,8 @@ namespace rh {
 
 namespace {
 
-// Idle workers poll for the next chunk this long before they sleep (after a job queued with
-// AfterCopy::Poll): the gap between two chunks of one transfer is an event wait plus a DMA
-// launch, shorter than a futex wake-up.
+// Idle workers poll for the next chunk this long before they sleep: the gap between two chunks
+// of one transfer is an event wait plus a DMA launch, shorter than a futex wake-up.
 constexpr auto kWorkerSpin = std::chrono::microseconds(100);
 
 inline void cpu_relax() {
@@ -60,7 +59,7 @@ class CopyWorkers {
   }
 
   // One part: the caller copies alone, without touching the team.
-  void copy(char* dst, const char* src, size_t len, int parts, AfterCopy after) {
+  void copy(char* dst, const char* src, size_t len, int parts) {
     if (parts <= 1) {
       copy_to_pinned(dst, src, len);
       return;
@@ -71,7 +70,6 @@ class CopyWorkers {
     job.src = src;
     job.len = len;
     job.parts = parts;
-    job.poll_after = after == AfterCopy::Poll;
     // Slices are whole cache lines, so two threads never write one line.
     job.slice =
         ((len + static_cast<size_t>(parts) - 1) / static_cast<size_t>(parts) + 63) & ~size_t{63};
@@ -105,7 +103,6 @@ class CopyWorkers {
     size_t len = 0;
     size_t slice = 0;
     int parts = 0;
-    bool poll_after = false;
     int claimed = 0;  // guarded by mutex_
     std::atomic<int> finished{0};
 
@@ -152,12 +149,11 @@ class CopyWorkers {
 
   void work() {
     std::unique_lock<std::mutex> lock(mutex_);
-    bool poll = false;  // the last job this worker took asked for polling after it
     for (;;) {
       if (queue_.empty()) {
         lock.unlock();
         const auto until = std::chrono::steady_clock::now() + kWorkerSpin;
-        while (poll && queued_.load(std::memory_order_acquire) == 0 &&
+        while (queued_.load(std::memory_order_acquire) == 0 &&
                std::chrono::steady_clock::now() < until) {
           cpu_relax();
         }
@@ -165,7 +161,6 @@ class CopyWorkers {
         wake_.wait(lock, [this] { return !queue_.empty(); });
       }
       Job* job = queue_.front();
-      poll = job->poll_after;
       const int part = job->claimed++;
       if (job->claimed == job->parts)
         unqueue(job);
@@ -199,8 +194,8 @@ int usable_cpus() {
   return n > 0 ? static_cast<int>(n) : 1;
 }
 
-void team_copy(char* dst, const char* src, size_t len, int parts, AfterCopy after) {
-  CopyWorkers::instance().copy(dst, src, len, parts, after);
+void team_copy(char* dst, const char* src, size_t len, int parts) {
+  CopyWorkers::instance().copy(dst, src, len, parts);
 }
 
 }  // namespace rh

@@ -14,19 +14,11 @@ constexpr int kMaxCopyThreads = 64;
 // The CPUs this process may run on (its affinity mask; else the hardware's count; at least 1).
 int usable_cpus();
 
-// What the team's workers do once a copy's slices are taken: poll for the next copy (it follows
-// within microseconds: the next piece or chunk of a staged transfer) or sleep at once (nothing
-// follows soon: a transfer's last chunk, an exported state). A polling worker slows the
-// caller's own work on this CPU: after a float64 state export at P = 129, one polling worker took
-// the host time around a large-stream batch on an H200 host from about 140 to 390 us
-// (benchmarks/records/gpu-2026-12-04-h200-l).
-enum class AfterCopy { Poll, Sleep };
-
 // Copies len bytes from src to dst (host memory into a pinned chunk, or out of one) in `parts`
 // slices of whole cache lines: the caller copies slices itself until none is left unclaimed,
 // the team's workers take the others, and it returns once every slice is copied. parts <= 1:
 // the caller copies alone, without touching the team. Always completes, even when no worker
 // could be started.
-void team_copy(char* dst, const char* src, size_t len, int parts, AfterCopy after);
+void team_copy(char* dst, const char* src, size_t len, int parts);
 
 }  // namespace rh

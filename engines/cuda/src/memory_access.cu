@@ -142,27 +142,18 @@ void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
   e.ws.host_chunks[0].reserve(capacity, "pinned staging chunk");
   e.ws.host_chunks[1].reserve(capacity, "pinned staging chunk");
   int slot = 0;
-  int last_piece = 0;  // the last piece with bytes to copy
-  for (int p = 0; p < 3; ++p) {
-    if (pieces[p].row_bytes > 0)
-      last_piece = p;
-  }
   for (int64_t first = 0; first < src.n; first += chunk_rows, slot ^= 1) {
     const size_t rows = static_cast<size_t>(std::min(chunk_rows, src.n - first));
-    const bool last_chunk = first + static_cast<int64_t>(rows) >= src.n;
     // The chunk is reused only after the DMAs that last read it have finished.
     check_cuda(cudaEventSynchronize(e.chunk_events[slot]), "cudaEventSynchronize");
     char* pinned = e.ws.host_chunks[slot].as<char>();
-    for (int p = 0; p < 3; ++p) {
-      const Piece& piece = pieces[p];
+    for (const Piece& piece : pieces) {
       if (piece.row_bytes == 0)
         continue;
       const size_t len = rows * piece.row_bytes;
       const char* from =
           static_cast<const char*>(piece.from) + static_cast<size_t>(first) * piece.row_bytes;
-      // The batch's last copy: the caller goes on to the solve's launches.
-      const bool last = last_chunk && p == last_piece;
-      team_copy(pinned, from, len, copy_parts(e, len), last ? AfterCopy::Sleep : AfterCopy::Poll);
+      team_copy(pinned, from, len, copy_parts(e, len));
       dma(piece, pinned, first, rows);
       pinned += len;
     }
@@ -173,7 +164,7 @@ void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
 
 void copy_export(const Engine& e, void* dst, const void* src, size_t len) {
   team_copy(static_cast<char*>(dst), static_cast<const char*>(src), len,
-            copy_parts(e, len, kMinExportBytesPerThread), AfterCopy::Sleep);
+            copy_parts(e, len, kMinExportBytesPerThread));
 }
 
 double device_element(const void* data, int64_t index, size_t elem) {

@@ -1,10 +1,8 @@
 // The host copy team behind librh_cuda's staging and state export (copy_team.cpp), alone: no
 // GPU needed. Every byte of a copy lands at its destination and nothing around it is written,
 // for lengths around the cache line, the streaming-store threshold and a staging chunk, source
-// and destination at every alignment within a cache line, and 1 to 64 slices, with the workers
-// polling or sleeping after each copy; two threads copying at once share the team's workers and
-// each gets its own bytes.
-#include <chrono>
+// and destination at every alignment within a cache line, and 1 to 64 slices; two threads
+// copying at once share the team's workers and each gets its own bytes.
 #include <cstdint>
 #include <cstdio>
 #include <thread>
@@ -20,10 +18,8 @@ unsigned char pattern(size_t i, unsigned seed) {
 }
 
 // Copies `len` patterned bytes at offset `src_at` of the source to offset `dst_at` of a guarded
-// destination in `parts` slices and checks every byte of the destination. `after`: whether the
-// workers poll for the next copy or sleep at once (either way the next copy must wake them).
-void copy_and_check(size_t len, size_t src_at, size_t dst_at, int parts, unsigned seed,
-                    rh::AfterCopy after = rh::AfterCopy::Poll) {
+// destination in `parts` slices and checks every byte of the destination.
+void copy_and_check(size_t len, size_t src_at, size_t dst_at, int parts, unsigned seed) {
   constexpr size_t kGuard = 4099;
   std::vector<unsigned char> src(src_at + len + kGuard);
   std::vector<unsigned char> dst(kGuard + dst_at + len + kGuard, 0xA5);
@@ -31,7 +27,7 @@ void copy_and_check(size_t len, size_t src_at, size_t dst_at, int parts, unsigne
     src[i] = pattern(i, seed);
   const size_t begin = kGuard + dst_at;
   rh::team_copy(reinterpret_cast<char*>(dst.data() + begin),
-                reinterpret_cast<const char*>(src.data() + src_at), len, parts, after);
+                reinterpret_cast<const char*>(src.data() + src_at), len, parts);
   bool inside = true;
   bool outside = true;
   for (size_t i = 0; i < dst.size(); ++i) {
@@ -58,22 +54,14 @@ int main() {
   for (int parts : parts_list) {
     for (size_t len : lengths) {
       for (size_t src_at : {size_t{0}, size_t{8}, size_t{33}}) {
-        for (size_t dst_at : {size_t{0}, size_t{8}, size_t{61}}) {
-          const rh::AfterCopy after = seed % 2 == 0 ? rh::AfterCopy::Sleep : rh::AfterCopy::Poll;
-          copy_and_check(len, src_at, dst_at, parts, seed++, after);
-        }
+        for (size_t dst_at : {size_t{0}, size_t{8}, size_t{61}})
+          copy_and_check(len, src_at, dst_at, parts, seed++);
       }
     }
   }
-  // Workers asleep (a pause well past their polling time after a copy that asked for none) are
-  // woken by the next copy.
-  for (unsigned s = 500; s < 510; ++s) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    copy_and_check(1048576 + 5, 8, 0, 12, s, rh::AfterCopy::Sleep);
-  }
   std::thread other([] {
     for (unsigned s = 1000; s < 1040; ++s)
-      copy_and_check(1048576 + 5, 0, 0, 12, s, rh::AfterCopy::Sleep);
+      copy_and_check(1048576 + 5, 0, 0, 12, s);
   });
   for (unsigned s = 2000; s < 2040; ++s)
     copy_and_check(524288 + 3, 8, 16, 8, s);
