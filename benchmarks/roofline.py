@@ -63,8 +63,9 @@ launches, inference off), mirrored from engines/cuda/src:
   kernel of its own in place of J dir), the row pass and Gram run at the candidate and the
   gradient's launch judges the whole step; the trials and the select kernel run only after a
   rejection, which the record does not count, so every speculative iteration is counted as
-  accepted and on that path the engine floor is a lower bound (Newton's incremental Gram
-  keeps the line search);
+  accepted and on that path the engine floor is a lower bound (with Newton's incremental Gram
+  too, where a rejection also costs a synchronisation and the update of the rows its candidate
+  changed);
 - LAMM iteration: two groups of three launches for the 40 attempts (four above 2^22 stored
   values a batch, J delta then launched apart from the trials; the first group's 8
   candidates read X and y once; the second group returns at once), the row pass without the
@@ -413,7 +414,7 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     else:
         solve_launches = 2 if P <= cluster_cholesky_max else 4
     # Speculative iterations (module docstring) skip the trials pass and the select kernel.
-    speculative = fitted_start and not incremental
+    speculative = fitted_start
     trials = Work() if speculative else Work(bytes=n * c * s + 8 * n, launches=2)
     for _ in range(k):
         work.add(Work(launches=solve_launches))

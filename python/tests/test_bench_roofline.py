@@ -117,10 +117,14 @@ def test_engine_floor_of_a_speculative_newton_batch():
                                        fitted_start=True)
     assert line_search.launches - speculative.launches == 4 * 2
     assert line_search.bytes - speculative.bytes == 4 * (4096 * 256 * s + 8 * 4096)
-    # Newton's incremental Gram keeps the line search.
+    # So does Newton's incremental Gram (50,000 x 257: 2 n P^2 = 6.6e9 > 2e9, one iteration a
+    # chunk, none queued past the end): each iteration without the trials' read of X and the
+    # residuals, and without their two launches.
     heavy = dict(l1=False, host=False, hint=0)
-    assert (roofline.engine_work(50_000, 256, s, 3, **heavy, fitted_start=True).bytes
-            == roofline.engine_work(50_000, 256, s, 3, **heavy).bytes)
+    searched = roofline.engine_work(50_000, 256, s, 3, **heavy)
+    judged = roofline.engine_work(50_000, 256, s, 3, **heavy, fitted_start=True)
+    assert searched.bytes - judged.bytes == 3 * (50_000 * 256 * s + 8 * 50_000)
+    assert (searched.launches - judged.launches, searched.syncs, judged.syncs) == (3 * 2, 3, 3)
 
 
 def test_fused_row_pass_forms_x_u_at_every_width_it_takes():
