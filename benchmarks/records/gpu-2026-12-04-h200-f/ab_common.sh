@@ -26,13 +26,18 @@ oldtree() {  # OLD_SRC
     tar --exclude=./build --exclude=./.git -cf - . | tar -xf - -C build/oldtree &&
     cp -r "$1" build/oldtree/
 }
-# The old side (OLD_SRC's engines over this tree) and this tree, built at once; OLD and NEW name
-# their librh_cuda.
-old_and_new_libraries() {  # OLD_SRC
+# The old side (OLD_SRC's engines over this tree) and this tree, built at once into
+# build/PREFIXold and build/PREFIXnew (PREFIX empty when not given); test targets after PREFIX
+# go to this tree's build (libbuild). OLD and NEW name their librh_cuda.
+old_and_new_libraries() {  # OLD_SRC [PREFIX [test targets...]]
+  local prefix=${2:-}
   oldtree "$1" || return 1
-  JOBS=8 libbuild build/oldtree build/old & JOBS=8 libbuild . build/new & wait
-  OLD=$PWD/build/old/engines/cuda/librh_cuda.so
-  NEW=$PWD/build/new/engines/cuda/librh_cuda.so
+  JOBS=8 libbuild build/oldtree "build/${prefix}old" &
+  JOBS=8 libbuild . "build/${prefix}new" "${@:3}" &
+  wait
+  OLD=$PWD/build/${prefix}old/engines/cuda/librh_cuda.so
+  NEW=$PWD/build/${prefix}new/engines/cuda/librh_cuda.so
+  ls "$OLD" "$NEW" > /dev/null || { tail -20 "build/${prefix}old.log" "build/${prefix}new.log"; return 1; }
 }
 # ROUNDS rounds of cold streams (benchmarks/micro/cuda_cold_streams.py with the arguments after
 # SUMMARY), the old and the new librh_cuda alternating process by process (old first in odd

@@ -13,13 +13,7 @@ set -u
 out=$1
 mkdir -p "$out/host"
 . benchmarks/records/gpu-2026-12-04-h200-f/ab_common.sh
-oldtree "$2" || exit 1
-JOBS=8 libbuild build/oldtree build/p-old &
-JOBS=8 libbuild . build/p-new test_copy_team test_cuda_entry_points &
-wait
-OLD=$PWD/build/p-old/engines/cuda/librh_cuda.so
-NEW=$PWD/build/p-new/engines/cuda/librh_cuda.so
-ls -l "$OLD" "$NEW" || { tail -20 build/p-old.log build/p-new.log; exit 1; }
+old_and_new_libraries "$2" p- test_copy_team test_cuda_entry_points || exit 1
 for t in test_copy_team test_cuda_entry_points; do
   timeout 200 "build/p-new/engines/cuda/tests/$t" > "$out/$t.log" 2>&1
   echo "$t rc $?" >> "$out/tests.txt"

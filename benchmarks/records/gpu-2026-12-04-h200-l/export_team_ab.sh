@@ -11,6 +11,7 @@ set -u
 out=$1
 mkdir -p "$out"
 . benchmarks/records/gpu-2026-12-04-h200-f/ab_common.sh
+mkdir -p build
 JOBS=16 libbuild . build/l-team rh_cuda_testing || { tail -20 build/l-team.log; exit 1; }
 export RH_CUDA_LIBRARY=$PWD/build/l-team/engines/cuda/librh_cuda_testing.so
 gaps=benchmarks/records/gpu-2026-12-04-h200-e/host-time/host_gaps.py

@@ -13,14 +13,8 @@ out=$1
 old_src=$2
 mkdir -p "$out"
 . benchmarks/records/gpu-2026-12-04-h200-f/ab_common.sh
-oldtree "$old_src" || exit 1
-JOBS=8 libbuild build/oldtree build/l-old &
-JOBS=8 libbuild . build/l-new test_cuda_numerics test_cuda_entry_points &
-wait
-OLD=$PWD/build/l-old/engines/cuda/librh_cuda.so
-NEW=$PWD/build/l-new/engines/cuda/librh_cuda.so
+old_and_new_libraries "$old_src" l- test_cuda_numerics test_cuda_entry_points || exit 1
 TESTING=$PWD/build/l-new/engines/cuda/librh_cuda_testing.so
-ls -l "$OLD" "$NEW" "$TESTING" || { tail -20 build/l-old.log build/l-new.log; exit 1; }
 
 cases="large-stream:float64:none large-stream:float32:none"
 for side in old new; do
