@@ -249,12 +249,10 @@ void for_each_carried(ResourceSet& set, Engine& e, F&& f) {
     if (travels_with_set(e.ws, *mine[i]))
       f(*pooled[i], *mine[i]);
   }
-  f(set.committed.coefficients, e.committed.coefficients);
-  f(set.committed.information, e.committed.information);
-  f(set.committed.meat, e.committed.meat);
-  f(set.scratch.coefficients, e.scratch.coefficients);
-  f(set.scratch.information, e.scratch.information);
-  f(set.scratch.meat, e.scratch.meat);
+  for (CommittedState::Buffer member : CommittedState::kBuffers) {
+    f(set.committed.*member, e.committed.*member);
+    f(set.scratch.*member, e.scratch.*member);
+  }
 }
 
 // A set going idle keeps device buffers (besides the cuBLAS workspace) up to
@@ -356,11 +354,8 @@ void lease_resources(Engine& e) {
     if (b.kind() == MemoryKind::Device)
       b.bind(e.stream, r.memory);
   });
-  for (CommittedState* state : {&e.committed, &e.scratch}) {
-    state->coefficients.bind(e.stream, r.memory);
-    state->information.bind(e.stream, r.memory);
-    state->meat.bind(e.stream, r.memory);
-  }
+  for (CommittedState* state : {&e.committed, &e.scratch})
+    state->for_each_buffer([&](GrowingBuffer& b) { b.bind(e.stream, r.memory); });
 }
 
 // Everything a previous engine may have changed on the handles goes back to this engine's

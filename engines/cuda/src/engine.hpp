@@ -52,11 +52,15 @@ struct CommittedState {
   GrowingBuffer meat;          // P x P doubles: K of the sandwich covariance (meat.cu)
   bool meat_available = true;  // K covers every batch of the stream
 
+  // The state's buffers, each once (for_each_buffer; engine.cu pairs two states' through it).
+  using Buffer = GrowingBuffer CommittedState::*;
+  static constexpr Buffer kBuffers[] = {&CommittedState::coefficients, &CommittedState::information,
+                                        &CommittedState::meat};
+
   template <class F>
   void for_each_buffer(F&& f) {
-    f(coefficients);
-    f(information);
-    f(meat);
+    for (Buffer member : kBuffers)
+      f(this->*member);
   }
 };
 

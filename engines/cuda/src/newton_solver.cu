@@ -77,8 +77,7 @@ void enqueue_line_search_iteration(UpdateContext<T>& ctx) {
   if (ctx.incremental_gram) {
     ctx.enqueue_readback();
     ctx.wait_for_status();
-    if (ctx.status().gram_flips > 0)
-      ctx.apply_gram_flips(ctx.status().gram_flips);
+    ctx.apply_gram_flips();
   }
   enqueue_step(ctx, ctx.small_dense(), false);
 }
@@ -150,15 +149,12 @@ void solve_newton(UpdateContext<T>& ctx) {
     ctx.enqueue_finish();
     ctx.wait_for_status();
     const DeviceScalars& s = ctx.status();
-    if (ctx.incremental_gram && s.gram_flips > 0) {
-      // The chunk's last row pass left its Gram: add it before the next Cholesky attempt, or
-      // commit again with it (the commit kernels only write).
-      ctx.apply_gram_flips(s.gram_flips);
-      if (solve_ended(s)) {
-        ctx.enqueue_finish();
-        ctx.wait_for_status();
-        return;
-      }
+    // The chunk's last row pass may have left its Gram: add it before the next Cholesky attempt,
+    // or commit again with it (the commit kernels only write).
+    if (ctx.apply_gram_flips() && solve_ended(s)) {
+      ctx.enqueue_finish();
+      ctx.wait_for_status();
+      return;
     }
     if (solve_ended(s))
       return;

@@ -224,7 +224,10 @@ CurvatureTrack UpdateContext<T>::curvature_track(bool with_gram) const {
 }
 
 template <class T>
-void UpdateContext<T>::apply_gram_flips(int64_t count) {
+bool UpdateContext<T>::apply_gram_flips() {
+  const int64_t count = status().gram_flips;
+  if (!incremental_gram || count <= 0)
+    return false;
   T* scaled = e.ws.scaled_rows.as<T>();
   const CurvatureTrack track = curvature_track(true);
   const GramSplit split = gram_split(count, rows.P);
@@ -242,6 +245,7 @@ void UpdateContext<T>::apply_gram_flips(int64_t count) {
     zero_gram_padding(scaled);
     gram_upper<T>(e, rows.P, rows.n, scaled, scaled, gram());
   }
+  return true;
 }
 
 template <class T>

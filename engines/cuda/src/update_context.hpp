@@ -152,10 +152,12 @@ struct UpdateContext {
   // The curvature bookkeeping of a row pass (CurvatureTrack): none unless incremental_gram and
   // with_gram; flags once the batch's first Gram was queued.
   CurvatureTrack curvature_track(bool with_gram) const;
-  // gram() += the update for the `count` rows the last row pass flagged (at most the rows the
-  // scaled-rows buffer holds twice over, and Engine::gram_flip_max), else gram() formed again in
-  // full from the recorded weights.
-  void apply_gram_flips(int64_t count);
+  // After a synchronisation, with the incremental Gram: gram() += the update for the rows the
+  // last row pass flagged (status().gram_flips of them, at most the rows the scaled-rows buffer
+  // holds twice over, and Engine::gram_flip_max), else gram() formed again in full from the
+  // recorded weights. Whether it queued anything (none without the incremental Gram or a
+  // flagged row).
+  bool apply_gram_flips();
   // Zeroes the rows of `scaled` (a scaled design of this batch) past n up to the last Gram
   // chunk's end: cuBLAS's Gram reads them.
   void zero_gram_padding(T* scaled);
