@@ -274,13 +274,15 @@ __global__ void validate_rows_kernel(RowView<T> rows, int64_t tile_rows, int fir
 }
 
 // Columns of X'u one lane accumulates when the row pass forms X'u itself: lane l of a team of
-// Team lanes owns columns l, l + Team, ...; a warp's lanes (rows wider than kWideRowColumns)
-// own WideSlots columns each, WideSlots chosen by the launcher for the row's width.
+// Team lanes owns columns l, l + Team, ... A narrow team (WideSlots 1) takes rows of at most
+// kWideRowColumns columns, a team of kSplitRowTeam lanes rows of at most WideSlots
+// kWideRowColumns (kSplitRowSlots), a warp's lanes WideSlots columns each, WideSlots chosen by
+// the launcher for the row's width.
 template <int Team, int WideSlots>
 constexpr int xtu_slots() {
   if (Team == 1)
     return static_cast<int>(kNarrowRowColumns);
-  return Team >= kWideRowColumns ? WideSlots : static_cast<int>(kWideRowColumns) / Team;
+  return Team >= kWideRowColumns ? WideSlots : WideSlots * static_cast<int>(kWideRowColumns) / Team;
 }
 
 // A row pass block's partials: sum w rho and sum w psi at partials[2 block] and [2 block + 1]
@@ -426,25 +428,33 @@ __device__ __forceinline__ void row_pass_row(const RowView<T>& rows, int64_t i, 
   }
 }
 
-// The X'u row pass with a warp per row keeps a row's columns in its lanes' registers (every
-// column in a lane's slots) and holds two rows at once, each lane loading both rows' columns
-// before it uses any, where a row takes at most 4 slots (128 columns). Wider rows (8 or 16
-// slots) take the plain loop, which keeps their blocks' occupancy.
+// Rows of 33 to 128 columns forming X'u are read by teams of kSplitRowTeam lanes (16 slots a
+// lane), not by a warp each: what a row costs besides its columns (the team's dot product sum,
+// the Huber functions, the sums and the stores) is paid by 8 lanes instead of 32, four rows to a
+// warp instruction. Each lane loads its row's 16 values before it uses any. On an H200 (Nsight
+// Compute, 52 passes of a 262,144 x 128 large-stream stream) the passes took 8,384 us (float64)
+// and 8,671 us (float32) with a warp per row holding two rows, 6,006 and 5,253 us with teams of
+// 8 lanes, 6,548 and 5,778 us with teams of 16 (one row) and 6,496 and 6,524 us with teams of 16
+// holding two rows: the warp per row issued about 227 warp instructions a row at 37% (float64)
+// and 18% (float32) of the DRAM bandwidth.
+constexpr int kSplitRowTeam = 8;
+constexpr int kSplitRowSlots = 4;  // WideSlots of the split teams: 128 columns
+
 template <int Team, int WideSlots>
 constexpr bool row_pass_in_slots() {
-  return Team == 32 && WideSlots == 4;
+  return Team == kSplitRowTeam && WideSlots == kSplitRowSlots;
 }
 
 // Blocks per multiprocessor each row pass instance is bounded to: as many as the plain loop's
 // registers allowed (64-72 a thread for the narrow teams and for a warp per row without X'u
-// slots, 80 for 256 columns, 123-125 for 512). Unbounded, the two-row instance (4 slots) took
-// 86-92 registers (two blocks) and its passes ran up to 1.15x slower than the plain loop's on
-// an H200; at three blocks (80 registers) they ran 1.06-1.16x faster. One bound expression
-// serves every instance: left unbounded, the 8-slot instance's registers rose from 80 to 82
-// (two blocks instead of three) once its body was shared with the two-row path.
+// slots, 80 for 256 columns, 123-125 for 512). The split teams' 16 slots and 16 X'u sums take
+// 128 registers (two blocks); bounded to three blocks (80) they spilled 334 bytes (float64).
+// One bound expression serves every instance: left unbounded, the 8-slot instance's registers
+// rose from 80 to 82 (two blocks instead of three) once its body was shared with an in-slots
+// path.
 constexpr int row_pass_blocks_per_sm(int team, int wide_slots) {
   if (team < 32)
-    return 3;
+    return wide_slots == kSplitRowSlots ? 2 : 3;
   return wide_slots == 16 ? 2 : (wide_slots == 1 ? 4 : 3);
 }
 
@@ -470,43 +480,28 @@ __global__ void __launch_bounds__(kThreads, row_pass_blocks_per_sm(Team, WideSlo
   RowPassSums<kSlots> sums;
   if constexpr (row_pass_in_slots<Team, WideSlots>()) {
     // The rows in the order of the plain loop, with row_dot's products and sums.
-    constexpr int kRows = 2;
-    for (int64_t first = team.first; first < rows.n; first += kRows * team.stride) {
-      T x[kRows][kSlots];
-      double y[kRows];
+    for (int64_t i = team.first; i < rows.n; i += team.stride) {
+      const T* xi = rows.x + i * rows.ldx;
+      T x[kSlots];
 #pragma unroll
-      for (int q = 0; q < kRows; ++q) {
-        const int64_t i = first + q * team.stride;
-        if (i >= rows.n)
-          break;
-        const T* xi = rows.x + i * rows.ldx;
-#pragma unroll
-        for (int k = 0; k < kSlots; ++k) {
-          const int64_t j = team.lane + k * Team;
-          x[q][k] = j < rows.ncols_x ? xi[j] : T(0);
-        }
-        y[q] = static_cast<double>(rows.y[i]);
+      for (int k = 0; k < kSlots; ++k) {
+        const int64_t j = team.lane + k * Team;
+        x[k] = j < rows.ncols_x ? xi[j] : T(0);
       }
+      const double y = static_cast<double>(rows.y[i]);
+      double dot = 0.0;
 #pragma unroll
-      for (int q = 0; q < kRows; ++q) {
-        const int64_t i = first + q * team.stride;
-        if (i >= rows.n)
-          break;
-        double dot = 0.0;
-#pragma unroll
-        for (int k = 0; k < kSlots; ++k) {
-          const int64_t j = team.lane + k * Team;
-          if (j < rows.ncols_x)
-            dot += static_cast<double>(x[q][k]) * beta[j];
-        }
-        dot = team_sum<Team>(dot);
-        if (rows.ncols_x < rows.P)
-          dot += beta[rows.P - 1];
-        const auto column = [&](int k) { return static_cast<double>(x[q][k]); };
-        row_pass_row<true, Team, kSlots>(rows, i, team.lane, y[q] - dot, tau, h, column, residual,
-                                         score, scaled, meat_scaled, meat_here, with_xtu, track,
-                                         sums);
+      for (int k = 0; k < kSlots; ++k) {
+        const int64_t j = team.lane + k * Team;
+        if (j < rows.ncols_x)
+          dot += static_cast<double>(x[k]) * beta[j];
       }
+      dot = team_sum<Team>(dot);
+      if (rows.ncols_x < rows.P)
+        dot += beta[rows.P - 1];
+      const auto column = [&](int k) { return static_cast<double>(x[k]); };
+      row_pass_row<true, Team, kSlots>(rows, i, team.lane, y - dot, tau, h, column, residual, score,
+                                       scaled, meat_scaled, meat_here, with_xtu, track, sums);
     }
   } else {
     for (int64_t i = team.first; i < rows.n; i += team.stride) {
@@ -1230,7 +1225,8 @@ void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, Dev
                      double* residual, T* score, T* scaled, T* meat_scaled, double* partials,
                      double* xtu_partials, CurvatureTrack track, RunWhen when, cudaStream_t s) {
   if (xtu_partials != nullptr && row_team(rows.ncols_x) == 32) {
-    // A warp per row forming X'u: as few column slots per lane as the row needs.
+    // X'u in the row pass: split teams up to 128 columns, above that a warp per row with as
+    // few column slots per lane as the row needs.
     if (rows.ncols_x > kRowPassXtuMaxColumns)
       fail(RH_CUDA_INTERNAL_ERROR, "row pass: X'u partials for %lld columns",
            static_cast<long long>(rows.ncols_x));
@@ -1241,8 +1237,8 @@ void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, Dev
                     static_cast<int>(when));
     };
     static_assert(kRowPassXtuMaxColumns == 16 * 32, "the widest X'u slots below");
-    if (rows.ncols_x <= 128)
-      launch(row_pass_kernel<T, 32, 4>);
+    if (rows.ncols_x <= kSplitRowSlots * kWideRowColumns)
+      launch(row_pass_kernel<T, kSplitRowTeam, kSplitRowSlots>);
     else if (rows.ncols_x <= 256)
       launch(row_pass_kernel<T, 32, 8>);
     else
