@@ -10,7 +10,8 @@
 namespace rh {
 
 // Lanes per row of a row pass (1, 8 above kNarrowRowColumns stored columns, a warp above
-// kWideRowColumns), and the fixed number of blocks a row pass over n_rows such rows launches.
+// kWideRowColumns; the X'u row pass keeps 8 up to 128 columns), and the fixed number of blocks
+// a row pass over n_rows such rows launches.
 // Row passes can form X'u themselves (solver_types.hpp, kRowPassXtuMaxColumns; xtu_partials:
 // xtu_partials_stride(ncols_x) per block; otherwise scores for cuBLAS's gemv).
 int row_team(int64_t ncols_x);

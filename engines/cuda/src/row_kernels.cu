@@ -431,12 +431,11 @@ __device__ __forceinline__ void row_pass_row(const RowView<T>& rows, int64_t i, 
 // Rows of 33 to 128 columns forming X'u are read by teams of kSplitRowTeam lanes (16 slots a
 // lane), not by a warp each: what a row costs besides its columns (the team's dot product sum,
 // the Huber functions, the sums and the stores) is paid by 8 lanes instead of 32, four rows to a
-// warp instruction. Each lane loads its row's 16 values before it uses any. On an H200 (Nsight
-// Compute, 52 passes of a 262,144 x 128 large-stream stream) the passes took 8,384 us (float64)
-// and 8,671 us (float32) with a warp per row holding two rows, 6,006 and 5,253 us with teams of
-// 8 lanes, 6,548 and 5,778 us with teams of 16 (one row) and 6,496 and 6,524 us with teams of 16
-// holding two rows: the warp per row issued about 227 warp instructions a row at 37% (float64)
-// and 18% (float32) of the DRAM bandwidth.
+// warp instruction. Each lane loads its row's 16 values before it uses any. A pass over
+// 262,144 x 128 rows on an H200 (Nsight Compute, locked clocks, mean of a large-stream stream's
+// 52-54 passes): a warp per row holding two rows 161.2 us (float64) and 160.6 us (float32), at
+// 37% and 18% of the DRAM bandwidth and about 227 warp instructions a row; teams of 16 lanes
+// 125.9 and 111.1 us, holding two rows 124.9 and 125.5 us; teams of 8 lanes 115.5 and 101.0 us.
 constexpr int kSplitRowTeam = 8;
 constexpr int kSplitRowSlots = 4;  // WideSlots of the split teams: 128 columns
 

@@ -21,13 +21,14 @@ constexpr int64_t kLammMergedTrialsMaxValues = int64_t{1} << 22;
 // Grid cap of the elementwise kernels over P x P matrices (grid-stride beyond it).
 constexpr int kMaxElementwiseBlocks = 4096;
 // Rows wider than kWideRowColumns are read by a warp each, rows wider than kNarrowRowColumns
-// by 8 lanes each (coalesced, and enough threads for few rows); narrower rows by one lane.
+// by 8 lanes each (coalesced, and enough threads for few rows); narrower rows by one lane. The
+// row pass forming X'u reads rows of up to 128 columns with 8 lanes each too (row_kernels.cu).
 constexpr int64_t kWideRowColumns = 32;
 constexpr int64_t kNarrowRowColumns = 8;
 // X'u: the row pass forms it itself (per-block partials in double, summed in a fixed order by
 // the gradient kernel) for rows of at most kRowPassXtuMaxColumns stored columns, and the fused
 // row pass (launch_row_pass_gram) for every row it takes; wider rows leave scores for cuBLAS's
-// gemv. Lane l of a warp owns columns l, l + 32, ... (kRowPassXtuMaxColumns / 32
+// gemv. Lane l of a row's team owns columns l, l + Team, ... (kRowPassXtuMaxColumns / 32
 // registers at most).
 constexpr int64_t kRowPassXtuMaxColumns = 512;
 // Columns per block in the X'u partials: kWideRowColumns up to that many columns, else ncols_x

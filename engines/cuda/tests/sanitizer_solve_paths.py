@@ -1,9 +1,9 @@
 """One short update on each of librh_cuda's linear-solve paths, for compute-sanitizer: the
 entry-point test's P = 5 reaches only the smallest one-block solve, while the cluster kernel
 (factor and solves), cuSOLVER's factor and the verdict-and-solve kernel run only above the
-one-block limit (docs/decisions.md, "Linear solve ladder"). P = 17, 91 and 160: the one-block
-kernel (160 its limit on an H200; at 91 the fused row pass forms X'u in three rounds of 32
-columns); 257, 289 and 383: the cluster kernel with 9 tile rows on 8
+one-block limit (docs/decisions.md, "Linear solve ladder"). P = 17, 91, 129 and 160: the
+one-block kernel (160 its limit on an H200; at 91 the fused row pass forms X'u in three rounds
+of 32 columns; at 129 the row pass's teams of 8 lanes hold a row's 128 columns); 257, 289 and 383: the cluster kernel with 9 tile rows on 8
 blocks, 10 rows with two on some blocks, and its limit; 384: cuSOLVER's. Float64, host input,
 two iterations each (the cap's convergence warnings are silenced), without a penalty and, at
 P = 17 and 257, with the L1 penalty (its LAMM kernels). Then the incremental Gram (a heavy
@@ -26,7 +26,7 @@ from renewable_huber import RenewableHuberRegressor
 
 def main() -> int:
     rng = np.random.default_rng(5)
-    for parameters in (17, 91, 160, 257, 289, 383, 384):
+    for parameters in (17, 91, 129, 160, 257, 289, 383, 384):
         features = parameters - 1
         X = rng.standard_normal((2 * parameters + 64, features))
         y = X @ rng.uniform(-1, 1, features) + rng.standard_t(3, X.shape[0])
