@@ -274,10 +274,10 @@ __global__ void validate_rows_kernel(RowView<T> rows, int64_t tile_rows, int fir
 }
 
 // Columns of X'u one lane accumulates when the row pass forms X'u itself: lane l of a team of
-// Team lanes owns columns l, l + Team, ... A narrow team (WideSlots 1) takes rows of at most
-// kWideRowColumns columns, a team of kSplitRowTeam lanes rows of at most WideSlots
-// kWideRowColumns (kSplitRowSlots), a warp's lanes WideSlots columns each, WideSlots chosen by
-// the launcher for the row's width.
+// Team lanes owns columns l, l + Team, ... Narrow teams (WideSlots 1) take rows of at most
+// kWideRowColumns columns; the split teams of 8 lanes (kSplitRowTeam, below) rows of at most
+// WideSlots x kWideRowColumns; a warp per row gives each lane WideSlots columns. The launcher
+// chooses WideSlots for the row's width.
 template <int Team, int WideSlots>
 constexpr int xtu_slots() {
   if (Team == 1)

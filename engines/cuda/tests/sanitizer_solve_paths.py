@@ -3,10 +3,11 @@ entry-point test's P = 5 reaches only the smallest one-block solve, while the cl
 (factor and solves), cuSOLVER's factor and the verdict-and-solve kernel run only above the
 one-block limit (docs/decisions.md, "Linear solve ladder"). P = 17, 91, 129 and 160: the
 one-block kernel (160 its limit on an H200; at 91 the fused row pass forms X'u in three rounds
-of 32 columns; at 129 the row pass's teams of 8 lanes hold a row's 128 columns); 257, 289 and 383: the cluster kernel with 9 tile rows on 8
-blocks, 10 rows with two on some blocks, and its limit; 384: cuSOLVER's. Float64, host input,
-two iterations each (the cap's convergence warnings are silenced), without a penalty and, at
-P = 17 and 257, with the L1 penalty (its LAMM kernels). Then the incremental Gram (a heavy
+of 32 columns; at 129 the row pass's teams of 8 lanes hold a row's 128 columns); 257, 289
+and 383: the cluster kernel with 9 tile rows on 8 blocks, 10 rows with two on some blocks, and
+its limit; 384: cuSOLVER's. Float64, host input, two iterations each (the cap's convergence
+warnings are silenced), without a penalty and, at P = 17 and 257, with the L1 penalty (its LAMM
+kernels). Then the incremental Gram (a heavy
 Gram, 2 n P^2 > 2e9): two batches of 16,000 x 256, four iterations each, so rows change
 weight between row passes; the second takes the speculative whole step on it.
 At P = 17, 257 and 384 without a penalty a second batch follows the first: from a fitted beta0
