@@ -1,7 +1,8 @@
 # Sourced by the A/B scripts of this record and of gpu-2026-12-04-h200-g, run from the repository
 # root. The release library's build (rh_cuda only; a build directory that already holds it is
 # reused); with more targets after the build directory (test tools such as
-# cuda_lifecycle_timing), the tests' build with rh_cuda and those targets, never reused:
+# cuda_lifecycle_timing), the tests' build with rh_cuda and those targets, never reused.
+# CUDA_FLAGS (optional): the build's CMAKE_CUDA_FLAGS (a variant's switches).
 libbuild() {  # src build-dir [test targets...]
   local tests=OFF
   if [ $# -gt 2 ]; then
@@ -10,7 +11,8 @@ libbuild() {  # src build-dir [test targets...]
     return 0
   fi
   cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON \
-    -DRH_BUILD_TESTS=$tests -DCMAKE_CUDA_ARCHITECTURES=90 > "$2.cfg.log" 2>&1 &&
+    -DRH_BUILD_TESTS=$tests -DCMAKE_CUDA_ARCHITECTURES=90 ${CUDA_FLAGS:+"-DCMAKE_CUDA_FLAGS=$CUDA_FLAGS"} \
+    > "$2.cfg.log" 2>&1 &&
     cmake --build "$2" --target rh_cuda "${@:3}" -j "${JOBS:-8}" > "$2.log" 2>&1
 }
 # The "old" side's tree in build/oldtree: this tree with OLD_SRC (a copy of an older commit's

@@ -150,7 +150,7 @@ struct UpdateContext {
   void row_pass_then_gradient(RunWhen pass_when, RunWhen gradient_when, bool set_objective,
                               const double* at = nullptr, const NewtonAccept& accept = {});
   // The curvature bookkeeping of a row pass (CurvatureTrack): none unless incremental_gram and
-  // with_gram; flags once the batch's first Gram was queued.
+  // with_gram; `recorded` once the batch's first Gram was queued (the pass then flags changes).
   CurvatureTrack curvature_track(bool with_gram) const;
   // After a synchronisation, with the incremental Gram: gram() += the update for the rows the
   // last row pass flagged (status().gram_flips of them, at most the rows the scaled-rows buffer

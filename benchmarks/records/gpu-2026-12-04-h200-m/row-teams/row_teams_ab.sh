@@ -17,10 +17,8 @@ oldtree "$2" || exit 1
 rm -rf build/teams-src && mkdir -p build/teams-src &&
   tar -C build/oldtree --exclude=./build -cf - . | tar -xf - -C build/teams-src &&
   patch -d build/teams-src -p1 < $here/row-teams/variants.patch > /dev/null || exit 1
-variant() {  # src dir flags test-targets...
-  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON \
-    -DRH_BUILD_TESTS=ON -DCMAKE_CUDA_ARCHITECTURES=90 "-DCMAKE_CUDA_FLAGS=$3" > "$2.cfg.log" 2>&1 &&
-    cmake --build "$2" --target rh_cuda "${@:4}" -j 4 > "$2.log" 2>&1
+variant() {  # src build-dir flags test-targets...
+  JOBS=4 CUDA_FLAGS=$3 libbuild "$1" "$2" "${@:4}"
   echo "$2 rc $?"
 }
 variant build/oldtree build/teams-v0 "" &
