@@ -296,6 +296,7 @@ void take_options(Engine& e, const RhCudaEngineOptions& options) {
   e.forced_chunk = forced_chunk_setting();
   e.incremental_gram = incremental_gram_setting();
   e.newton_speculation = newton_speculation_setting();
+  e.deferred_device_checks = deferred_device_checks_setting();
   e.gram_flip_max = gram_flip_limit_setting(INT64_MAX);
   e.separate_meat_pass = separate_meat_pass_setting();
   e.statistics_chunk_rows = statistics_chunk_rows_setting();

@@ -237,6 +237,9 @@ struct Engine {
   // Newton's speculative whole step (UpdateContext::speculative_newton); the tests turn it off
   // to compare with the line search at every iteration (test_switches.hpp).
   bool newton_speculation = true;
+  // Device input checked by the objective at beta0 instead of the validation pass
+  // (UpdateContext::checks_deferred); the tests turn it off to compare (test_switches.hpp).
+  bool deferred_device_checks = true;
   // K's rows always from meat.cu's own pass, never the solver's row pass (test_switches.hpp).
   bool separate_meat_pass = false;
   // Rows per chunk of the row-statistics sums (0: from the workspace bound, row_statistics.cu);

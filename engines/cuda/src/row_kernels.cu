@@ -233,10 +233,11 @@ __device__ unsigned long long first_nonfinite_share(const T* x, int64_t first, i
 // over tiles is taken by begin_update_kernel. A tile's partials depend only on its rows, so a
 // staged chunk of whole tiles is checked as soon as it lands, with the bits of a single pass.
 // The tile's rows of X are one contiguous range (rows.ldx == rows.ncols_x: the batch as given,
-// or its staged copy), read as such (first_nonfinite_share); y and w row by row, by the first
-// lane of each team of Team lanes, which fixes the order of the weight sum.
+// or its staged copy), read as such (first_nonfinite_share), unless scan_x is 0 (deferred checks:
+// BatchConstants::checks_deferred); y and w row by row, by the first lane of each
+// team of Team lanes, which fixes the order of the weight sum.
 template <class T, int Team>
-__global__ void validate_rows_kernel(RowView<T> rows, int64_t tile_rows, int first_tile,
+__global__ void validate_rows_kernel(RowView<T> rows, int64_t tile_rows, int first_tile, int scan_x,
                                      double* weight_partials, unsigned long long* bad_partials) {
   enter_stream_order();
   __shared__ double shared[kThreads];
@@ -247,10 +248,12 @@ __global__ void validate_rows_kernel(RowView<T> rows, int64_t tile_rows, int fir
   const int tile = first_tile + static_cast<int>(blockIdx.x);
   const int64_t begin = tile * tile_rows;
   const int64_t end = begin + tile_rows < rows.n ? begin + tile_rows : rows.n;
-  const unsigned long long bad_x =
-      first_nonfinite_share(rows.x, begin * rows.ncols_x, end * rows.ncols_x);
-  if (bad_x != kNoIndex)
-    atomicMin(&bad[kBadX], bad_x);
+  if (scan_x) {
+    const unsigned long long bad_x =
+        first_nonfinite_share(rows.x, begin * rows.ncols_x, end * rows.ncols_x);
+    if (bad_x != kNoIndex)
+      atomicMin(&bad[kBadX], bad_x);
+  }
   double wsum = 0.0;
   if (threadIdx.x % Team == 0) {
     for (int64_t i = begin + threadIdx.x / Team; i < end; i += kThreads / Team) {
@@ -1210,13 +1213,13 @@ __global__ void predict_kernel(RowView<T> rows, const T* coef, T* out) {
 
 template <class T>
 void launch_validate_rows(const RowView<T>& rows, int first_tile, int end_tile,
-                          double* weight_partials, unsigned long long* bad_partials,
+                          double* weight_partials, unsigned long long* bad_partials, bool scan_x,
                           cudaStream_t s) {
   if (end_tile <= first_tile)
     return;
   RH_LAUNCH_TEAMS(validate_rows_kernel, T, rows, end_tile - first_tile, s, rows,
-                  validation_tile_rows(rows.n, rows.ncols_x), first_tile, weight_partials,
-                  bad_partials);
+                  validation_tile_rows(rows.n, rows.ncols_x), first_tile, scan_x ? 1 : 0,
+                  weight_partials, bad_partials);
 }
 
 template <class T>
@@ -1369,7 +1372,7 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
 
 #define RH_INSTANTIATE_ROW_KERNELS(T)                                                              \
   template void launch_validate_rows<T>(const RowView<T>&, int, int, double*, unsigned long long*, \
-                                        cudaStream_t);                                             \
+                                        bool, cudaStream_t);                                       \
   template void launch_row_pass<T>(const RowView<T>&, const double*, double, DeviceScalars*,       \
                                    double*, T*, T*, T*, double*, double*, CurvatureTrack, RunWhen, \
                                    cudaStream_t);                                                  \

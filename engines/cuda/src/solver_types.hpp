@@ -269,6 +269,11 @@ struct BatchConstants {
   // candidates rounded to float, the objective assembled in float from once-rounded sums.
   int float_lamm;
   int max_iter;  // 1 .. INT32_MAX (rh_validate_config)
+  // Device input checked by the objective at beta0 instead of a validation pass over X
+  // (docs/decisions.md, "Data checks"): any non-finite x or y makes its row's residual, and so
+  // the objective, non-finite. The first gradient then refuses the batch (kInvalidData) and the
+  // host repeats the update with the validation pass (DeferredChecksFailed).
+  int checks_deferred;
   // Machine epsilon of the engine dtype: the pivot tests' floor, and eps of the rounding floor
   // (rh_within_rounding) that decides whether a solve whose last steps were all rejected is
   // converged.

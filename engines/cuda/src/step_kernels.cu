@@ -16,8 +16,10 @@ namespace {
 
 // The start of an update, in one launch. Block 0 finishes the validation pass: sums the batch
 // weight in a fixed order, takes the first bad index of each kind, and sets every per-batch
-// scalar, with the state kRunning, or kInvalidData when the data are refused. Every block then
-// loads the committed state as doubles: beta0 = beta = coefficients, J = information.
+// scalar, with the state kRunning, or kInvalidData when the data are refused. Without a pass
+// (blocks 0: deferred checks of an unweighted batch) the weight is n_rows, the pass's sum of
+// ones to the bit. Every block then loads the committed state as doubles: beta0 = beta =
+// coefficients, J = information.
 template <class T>
 __global__ void begin_update_kernel(const double* weight_partials,
                                     const unsigned long long* bad_partials, int blocks,
@@ -42,7 +44,8 @@ __global__ void begin_update_kernel(const double* weight_partials,
       if (first[kind] != kNoIndex)
         atomicMin(&bad[kind], first[kind]);
     }
-    const double batch_weight = block_sum<kThreads>(acc, shared);  // also settles `bad`
+    const double weight_sum = block_sum<kThreads>(acc, shared);  // also settles `bad`
+    const double batch_weight = blocks > 0 ? weight_sum : static_cast<double>(k.n_rows);
     if (threadIdx.x == 0) {
       DeviceScalars out{};
       out.batch_weight = batch_weight;
@@ -210,7 +213,8 @@ __device__ void accept_after_last_arrival(const NewtonAccept& accept, const doub
 }
 
 // Sums the row pass's partials in a fixed order (every block alike; block 0 stores rho_sum,
-// score_sum and, with set_objective, F = rho_sum / N at beta0), then g = (-X'u + J delta) / N
+// score_sum and, with set_objective, F = rho_sum / N at beta0, refusing the batch there when its
+// checks were deferred and rho_sum is not finite), then g = (-X'u + J delta) / N
 // - history term and J delta, one warp per coefficient (X'u from the row pass's per-block
 // partials, summed in a fixed order, or from cuBLAS).
 // Blocks from gradient_grid on run `gram_sum` instead (GramSum; kind kNone: there are none).
@@ -243,6 +247,10 @@ __global__ void gradient_kernel(const double* J, const double* beta, const doubl
         // At beta0: delta = 0, so Q = D = 0.
         sc->objective = k.float_lamm ? float_objective(sums[0], 0.0, sc->total_weight, 0.0)
                                      : sums[0] / sc->total_weight;
+        // A non-finite x or y makes its residual, rho and so the sum non-finite (the weights,
+        // finite and >= 0, were checked): BatchConstants::checks_deferred.
+        if (k.checks_deferred && !isfinite(sums[0]))
+          sc->state = kInvalidData;
       }
     }
     const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;

@@ -71,6 +71,11 @@ bool newton_speculation_setting() {
   return value == nullptr || std::strcmp(value, "line-search") != 0;
 }
 
+bool deferred_device_checks_setting() {
+  const char* value = std::getenv("RH_CUDA_TEST_DEVICE_CHECKS");
+  return value == nullptr || std::strcmp(value, "pass") != 0;
+}
+
 int64_t gram_flip_limit_setting(int64_t limit) {
   return lowered_limit_setting("RH_CUDA_TEST_GRAM_FLIP_MAX", limit);
 }
@@ -178,6 +183,9 @@ bool incremental_gram_setting() {
   return true;
 }
 bool newton_speculation_setting() {
+  return true;
+}
+bool deferred_device_checks_setting() {
   return true;
 }
 int64_t gram_flip_limit_setting(int64_t limit) {

@@ -40,6 +40,10 @@ bool incremental_gram_setting();
 // RH_CUDA_TEST_NEWTON_STEP=line-search: every Newton iteration searches the 27 trials along
 // its direction, without the speculative whole step first (UpdateContext::speculative_newton).
 bool newton_speculation_setting();
+// RH_CUDA_TEST_DEVICE_CHECKS=pass: device input is checked by the validation pass over X, y and
+// the weights before the solve, as host input is, instead of by the objective at beta0
+// (UpdateContext::checks_deferred).
+bool deferred_device_checks_setting();
 // RH_CUDA_TEST_GRAM_FLIP_MAX=N: the incremental Gram adds the update of at most min(N, limit)
 // changed rows (0: it forms the Gram again in full whenever a row changed); limit when unset.
 int64_t gram_flip_limit_setting(int64_t limit);

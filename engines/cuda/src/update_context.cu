@@ -310,6 +310,9 @@ void UpdateContext<T>::wait_for_status() {
     return;
   data_checked = true;
   const DeviceScalars& s = status();
+  // Deferred checks name nothing: the validation pass does, when the update runs again.
+  if (k.checks_deferred && s.state == kInvalidData)
+    throw DeferredChecksFailed{};
   // The kernels record where the first bad value is; the value itself (for its kind in the
   // message) is read back from the rows they checked, which hold the caller's values (device
   // input in place, host input staged unchanged).

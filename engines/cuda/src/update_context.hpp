@@ -15,9 +15,18 @@ namespace rh {
 // over them: per validation tile the weight sum in ws.row_partials and the first bad index of
 // each kind in ws.bad_partials (validation_tiles of each). update_pipeline.cu; the
 // row-statistics extension uses it too. The update's and the extension's callers check n_rows
-// and device pointers first.
+// and device pointers first. deferred_checks (device input only, BatchConstants::checks_deferred):
+// the pass leaves X to the objective at beta0 and reads only y and the weights, and without
+// weights it is not queued at all.
 template <class T>
-RowView<T> place_batch(Engine& e, const RhCudaHostBatch& b, BatchLocation location);
+RowView<T> place_batch(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
+                       bool deferred_checks = false);
+
+// Thrown by UpdateContext::wait_for_status when an update whose checks were deferred finds its
+// data refused or its objective at beta0 not finite: run_update repeats the update with the
+// validation pass, which names what was wrong (or finds nothing, for finite data whose objective
+// overflows). Nothing was committed.
+struct DeferredChecksFailed {};
 
 // INVALID_ARGUMENT naming the value of `rows` at `index` (row-major for kBadX) that broke rule
 // `kind`, read back from the rows the validation pass checked (device input in place, host input
@@ -72,6 +81,7 @@ struct UpdateContext {
   int row_partial_blocks = 0;
   bool xtu_in_partials = false;
   bool used_svd = false;
+  // The first synchronisation has looked at the data checks' verdict (wait_for_status).
   bool data_checked = false;
   // LAMM's curvature bound is in DeviceScalars.lamm_bound (computed at the first 40-rejection
   // of the solve; the batch fixes it).

@@ -22,7 +22,8 @@ namespace rh {
 // device input in place, one pass; host input staged into the engine's row buffers, each chunk
 // of whole validation tiles checked on the GPU while the host copies the next.
 template <class T>
-RowView<T> place_batch(Engine& e, const RhCudaHostBatch& b, BatchLocation location) {
+RowView<T> place_batch(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
+                       bool deferred_checks) {
   const int64_t cells = b.n_rows * b.n_columns;  // overflow-checked by rh_validate_batch
   RowView<T> rows{static_cast<const T*>(b.x_design),
                   static_cast<const T*>(b.y),
@@ -34,8 +35,10 @@ RowView<T> place_batch(Engine& e, const RhCudaHostBatch& b, BatchLocation locati
   double* weight_partials = e.ws.row_partials.as<double>();
   unsigned long long* bad_partials = e.ws.bad_partials.as<unsigned long long>();
   if (location == BatchLocation::Device) {
-    launch_validate_rows<T>(rows, 0, validation_tiles(rows.n, rows.ncols_x), weight_partials,
-                            bad_partials, e.stream);
+    if (!deferred_checks || b.sample_weight != nullptr) {
+      launch_validate_rows<T>(rows, 0, validation_tiles(rows.n, rows.ncols_x), weight_partials,
+                              bad_partials, !deferred_checks, e.stream);
+    }
     return rows;
   }
   reserve_elems(e.ws.x_stage, cells, sizeof(T), "staged design");
@@ -56,18 +59,19 @@ RowView<T> place_batch(Engine& e, const RhCudaHostBatch& b, BatchLocation locati
     // Chunks hold whole tiles; only the batch's last tile may be short.
     launch_validate_rows<T>(staged, static_cast<int>(first / tile_rows),
                             static_cast<int>((end + tile_rows - 1) / tile_rows), weight_partials,
-                            bad_partials, e.stream);
+                            bad_partials, true, e.stream);
   });
   return staged;
 }
 
-template RowView<float> place_batch<float>(Engine&, const RhCudaHostBatch&, BatchLocation);
-template RowView<double> place_batch<double>(Engine&, const RhCudaHostBatch&, BatchLocation);
+template RowView<float> place_batch<float>(Engine&, const RhCudaHostBatch&, BatchLocation, bool);
+template RowView<double> place_batch<double>(Engine&, const RhCudaHostBatch&, BatchLocation, bool);
 
 namespace {
 
 BatchConstants batch_constants(const Engine& e, const RhCudaHostBatch& b,
-                               const RhCudaUpdateConfig& c, int fit_intercept) {
+                               const RhCudaUpdateConfig& c, int fit_intercept,
+                               bool checks_deferred) {
   BatchConstants k{};
   k.tau = c.tau;
   k.bandwidth_scale = c.bandwidth_scale;
@@ -87,6 +91,7 @@ BatchConstants batch_constants(const Engine& e, const RhCudaHostBatch& b,
   k.float_lamm = k.l1 && e.dtype == RH_CUDA_DTYPE_FLOAT32;
   k.max_iter = static_cast<int>(c.max_iter);
   k.dtype_epsilon = e.dtype_epsilon();
+  k.checks_deferred = checks_deferred;
   return k;
 }
 
@@ -125,8 +130,8 @@ ChunkSizes chunk_sizes(const Engine& e, bool l1, int64_t n_rows) {
 
 template <class T>
 void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
-                const RhCudaUpdateConfig& c, int fit_intercept, RhCudaDiagnostics* diagnostics,
-                RhCudaHostState* out) {
+                const RhCudaUpdateConfig& c, int fit_intercept, bool checks_deferred,
+                RhCudaDiagnostics* diagnostics, RhCudaHostState* out) {
   const int64_t P = e.P;
   reserve_elems(e.ws.residual, b.n_rows, sizeof(double), "residuals");
   reserve_elems(e.ws.score, b.n_rows, sizeof(T), "scores");
@@ -149,8 +154,8 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
 
   const ChunkSizes chunks = chunk_sizes(e, c.penalty == RH_CUDA_PENALTY_L1, b.n_rows);
   UpdateContext<T> ctx{e,
-                       place_batch<T>(e, b, location),
-                       batch_constants(e, b, c, fit_intercept),
+                       place_batch<T>(e, b, location, checks_deferred),
+                       batch_constants(e, b, c, fit_intercept, checks_deferred),
                        c.max_iter,
                        location == BatchLocation::Host ? "RhCudaHostBatch" : "RhCudaDeviceBatch",
                        e.committed.information_symmetric,
@@ -189,11 +194,12 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
     ctx.zero_gram_padding(e.ws.scaled_rows.as<T>());
   if (with_meat)
     ctx.zero_gram_padding(e.ws.meat_rows.as<T>());
-  // place_batch queued the validation pass. Refused data move the state to kInvalidData:
-  // everything queued after returns at once and the first synchronisation reports the reason
-  // (UpdateContext::wait_for_status).
+  // place_batch queued the validation pass (none for deferred checks without weights). Refused
+  // data move the state to kInvalidData: everything queued after returns at once and the first
+  // synchronisation reports the reason (UpdateContext::wait_for_status).
+  const bool validated = !checks_deferred || b.sample_weight != nullptr;
   launch_begin_update<T>(e.ws.row_partials.as<double>(), e.ws.bad_partials.as<unsigned long long>(),
-                         validation_tiles(ctx.rows.n, ctx.rows.ncols_x), ctx.k,
+                         validated ? validation_tiles(ctx.rows.n, ctx.rows.ncols_x) : 0, ctx.k,
                          e.committed.coefficients.as<T>(), e.committed.information.as<T>(),
                          ctx.beta0(), ctx.beta(), ctx.information64(), ctx.device_scalars(),
                          e.stream);
@@ -281,11 +287,24 @@ void run_update(Engine& e, const RhCudaHostBatch* batch, BatchLocation location,
       require_device_memory(e, batch->sample_weight, "RhCudaDeviceBatch.sample_weight");
     }
   }
-  try {
+  // Device input is checked by the objective at beta0 (BatchConstants::checks_deferred): one
+  // pass over X fewer. Where that check fails, the update runs again with the validation pass,
+  // so refusals and their messages are those of the pass.
+  const bool deferred = location == BatchLocation::Device && e.deferred_device_checks;
+  const auto run = [&](bool checks_deferred) {
     if (e.dtype == RH_CUDA_DTYPE_FLOAT32) {
-      transition<float>(e, *batch, location, *config, fit_intercept, diagnostics, state);
+      transition<float>(e, *batch, location, *config, fit_intercept, checks_deferred, diagnostics,
+                        state);
     } else {
-      transition<double>(e, *batch, location, *config, fit_intercept, diagnostics, state);
+      transition<double>(e, *batch, location, *config, fit_intercept, checks_deferred, diagnostics,
+                         state);
+    }
+  };
+  try {
+    try {
+      run(deferred);
+    } catch (const DeferredChecksFailed&) {
+      run(false);
     }
   } catch (...) {
     // Work queued before the failure still writes scratch buffers and pinned chunks; let it

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -1265,6 +1266,114 @@ void test_device_rows_at_offsets() {
   check_device_rows_at_offsets<float>(RH_CUDA_DTYPE_FLOAT32);
 }
 
+// Device input is checked by the objective at beta0 (BatchConstants::checks_deferred) and, where
+// that check fails, by the validation pass of a second run of the update. A refusal must name
+// what the pass alone names (X before y before the weights, the first bad index of each), leave
+// the state as it was, and leave the engine fitting the next batch to the bits of an engine that
+// always runs the pass (RH_CUDA_TEST_DEVICE_CHECKS=pass). Also finite data whose objective at
+// beta0 overflows (tau 1e300, |y| about 1e200: rho = y^2 / 2), which the pass accepts: the same
+// outcome either way.
+void test_deferred_device_checks_refuse_as_the_pass() {
+  const int64_t n = 700;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const size_t p = kFeatures;
+  struct Spoil {
+    const char* what;
+    bool weighted;
+    std::function<void(Batch<double>&, RhCudaHostBatch&)> apply;
+    const char* needle;  // null: the pass accepts the batch
+    double tau;
+  };
+  const Spoil spoils[] = {
+      {"NaN in X", false, [&](Batch<double>& b, RhCudaHostBatch&) { b.x[7 * p + 2] = nan; },
+       ".x_design[7, 2] is nan", 1.345},
+      {"Inf in y", false, [&](Batch<double>& b, RhCudaHostBatch&) { b.y[3] = inf; }, ".y[3] is inf",
+       1.345},
+      {"NaN in y, -Inf in X further on", false,
+       [&](Batch<double>& b, RhCudaHostBatch&) {
+         b.y[2] = nan;
+         b.x[10 * p] = -inf;
+       },
+       ".x_design[10, 0] is -inf", 1.345},
+      {"negative weight, NaN in X further on", true,
+       [&](Batch<double>& b, RhCudaHostBatch&) {
+         b.w[5] = -1.0;
+         b.x[600 * p + 1] = nan;
+       },
+       ".x_design[600, 1] is nan", 1.345},
+      {"NaN weight", true, [&](Batch<double>& b, RhCudaHostBatch&) { b.w[4] = nan; },
+       ".sample_weight[4] is nan", 1.345},
+      {"negative weight", true, [&](Batch<double>& b, RhCudaHostBatch&) { b.w[9] = -2.0; },
+       ".sample_weight[9]", 1.345},
+      {"batch_weight", true,
+       [&](Batch<double>&, RhCudaHostBatch& view) { view.batch_weight *= 2.0; }, "batch_weight",
+       1.345},
+      {"objective overflowing at beta0", false,
+       [&](Batch<double>& b, RhCudaHostBatch&) {
+         for (int64_t i = 0; i < n; ++i)
+           b.y[i] = (i % 2 == 0 ? 1e200 : -1e200) * (1.0 + 0.001 * static_cast<double>(i % 7));
+       },
+       nullptr, 1e300},
+  };
+  for (const Spoil& sp : spoils) {
+    std::string message[2];
+    RhCudaStatus status[2] = {RH_CUDA_INTERNAL_ERROR, RH_CUDA_INTERNAL_ERROR};
+    HostState<double> spoiled_state[2] = {HostState<double>(kP), HostState<double>(kP)};
+    HostState<double> next_state[2] = {HostState<double>(kP), HostState<double>(kP)};
+    for (int pass = 0; pass < 2; ++pass) {
+      set_env("RH_CUDA_TEST_DEVICE_CHECKS", pass == 1 ? "pass" : nullptr);
+      RhCudaEngineOptions o = options(RH_CUDA_DTYPE_FLOAT64, kP);
+      RhCudaEngine* e = nullptr;
+      RH_CHECK_STATUS(rh_cuda_engine_create(&o, &e), RH_CUDA_SUCCESS);
+      set_env("RH_CUDA_TEST_DEVICE_CHECKS", nullptr);
+      if (e == nullptr)
+        return;
+      RhCudaUpdateConfig c = config(kFeatures, RH_CUDA_PENALTY_NONE, sp.tau);
+      HostState<double> state(kP);
+      const auto update_device = [&](const RhCudaHostBatch& view, HostState<double>& out) {
+        const DeviceBatchCopy device(view, sizeof(double), sp.what);
+        RhCudaDiagnostics d = diagnostics();
+        return rh_cuda_engine_update_device_with_state(e, device.batch(), &c, &d, &out.view);
+      };
+      const Batch<double> first = make_batch<double>(61, n, kFeatures, true, false);
+      if (sp.needle != nullptr)  // the overflow case starts from the empty state
+        RH_CHECK_STATUS(update_device(first.view(sp.weighted), state), RH_CUDA_SUCCESS);
+      Batch<double> spoiled = make_batch<double>(62, n, kFeatures, true, false);
+      RhCudaHostBatch view = spoiled.view(sp.weighted);
+      sp.apply(spoiled, view);
+      const std::string what =
+          std::string(sp.what) + (pass == 1 ? " (validation pass)" : " (deferred checks)");
+      if (sp.needle != nullptr) {
+        expect_refused(e, what.c_str(), RH_CUDA_INVALID_ARGUMENT, sp.needle,
+                       [&] { return update_device(view, spoiled_state[pass]); });
+        status[pass] = RH_CUDA_INVALID_ARGUMENT;
+      } else {
+        status[pass] = update_device(view, spoiled_state[pass]);
+      }
+      message[pass] = status[pass] == RH_CUDA_SUCCESS ? "" : rh_cuda_engine_last_error(e);
+      // The engine goes on as before the refusal.
+      const Batch<double> next = make_batch<double>(63, n, kFeatures, true, false);
+      c.tau = 1.345;
+      RH_CHECK_STATUS(update_device(next.view(sp.weighted), next_state[pass]), RH_CUDA_SUCCESS);
+      RH_CHECK_STATUS(rh_cuda_engine_destroy(e), RH_CUDA_SUCCESS);
+    }
+    if (status[0] != status[1] || message[0] != message[1] ||
+        spoiled_state[0].coef != spoiled_state[1].coef ||
+        spoiled_state[0].info != spoiled_state[1].info ||
+        next_state[0].coef != next_state[1].coef || next_state[0].info != next_state[1].info) {
+      std::fprintf(
+          stderr, "  %s: deferred checks gave status %d '%s', the pass %d '%s'; states %s\n",
+          sp.what, static_cast<int>(status[0]), message[0].c_str(), static_cast<int>(status[1]),
+          message[1].c_str(), next_state[0].coef == next_state[1].coef ? "equal" : "DIFFER");
+      ++failures();
+    }
+    if (sp.needle == nullptr)
+      std::printf("deferred device checks: %s: status %d both ways%s%s\n", sp.what,
+                  static_cast<int>(status[0]), message[0].empty() ? "" : ", ", message[0].c_str());
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--allocation-failure") == 0) {
     skip_without_gpu("test_cuda_allocation_failure");
@@ -1307,5 +1416,6 @@ int main(int argc, char** argv) {
   test_meat_and_old_size_state_structs();
   test_restoring_zeros_after_a_batch();
   test_device_rows_at_offsets();
+  test_deferred_device_checks_refuse_as_the_pass();
   return finish("test_cuda_entry_points");
 }

@@ -381,6 +381,59 @@ void test_host_and_device_input_agree_bitwise() {
   }
 }
 
+// Device input is checked by the objective at beta0 instead of the validation pass over X
+// (BatchConstants::checks_deferred; RH_CUDA_TEST_DEVICE_CHECKS=pass queues the pass as for host
+// input). The pass only decides whether a batch is refused, and an unweighted batch's weight is
+// its row count either way, so accepted streams must be the same bits with and without it: both
+// penalties, with and without weights, both dtypes, on the row passes of 6, 20, 40 and 128
+// features (one lane, teams of 8, a warp per row; 128: cuBLAS's Gram) and on the incremental
+// Gram's first pass (64,000 x 129), from a new engine and from the empty state without K.
+void test_deferred_device_checks_match_the_validation_pass() {
+  struct Shape {
+    int64_t rows, features;
+    int32_t penalty;
+    bool weighted;
+  };
+  std::vector<Shape> shapes;
+  for (const int64_t features : {int64_t{6}, int64_t{20}, int64_t{40}, int64_t{128}})
+    for (const int32_t penalty : {RH_CUDA_PENALTY_NONE, RH_CUDA_PENALTY_L1})
+      for (const bool weighted : {false, true})
+        shapes.push_back({2000, features, penalty, weighted});
+  shapes.push_back({64000, 128, RH_CUDA_PENALTY_NONE, false});
+  for (const Shape& sh : shapes)
+    for (const bool without_k : {false, true}) {
+      Fit fits[2], fits32[2];
+      for (int pass = 0; pass < 2; ++pass) {
+        if (pass == 1)
+          setenv("RH_CUDA_TEST_DEVICE_CHECKS", "pass", 1);
+        fits[pass] = stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, sh.penalty, 0, true, false,
+                                        sh.weighted, 3, sh.rows, sh.features, 100, without_k);
+        fits32[pass] = stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, sh.penalty, 0, true, false,
+                                         sh.weighted, 3, sh.rows, sh.features, 100, without_k);
+        unsetenv("RH_CUDA_TEST_DEVICE_CHECKS");
+      }
+      for (const Fit* f : {fits, fits32}) {
+        const bool same = f[0].status == RH_CUDA_SUCCESS && f[1].status == RH_CUDA_SUCCESS &&
+                          f[0].coef == f[1].coef && f[0].info == f[1].info &&
+                          f[0].diag.iterations == f[1].diag.iterations &&
+                          f[0].diag.converged == f[1].diag.converged &&
+                          f[0].diag.objective == f[1].diag.objective;
+        if (!same) {
+          std::fprintf(stderr,
+                       "  deferred checks differ from the pass: %lld x %lld, %s, %s, %s, %s\n",
+                       static_cast<long long>(sh.rows), static_cast<long long>(sh.features),
+                       sh.penalty ? "l1" : "none", sh.weighted ? "weighted" : "unweighted",
+                       f == fits ? "float64" : "float32", without_k ? "without K" : "new engine");
+          ++failures();
+        }
+      }
+    }
+  std::printf(
+      "deferred device checks: %zu stream shapes x 2 starts x 2 dtypes, the same bits as "
+      "with the validation pass\n",
+      shapes.size());
+}
+
 void test_appended_intercept_matches_expanded_design() {
   for (int penalty : {RH_CUDA_PENALTY_NONE, RH_CUDA_PENALTY_L1}) {
     for (bool device : {false, true}) {
@@ -1067,6 +1120,7 @@ int main() {
   test_large_tau_reproduces_ordinary_least_squares();
   test_l1_lambda_follows_the_closed_form();
   test_host_and_device_input_agree_bitwise();
+  test_deferred_device_checks_match_the_validation_pass();
   test_appended_intercept_matches_expanded_design();
   test_results_are_reproducible();
   test_graphs_on_and_off_agree();
