@@ -39,7 +39,9 @@ reads every row, so the solve cannot start before the last row arrived.
 Engine floor: the passes librh_cuda actually queues with its default settings (eager
 launches, inference off), mirrored from engines/cuda/src:
 
-- per batch: a validation pass (reads X, y), then a row pass at the starting beta;
+- per batch: on host input a validation pass (reads X, y; device input, which the benchmarks
+  pass unweighted, is checked by the objective at beta0 instead), then a row pass at the
+  starting beta;
 - a row pass reads X and y, writes the residuals (8 n bytes) and forms X'u itself (per-block
   partials, not counted) up to c = 512 (the fused row pass, which forms the Gram too: for every
   P it takes); otherwise it writes the scores (n s) that cuBLAS's gemv then reads with X again;
@@ -366,7 +368,8 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     queued, syncs = queued_iterations(k, first, later, max_iter)
     wasted = queued - k
 
-    work = Work(bytes=batch_bytes, launches=2, syncs=syncs,  # validation, begin_update
+    # begin_update, after the validation pass on host input (device input: none, unweighted).
+    work = Work(bytes=batch_bytes if host else 0.0, launches=2 if host else 1, syncs=syncs,
                 transfer_bytes=batch_bytes if host else 0.0)
     if padding_rows > 0 and not fused:  # cuBLAS's Gram reads the zeroed padding rows
         work.add(Work(bytes=padding_rows * P * s, launches=1))

@@ -81,20 +81,25 @@ def test_engine_floor_of_a_newton_batch_with_the_one_block_cholesky():
     # X'u inside the pass (c <= 32): no scores; its 64 partial Grams pad to 24 x 24.
     batch, row_pass = fused_pass_bytes(n, c, s, 64, 24)
     trials = n * c * s + 8 * n  # X and the residuals
-    # The iteration queued past the end moves nothing: its kernels return at once.
-    expected_bytes = batch + row_pass + 5 * (trials + row_pass)
+    # The iteration queued past the end moves nothing: its kernels return at once. Device input
+    # has no validation pass (the objective at beta0 checks it).
+    expected_bytes = row_pass + 5 * (trials + row_pass)
     # 2 * 4096 * 17^2 per Gram: the starting one and 5 real ones
     expected_flops = 6 * 2 * 4096 * 17 * 17
-    # Fixed: validation, begin, row pass, gradient (which sums the Gram too), 2 commits; per
-    # queued iteration: Cholesky, trials, select, row pass, gradient with the Gram sum.
-    expected_launches = 4 + 2 + 6 * 5
+    # Fixed: begin, row pass, gradient (which sums the Gram too), 2 commits; per queued
+    # iteration: Cholesky, trials, select, row pass, gradient with the Gram sum.
+    expected_launches = 3 + 2 + 6 * 5
     work = roofline.engine_work(n, c, s, 5, l1=False, host=False, hint=0)
-    assert work.bytes == expected_bytes == 10_420_224
+    assert work.bytes == expected_bytes == 9_863_168
     assert work.flops == expected_flops == 14_204_928
-    assert (work.launches, work.syncs) == (expected_launches, 2) == (36, 2)
+    assert (work.launches, work.syncs) == (expected_launches, 2) == (35, 2)
     t = work.seconds(device(), "float64")
-    assert t["total"] == pytest.approx(10_420_224 / 1e12 + 14_204_928 / 1e13 + 36 * 2e-6
+    assert t["total"] == pytest.approx(9_863_168 / 1e12 + 14_204_928 / 1e13 + 35 * 2e-6
                                        + 2 * 1e-5)
+    # Host input adds the validation pass (a read of the batch, a launch) and the copy.
+    host = roofline.engine_work(n, c, s, 5, l1=False, host=True, hint=0)
+    assert (host.bytes - work.bytes, host.launches - work.launches) == (batch, 1)
+    assert host.transfer_bytes == batch
 
 
 def test_engine_floor_of_a_speculative_newton_batch():
@@ -105,11 +110,11 @@ def test_engine_floor_of_a_speculative_newton_batch():
     n, c, s = 4096, 16, 8
     batch, row_pass = fused_pass_bytes(n, c, s, 64, 24)
     work = roofline.engine_work(n, c, s, 5, l1=False, host=False, hint=0, fitted_start=True)
-    assert work.bytes == batch + row_pass + 5 * row_pass
+    assert work.bytes == row_pass + 5 * row_pass
     assert work.flops == 6 * 2 * 4096 * 17 * 17
-    # Fixed: validation, begin, row pass, gradient, 2 commits; per queued iteration (6):
-    # Cholesky with the candidate, row pass, gradient with the Gram's sum and the verdict.
-    assert (work.launches, work.syncs) == (4 + 2 + 6 * 3, 2)
+    # Fixed: begin, row pass, gradient, 2 commits; per queued iteration (6): Cholesky with the
+    # candidate, row pass, gradient with the Gram's sum and the verdict.
+    assert (work.launches, work.syncs) == (3 + 2 + 6 * 3, 2)
     # Above the one-block limit the candidate takes J dir's launch: the same count as before,
     # less the trials and the select.
     line_search = roofline.engine_work(4096, 256, s, 4, l1=False, host=False, hint=0)
@@ -135,10 +140,10 @@ def test_fused_row_pass_forms_x_u_at_every_width_it_takes():
     batch, row_pass = fused_pass_bytes(n, c, s, 128, 96)
     work = roofline.engine_work(n, c, s, 3, l1=False, host=False, hint=0, fitted_start=True)
     # Queued: a first chunk of 4 (the engine's default hint), one iteration past the end.
-    assert work.bytes == batch + row_pass + 3 * row_pass
+    assert work.bytes == row_pass + 3 * row_pass
     # The launches of a batch of 16 columns, whose X'u the pass always formed: no gemv.
     narrow = roofline.engine_work(n, 16, s, 3, l1=False, host=False, hint=0, fitted_start=True)
-    assert (work.launches, work.syncs) == (narrow.launches, narrow.syncs) == (17, 1)
+    assert (work.launches, work.syncs) == (narrow.launches, narrow.syncs) == (16, 1)
     # Above 128 parameters cuBLAS forms the Gram, and the row pass still forms X'u (c <= 512).
     wide = roofline.engine_work(n, 129, s, 3, l1=False, host=False, hint=0, fitted_start=True)
     assert wide.bytes > work.bytes
@@ -216,19 +221,19 @@ def test_engine_floor_above_the_one_block_limit(monkeypatch):
     row_pass = batch + 8 * n + scaled  # X'u inside the pass (c <= 512): no scores
     gram_reads = n * (P - 1) * s + scaled  # the GEMM's 256 columns, the gemv's whole rows
     trials = n * c * s + 8 * n
-    expected = batch + 5 * (row_pass + gram_reads) + 4 * trials
+    expected = 5 * (row_pass + gram_reads) + 4 * trials  # device input: no validation pass
     work = roofline.engine_work(n, c, s, 4, l1=False, host=False, hint=0)
     assert work.bytes == expected
     assert work.flops == 5 * 2 * n * (P - 1) * (P - 1)
-    # fixed: validation, begin, row pass, GEMM, gemv, gradient with the Gram's sum, 3 commits;
-    # per iteration: the cluster kernel (factor, acceptance test and solves), J dir, trials,
+    # fixed: begin, row pass, GEMM, gemv, gradient with the Gram's sum, 3 commits; per
+    # iteration: the cluster kernel (factor, acceptance test and solves), J dir, trials,
     # select, row pass, GEMM, gemv, gradient with the sum
-    assert work.launches == 6 + 3 + 4 * 8 == 41
+    assert work.launches == 5 + 3 + 4 * 8 == 40
     # beyond the cluster Cholesky's limit cuSOLVER factors: assemble, potrf and the acceptance
     # test and solves, two launches more per iteration, the same bytes and chunks
     beyond = roofline.engine_work(n, c, s, 4, l1=False, host=False, hint=0,
                                   cluster_cholesky_max=256)
-    assert beyond.launches == 6 + 3 + 4 * 10 == 49
+    assert beyond.launches == 5 + 3 + 4 * 10 == 48
     # Above 512 stored columns the row pass leaves the scores (n s) to cuBLAS's gemv, which
     # reads X and them again: 5 row passes, one launch each.
     n2, c2 = 2_000, 513
