@@ -238,7 +238,7 @@ struct Engine {
   // to compare with the line search at every iteration (test_switches.hpp).
   bool newton_speculation = true;
   // Device input checked by the objective at beta0 instead of the validation pass
-  // (UpdateContext::checks_deferred); the tests turn it off to compare (test_switches.hpp).
+  // (BatchConstants::checks_deferred); the tests turn it off to compare (test_switches.hpp).
   bool deferred_device_checks = true;
   // K's rows always from meat.cu's own pass, never the solver's row pass (test_switches.hpp).
   bool separate_meat_pass = false;

@@ -29,7 +29,7 @@ int validation_tiles(int64_t n_rows, int64_t ncols_x);
 // --- row passes (row_kernels.cu) -------------------------------------------------------------
 // Tiles [first_tile, end_tile): per tile the weight sum and the first bad index of each kind
 // (kBadKinds per tile). Reads only those tiles' rows; without scan_x only y and the weights
-// (X's non-finite values left to the objective at beta0, UpdateContext::checks_deferred).
+// (X's non-finite values left to the objective at beta0, BatchConstants::checks_deferred).
 template <class T>
 void launch_validate_rows(const RowView<T>& rows, int first_tile, int end_tile,
                           double* weight_partials, unsigned long long* bad_partials, bool scan_x,

@@ -233,9 +233,9 @@ __device__ unsigned long long first_nonfinite_share(const T* x, int64_t first, i
 // over tiles is taken by begin_update_kernel. A tile's partials depend only on its rows, so a
 // staged chunk of whole tiles is checked as soon as it lands, with the bits of a single pass.
 // The tile's rows of X are one contiguous range (rows.ldx == rows.ncols_x: the batch as given,
-// or its staged copy), read as such (first_nonfinite_share), unless scan_x is 0 (deferred checks:
-// BatchConstants::checks_deferred); y and w row by row, by the first lane of each
-// team of Team lanes, which fixes the order of the weight sum.
+// or its staged copy), read as such (first_nonfinite_share), unless scan_x is 0 (deferred
+// checks: BatchConstants::checks_deferred); y and w row by row, by the first lane of each team
+// of Team lanes, which fixes the order of the weight sum.
 template <class T, int Team>
 __global__ void validate_rows_kernel(RowView<T> rows, int64_t tile_rows, int first_tile, int scan_x,
                                      double* weight_partials, unsigned long long* bad_partials) {

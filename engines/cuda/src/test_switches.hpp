@@ -42,7 +42,7 @@ bool incremental_gram_setting();
 bool newton_speculation_setting();
 // RH_CUDA_TEST_DEVICE_CHECKS=pass: device input is checked by the validation pass over X, y and
 // the weights before the solve, as host input is, instead of by the objective at beta0
-// (UpdateContext::checks_deferred).
+// (BatchConstants::checks_deferred).
 bool deferred_device_checks_setting();
 // RH_CUDA_TEST_GRAM_FLIP_MAX=N: the incremental Gram adds the update of at most min(N, limit)
 // changed rows (0: it forms the Gram again in full whenever a row changed); limit when unset.

@@ -18,6 +18,16 @@
 
 namespace rh {
 
+namespace {
+
+// Whether place_batch queues a validation pass: always for host input, and for device input
+// unless its checks are deferred (BatchConstants::checks_deferred) and it has no weights.
+bool validation_queued(const RhCudaHostBatch& b, BatchLocation location, bool deferred_checks) {
+  return location == BatchLocation::Host || !deferred_checks || b.sample_weight != nullptr;
+}
+
+}  // namespace
+
 // The batch's rows where the kernels read them, and the validation pass queued over them:
 // device input in place, one pass; host input staged into the engine's row buffers, each chunk
 // of whole validation tiles checked on the GPU while the host copies the next.
@@ -35,7 +45,7 @@ RowView<T> place_batch(Engine& e, const RhCudaHostBatch& b, BatchLocation locati
   double* weight_partials = e.ws.row_partials.as<double>();
   unsigned long long* bad_partials = e.ws.bad_partials.as<unsigned long long>();
   if (location == BatchLocation::Device) {
-    if (!deferred_checks || b.sample_weight != nullptr) {
+    if (validation_queued(b, location, deferred_checks)) {
       launch_validate_rows<T>(rows, 0, validation_tiles(rows.n, rows.ncols_x), weight_partials,
                               bad_partials, !deferred_checks, e.stream);
     }
@@ -197,7 +207,7 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
   // place_batch queued the validation pass (none for deferred checks without weights). Refused
   // data move the state to kInvalidData: everything queued after returns at once and the first
   // synchronisation reports the reason (UpdateContext::wait_for_status).
-  const bool validated = !checks_deferred || b.sample_weight != nullptr;
+  const bool validated = validation_queued(b, location, checks_deferred);
   launch_begin_update<T>(e.ws.row_partials.as<double>(), e.ws.bad_partials.as<unsigned long long>(),
                          validated ? validation_tiles(ctx.rows.n, ctx.rows.ncols_x) : 0, ctx.k,
                          e.committed.coefficients.as<T>(), e.committed.information.as<T>(),
