@@ -6,10 +6,24 @@
 # per-batch timing. Logs land in OUTDIR (at most 8 files); OUTDIR/summary.txt has one line per
 # step with pass/fail counts. A CUDA test that skips on the GPU host counts as a failure.
 # RH_SUITE_FULL_PYTEST=0 leaves the last step, the full Python suite, out (a quicker re-check of
-# engine changes; release evidence runs it).
+# engine changes; release evidence runs it). RH_SUITE_STEPS=ctest,memcheck,... runs only the
+# steps it names after the build (which always runs, incrementally in a kept BUILD_DIR), so a
+# suite can be finished in parts or a failed step run again; every step left out has a SKIP
+# line, and such a run is not release evidence. Steps: ctest memcheck racecheck exports
+# pytest-cuda conformance timing pytest-all. Each verdict line ends with the step's seconds.
 #
 #   engines/cuda/tests/run_device_suite.sh OUTDIR [BUILD_DIR]
 set -u
+ALL_STEPS="ctest memcheck racecheck exports pytest-cuda conformance timing pytest-all"
+STEPS=$(echo "${RH_SUITE_STEPS:-$ALL_STEPS}" | tr ',' ' ')
+for step in $STEPS; do
+  case " $ALL_STEPS " in
+    *" $step "*) ;;
+    *) echo "run_device_suite.sh: unknown step '$step' in RH_SUITE_STEPS (steps: $ALL_STEPS)" >&2
+       exit 2 ;;
+  esac
+done
+[ "${RH_SUITE_FULL_PYTEST:-1}" = 0 ] && STEPS=$(echo " $STEPS " | sed 's/ pytest-all / /')
 OUTDIR=${1:?usage: run_device_suite.sh OUTDIR [BUILD_DIR]}
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
 BUILD=${2:-/tmp/rh-device-build}
@@ -21,9 +35,22 @@ SUMMARY="$OUTDIR/summary.txt"
 FAILED=0
 
 note() { echo "$*" | tee -a "$SUMMARY"; }
+STEP_START=$SECONDS
 verdict() {  # name status detail
-  note "$(printf '%-22s %-4s %s' "$1" "$2" "$3")"
+  note "$(printf '%-22s %-4s %s (%ss)' "$1" "$2" "$3" $((SECONDS - STEP_START)))"
   [ "$2" = PASS ] || FAILED=$((FAILED + 1))
+  STEP_START=$SECONDS
+}
+# Whether a step runs; a step left out gets its SKIP line (names: the verdicts it would give).
+wanted() {  # step verdict-names...
+  case " $STEPS " in *" $1 "*) return 0 ;; esac
+  local name
+  shift
+  for name in "$@"; do
+    note "$(printf '%-22s %-4s %s' "$name" SKIP "not among the steps run (RH_SUITE_STEPS=${RH_SUITE_STEPS:-all}, RH_SUITE_FULL_PYTEST=${RH_SUITE_FULL_PYTEST:-1})")"
+  done
+  STEP_START=$SECONDS
+  return 1
 }
 
 {
@@ -50,18 +77,20 @@ export RH_CPU_LIBRARY="$CPU_LIB" RH_CUDA_LIBRARY="$CUDA_LIB" PYTHONPATH="$ROOT/p
 note "libraries: RH_CPU_LIBRARY=$CPU_LIB RH_CUDA_LIBRARY=$CUDA_LIB"
 
 # ---------------------------------------------------------------------------------- ctest
-CUDA_TESTS=$(cd "$BUILD" && ctest -N -L cuda | sed -n 's/^ *Test *#[0-9]*: *//p')
-(cd "$BUILD" && timeout 300 ctest --output-on-failure -j 4 --timeout 240) >"$OUTDIR/ctest.log" 2>&1
-CTEST_RC=$?
-CTEST_LINE=$(grep -E 'tests passed|tests failed' "$OUTDIR/ctest.log" | tail -1)
-SKIPPED_CUDA=0
-for t in $CUDA_TESTS; do
-  grep -Eq "Test +#[0-9]+: $t \.+\*+Skipped" "$OUTDIR/ctest.log" && SKIPPED_CUDA=$((SKIPPED_CUDA + 1))
-done
-if [ $CTEST_RC -eq 0 ] && [ $SKIPPED_CUDA -eq 0 ]; then
-  verdict ctest PASS "$CTEST_LINE"
-else
-  verdict ctest FAIL "$CTEST_LINE (rc $CTEST_RC, CUDA tests skipped on the GPU host: $SKIPPED_CUDA)"
+if wanted ctest ctest; then
+  CUDA_TESTS=$(cd "$BUILD" && ctest -N -L cuda | sed -n 's/^ *Test *#[0-9]*: *//p')
+  (cd "$BUILD" && timeout 300 ctest --output-on-failure -j 4 --timeout 240) >"$OUTDIR/ctest.log" 2>&1
+  CTEST_RC=$?
+  CTEST_LINE=$(grep -E 'tests passed|tests failed' "$OUTDIR/ctest.log" | tail -1)
+  SKIPPED_CUDA=0
+  for t in $CUDA_TESTS; do
+    grep -Eq "Test +#[0-9]+: $t \.+\*+Skipped" "$OUTDIR/ctest.log" && SKIPPED_CUDA=$((SKIPPED_CUDA + 1))
+  done
+  if [ $CTEST_RC -eq 0 ] && [ $SKIPPED_CUDA -eq 0 ]; then
+    verdict ctest PASS "$CTEST_LINE"
+  else
+    verdict ctest FAIL "$CTEST_LINE (rc $CTEST_RC, CUDA tests skipped on the GPU host: $SKIPPED_CUDA)"
+  fi
 fi
 
 # ------------------------------------------------------------------------ compute-sanitizer
@@ -78,6 +107,7 @@ sanitize() {  # verdict-name tool seconds command...
   if [ $rc -eq 0 ]; then verdict "$name" PASS "$errors"; else verdict "$name" FAIL "rc $rc: $errors"; fi
 }
 for tool in memcheck racecheck; do
+  wanted $tool "sanitizer-$tool" "sanitizer-$tool-solves" || continue
   sanitize "sanitizer-$tool" "$tool" 240 "$SMOKE"
   # The solve paths above the entry-point test's P = 5 (sanitizer_solve_paths.py says which).
   sanitize "sanitizer-$tool-solves" "$tool" 300 \
@@ -87,6 +117,7 @@ done
 # ------------------------------------------------------------------------- export table
 # The check ctest runs too (cmake/check_exports.cmake), against the manifest's symbol list;
 # both engines also export the manifest's optional extensions (row statistics).
+wanted exports "exports-$(basename "$CUDA_LIB")" "exports-$(basename "$CPU_LIB")" &&
 for lib in "$CUDA_LIB" "$CPU_LIB"; do
   extensions=ON
   if out=$(cmake -DNM=nm -DLIBRARY="$lib" -DMANIFEST="$ROOT/abi/rh_cuda_contract.json" \
@@ -99,13 +130,18 @@ done
 
 # ------------------------------------------------------------------------------- pytest
 pytest_counts() { grep -E '^(=+ )?[0-9]+ (passed|failed|error|skipped)|no tests ran' "$1" | tail -1; }
-(cd "$ROOT" && timeout 240 python3 -m pytest -m cuda -rs -q -p no:cacheprovider --continue-on-collection-errors python/tests) >"$OUTDIR/pytest.log" 2>&1
-rc=$?
-line=$(pytest_counts "$OUTDIR/pytest.log")
-if [ $rc -eq 0 ] && ! echo "$line" | grep -q skipped; then verdict pytest-cuda PASS "$line"; else verdict pytest-cuda FAIL "rc $rc: $line (a skip counts as a failure here)"; fi
+: >"$OUTDIR/pytest.log"
+if wanted pytest-cuda pytest-cuda; then
+  (cd "$ROOT" && timeout 240 python3 -m pytest -m cuda -rs -q -p no:cacheprovider --continue-on-collection-errors python/tests) >"$OUTDIR/pytest.log" 2>&1
+  rc=$?
+  line=$(pytest_counts "$OUTDIR/pytest.log")
+  if [ $rc -eq 0 ] && ! echo "$line" | grep -q skipped; then verdict pytest-cuda PASS "$line"; else verdict pytest-cuda FAIL "rc $rc: $line (a skip counts as a failure here)"; fi
+fi
 
 # ------------------------------------------------------------------------- conformance
-if (cd "$ROOT" && python3 -c 'import renewable_huber.conformance' 2>/dev/null); then
+if ! wanted conformance conformance-cuda; then
+  :
+elif (cd "$ROOT" && python3 -c 'import renewable_huber.conformance' 2>/dev/null); then
   (cd "$ROOT" && timeout 180 python3 -m renewable_huber conformance --library "$CUDA_LIB" --capabilities conformance/capabilities/cuda.json) >"$OUTDIR/conformance.log" 2>&1
   rc=$?
   line=$(grep -E 'CONFORMS|DOES NOT CONFORM' "$OUTDIR/conformance.log" | tail -1)
@@ -117,17 +153,18 @@ fi
 
 # ------------------------------------------------------------------------------ timing
 TIMER=$(find "$BUILD" -name cuda_update_timing -type f -print -quit)
-if timeout 150 "$TIMER" 10 >"$OUTDIR/timing.log" 2>&1; then
+if ! wanted timing timing; then
+  :
+elif timeout 150 "$TIMER" 10 >"$OUTDIR/timing.log" 2>&1; then
   verdict timing PASS "per-batch update times in timing.log"
 else
   verdict timing FAIL "rc $? (see timing.log)"
 fi
 
 # -------------------------------------------------------------- full pytest suite (last)
-if [ "${RH_SUITE_FULL_PYTEST:-1}" = 0 ]; then
-  # A quick re-check of engine changes, not release evidence: the summary says it was left out.
-  note "$(printf '%-22s %-4s %s' pytest-all SKIP 'RH_SUITE_FULL_PYTEST=0: the full Python suite was left out')"
-else
+# A quick re-check of engine changes without it is not release evidence: the summary says it
+# was left out.
+if wanted pytest-all pytest-all; then
   echo "===== full suite" >>"$OUTDIR/pytest.log"
   # This host's NumPy/BLAS rounds the golden reference differently in the last digits
   # (float32 cases: one ulp, ~1e-7): compare the regenerated corpora within 1e-6.
