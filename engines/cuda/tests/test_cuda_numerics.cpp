@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -1113,30 +1114,41 @@ void test_agrees_with_the_cpu_engine() {
 }
 #endif
 
+// Runs one test and prints its wall time, so a slow test shows in the log (the whole binary is
+// the device suite's longest ctest entry).
+template <class Test>
+void timed(const char* name, Test&& test) {
+  const auto start = std::chrono::steady_clock::now();
+  test();
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  std::printf("[%.1f s] %s\n", took.count(), name);
+}
+#define RH_TIMED(test) timed(#test, test)
+
 }  // namespace
 
 int main() {
   skip_without_gpu("test_cuda_numerics");
-  test_large_tau_reproduces_ordinary_least_squares();
-  test_l1_lambda_follows_the_closed_form();
-  test_host_and_device_input_agree_bitwise();
-  test_deferred_device_checks_match_the_validation_pass();
-  test_appended_intercept_matches_expanded_design();
-  test_results_are_reproducible();
-  test_graphs_on_and_off_agree();
-  test_chunk_size_never_changes_results();
-  test_speculative_step_matches_the_line_search();
-  test_incremental_gram_matches_the_full_gram();
-  test_graph_cache_follows_changing_batches();
-  test_fast_math_stays_close_to_strict_float32();
-  test_singular_system_takes_the_minimum_norm_solution();
-  test_rejected_majoriser_step_keeps_the_curvature_gram();
-  test_asymmetric_restore_round_trips_and_is_kept();
-  test_injected_solver_failure_rolls_back();
-  test_device_prediction_matches_host_prediction();
-  test_meat_follows_its_definition();
+  RH_TIMED(test_large_tau_reproduces_ordinary_least_squares);
+  RH_TIMED(test_l1_lambda_follows_the_closed_form);
+  RH_TIMED(test_host_and_device_input_agree_bitwise);
+  RH_TIMED(test_deferred_device_checks_match_the_validation_pass);
+  RH_TIMED(test_appended_intercept_matches_expanded_design);
+  RH_TIMED(test_results_are_reproducible);
+  RH_TIMED(test_graphs_on_and_off_agree);
+  RH_TIMED(test_chunk_size_never_changes_results);
+  RH_TIMED(test_speculative_step_matches_the_line_search);
+  RH_TIMED(test_incremental_gram_matches_the_full_gram);
+  RH_TIMED(test_graph_cache_follows_changing_batches);
+  RH_TIMED(test_fast_math_stays_close_to_strict_float32);
+  RH_TIMED(test_singular_system_takes_the_minimum_norm_solution);
+  RH_TIMED(test_rejected_majoriser_step_keeps_the_curvature_gram);
+  RH_TIMED(test_asymmetric_restore_round_trips_and_is_kept);
+  RH_TIMED(test_injected_solver_failure_rolls_back);
+  RH_TIMED(test_device_prediction_matches_host_prediction);
+  RH_TIMED(test_meat_follows_its_definition);
 #ifdef RH_CPU_ENGINE_PATH
-  test_agrees_with_the_cpu_engine();
+  RH_TIMED(test_agrees_with_the_cpu_engine);
 #else
   std::printf("librh_cpu not built: the CPU comparison did not run\n");
 #endif
