@@ -11,8 +11,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "test_support.hpp"
 
@@ -1114,43 +1116,81 @@ void test_agrees_with_the_cpu_engine() {
 }
 #endif
 
-// Runs one test and prints its wall time, so a slow test shows in the log (the whole binary is
-// the device suite's longest ctest entry).
-template <class Test>
-void timed(const char* name, Test&& test) {
+struct NamedTest {
+  const char* name;
+  void (*run)();
+};
+#define RH_NAMED(test) \
+  NamedTest {          \
+    #test, test        \
+  }
+
+// Every test of this binary, in the order a run of all of them takes. ctest runs each as an
+// entry of its own (test_cuda_numerics.NAME, listed by --list: CMakeLists.txt), so they run side
+// by side; a run without arguments, the one the records keep, runs them all in turn.
+constexpr NamedTest kTests[] = {
+    RH_NAMED(test_large_tau_reproduces_ordinary_least_squares),
+    RH_NAMED(test_l1_lambda_follows_the_closed_form),
+    RH_NAMED(test_host_and_device_input_agree_bitwise),
+    RH_NAMED(test_deferred_device_checks_match_the_validation_pass),
+    RH_NAMED(test_appended_intercept_matches_expanded_design),
+    RH_NAMED(test_results_are_reproducible),
+    RH_NAMED(test_graphs_on_and_off_agree),
+    RH_NAMED(test_chunk_size_never_changes_results),
+    RH_NAMED(test_speculative_step_matches_the_line_search),
+    RH_NAMED(test_incremental_gram_matches_the_full_gram),
+    RH_NAMED(test_graph_cache_follows_changing_batches),
+    RH_NAMED(test_fast_math_stays_close_to_strict_float32),
+    RH_NAMED(test_singular_system_takes_the_minimum_norm_solution),
+    RH_NAMED(test_rejected_majoriser_step_keeps_the_curvature_gram),
+    RH_NAMED(test_asymmetric_restore_round_trips_and_is_kept),
+    RH_NAMED(test_injected_solver_failure_rolls_back),
+    RH_NAMED(test_device_prediction_matches_host_prediction),
+    RH_NAMED(test_meat_follows_its_definition),
+#ifdef RH_CPU_ENGINE_PATH
+    RH_NAMED(test_agrees_with_the_cpu_engine),
+#endif
+};
+
+// Runs one test and prints its wall time, so a slow test shows in the log.
+void run_timed(const NamedTest& test) {
   const auto start = std::chrono::steady_clock::now();
-  test();
+  test.run();
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  std::printf("[%.1f s] %s\n", took.count(), name);
+  std::printf("[%.1f s] %s\n", took.count(), test.name);
 }
-#define RH_TIMED(test) timed(#test, test)
 
 }  // namespace
 
-int main() {
-  skip_without_gpu("test_cuda_numerics");
-  RH_TIMED(test_large_tau_reproduces_ordinary_least_squares);
-  RH_TIMED(test_l1_lambda_follows_the_closed_form);
-  RH_TIMED(test_host_and_device_input_agree_bitwise);
-  RH_TIMED(test_deferred_device_checks_match_the_validation_pass);
-  RH_TIMED(test_appended_intercept_matches_expanded_design);
-  RH_TIMED(test_results_are_reproducible);
-  RH_TIMED(test_graphs_on_and_off_agree);
-  RH_TIMED(test_chunk_size_never_changes_results);
-  RH_TIMED(test_speculative_step_matches_the_line_search);
-  RH_TIMED(test_incremental_gram_matches_the_full_gram);
-  RH_TIMED(test_graph_cache_follows_changing_batches);
-  RH_TIMED(test_fast_math_stays_close_to_strict_float32);
-  RH_TIMED(test_singular_system_takes_the_minimum_norm_solution);
-  RH_TIMED(test_rejected_majoriser_step_keeps_the_curvature_gram);
-  RH_TIMED(test_asymmetric_restore_round_trips_and_is_kept);
-  RH_TIMED(test_injected_solver_failure_rolls_back);
-  RH_TIMED(test_device_prediction_matches_host_prediction);
-  RH_TIMED(test_meat_follows_its_definition);
-#ifdef RH_CPU_ENGINE_PATH
-  RH_TIMED(test_agrees_with_the_cpu_engine);
-#else
-  std::printf("librh_cpu not built: the CPU comparison did not run\n");
+//   test_cuda_numerics            every test, in turn
+//   test_cuda_numerics NAME...    the named tests (an unknown name: exit 2)
+//   test_cuda_numerics --list     the names, one a line (no GPU needed)
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--list") == 0) {
+    for (const NamedTest& test : kTests)
+      std::printf("%s\n", test.name);
+    return 0;
+  }
+  std::vector<const NamedTest*> chosen;
+  for (int a = 1; a < argc; ++a) {
+    const NamedTest* found = nullptr;
+    for (const NamedTest& test : kTests)
+      found = std::strcmp(test.name, argv[a]) == 0 ? &test : found;
+    if (found == nullptr) {
+      std::fprintf(stderr, "test_cuda_numerics: no test named '%s' (--list names them)\n", argv[a]);
+      return 2;
+    }
+    chosen.push_back(found);
+  }
+  if (chosen.empty()) {
+    for (const NamedTest& test : kTests)
+      chosen.push_back(&test);
+#ifndef RH_CPU_ENGINE_PATH
+    std::printf("librh_cpu not built: the CPU comparison did not run\n");
 #endif
+  }
+  skip_without_gpu("test_cuda_numerics");
+  for (const NamedTest* test : chosen)
+    run_timed(*test);
   return finish("test_cuda_numerics");
 }
