@@ -1180,12 +1180,13 @@ void test_misaligned_device_pointers_are_refused(RhCudaEngine* e) {
   cudaFree(raw);
 }
 
-// Device input whose X starts 0 to 3 elements past a 16-byte boundary. The validation pass reads
-// each tile's values of X as 16-byte vectors, taking the values before the first boundary and
-// after the last whole vector one by one; so every offset must give the aligned copy's fit bit
-// for bit, and a refused value must be named wherever it falls: the batch's first or last value,
-// the first values of rows at and around likely tile starts, or several in one tile (the first of
-// them). Small enough for the sanitizer runs of this test.
+// Device input whose X starts 0 to 3 elements past a 16-byte boundary: every offset must give the
+// aligned copy's fit bit for bit. A refused value must be named wherever it falls: the batch's
+// first or last value, the first values of rows at and around likely tile starts, or several in
+// one tile (the first of them). The objective at beta0 refuses these batches and the update runs
+// again with the validation pass (BatchConstants::checks_deferred), which reads each tile's
+// values of X as 16-byte vectors, taking the values before the first boundary and after the last
+// whole vector one by one. Small enough for the sanitizer runs of this test.
 template <class T>
 void check_device_rows_at_offsets(int32_t dtype) {
   const int64_t n = 3000, p = 13, P = p + 1;
