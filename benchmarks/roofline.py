@@ -79,9 +79,11 @@ launches, inference off), mirrored from engines/cuda/src:
   row pass forms it in full and records every row's curvature weight (8 n bytes); later row
   passes write no scaled rows and form no Gram, they read the recorded weights (8 n) and flag
   the rows whose weight changed (n), and CUB's select (two launches, reading the n flags) lists
-  them; their rank-k update runs after the chunk's synchronisation, one iteration per chunk.
-  The record does not say how many rows changed, so the engine floor counts that update at zero
-  rows (and no second commit): on this path it is a lower bound;
+  them. Up to the one-block limit their update runs on the device right after the pass (two
+  launches), in the chunks of any Newton update; above it, after the chunk's synchronisation,
+  one iteration per chunk. The record does not say how many rows changed, so the engine floor
+  counts that update at zero rows (and, above the one-block limit, no second commit): on this
+  path it is a lower bound;
 - iterations are queued in chunks with one synchronisation each: the first chunk as long as the
   engine's previous update needed (4, or 2 above the one-block limit, for a new engine; capped
   at 8, 2 above that limit, 1 there when 2 n P^2 > 2e9), later chunks 2 (Newton), 1 (Newton
@@ -360,11 +362,13 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     first, later = chunk_sizes(l1=l1, above_one_block=above_one_block, n=n, P=P, hint=hint)
     incremental = (INCREMENTAL_GRAM and not l1 and not fused
                    and 2.0 * n * P * P > HEAVY_GRAM_FLOPS)
-    if incremental:
+    device_flips = incremental and P <= small_dense_max
+    if incremental and not device_flips:
         first, later = 1, 1
     # An incremental Gram's later row passes: the recorded weights read, the flags written, and
-    # CUB's select over the flags (two launches); the changed rows' update counted at zero rows.
-    flagged = Work(bytes=8 * n + n + n, launches=2)
+    # CUB's select over the flags (two launches); the changed rows' update counted at zero rows
+    # (on the device: two launches more).
+    flagged = Work(bytes=8 * n + n + n, launches=4 if device_flips else 2)
     queued, syncs = queued_iterations(k, first, later, max_iter)
     wasted = queued - k
 

@@ -297,15 +297,18 @@ def test_newton_with_a_heavy_cublas_gram_keeps_it_incrementally(monkeypatch):
     # synchronisation, one iteration queued past the end whose GEMM runs in full). Kept
     # incrementally, the batch's first row pass forms the Gram (and records every row's weight,
     # 8 n bytes), each iteration's row pass flags the changed rows instead (reads the weights, 8
-    # n; writes the flags, n) and CUB's select reads the flags (n, two launches); the changed
-    # rows' update is counted at zero rows; one iteration per chunk.
+    # n; writes the flags, n), CUB's select reads the flags (n, two launches) and the device adds
+    # the changed rows' update (two launches, counted at zero rows), in the same chunks.
     n, c, s, P = 262_144, 128, 8, 129
     k = 3
     incremental = roofline.engine_work(n, c, s, k, l1=False, host=False, hint=4)
+    # With the one-block limit below P the host adds them instead: one iteration per chunk.
+    host_added = roofline.engine_work(n, c, s, k, l1=False, host=False, hint=4,
+                                      small_dense_max=128, cluster_cholesky_max=383)
     monkeypatch.setattr(roofline, "INCREMENTAL_GRAM", False)
     full = roofline.engine_work(n, c, s, k, l1=False, host=False, hint=4)
     assert roofline.chunk_sizes(l1=False, above_one_block=False, n=n, P=P, hint=4) == (4, 2)
-    assert (full.syncs, incremental.syncs) == (1, k)
+    assert (full.syncs, incremental.syncs, host_added.syncs) == (1, 1, k)
     # P = 129 is one past two 64-column tiles: the GEMM forms 128 columns, a gemv the last.
     one_gram = 2.0 * n * (P - 1) * (P - 1)
     assert full.flops == (1 + k + 1) * one_gram
@@ -315,16 +318,22 @@ def test_newton_with_a_heavy_cublas_gram_keeps_it_incrementally(monkeypatch):
     # but its GEMM and gemv read the rows again.
     scaled = n * P * s
     reads = n * (P - 1) * s + scaled
+    # The iteration queued past the end reads the flags in CUB's select.
     assert full.bytes - incremental.bytes == pytest.approx(
-        k * (scaled + reads) + reads - 8 * n - k * 10 * n)
+        k * (scaled + reads) + reads - 8 * n - k * 10 * n - n)
     # An iteration: the Cholesky kernel, trials and select, the row pass (X'u inside it), the
-    # GEMM and the gemv (CUB's select's two launches instead), the gradient with the Gram's
-    # sum. The full model queues one iteration more; the incremental one commits after every
-    # iteration.
+    # GEMM and the gemv (CUB's select's two launches and the update's two instead), the
+    # gradient with the Gram's sum; both queue one iteration more than the solve needed.
     full_iteration = 1 + 2 + 1 + 2 + 1
-    incremental_iteration = 1 + 2 + 1 + 2 + 1
-    assert full.launches - incremental.launches == (
-        (k + 1) * full_iteration + 1 - k * incremental_iteration - k)
+    incremental_iteration = 1 + 2 + 1 + 4 + 1
+    assert full.launches - incremental.launches == (k + 1) * (full_iteration -
+                                                              incremental_iteration)
+    # The host's way: no iteration queued past the end, the select alone in each, the cluster
+    # Cholesky's kernel and the candidate's launch (above the one-block limit), a commit after
+    # every iteration.
+    host_iteration = 2 + 2 + 1 + 2 + 1
+    assert host_added.launches == incremental.launches - (k + 1) * incremental_iteration + (
+        k * host_iteration + k - 1)
 
 
 def _case(**kwargs):

@@ -295,6 +295,7 @@ void take_options(Engine& e, const RhCudaEngineOptions& options) {
   e.injected = injected_failure_setting();
   e.forced_chunk = forced_chunk_setting();
   e.incremental_gram = incremental_gram_setting();
+  e.device_gram_flips = device_gram_flips_setting();
   e.newton_speculation = newton_speculation_setting();
   e.deferred_device_checks = deferred_device_checks_setting();
   e.gram_flip_max = gram_flip_limit_setting(INT64_MAX);

@@ -91,9 +91,10 @@ struct Workspace {
   // Per-chunk partial Grams (split over rows), reduced in a fixed order.
   GrowingBuffer gram_partials;
   // The incremental Gram (UpdateContext::incremental_gram): per row its recorded curvature
-  // weight and last change, the changed-row flags, the changed rows in order, and the temporary
-  // storage of the selection that lists them; reserved only by updates that use it.
-  GrowingBuffer curvature, curvature_delta, flip_flags, flip_rows, select_temp;
+  // weight and last change, the changed-row flags, the changed rows in order, the temporary
+  // storage of the selection that lists them and the partials of their update on the device;
+  // reserved only by updates that use them.
+  GrowingBuffer curvature, curvature_delta, flip_flags, flip_rows, select_temp, gram_flip_partials;
   GrowingBuffer prediction_stage;
   // Pinned host memory: the status block, the exported state and the host-input chunks.
   GrowingBuffer host_scalars{MemoryKind::PinnedHost};
@@ -164,6 +165,7 @@ struct Workspace {
                              &flip_flags,
                              &flip_rows,
                              &select_temp,
+                             &gram_flip_partials,
                              &prediction_stage,
                              &host_scalars,
                              &host_predictions,
@@ -176,7 +178,7 @@ struct Workspace {
     }
   }
 };
-constexpr size_t kWorkspaceBuffers = 52;
+constexpr size_t kWorkspaceBuffers = 53;
 static_assert(sizeof(Workspace) == kWorkspaceBuffers * sizeof(GrowingBuffer),
               "Workspace gained or lost a member: list it in Workspace::for_each and update "
               "kWorkspaceBuffers");
@@ -229,10 +231,12 @@ struct Engine {
   // synchronises (update_pipeline.cu, chunk_sizes). Speed only; never changes a result.
   int64_t chunk_hint = 0;
   int64_t forced_chunk = 0;  // a fixed chunk size, for the tests (test_switches.hpp)
-  // Newton's heavy Gram incrementally (UpdateContext::incremental_gram), and the most changed
-  // rows it adds instead of forming the Gram again; the tests turn it off or lower the limit
-  // (test_switches.hpp).
+  // Newton's heavy Gram incrementally (UpdateContext::incremental_gram), its changed rows added
+  // on the device up to the one-block limit (UpdateContext::device_gram_flips), and the most
+  // changed rows the host adds instead of forming the Gram again; the tests turn it off, send
+  // the changed rows to the host or lower the limit (test_switches.hpp).
   bool incremental_gram = true;
+  bool device_gram_flips = true;
   int64_t gram_flip_max = INT64_MAX;
   // Newton's speculative whole step (UpdateContext::speculative_newton); the tests turn it off
   // to compare with the line search at every iteration (test_switches.hpp).

@@ -52,6 +52,15 @@ void launch_flipped_rows(const RowView<T>& rows, const int* rows_of, int64_t cou
 template <class T>
 void launch_recorded_scaled_rows(const RowView<T>& rows, CurvatureTrack track, T* scaled,
                                  cudaStream_t s);
+// The same update without a synchronisation (gram_flips.cu): gram += sum of d_i x_i x_i' over
+// the rows the last row pass flagged, rows_of listing them and sc->gram_flips their count, both
+// written on the device by CUB's select; upper triangle, summed in double in an order fixed by
+// the count; clears the flags it used. partials: kGramFlipSlices * P * P doubles. Does nothing on
+// refused data or when no row changed.
+constexpr int kGramFlipSlices = 16;
+template <class T>
+void launch_gram_flip_update(const RowView<T>& rows, const int* rows_of, const DeviceScalars* sc,
+                             CurvatureTrack track, double* partials, T* gram, cudaStream_t s);
 // The row pass with the Gram fused in, for P <= kFusedGramMaxP (what launch_row_pass writes,
 // without K's rows, and instead of scaled rows the Gram of each block's rows): the grid is
 // fused_gram_blocks(n, P) blocks, each with its partials (2 in partials, kWideRowColumns of X'u

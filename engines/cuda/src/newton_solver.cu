@@ -69,12 +69,13 @@ void enqueue_speculative_iteration(UpdateContext<T>& ctx) {
 // residuals, Gram, g and J delta the candidate's): the row pass at beta again, which gives back
 // their values there bit for bit, then the line search along dir as without speculation. The
 // incremental Gram's pass at beta flags the rows whose weight the candidate changed; they are
-// added before the step's own pass flags again (one synchronisation more, on this path only).
+// added before the step's own pass flags again: on the device right after that pass, or by the
+// host after one synchronisation more (on this path only).
 template <class T>
 void enqueue_line_search_iteration(UpdateContext<T>& ctx) {
   launch_resume(ctx.device_scalars(), ctx.e.stream);
   ctx.row_pass_then_gradient(kRunWhileRunning, kRunWhileRunning, false);
-  if (ctx.incremental_gram) {
+  if (ctx.incremental_gram && !ctx.device_gram_flips) {
     ctx.enqueue_readback();
     ctx.wait_for_status();
     ctx.apply_gram_flips();
@@ -149,8 +150,8 @@ void solve_newton(UpdateContext<T>& ctx) {
     ctx.enqueue_finish();
     ctx.wait_for_status();
     const DeviceScalars& s = ctx.status();
-    // The chunk's last row pass may have left its Gram: add it before the next Cholesky attempt,
-    // or commit again with it (the commit kernels only write).
+    // The chunk's last row pass may have left its Gram to the host: add it before the next
+    // Cholesky attempt, or commit again with it (the commit kernels only write).
     if (ctx.apply_gram_flips() && solve_ended(s)) {
       ctx.enqueue_finish();
       ctx.wait_for_status();

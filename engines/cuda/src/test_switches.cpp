@@ -66,6 +66,11 @@ bool incremental_gram_setting() {
   return value == nullptr || std::strcmp(value, "off") != 0;
 }
 
+bool device_gram_flips_setting() {
+  const char* value = std::getenv("RH_CUDA_TEST_GRAM_FLIPS");
+  return value == nullptr || std::strcmp(value, "host") != 0;
+}
+
 bool newton_speculation_setting() {
   const char* value = std::getenv("RH_CUDA_TEST_NEWTON_STEP");
   return value == nullptr || std::strcmp(value, "line-search") != 0;
@@ -180,6 +185,9 @@ int64_t small_dense_limit_setting(int64_t device_limit) {
   return device_limit;
 }
 bool incremental_gram_setting() {
+  return true;
+}
+bool device_gram_flips_setting() {
   return true;
 }
 bool newton_speculation_setting() {

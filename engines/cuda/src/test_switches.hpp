@@ -44,8 +44,13 @@ bool newton_speculation_setting();
 // the weights before the solve, as host input is, instead of by the objective at beta0
 // (BatchConstants::checks_deferred).
 bool deferred_device_checks_setting();
-// RH_CUDA_TEST_GRAM_FLIP_MAX=N: the incremental Gram adds the update of at most min(N, limit)
-// changed rows (0: it forms the Gram again in full whenever a row changed); limit when unset.
+// RH_CUDA_TEST_GRAM_FLIPS=host: the incremental Gram's changed rows are added by the host after
+// each chunk's synchronisation (cuBLAS, chunks of one iteration) for every P, not on the device
+// (launch_gram_flip_update) up to the one-block limit.
+bool device_gram_flips_setting();
+// RH_CUDA_TEST_GRAM_FLIP_MAX=N: where the host adds them, the incremental Gram adds the update
+// of at most min(N, limit) changed rows (0: it forms the Gram again in full whenever a row
+// changed); limit when unset.
 int64_t gram_flip_limit_setting(int64_t limit);
 // RH_CUDA_STAGING = pinned (default) | plain.
 StagingMode staging_mode_setting();

@@ -197,8 +197,9 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu, Gra
                   gram_sum);
   }
   if (leaves_gram) {
-    // The rows whose weight changed, in row order, and their count where the finish's status
-    // readback carries it to the host.
+    // The rows whose weight changed, in row order, and their count: read by the update queued
+    // next, or carried to the host by the finish's status readback. A pass that did not run left
+    // no flag set (each update clears the flags it added), so the select then finds none.
     int items = static_cast<int>(rows.n);
     size_t bytes = e.ws.select_temp.capacity();
     check_cuda(cub::DeviceSelect::Flagged(
@@ -206,6 +207,11 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu, Gra
                    e.ws.flip_flags.as<unsigned char>(), e.ws.flip_rows.as<int>(),
                    &device_scalars()->gram_flips, items, e.stream),
                "cub::DeviceSelect::Flagged (rows whose curvature changed)");
+    if (device_gram_flips) {
+      launch_gram_flip_update<T>(rows, e.ws.flip_rows.as<int>(), device_scalars(),
+                                 curvature_track(true), e.ws.gram_flip_partials.as<double>(),
+                                 gram(), e.stream);
+    }
   }
   if (with_gram && incremental_gram)
     gram_recorded = true;
@@ -226,7 +232,7 @@ CurvatureTrack UpdateContext<T>::curvature_track(bool with_gram) const {
 template <class T>
 bool UpdateContext<T>::apply_gram_flips() {
   const int64_t count = status().gram_flips;
-  if (!incremental_gram || count <= 0)
+  if (!incremental_gram || device_gram_flips || count <= 0)
     return false;
   T* scaled = e.ws.scaled_rows.as<T>();
   const CurvatureTrack track = curvature_track(true);

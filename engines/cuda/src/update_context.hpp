@@ -71,10 +71,13 @@ struct UpdateContext {
   bool gram_after_end = false;
   // Newton with a heavy cuBLAS Gram (docs/decisions.md, "The incremental Gram"): after the
   // first row pass of the batch, which forms the Gram in full and records every row's curvature
-  // weight, a row pass only flags the rows whose weight changed; after the synchronisation that
-  // ends the chunk the host adds their rank-k update to gram() (apply_gram_flips), before the
-  // next chunk's Cholesky attempt or the final commit. Chunks of one iteration.
+  // weight, a row pass only flags the rows whose weight changed. device_gram_flips (up to the
+  // one-block limit): their update is queued right after the pass that flagged them
+  // (launch_gram_flip_update), the chunks as without the incremental Gram. Otherwise the host
+  // adds it after the synchronisation that ends the chunk (apply_gram_flips), before the next
+  // chunk's Cholesky attempt or the final commit, in chunks of one iteration.
   bool incremental_gram = false;
+  bool device_gram_flips = false;
   bool gram_recorded = false;  // the batch's first Gram has been queued, its weights recorded
   // Blocks of the last row pass queued, whose partials the next gradient sums, and whether the
   // last one that formed X'u left it in the partials (row_pass_xtu) or to cuBLAS's gemv.
@@ -162,11 +165,11 @@ struct UpdateContext {
   // The curvature bookkeeping of a row pass (CurvatureTrack): none unless incremental_gram and
   // with_gram; `recorded` once the batch's first Gram was queued (the pass then flags changes).
   CurvatureTrack curvature_track(bool with_gram) const;
-  // After a synchronisation, with the incremental Gram: gram() += the update for the rows the
-  // last row pass flagged (status().gram_flips of them, at most the rows the scaled-rows buffer
-  // holds twice over, and Engine::gram_flip_max), else gram() formed again in full from the
-  // recorded weights. Whether it queued anything (none without the incremental Gram or a
-  // flagged row).
+  // After a synchronisation, with the incremental Gram added by the host (not
+  // device_gram_flips): gram() += the update for the rows the last row pass flagged
+  // (status().gram_flips of them, at most the rows the scaled-rows buffer holds twice over, and
+  // Engine::gram_flip_max), else gram() formed again in full from the recorded weights. Whether it
+  // queued anything (none without the incremental Gram or a flagged row).
   bool apply_gram_flips();
   // Zeroes the rows of `scaled` (a scaled design of this batch) past n up to the last Gram
   // chunk's end: cuBLAS's Gram reads them.

@@ -176,12 +176,21 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
   // The fused row pass skips by itself until the solve ended: no readback to wait for.
   ctx.gram_after_end = chunks.gram_after_end && !ctx.fused_gram();
   // Newton's heavy cuBLAS Gram, incrementally (UpdateContext::incremental_gram): not with K,
-  // whose rows come from the row pass at the final beta, nor with a chunk size the tests fixed.
+  // whose rows come from the row pass at the final beta. Up to the one-block limit the changed
+  // rows are added on the device, in the chunks of any Newton update; above it the host adds
+  // them after every iteration's synchronisation, so not with a chunk size the tests fixed.
+  const bool device_flips = e.device_gram_flips && ctx.small_dense();
   ctx.incremental_gram = !ctx.k.l1 && !ctx.fused_gram() && !with_meat && e.incremental_gram &&
-                         e.forced_chunk == 0 && heavy_gram(e, b.n_rows);
+                         (device_flips || e.forced_chunk == 0) && heavy_gram(e, b.n_rows);
   if (ctx.incremental_gram) {
-    ctx.first_chunk = 1;
-    ctx.later_chunk = 1;
+    ctx.device_gram_flips = device_flips;
+    if (device_flips) {
+      reserve_elems(e.ws.gram_flip_partials, int64_t{kGramFlipSlices} * P * P, sizeof(double),
+                    "changed-row Gram partials");
+    } else {
+      ctx.first_chunk = 1;
+      ctx.later_chunk = 1;
+    }
     reserve_elems(e.ws.curvature, b.n_rows, sizeof(double), "recorded curvature weights");
     reserve_elems(e.ws.curvature_delta, b.n_rows, sizeof(double), "curvature changes");
     reserve_elems(e.ws.flip_flags, b.n_rows, 1, "changed-row flags");

@@ -8,8 +8,10 @@ and 383: the cluster kernel with 9 tile rows on 8 blocks, 10 rows with two on so
 its limit; 384: cuSOLVER's. Float64, host input, two iterations each (the cap's convergence
 warnings are silenced), without a penalty and, at P = 17 and 257, with the L1 penalty (its LAMM
 kernels). Then the incremental Gram (a heavy
-Gram, 2 n P^2 > 2e9): two batches of 16,000 x 256, four iterations each, so rows change
-weight between row passes; the second takes the speculative whole step on it.
+Gram, 2 n P^2 > 2e9): two batches of 16,000 x 256 (P = 257: the host adds the changed rows
+after each iteration) and of 64,000 x 128 (P = 129: the device adds them after each row pass),
+four iterations each, so rows change weight between row passes; the second batch takes the
+speculative whole step on it.
 At P = 17, 257 and 384 without a penalty a second batch follows the first: from a fitted beta0
 Newton takes the speculative whole step (its candidate from each solve path, the verdict in the
 gradient's launch).
@@ -43,19 +45,22 @@ def main() -> int:
                     print(f"P = {parameters} {penalty}, batch {batch}: non-finite coefficients")
                     return 1
                 print(f"P = {parameters} {penalty}, batch {batch}: {model.n_iter_} iterations")
-    model = RenewableHuberRegressor(backend="native_cuda", device="cuda", dtype="float64",
-                                    max_iter=4)
-    beta = rng.uniform(-1, 1, 256)
-    for batch in range(2):
-        X = rng.standard_normal((16_000, 256))
-        y = X @ beta + rng.standard_t(3, X.shape[0])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            model.partial_fit(X, y)
-        if not np.isfinite(model.coef_).all():
-            print(f"incremental Gram, batch {batch}: non-finite coefficients")
-            return 1
-        print(f"incremental Gram, batch {batch}: {model.n_iter_} iterations")
+    for rows, features in ((16_000, 256), (64_000, 128)):
+        model = RenewableHuberRegressor(backend="native_cuda", device="cuda", dtype="float64",
+                                        max_iter=4)
+        beta = rng.uniform(-1, 1, features)
+        for batch in range(2):
+            X = rng.standard_normal((rows, features))
+            y = X @ beta + rng.standard_t(3, X.shape[0])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model.partial_fit(X, y)
+            if not np.isfinite(model.coef_).all():
+                print(f"incremental Gram, P = {features + 1}, batch {batch}: non-finite "
+                      "coefficients")
+                return 1
+            print(f"incremental Gram, P = {features + 1}, batch {batch}: {model.n_iter_} "
+                  "iterations")
     return 0
 
 

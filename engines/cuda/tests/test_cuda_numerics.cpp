@@ -500,40 +500,44 @@ void test_graphs_on_and_off_agree() {
 // second batch on, whose verdict kernels must also return at once past the end).
 // Newton's heavy Gram (2 n P^2 > 2e9) is kept incrementally: after a batch's first Gram only
 // the rows whose curvature weight changed are added, or the Gram is formed again in full from
-// the recorded weights when too many changed (docs/decisions.md, "The incremental Gram"). Both
-// ways must give the fit of the Gram formed in full at every row pass (the switch off), up to
+// the recorded weights when too many changed (docs/decisions.md, "The incremental Gram"). Every
+// way must give the fit of the Gram formed in full at every row pass (the switch off), up to
 // the rounding of a different order of the same sums. Three batches of 12,000 rows x 301
-// parameters (the cluster Cholesky's range) and of 64,000 x 129 (the one-block Cholesky's, just
-// above the fused row pass's limit, where the incremental Gram also fixes the chunks at one
-// iteration): the first batch starts at beta = 0 with most residuals outside tau (the
+// parameters (the cluster Cholesky's range, where the host adds the changed rows after each
+// iteration's synchronisation) and of 64,000 x 129 (the one-block Cholesky's, just above the
+// fused row pass's limit, where the device adds them after each row pass; the test build's
+// RH_CUDA_TEST_GRAM_FLIPS=host sends them to the host there too, and only the host forms the
+// Gram again): the first batch starts at beta = 0 with most residuals outside tau (the
 // majoriser's steps, most rows changing), the later ones from the previous fit (a few rows
 // changing). Each stream starts from the empty state without K: with K the engine forms the
 // Gram in full and the comparison would hold trivially.
 void test_incremental_gram_matches_the_full_gram() {
   struct Mode {
     const char* name;
-    const char* variable;
-    const char* value;
+    std::vector<std::pair<const char*, const char*>> settings;
   };
   const Mode modes[] = {
-      {"full Gram at every row pass", "RH_CUDA_TEST_INCREMENTAL_GRAM", "off"},
-      {"incremental", nullptr, nullptr},
-      {"formed again from the recorded weights", "RH_CUDA_TEST_GRAM_FLIP_MAX", "0"},
-      {"incremental, at most 64 changed rows added", "RH_CUDA_TEST_GRAM_FLIP_MAX", "64"}};
+      {"full Gram at every row pass", {{"RH_CUDA_TEST_INCREMENTAL_GRAM", "off"}}},
+      {"incremental", {}},
+      {"incremental, changed rows added by the host", {{"RH_CUDA_TEST_GRAM_FLIPS", "host"}}},
+      {"formed again from the recorded weights",
+       {{"RH_CUDA_TEST_GRAM_FLIPS", "host"}, {"RH_CUDA_TEST_GRAM_FLIP_MAX", "0"}}},
+      {"incremental, at most 64 changed rows added by the host",
+       {{"RH_CUDA_TEST_GRAM_FLIPS", "host"}, {"RH_CUDA_TEST_GRAM_FLIP_MAX", "64"}}}};
   const std::pair<int64_t, int64_t> shapes[] = {{12000, 300}, {64000, 128}};
   for (const auto& [rows, features] : shapes)
     for (const uint64_t flags : {uint64_t{0}, uint64_t{RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS}}) {
       const bool device = flags != 0;
       std::vector<Fit> fits, fits32;
       for (const Mode& mode : modes) {
-        if (mode.variable != nullptr)
-          setenv(mode.variable, mode.value, 1);
+        for (const auto& [variable, value] : mode.settings)
+          setenv(variable, value, 1);
         fits.push_back(stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_NONE, flags,
                                           device, false, true, 3, rows, features, 100, true));
         fits32.push_back(stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, flags,
                                            device, false, true, 3, rows, features, 100, true));
-        if (mode.variable != nullptr)
-          unsetenv(mode.variable);
+        for (const auto& [variable, value] : mode.settings)
+          unsetenv(variable);
       }
       const Fit& ref = fits.front();
       const Fit& ref32 = fits32.front();
@@ -633,6 +637,46 @@ void test_chunk_size_never_changes_results() {
           RH_CHECK(fits[0].diag.iterations <= cs.max_iter);
       }
       set_path(path, false);
+    }
+
+  // Newton's heavy Gram kept incrementally, its changed rows added on the device after each row
+  // pass (64,000 x 129, from the empty state without K: the first batch from beta = 0, the later
+  // ones speculative; float64 weighted), host and device input, with and without graphs: any
+  // chunking, the same bits, including a max_iter that ends the solve inside a chunk.
+  for (const int64_t max_iter : {int64_t{100}, int64_t{2}})
+    for (const uint64_t flags : {uint64_t{0}, uint64_t{RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS}}) {
+      std::vector<Fit> fits;
+      std::vector<Fit> fits32;
+      for (const char* chunk : {"1", "3", "8", static_cast<const char*>(nullptr)}) {
+        if (chunk != nullptr) {
+          setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
+        } else {
+          unsetenv("RH_CUDA_TEST_CHUNK");
+        }
+        fits.push_back(stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_NONE, flags,
+                                          flags != 0, false, true, 3, 64000, 128, max_iter, true));
+        fits32.push_back(stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, flags,
+                                           flags == 0, false, false, 3, 64000, 128, max_iter,
+                                           true));
+      }
+      unsetenv("RH_CUDA_TEST_CHUNK");
+      std::printf(
+          "chunks (none, 128 features, incremental Gram, max_iter %lld, %s): last batch "
+          "%lld iterations (f64), %lld (f32)\n",
+          static_cast<long long>(max_iter), flags != 0 ? "graphs" : "no graphs",
+          static_cast<long long>(fits[0].diag.iterations),
+          static_cast<long long>(fits32[0].diag.iterations));
+      for (const std::vector<Fit>* group : {&fits, &fits32}) {
+        const Fit& ref = group->front();
+        for (const Fit& f : *group) {
+          RH_CHECK(f.status == RH_CUDA_SUCCESS);
+          RH_CHECK(f.coef == ref.coef && f.info == ref.info);
+          RH_CHECK(f.diag.iterations == ref.diag.iterations &&
+                   f.diag.converged == ref.diag.converged);
+          RH_CHECK(f.diag.objective == ref.diag.objective);
+        }
+      }
+      RH_CHECK(fits[0].diag.iterations <= max_iter);
     }
 }
 
