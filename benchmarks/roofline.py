@@ -79,11 +79,11 @@ launches, inference off), mirrored from engines/cuda/src:
   row pass forms it in full and records every row's curvature weight (8 n bytes); later row
   passes write no scaled rows and form no Gram, they read the recorded weights (8 n) and flag
   the rows whose weight changed (n), and CUB's select (two launches, reading the n flags) lists
-  them. Up to the one-block limit their update runs on the device right after the pass (two
-  launches), in the chunks of any Newton update; above it, after the chunk's synchronisation,
-  one iteration per chunk. The record does not say how many rows changed, so the engine floor
-  counts that update at zero rows (and, above the one-block limit, no second commit): on this
-  path it is a lower bound;
+  them; their update runs after the chunk's synchronisation, one iteration per chunk (with
+  DEVICE_GRAM_FLIPS, up to the one-block limit: on the device right after the pass, two
+  launches, in the chunks of any Newton update). The record does not say how many rows
+  changed, so the engine floor counts that update at zero rows (and no second commit after the
+  host's): on this path it is a lower bound;
 - iterations are queued in chunks with one synchronisation each: the first chunk as long as the
   engine's previous update needed (4, or 2 above the one-block limit, for a new engine; capped
   at 8, 2 above that limit, 1 there when 2 n P^2 > 2e9), later chunks 2 (Newton), 1 (Newton
@@ -131,6 +131,9 @@ HEAVY_GRAM_FLOPS = 2e9
 # LAMM's trials form J delta in their launch up to this many stored values a batch
 LAMM_MERGED_TRIALS_MAX_VALUES = 1 << 22
 INCREMENTAL_GRAM = True  # Newton's heavy cuBLAS Gram kept incrementally (UpdateContext)
+# Its changed rows added on the device up to the one-block limit (the test build's
+# RH_CUDA_TEST_GRAM_FLIPS=device; the shipped library adds them on the host)
+DEVICE_GRAM_FLIPS = False
 FUSED_GRAM_MAX_P = 128  # the row pass forms the Gram itself up to this P
 FUSED_GRAM_SLOTS = (2, 3, 5, 8, 12, 16)  # its padded widths, in 8-column blocks
 GRAM_CHUNK_ROWS = 128
@@ -362,7 +365,7 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     first, later = chunk_sizes(l1=l1, above_one_block=above_one_block, n=n, P=P, hint=hint)
     incremental = (INCREMENTAL_GRAM and not l1 and not fused
                    and 2.0 * n * P * P > HEAVY_GRAM_FLOPS)
-    device_flips = incremental and P <= small_dense_max
+    device_flips = incremental and DEVICE_GRAM_FLIPS and P <= small_dense_max
     if incremental and not device_flips:
         first, later = 1, 1
     # An incremental Gram's later row passes: the recorded weights read, the flags written, and

@@ -297,14 +297,20 @@ def test_newton_with_a_heavy_cublas_gram_keeps_it_incrementally(monkeypatch):
     # synchronisation, one iteration queued past the end whose GEMM runs in full). Kept
     # incrementally, the batch's first row pass forms the Gram (and records every row's weight,
     # 8 n bytes), each iteration's row pass flags the changed rows instead (reads the weights, 8
-    # n; writes the flags, n), CUB's select reads the flags (n, two launches) and the device adds
-    # the changed rows' update (two launches, counted at zero rows), in the same chunks.
+    # n; writes the flags, n), CUB's select reads the flags (n, two launches) and the changed
+    # rows' update (counted at zero rows) is added by the host after each iteration's
+    # synchronisation or, with DEVICE_GRAM_FLIPS, by two launches on the device in the same
+    # chunks as the full Gram's.
     n, c, s, P = 262_144, 128, 8, 129
     k = 3
+    above = dict(small_dense_max=128, cluster_cholesky_max=383)  # P past the one-block limit
+    host_added = roofline.engine_work(n, c, s, k, l1=False, host=False, hint=4)
+    host_above = roofline.engine_work(n, c, s, k, l1=False, host=False, hint=4, **above)
+    monkeypatch.setattr(roofline, "DEVICE_GRAM_FLIPS", True)
     incremental = roofline.engine_work(n, c, s, k, l1=False, host=False, hint=4)
-    # With the one-block limit below P the host adds them instead: one iteration per chunk.
-    host_added = roofline.engine_work(n, c, s, k, l1=False, host=False, hint=4,
-                                      small_dense_max=128, cluster_cholesky_max=383)
+    # Above the one-block limit the host adds them whatever DEVICE_GRAM_FLIPS says.
+    assert vars(roofline.engine_work(n, c, s, k, l1=False, host=False, hint=4,
+                                     **above)) == vars(host_above)
     monkeypatch.setattr(roofline, "INCREMENTAL_GRAM", False)
     full = roofline.engine_work(n, c, s, k, l1=False, host=False, hint=4)
     assert roofline.chunk_sizes(l1=False, above_one_block=False, n=n, P=P, hint=4) == (4, 2)
@@ -328,10 +334,9 @@ def test_newton_with_a_heavy_cublas_gram_keeps_it_incrementally(monkeypatch):
     incremental_iteration = 1 + 2 + 1 + 4 + 1
     assert full.launches - incremental.launches == (k + 1) * (full_iteration -
                                                               incremental_iteration)
-    # The host's way: no iteration queued past the end, the select alone in each, the cluster
-    # Cholesky's kernel and the candidate's launch (above the one-block limit), a commit after
+    # The host's way: no iteration queued past the end, the select alone in each, a commit after
     # every iteration.
-    host_iteration = 2 + 2 + 1 + 2 + 1
+    host_iteration = 1 + 2 + 1 + 2 + 1
     assert host_added.launches == incremental.launches - (k + 1) * incremental_iteration + (
         k * host_iteration + k - 1)
 

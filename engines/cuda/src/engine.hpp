@@ -231,12 +231,12 @@ struct Engine {
   // synchronises (update_pipeline.cu, chunk_sizes). Speed only; never changes a result.
   int64_t chunk_hint = 0;
   int64_t forced_chunk = 0;  // a fixed chunk size, for the tests (test_switches.hpp)
-  // Newton's heavy Gram incrementally (UpdateContext::incremental_gram), its changed rows added
-  // on the device up to the one-block limit (UpdateContext::device_gram_flips), and the most
-  // changed rows the host adds instead of forming the Gram again; the tests turn it off, send
-  // the changed rows to the host or lower the limit (test_switches.hpp).
+  // Newton's heavy Gram incrementally (UpdateContext::incremental_gram), whether its changed
+  // rows may be added on the device (UpdateContext::device_gram_flips; only the test build's
+  // switch turns it on until it is measured), and the most changed rows the host adds instead
+  // of forming the Gram again; the tests turn it off, on or lower the limit (test_switches.hpp).
   bool incremental_gram = true;
-  bool device_gram_flips = true;
+  bool device_gram_flips = false;
   int64_t gram_flip_max = INT64_MAX;
   // Newton's speculative whole step (UpdateContext::speculative_newton); the tests turn it off
   // to compare with the line search at every iteration (test_switches.hpp).

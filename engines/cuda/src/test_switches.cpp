@@ -68,7 +68,7 @@ bool incremental_gram_setting() {
 
 bool device_gram_flips_setting() {
   const char* value = std::getenv("RH_CUDA_TEST_GRAM_FLIPS");
-  return value == nullptr || std::strcmp(value, "host") != 0;
+  return value != nullptr && std::strcmp(value, "device") == 0;
 }
 
 bool newton_speculation_setting() {
@@ -188,7 +188,7 @@ bool incremental_gram_setting() {
   return true;
 }
 bool device_gram_flips_setting() {
-  return true;
+  return false;
 }
 bool newton_speculation_setting() {
   return true;

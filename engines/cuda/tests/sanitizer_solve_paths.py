@@ -7,11 +7,10 @@ of 32 columns; at 129 the row pass's teams of 8 lanes hold a row's 128 columns);
 and 383: the cluster kernel with 9 tile rows on 8 blocks, 10 rows with two on some blocks, and
 its limit; 384: cuSOLVER's. Float64, host input, two iterations each (the cap's convergence
 warnings are silenced), without a penalty and, at P = 17 and 257, with the L1 penalty (its LAMM
-kernels). Then the incremental Gram (a heavy
-Gram, 2 n P^2 > 2e9): two batches of 16,000 x 256 (P = 257: the host adds the changed rows
-after each iteration) and of 64,000 x 128 (P = 129: the device adds them after each row pass),
-four iterations each, so rows change weight between row passes; the second batch takes the
-speculative whole step on it.
+kernels). Then the incremental Gram (a heavy Gram, 2 n P^2 > 2e9): two batches of
+16,000 x 256 (P = 257, the cluster Cholesky) and of 64,000 x 128 (P = 129, the one-block
+Cholesky), four iterations each, so rows change weight between row passes; the second batch
+takes the speculative whole step on it.
 At P = 17, 257 and 384 without a penalty a second batch follows the first: from a fitted beta0
 Newton takes the speculative whole step (its candidate from each solve path, the verdict in the
 gradient's launch).

@@ -505,9 +505,9 @@ void test_graphs_on_and_off_agree() {
 // the rounding of a different order of the same sums. Three batches of 12,000 rows x 301
 // parameters (the cluster Cholesky's range, where the host adds the changed rows after each
 // iteration's synchronisation) and of 64,000 x 129 (the one-block Cholesky's, just above the
-// fused row pass's limit, where the device adds them after each row pass; the test build's
-// RH_CUDA_TEST_GRAM_FLIPS=host sends them to the host there too, and only the host forms the
-// Gram again): the first batch starts at beta = 0 with most residuals outside tau (the
+// fused row pass's limit, where the host adds them too, or, with the test build's
+// RH_CUDA_TEST_GRAM_FLIPS=device, the device after each row pass; only the host forms the Gram
+// again): the first batch starts at beta = 0 with most residuals outside tau (the
 // majoriser's steps, most rows changing), the later ones from the previous fit (a few rows
 // changing). Each stream starts from the empty state without K: with K the engine forms the
 // Gram in full and the comparison would hold trivially.
@@ -519,11 +519,9 @@ void test_incremental_gram_matches_the_full_gram() {
   const Mode modes[] = {
       {"full Gram at every row pass", {{"RH_CUDA_TEST_INCREMENTAL_GRAM", "off"}}},
       {"incremental", {}},
-      {"incremental, changed rows added by the host", {{"RH_CUDA_TEST_GRAM_FLIPS", "host"}}},
-      {"formed again from the recorded weights",
-       {{"RH_CUDA_TEST_GRAM_FLIPS", "host"}, {"RH_CUDA_TEST_GRAM_FLIP_MAX", "0"}}},
-      {"incremental, at most 64 changed rows added by the host",
-       {{"RH_CUDA_TEST_GRAM_FLIPS", "host"}, {"RH_CUDA_TEST_GRAM_FLIP_MAX", "64"}}}};
+      {"incremental, changed rows added on the device", {{"RH_CUDA_TEST_GRAM_FLIPS", "device"}}},
+      {"formed again from the recorded weights", {{"RH_CUDA_TEST_GRAM_FLIP_MAX", "0"}}},
+      {"incremental, at most 64 changed rows added", {{"RH_CUDA_TEST_GRAM_FLIP_MAX", "64"}}}};
   const std::pair<int64_t, int64_t> shapes[] = {{12000, 300}, {64000, 128}};
   for (const auto& [rows, features] : shapes)
     for (const uint64_t flags : {uint64_t{0}, uint64_t{RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS}}) {
@@ -640,9 +638,11 @@ void test_chunk_size_never_changes_results() {
     }
 
   // Newton's heavy Gram kept incrementally, its changed rows added on the device after each row
-  // pass (64,000 x 129, from the empty state without K: the first batch from beta = 0, the later
-  // ones speculative; float64 weighted), host and device input, with and without graphs: any
-  // chunking, the same bits, including a max_iter that ends the solve inside a chunk.
+  // pass (RH_CUDA_TEST_GRAM_FLIPS=device; 64,000 x 129, from the empty state without K: the
+  // first batch from beta = 0, the later ones speculative; float64 weighted), host and device
+  // input, with and without graphs: any chunking, the same bits, including a max_iter that ends
+  // the solve inside a chunk.
+  setenv("RH_CUDA_TEST_GRAM_FLIPS", "device", 1);
   for (const int64_t max_iter : {int64_t{100}, int64_t{2}})
     for (const uint64_t flags : {uint64_t{0}, uint64_t{RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS}}) {
       std::vector<Fit> fits;
@@ -678,6 +678,7 @@ void test_chunk_size_never_changes_results() {
       }
       RH_CHECK(fits[0].diag.iterations <= max_iter);
     }
+  unsetenv("RH_CUDA_TEST_GRAM_FLIPS");
 }
 
 // Newton's speculative whole step (the engine's default from a fitted beta0 without K: the row
