@@ -4,7 +4,7 @@
 // into DeviceScalars.gram_flips), so the update is queued right after its row pass and no
 // synchronisation waits for the count.
 //
-// The upper triangle is cut into 32 x 32 tiles and the flagged rows into kFlipSlices equal
+// The upper triangle is cut into 32 x 32 tiles and the flagged rows into kGramFlipSlices equal
 // slices; block (tile, slice) sums its slice's rows in row order, 32 rows at a time through
 // shared memory, in double (float32 rows widened), and writes its partial tile; a second launch
 // adds the slices' partials to the Gram in slice order. The sums' order depends only on the number
