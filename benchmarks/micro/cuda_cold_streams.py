@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import hashlib
 import json
 import statistics
@@ -51,14 +52,18 @@ def shape_data(shape):
     return X, y
 
 
-def stream(cp, shape, X, y, dtype: str, penalty: str):
-    """One cold stream: a new estimator, every batch of the shape; (model, total iterations)."""
+def stream(cp, shape, X, y, dtype: str, penalty: str, mark=None):
+    """One cold stream: a new estimator, every batch of the shape; (model, total iterations).
+    mark (optional): called once per batch for a context manager that encloses its partial_fit
+    call (a profiler's range)."""
     model = RenewableHuberRegressor(backend="native_cuda", device="cuda", dtype=dtype,
                                     penalty=penalty)
     iterations = 0
     for start in range(0, shape.rows, shape.batch_size):
         stop = start + shape.batch_size
-        model.partial_fit(X[start:stop], y[start:stop])
+        batch_x, batch_y = X[start:stop], y[start:stop]
+        with mark() if mark is not None else contextlib.nullcontext():
+            model.partial_fit(batch_x, batch_y)
         iterations += model.n_iter_
     cp.cuda.Device().synchronize()
     return model, iterations

@@ -10,10 +10,15 @@ each kernel's own time, from the CUDA activity records (CUPTI) of an unserialise
 `run` folds every batch of each shape into a new estimator (device input, CuPy), three streams
 to warm up, nine timed without the profiler (their median wall time), then one under PyTorch's
 profiler, whose CUDA activity is CUPTI's record of every kernel, copy and runtime call of the
-process (librh_cuda's included). It writes that record as OUT/timeline-SHAPE-DTYPE-PENALTY.json.gz
-and prints its summary. Unlike Nsight Compute (cuda_stream_kernels.py), kernels run as they do
-unprofiled, overlapped launches included, so a kernel's time here may include the wait at its
-start for the one before it; the idle gaps are the GPU's real idle time. Needs CuPy and PyTorch
+process (librh_cuda's included); each partial_fit call of that stream is a profiler range
+(`partial_fit`), so the summary can split the host's time per batch: before the call's first
+CUDA call (the package's checks, the engine's own before its first launch), in its CUDA calls,
+waiting in its synchronisations, between its CUDA calls, after its last one (the state's
+export, the package's bookkeeping) and from its end to the next call (the stream's loop). It
+writes that record as OUT/timeline-SHAPE-DTYPE-PENALTY.json.gz and prints its summary. Unlike
+Nsight Compute (cuda_stream_kernels.py), kernels run as they do unprofiled, overlapped launches
+included, so a kernel's time here may include the wait at its start for the one before it; the
+idle gaps are the GPU's real idle time. Needs CuPy and PyTorch
 (its profiler is the CUPTI client) on the GPU host. A script, not a test: nothing is asserted.
 """
 
@@ -36,6 +41,55 @@ from benchmarks.profiles import shapes_of  # noqa: E402
 
 _DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
 _HOST_CALLS = ("cuda_runtime", "cuda_driver")
+_WAITS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+BATCH_MARK = "partial_fit"  # the profiler range around each batch's call (run)
+_BATCH_PARTS = (
+    ("before", "to its first CUDA call"),
+    ("calls", "in its CUDA calls, waits excluded"),
+    ("waiting", "waiting in synchronisations"),
+    ("between", "between its CUDA calls"),
+    ("after", "after its last CUDA call"),
+    ("next", "from its end to the next call"),
+)
+
+
+def batch_host_times(events: list[dict]) -> list[dict[str, float]]:
+    """Per BATCH_MARK range (a batch's partial_fit call), in call order, the host's time in us
+    split into _BATCH_PARTS; "next" is absent for the last call. Empty without such ranges."""
+    marks = sorted((e for e in events if e.get("cat") == "user_annotation"
+                    and e.get("name") == BATCH_MARK), key=lambda e: e["ts"])
+    calls = sorted((e for e in events if e.get("cat") in _HOST_CALLS), key=lambda e: e["ts"])
+    rows = []
+    for index, mark in enumerate(marks):
+        start, stop = mark["ts"], mark["ts"] + mark["dur"]
+        inside = [c for c in calls if start <= c["ts"] and c["ts"] + c["dur"] <= stop]
+        row = dict.fromkeys(name for name, _ in _BATCH_PARTS[:-1])
+        if inside:
+            waiting = sum(c["dur"] for c in inside if c["name"] in _WAITS)
+            in_calls = sum(c["dur"] for c in inside)
+            first, last = inside[0]["ts"], max(c["ts"] + c["dur"] for c in inside)
+            row.update(before=first - start, calls=in_calls - waiting, waiting=waiting,
+                       between=(last - first) - in_calls, after=stop - last)
+        else:
+            row.update(before=mark["dur"], calls=0.0, waiting=0.0, between=0.0, after=0.0)
+        if index + 1 < len(marks):
+            row["next"] = marks[index + 1]["ts"] - stop
+        rows.append(row)
+    return rows
+
+
+def _batch_lines(rows: list[dict[str, float]]) -> list[str]:
+    """The summary's lines for batch_host_times: the first batch, and the median of the others
+    (a stream's first batch also makes the engine's buffers and graphs)."""
+    later = rows[1:]
+    lines = [f"host time per {BATCH_MARK} call, us: first batch | median of the other "
+             f"{len(later)}"]
+    for name, text in _BATCH_PARTS:
+        first = rows[0].get(name)
+        values = [row[name] for row in later if name in row]
+        lines.append(f"  {'-' if first is None else f'{first:.1f}':>9} "
+                     f"{f'{statistics.median(values):.1f}' if values else '-':>9}  {text}")
+    return lines
 
 
 def _short(name: str, width: int) -> str:
@@ -90,6 +144,9 @@ def summary(events: list[dict], title: str) -> str:
     lines.append("host CUDA calls: count, total us")
     for name, (count, total) in sorted(calls.items(), key=lambda item: -item[1][1])[:10]:
         lines.append(f"  {count:5d} {total:9.1f}  {name}")
+    rows = batch_host_times(events)
+    if rows:
+        lines.extend(_batch_lines(rows))
     return "\n".join(lines) + "\n"
 
 
@@ -113,7 +170,7 @@ def run(out_dir: str, cases: list[tuple]) -> None:
     import cupy as cp
     import torch
     from benchmarks.micro.cuda_cold_streams import shape_data, stream, timed_streams
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -126,7 +183,8 @@ def run(out_dir: str, cases: list[tuple]) -> None:
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
             cp.cuda.Device().synchronize()
             began = time.perf_counter()
-            _, iterations = stream(cp, shape, Xd, yd, dtype, penalty)
+            _, iterations = stream(cp, shape, Xd, yd, dtype, penalty,
+                                   mark=lambda: record_function(BATCH_MARK))
             profiled = time.perf_counter() - began
         raw = out / f"timeline-{shape_name}-{dtype}-{penalty}.json"
         profiler.export_chrome_trace(str(raw))

@@ -78,3 +78,56 @@ def test_cases_name_a_known_shape_dtype_and_penalty():
     for bad in ("streaming:float64", "nope:float64:none", "wide:float16:none", "wide:float64:l2"):
         with pytest.raises(ValueError, match=f"case '{bad}': expected SHAPE:DTYPE:PENALTY"):
             cuda_stream_timeline.parse_cases(["wide:float64:none", bad])
+
+
+def _mark(ts, dur):
+    return {"cat": "user_annotation", "name": "partial_fit", "ts": ts, "dur": dur}
+
+
+def _call(name, ts, dur):
+    return {"cat": "cuda_runtime", "name": name, "ts": ts, "dur": dur}
+
+
+# Three partial_fit ranges: 0-100 with a launch, a synchronisation and a launch; 130-180 with a
+# synchronisation alone; 200-220 without a CUDA call. A call outside every range is ignored.
+BATCHES = [
+    _mark(0.0, 100.0),
+    _call("cudaLaunchKernelExC", 10.0, 5.0),
+    _call("cudaStreamSynchronize", 20.0, 50.0),
+    _call("cudaLaunchKernelExC", 75.0, 5.0),
+    _call("cudaMemsetAsync", 110.0, 4.0),
+    _mark(130.0, 50.0),
+    _call("cudaStreamSynchronize", 140.0, 30.0),
+    _mark(200.0, 20.0),
+]
+
+
+def test_host_time_per_batch_splits_each_partial_fit_range():
+    rows = cuda_stream_timeline.batch_host_times(BATCHES)
+    # First range: first call at 10, calls 5 + 50 + 5 of which 50 waiting, calls span 10 -> 80
+    # (10 us between them), 20 us after the last; the next range starts 30 us after its end.
+    assert rows[0] == {"before": 10.0, "calls": 10.0, "waiting": 50.0, "between": 10.0,
+                       "after": 20.0, "next": 30.0}
+    assert rows[1] == {"before": 10.0, "calls": 0.0, "waiting": 30.0, "between": 0.0,
+                       "after": 10.0, "next": 20.0}
+    assert rows[2] == {"before": 20.0, "calls": 0.0, "waiting": 0.0, "between": 0.0,
+                       "after": 0.0}
+    assert cuda_stream_timeline.batch_host_times(EVENTS) == []
+
+
+def test_summary_gives_the_first_batch_and_the_median_of_the_others():
+    text = cuda_stream_timeline.summary(EVENTS[:5] + BATCHES, "marked")  # EVENTS' device work
+    lines = text.splitlines()
+    head = lines.index("host time per partial_fit call, us: first batch | median of the other 2")
+    # Medians of the second and third ranges: before (10, 20), waiting (30, 0), after (10, 0);
+    # only the second has a next call (20).
+    assert [line.split(None, 2) for line in lines[head + 1:]] == [
+        ["10.0", "15.0", "to its first CUDA call"],
+        ["10.0", "0.0", "in its CUDA calls, waits excluded"],
+        ["50.0", "15.0", "waiting in synchronisations"],
+        ["10.0", "0.0", "between its CUDA calls"],
+        ["20.0", "5.0", "after its last CUDA call"],
+        ["30.0", "20.0", "from its end to the next call"],
+    ]
+    # Without ranges the summary has no such section.
+    assert "host time per" not in cuda_stream_timeline.summary(EVENTS, "plain")
