@@ -26,6 +26,7 @@ if [ "$1" = --build ]; then
   mkdir -p "$2/engines/cpu_c" "$2/engines/cuda/tests"
   : > "$2/engines/cpu_c/librh_cpu.so"
   : > "$2/engines/cuda/librh_cuda.so"
+  : > "$2/engines/cuda/librh_cuda_testing.so"
   for tool in cuda_update_timing test_cuda_entry_points; do
     printf '#!/bin/sh\necho "%s $*" >> "$CALLS"\n' "$tool" > "$2/engines/cuda/tests/$tool"
     chmod +x "$2/engines/cuda/tests/$tool"
@@ -58,9 +59,10 @@ exit 0
 }
 
 VERDICTS = [
-    "ctest", "sanitizer-memcheck", "sanitizer-memcheck-solves", "sanitizer-racecheck",
-    "sanitizer-racecheck-solves", "exports-librh_cuda.so", "exports-librh_cpu.so",
-    "pytest-cuda", "conformance-cuda", "timing", "pytest-all",
+    "ctest", "sanitizer-memcheck", "sanitizer-memcheck-solves", "sanitizer-memcheck-switches",
+    "sanitizer-racecheck", "sanitizer-racecheck-solves", "sanitizer-racecheck-switches",
+    "exports-librh_cuda.so", "exports-librh_cpu.so", "pytest-cuda", "conformance-cuda", "timing",
+    "pytest-all",
 ]
 
 
@@ -98,11 +100,16 @@ def host(tmp_path):
     return run
 
 
-def test_every_step_runs_by_default(host):
+def test_every_step_runs_by_default(host, tmp_path):
     done, status, calls = host()
     assert done.returncode == 0, done.stdout + done.stderr
     assert status == dict.fromkeys(["build", *VERDICTS], "PASS")
     assert "compute-sanitizer --tool racecheck" in calls and "cuda_update_timing 10" in calls
+    # The switches' run: the test build's library, the switch, the incremental streams alone.
+    assert ("compute-sanitizer --tool memcheck --error-exitcode 9 env RH_CUDA_LIBRARY="
+            f"{tmp_path}/build/engines/cuda/librh_cuda_testing.so RH_CUDA_TEST_GRAM_FLIPS=device "
+            "python3") in calls
+    assert "sanitizer_solve_paths.py --incremental-only" in calls
 
 
 def test_only_the_named_steps_run_and_the_others_say_skip(host):

@@ -106,12 +106,18 @@ sanitize() {  # verdict-name tool seconds command...
   errors=$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUTDIR/sanitizer.log" | tail -1)
   if [ $rc -eq 0 ]; then verdict "$name" PASS "$errors"; else verdict "$name" FAIL "rc $rc: $errors"; fi
 }
+TESTING_LIB=$(find "$BUILD" -name 'librh_cuda_testing.so' -print -quit)
 for tool in memcheck racecheck; do
-  wanted $tool "sanitizer-$tool" "sanitizer-$tool-solves" || continue
+  wanted $tool "sanitizer-$tool" "sanitizer-$tool-solves" "sanitizer-$tool-switches" || continue
   sanitize "sanitizer-$tool" "$tool" 240 "$SMOKE"
   # The solve paths above the entry-point test's P = 5 (sanitizer_solve_paths.py says which).
   sanitize "sanitizer-$tool-solves" "$tool" 300 \
     python3 "$ROOT/engines/cuda/tests/sanitizer_solve_paths.py"
+  # Kernels the shipped library runs only behind the test build's switches: the incremental
+  # Gram's changed rows added on the device.
+  sanitize "sanitizer-$tool-switches" "$tool" 240 \
+    env RH_CUDA_LIBRARY="$TESTING_LIB" RH_CUDA_TEST_GRAM_FLIPS=device \
+    python3 "$ROOT/engines/cuda/tests/sanitizer_solve_paths.py" --incremental-only
 done
 
 # ------------------------------------------------------------------------- export table

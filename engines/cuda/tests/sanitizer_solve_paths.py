@@ -15,7 +15,9 @@ At P = 17, 257 and 384 without a penalty a second batch follows the first: from 
 Newton takes the speculative whole step (its candidate from each solve path, the verdict in the
 gradient's launch).
 Run by run_device_suite.sh under memcheck and racecheck with RH_CUDA_LIBRARY pointing at the
-library under test; exits non-zero if an update fails.
+library under test; exits non-zero if an update fails. With --incremental-only, only the
+incremental Gram's streams: the suite runs them again on the test build with
+RH_CUDA_TEST_GRAM_FLIPS=device (the changed rows added on the device).
 """
 
 import sys
@@ -26,9 +28,9 @@ import numpy as np
 from renewable_huber import RenewableHuberRegressor
 
 
-def main() -> int:
+def main(incremental_only: bool) -> int:
     rng = np.random.default_rng(5)
-    for parameters in (17, 91, 129, 160, 257, 289, 383, 384):
+    for parameters in () if incremental_only else (17, 91, 129, 160, 257, 289, 383, 384):
         features = parameters - 1
         X = rng.standard_normal((2 * parameters + 64, features))
         y = X @ rng.uniform(-1, 1, features) + rng.standard_t(3, X.shape[0])
@@ -64,4 +66,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if sys.argv[1:] not in ([], ["--incremental-only"]):
+        sys.exit(f"usage: {sys.argv[0]} [--incremental-only]")
+    sys.exit(main(sys.argv[1:] == ["--incremental-only"]))
