@@ -95,15 +95,20 @@ def engine_options(dtype, n_parameters: int, device_id: int, flags: int = 0):
     )
 
 
+def _aligned(array: np.ndarray) -> np.ndarray:
+    """`array`, or an aligned copy when its elements are not aligned to their size."""
+    return array if array.flags.aligned else array.copy()
+
+
 def state_view(state: RenewableState, dtype, n_parameters: int):
-    """(RhCudaHostStateView of `state`, the arrays it points at): the arrays as contiguous host
-    arrays in `dtype` (K in float64), copied only when a conversion is needed; the caller keeps
-    them alive for the engine call. A shape that does not fit `n_parameters` is a
+    """(RhCudaHostStateView of `state`, the arrays it points at): the arrays as contiguous,
+    aligned host arrays in `dtype` (K in float64), copied only when a conversion is needed; the
+    caller keeps them alive for the engine call. A shape that does not fit `n_parameters` is a
     ValidationError naming all three."""
     P = n_parameters
-    coefficients = np.ascontiguousarray(state.coefficients, dtype=dtype)
-    information = np.ascontiguousarray(state.information, dtype=dtype)
-    meat = None if state.meat is None else np.ascontiguousarray(state.meat, dtype=np.float64)
+    coefficients = _aligned(np.ascontiguousarray(state.coefficients, dtype=dtype))
+    information = _aligned(np.ascontiguousarray(state.information, dtype=dtype))
+    meat = None if state.meat is None else _aligned(np.ascontiguousarray(state.meat, np.float64))
     if (coefficients.shape != (P,) or information.shape != (P, P)
             or (meat is not None and meat.shape != (P, P))):
         raise ValidationError(

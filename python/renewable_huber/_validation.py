@@ -338,7 +338,8 @@ def _reject_sparse(name: str, array) -> None:
 def _host_array(
     name: str, array, dtype: np.dtype, *, engine_checks_finite: bool = False
 ) -> np.ndarray:
-    if type(array) is np.ndarray and array.dtype == dtype and array.flags.c_contiguous:
+    if (type(array) is np.ndarray and array.dtype == dtype and array.flags.c_contiguous
+            and array.flags.aligned):
         # Already what the conversion below would return unchanged (`converted is raw`).
         if not engine_checks_finite:
             _check_host_finite(name, array, array)
@@ -371,6 +372,12 @@ def _host_array(
         raise kind(
             f"{name} must contain real numbers only (no missing, complex or text values): {error}"
         ) from None
+    if not converted.flags.aligned:
+        # Elements at addresses that are not a multiple of their size (np.frombuffer at an odd
+        # offset, buffers deserialised out of band): BLAS kernels with aligned vector loads
+        # (OpenBLAS's Prescott kernels, NumPy's dot products) and the engines' vector loops
+        # would crash the process on valid data. A copy is aligned.
+        converted = converted.copy()
     # `converted is raw` means no cast and no copy: the engine reads the values as given and
     # refuses NaN/Inf itself. A cast (e.g. to float32) may create infinities: scan those here.
     if not (engine_checks_finite and converted is raw):

@@ -219,6 +219,11 @@ class NativeBackend:
             raise BackendContractError(f"{name} is {array.dtype}; the engine works in {self.dtype}")
         if not array.flags.c_contiguous:
             raise BackendContractError(f"{name} must be C-contiguous")
+        if not array.flags.aligned:
+            raise BackendContractError(
+                f"{name} is not aligned to its {array.itemsize}-byte elements (the estimator "
+                "copies such arrays; pass an aligned copy)"
+            )
         if array.shape != shape:
             raise ValidationError(f"{name} has shape {array.shape}; expected {shape}")
         return array
