@@ -570,6 +570,38 @@ void test_incremental_gram_matches_the_full_gram() {
     }
 }
 
+// The float64 and float32 fits that `fit` makes (a pair) with RH_CUDA_TEST_CHUNK = 1, 3 and 8
+// and unset (the engine's adaptive chunks), in that order.
+template <class MakeFits>
+std::pair<std::vector<Fit>, std::vector<Fit>> fits_by_chunk(MakeFits fit) {
+  std::vector<Fit> fits;
+  std::vector<Fit> fits32;
+  for (const char* chunk : {"1", "3", "8", static_cast<const char*>(nullptr)}) {
+    if (chunk != nullptr) {
+      setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
+    } else {
+      unsetenv("RH_CUDA_TEST_CHUNK");
+    }
+    auto [fit64, fit32] = fit();
+    fits.push_back(std::move(fit64));
+    fits32.push_back(std::move(fit32));
+  }
+  unsetenv("RH_CUDA_TEST_CHUNK");
+  return {std::move(fits), std::move(fits32)};
+}
+
+// Every fit succeeded with the first one's coefficients, information, iterations, convergence
+// and objective, bit for bit.
+void check_same_bits(const std::vector<Fit>& fits) {
+  const Fit& ref = fits.front();
+  for (const Fit& f : fits) {
+    RH_CHECK(f.status == RH_CUDA_SUCCESS);
+    RH_CHECK(f.coef == ref.coef && f.info == ref.info);
+    RH_CHECK(f.diag.iterations == ref.diag.iterations && f.diag.converged == ref.diag.converged);
+    RH_CHECK(f.diag.objective == ref.diag.objective);
+  }
+}
+
 void test_chunk_size_never_changes_results() {
   struct Case {
     int32_t penalty;
@@ -597,22 +629,13 @@ void test_chunk_size_never_changes_results() {
         continue;
       set_path(path, true);
       for (const bool without_k : {false, true}) {
-        std::vector<Fit> fits;
-        std::vector<Fit> fits32;
-        for (const char* chunk : {"1", "3", "8", static_cast<const char*>(nullptr)}) {
-          if (chunk != nullptr) {
-            setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
-          } else {
-            unsetenv("RH_CUDA_TEST_CHUNK");
-          }
-          fits.push_back(stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, cs.penalty, cs.flags, false,
-                                            false, true, 3, 2000, cs.features, cs.max_iter,
-                                            without_k));
-          fits32.push_back(stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, cs.penalty, cs.flags, true,
-                                             false, false, 3, 2000, cs.features, cs.max_iter,
-                                             without_k));
-        }
-        unsetenv("RH_CUDA_TEST_CHUNK");
+        const auto [fits, fits32] = fits_by_chunk([&] {
+          return std::make_pair(
+              stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, cs.penalty, cs.flags, false, false, true, 3,
+                                 2000, cs.features, cs.max_iter, without_k),
+              stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, cs.penalty, cs.flags, true, false, false, 3,
+                                2000, cs.features, cs.max_iter, without_k));
+        });
         std::printf(
             "chunks (%s, %lld features, max_iter %lld, %s, %s): last batch %lld iterations (f64), "
             "%lld (f32)\n",
@@ -621,16 +644,8 @@ void test_chunk_size_never_changes_results() {
             without_k ? "from the empty state without K" : "new engine, with K",
             static_cast<long long>(fits[0].diag.iterations),
             static_cast<long long>(fits32[0].diag.iterations));
-        for (const std::vector<Fit>* group : {&fits, &fits32}) {
-          const Fit& ref = group->front();
-          for (const Fit& f : *group) {
-            RH_CHECK(f.status == RH_CUDA_SUCCESS);
-            RH_CHECK(f.coef == ref.coef && f.info == ref.info);
-            RH_CHECK(f.diag.iterations == ref.diag.iterations &&
-                     f.diag.converged == ref.diag.converged);
-            RH_CHECK(f.diag.objective == ref.diag.objective);
-          }
-        }
+        check_same_bits(fits);
+        check_same_bits(fits32);
         if (cs.max_iter <= 5)
           RH_CHECK(fits[0].diag.iterations <= cs.max_iter);
       }
@@ -645,37 +660,21 @@ void test_chunk_size_never_changes_results() {
   setenv("RH_CUDA_TEST_GRAM_FLIPS", "device", 1);
   for (const int64_t max_iter : {int64_t{100}, int64_t{2}})
     for (const uint64_t flags : {uint64_t{0}, uint64_t{RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS}}) {
-      std::vector<Fit> fits;
-      std::vector<Fit> fits32;
-      for (const char* chunk : {"1", "3", "8", static_cast<const char*>(nullptr)}) {
-        if (chunk != nullptr) {
-          setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
-        } else {
-          unsetenv("RH_CUDA_TEST_CHUNK");
-        }
-        fits.push_back(stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_NONE, flags,
-                                          flags != 0, false, true, 3, 64000, 128, max_iter, true));
-        fits32.push_back(stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, flags,
-                                           flags == 0, false, false, 3, 64000, 128, max_iter,
-                                           true));
-      }
-      unsetenv("RH_CUDA_TEST_CHUNK");
+      const auto [fits, fits32] = fits_by_chunk([&] {
+        return std::make_pair(
+            stream_fit<double>(RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_NONE, flags, flags != 0,
+                               false, true, 3, 64000, 128, max_iter, true),
+            stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_NONE, flags, flags == 0, false,
+                              false, 3, 64000, 128, max_iter, true));
+      });
       std::printf(
           "chunks (none, 128 features, incremental Gram, max_iter %lld, %s): last batch "
           "%lld iterations (f64), %lld (f32)\n",
           static_cast<long long>(max_iter), flags != 0 ? "graphs" : "no graphs",
           static_cast<long long>(fits[0].diag.iterations),
           static_cast<long long>(fits32[0].diag.iterations));
-      for (const std::vector<Fit>* group : {&fits, &fits32}) {
-        const Fit& ref = group->front();
-        for (const Fit& f : *group) {
-          RH_CHECK(f.status == RH_CUDA_SUCCESS);
-          RH_CHECK(f.coef == ref.coef && f.info == ref.info);
-          RH_CHECK(f.diag.iterations == ref.diag.iterations &&
-                   f.diag.converged == ref.diag.converged);
-          RH_CHECK(f.diag.objective == ref.diag.objective);
-        }
-      }
+      check_same_bits(fits);
+      check_same_bits(fits32);
       RH_CHECK(fits[0].diag.iterations <= max_iter);
     }
   unsetenv("RH_CUDA_TEST_GRAM_FLIPS");
