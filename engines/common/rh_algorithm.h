@@ -145,6 +145,18 @@ RH_ALGORITHM_FN int rh_step_converged(double step_norm, double beta_norm, double
   return step_norm <= tolerance * (1.0 + beta_norm);
 }
 
+/* Newton's solve ends when every trial along its last direction (the majoriser's) was rejected;
+ * it is converged when the decrease that direction predicted is within rounding of F
+ * (rh_within_rounding), or when the direction itself passes the step test at beta: its whole
+ * step would have ended the solve had rounding let f decrease. The second covers F at its own
+ * rounding floor (an exact fit, F ~ 1e-36), where no relative test on F can. */
+RH_ALGORITHM_FN int rh_rejected_direction_converged(double predicted_decrease, double objective,
+                                                    double eps, double direction_norm,
+                                                    double beta_norm, double tolerance) {
+  return rh_within_rounding(predicted_decrease, objective, eps) ||
+         rh_step_converged(direction_norm, beta_norm, tolerance);
+}
+
 /* A Newton step the line search cut short ends the solve only when it also changed f by at most
  * tol |f| (docs/algorithm.md, "Unpenalised"): F the objective before it, f after. */
 RH_ALGORITHM_FN int rh_decrease_settled(double F, double f, double tolerance) {

@@ -65,6 +65,22 @@ def test_rounding_floor_scales_with_the_objective_and_the_dtype():
     assert not rules.within_rounding(1e-300, 0.0, eps32) and rules.within_rounding(0.0, 0.0, eps32)
 
 
+def test_a_rejected_direction_ends_converged_within_rounding_or_within_the_step_test():
+    eps = float(np.finfo(np.float64).eps)
+    beta = np.array([3.0, 4.0])  # ||beta|| = 5: the step test allows tol * 6
+    tol = 1e-6
+    small = np.array([0.0, 5.9e-6])
+    large = np.array([0.0, 6.1e-6])
+    # Within rounding of F: converged whatever the direction's length.
+    assert rules.rejected_direction_converged(np, 63 * eps * 2.0, 2.0, eps, large, beta, tol)
+    # An exact fit: F and its predicted decrease at F's own rounding floor (F ~ 1e-36), the
+    # relative test fails, the direction passes the step test.
+    assert not rules.within_rounding(2.6e-39, 9.6e-37, eps)
+    assert rules.rejected_direction_converged(np, 2.6e-39, 9.6e-37, eps, small, beta, tol)
+    # Neither: line search exhausted, not converged.
+    assert not rules.rejected_direction_converged(np, 2.6e-39, 9.6e-37, eps, large, beta, tol)
+
+
 def test_equilibration_factors_are_powers_of_two_bringing_the_diagonal_to_unit_order():
     diagonal = np.array(
         [1.0, 0.5, 2.0, 3.0, 1e10, 1e-10, 5e-324, 1.7e308, 0.0, -4.0, np.inf, np.nan]

@@ -112,12 +112,15 @@ RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorB
     }
     if (!accepted) {
       /* No representable step along the majoriser's direction decreases f: beta is optimal
-       * when the decrease that direction predicted is within rounding of F. */
+       * when the decrease that direction predicted is within rounding of F, or the direction
+       * itself passes the step test (rh_rejected_direction_converged). */
       double predicted = 0.0;
       for (int64_t j = 0; j < P; ++j) {
         predicted += ws->gradient[j] * ws->step[j];
       }
-      result->converged = rh_within_rounding(0.5 * predicted, objective, problem->machine_eps);
+      result->converged = rh_rejected_direction_converged(
+          0.5 * predicted, objective, problem->machine_eps, rh_norm2(ws->step, P),
+          rh_norm2(ws->beta, P), problem->tolerance);
       result->objective = objective;
       return RH_CUDA_SUCCESS;
     }

@@ -71,6 +71,13 @@ static void solver_tests(void) {
   /* 64 eps |F| */
   CHECK(rh_within_rounding(64.0 * eps32 * 10.0, 10.0, eps32));
   CHECK(!rh_within_rounding(65.0 * eps32 * 10.0, 10.0, eps32));
+  /* A rejected direction: converged within rounding of F, or when the direction passes the step
+   * test at beta (||beta|| = 5, tol 1e-6: up to 6e-6); an exact fit's F ~ 1e-36 defeats the
+   * relative test alone. */
+  CHECK(rh_rejected_direction_converged(63.0 * eps64 * 2.0, 2.0, eps64, 1.0, 5.0, 1e-6));
+  CHECK(!rh_within_rounding(2.6e-39, 9.6e-37, eps64));
+  CHECK(rh_rejected_direction_converged(2.6e-39, 9.6e-37, eps64, 5.9e-6, 5.0, 1e-6));
+  CHECK(!rh_rejected_direction_converged(2.6e-39, 9.6e-37, eps64, 6.1e-6, 5.0, 1e-6));
 }
 
 static void array_values(void) {

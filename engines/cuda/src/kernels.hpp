@@ -218,7 +218,8 @@ void launch_scale_vector(double* v, const double* d, int64_t P, cudaStream_t s);
 // that does not increase f moves beta and counts the iteration, with the convergence test.
 // None: along the Newton direction the state becomes kNeedsMajoriser (iteration not counted);
 // along the majoriser's direction (majoriser) the iteration is counted and the solve ends,
-// kConverged when g'dir / 2 is within rounding of F (rh_within_rounding), else kStalled.
+// kConverged when g'dir / 2 is within rounding of F or dir passes the step test
+// (rh_rejected_direction_converged), else kStalled.
 void launch_newton_select(const double* partials, int blocks, const double* dir,
                           const double* jdelta, const double* jdir, const double* beta0,
                           const double* g, bool majoriser, const BatchConstants& k,

@@ -64,7 +64,8 @@ __device__ __forceinline__ void sums_to_thread0(const double (&v)[N], int larges
 // r + t (x . d) form would otherwise compare F with a rounding-perturbed copy of itself near the
 // optimum. All 27 trials rejected: along the Newton direction (majoriser == 0) the iteration
 // pauses in kNeedsMajoriser, uncounted, for the host's fallback step; along the majoriser's
-// direction it ends the solve, converged when g'd / 2 is within rounding of F.
+// direction it ends the solve, converged when g'd / 2 is within rounding of F or d passes the
+// step test (rh_rejected_direction_converged).
 // speculative (the last block of the gradient's launch after the row pass at the candidate,
 // launch_gradient's NewtonAccept): the row pass and gradient ran at the candidate beta - dir,
 // so the whole step is the only trial. Its f comes from that pass as F would at the next
@@ -179,14 +180,22 @@ __device__ void newton_choose_step(const double* partials, int blocks, const dou
       }
       return;
     }
-    // The decrease the majoriser's quadratic model predicts for the full step.
-    double gd = 0.0;
-    for (int64_t j = threadIdx.x; j < k.P; j += Threads)
-      gd += g[j] * dir[j];
-    gd = block_sum<Threads>(gd, shared);
+    // The decrease the majoriser's quadratic model predicts for the full step (g'd / 2), and
+    // the norms of the step test on that step (rh_rejected_direction_converged).
+    double terms[3] = {0.0, 0.0, 0.0};
+    for (int64_t j = threadIdx.x; j < k.P; j += Threads) {
+      terms[0] += g[j] * dir[j];
+      terms[1] += dir[j] * dir[j];
+      terms[2] += beta[j] * beta[j];
+    }
+    double totals[3];
+    int no_index = 0;
+    sums_to_thread0<3, Threads>(terms, 0, shared, shared_index, totals, no_index);
     if (threadIdx.x == 0) {
-      sc->state =
-          rh_within_rounding(0.5 * gd, sc->objective, k.dtype_epsilon) ? kConverged : kStalled;
+      sc->state = rh_rejected_direction_converged(0.5 * totals[0], sc->objective, k.dtype_epsilon,
+                                                  sqrt(totals[1]), sqrt(totals[2]), k.tolerance)
+                      ? kConverged
+                      : kStalled;
       sc->fresh = 0;
     }
     return;

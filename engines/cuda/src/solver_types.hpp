@@ -275,8 +275,8 @@ struct BatchConstants {
   // host repeats the update with the validation pass (DeferredChecksFailed).
   int checks_deferred;
   // Machine epsilon of the engine dtype: the pivot tests' floor, and eps of the rounding floor
-  // (rh_within_rounding) that decides whether a solve whose last steps were all rejected is
-  // converged.
+  // (rh_within_rounding, rh_rejected_direction_converged) that decides whether a solve whose
+  // last steps were all rejected is converged.
   double dtype_epsilon;
 };
 

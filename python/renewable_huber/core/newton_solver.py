@@ -16,7 +16,12 @@ from .objective import (
     objective,
     residual,
 )
-from .rules import LINE_SEARCH_TRIALS, decrease_settled, step_converged, within_rounding
+from .rules import (
+    LINE_SEARCH_TRIALS,
+    decrease_settled,
+    rejected_direction_converged,
+    step_converged,
+)
 from .solver_result import SolverResult
 
 # After the trial of this index is rejected, expect_line_search is told of this many next ones
@@ -68,7 +73,8 @@ def solve_newton(problem: RenewableProblem, max_iter: int, tol: float) -> Solver
             if retry is not None or not stalled:
                 solution, accepted = fallback, retry
         if accepted is None:
-            converged = within_rounding(0.5 * float(g @ solution.x), F, eps)
+            converged = rejected_direction_converged(xp, 0.5 * float(g @ solution.x), F, eps,
+                                                     solution.x, beta, tol)
             return SolverResult(beta, r, iteration, converged, F, used_fallback)
         candidate, candidate_r, candidate_F, t = accepted
         step = candidate - beta

@@ -70,6 +70,17 @@ def step_converged(xp, step, beta, tol: float) -> bool:
     return float(xp.linalg.norm(step)) <= tol * (1.0 + float(xp.linalg.norm(beta)))
 
 
+def rejected_direction_converged(xp, predicted_decrease: float, objective: float, eps: float,
+                                 direction, beta, tol: float) -> bool:
+    """Newton's solve ended with every trial along its last direction rejected: converged when
+    the decrease that direction predicted is within rounding of F, or when the direction itself
+    passes the step test at beta (its whole step would have ended the solve had rounding let f
+    decrease; F at its own rounding floor, as in an exact fit, defeats any test relative to F)
+    (rh_rejected_direction_converged)."""
+    return (within_rounding(predicted_decrease, objective, eps)
+            or step_converged(xp, direction, beta, tol))
+
+
 def decrease_settled(F: float, f: float, tol: float) -> bool:
     """A Newton step the line search cut short ends the solve only when it also changed the
     objective by at most tol |f|, F before it and f after (rh_decrease_settled)."""
