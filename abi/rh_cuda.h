@@ -151,7 +151,9 @@ typedef struct RhCudaUpdateConfig {
   double lambda_scale;    /* finite >= 0; used with RH_CUDA_PENALTY_L1 */
 } RhCudaUpdateConfig;
 
-/* One batch in host memory. 56 bytes. Pointers borrowed for the duration of the call.
+/* One batch in host memory. 56 bytes. Pointers borrowed for the duration of the call, each
+ * aligned to the engine dtype (4 or 8 bytes): a misaligned one is INVALID_ARGUMENT before
+ * anything reads it (as for every array of the ABI: states, predictions, row statistics).
  * n_columns is P (design already expanded; the intercept column is the caller's last column)
  * or n_features_in (the engine appends the all-ones intercept column itself, without a copy). */
 typedef struct RhCudaHostBatch {

@@ -127,7 +127,8 @@ RhCudaStatus rh_validate_config(const RhCudaUpdateConfig* config, int64_t n_para
  * and byte counts overflow-free, batch_weight finite > 0, counters after the update do not
  * overflow (n_samples_seen + n_rows, batch_count + 1), the cumulative weight
  * weight_sum + batch_weight is finite > 0 and the bandwidth at it is a positive normal number
- * (rh_bandwidth_is_usable). On success *append_intercept is 1 when the engine
+ * (rh_bandwidth_is_usable), and x_design, y and sample_weight aligned to elem_size
+ * (rh_check_aligned). On success *append_intercept is 1 when the engine
  * must append the all-ones column. Data values (NaN/Inf, negative weights) are the engine's
  * to check, on its own memory. */
 RhCudaStatus rh_validate_batch(const RhCudaHostBatch* batch, const char* name,
@@ -135,7 +136,16 @@ RhCudaStatus rh_validate_batch(const RhCudaHostBatch* batch, const char* name,
                                int64_t n_samples_seen, int64_t batch_count, double weight_sum,
                                size_t elem_size, int* append_intercept, RhErrorBuffer* err);
 
-/* Prediction request: header, x_design and prediction non-NULL, n_rows >= 1, n_features_in
+/* A pointer an engine reads or writes elem_size-byte elements through must be aligned to them:
+ * "<name>.<field> (<ptr>) is not aligned to its <elem_size>-byte elements" otherwise (NULL
+ * passes; the callers check NULL first). A misaligned pointer is undefined behaviour in C and
+ * C++, vector loads may fault on it, and a CUDA kernel's misaligned access poisons the whole
+ * context. */
+RhCudaStatus rh_check_aligned(const void* ptr, const char* name, const char* field,
+                              size_t elem_size, RhErrorBuffer* err);
+
+/* Prediction request: header, x_design and prediction non-NULL and aligned to elem_size,
+ * n_rows >= 1, n_features_in
  * consistent with n_parameters (gap 0 or 1), n_columns is n_parameters or n_features_in,
  * input_location HOST or DEVICE, reserved0 == 0, sizes overflow-free. On success
  * *append_intercept is 1 when n_columns == n_features_in != n_parameters. */
@@ -154,24 +164,29 @@ int rh_state_out_has_meat(const RhCudaHostState* state);
  * size), coefficients and information non-NULL, n_samples_seen >= 0,
  * batch_count >= 0, batch_count == 0 exactly when n_samples_seen == 0, batch_count <=
  * n_samples_seen, previous_lambda finite >= 0, weight_sum finite >= 0 and > 0 exactly when
- * batch_count > 0. Array finiteness is the engine's to check. */
-RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, RhErrorBuffer* err);
+ * batch_count > 0, coefficients and information aligned to elem_size. Array finiteness is the
+ * engine's to check. */
+RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, size_t elem_size,
+                                    RhErrorBuffer* err);
 
 /* The restored meat matrix K: *with_meat = 1 when the view has the K fields and a non-NULL
- * meat, which must then be P x P finite doubles with a non-negative diagonal. */
+ * meat, which must then be P x P finite doubles (aligned) with a non-negative diagonal. */
 RhCudaStatus rh_validate_state_meat(const RhCudaHostStateView* state, int64_t n_parameters,
                                     int* with_meat, RhErrorBuffer* err);
 
-/* Export target: header (as for the view), coefficients and information non-NULL. */
-RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, RhErrorBuffer* err);
+/* Export target: header (as for the view), coefficients and information non-NULL and aligned to
+ * elem_size, meat (when the struct has it and it is not NULL) to doubles. */
+RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, size_t elem_size,
+                                   RhErrorBuffer* err);
 
 /* The row-statistics extension (rh_cuda_row_statistics.h): the request's header, statistic
  * bits (non-zero, known), output pointers non-NULL exactly for the requested bits, coefficients
  * non-NULL unless NORM alone, tau finite > 0, bandwidth a finite positive normal number; the
  * batch's header, x_design and y non-NULL, n_rows >= 1, n_columns == n_parameters, sizes
- * overflow-free, batch_weight finite >= 0 and n_rows without sample_weight. Data values are the
- * engine's to check. batch_name: "RhCudaHostBatch" or "RhCudaDeviceBatch" (same layout; version 2's
- * device rows), the owner the messages name. */
+ * overflow-free, batch_weight finite >= 0 and n_rows without sample_weight; every array
+ * aligned (the batch's and the coefficients to elem_size, the outputs to doubles). Data values are
+ * the engine's to check. batch_name: "RhCudaHostBatch" or "RhCudaDeviceBatch" (same layout; version
+ * 2's device rows), the owner the messages name. */
 RhCudaStatus rh_validate_row_statistics(const RhCudaHostBatch* batch, const char* batch_name,
                                         const RhCudaRowStatistics* statistics, int64_t n_parameters,
                                         size_t elem_size, RhErrorBuffer* err);

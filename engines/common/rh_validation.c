@@ -1,5 +1,6 @@
 #include <inttypes.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "rh_algorithm.h"
@@ -22,6 +23,24 @@ RhCudaStatus rh_check_header(const void* ptr, const char* name, uint32_t known_s
                    name, header[1], known_size);
   }
   return RH_CUDA_SUCCESS;
+}
+
+RhCudaStatus rh_check_aligned(const void* ptr, const char* name, const char* field,
+                              size_t elem_size, RhErrorBuffer* err) {
+  if (ptr != NULL && elem_size > 1 && (uintptr_t)ptr % elem_size != 0) {
+    return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
+                   "%s.%s (%p) is not aligned to its %zu-byte elements", name, field, ptr,
+                   elem_size);
+  }
+  return RH_CUDA_SUCCESS;
+}
+
+/* x_design, y and sample_weight of a batch whose arrays hold elem_size-byte elements. */
+static RhCudaStatus check_batch_alignment(const RhCudaHostBatch* batch, const char* name,
+                                          size_t elem_size, RhErrorBuffer* err) {
+  RH_TRY(rh_check_aligned(batch->x_design, name, "x_design", elem_size, err));
+  RH_TRY(rh_check_aligned(batch->y, name, "y", elem_size, err));
+  return rh_check_aligned(batch->sample_weight, name, "sample_weight", elem_size, err);
 }
 
 static RhCudaStatus require_positive_finite(double value, const char* field, RhErrorBuffer* err) {
@@ -182,6 +201,7 @@ RhCudaStatus rh_validate_batch(const RhCudaHostBatch* batch, const char* name,
                                int64_t n_samples_seen, int64_t batch_count, double weight_sum,
                                size_t elem_size, int* append_intercept, RhErrorBuffer* err) {
   RH_TRY(check_batch_arrays(batch, name, err));
+  RH_TRY(check_batch_alignment(batch, name, elem_size, err));
   RH_TRY(check_columns(name, batch->n_rows, batch->n_columns, config->n_features_in, n_parameters,
                        elem_size, append_intercept, err));
   RH_TRY(check_batch_weight(batch, name, 0, err));
@@ -224,6 +244,8 @@ RhCudaStatus rh_validate_prediction(const RhCudaPrediction* prediction, int64_t 
   if (prediction->prediction == NULL) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.prediction is NULL", name);
   }
+  RH_TRY(rh_check_aligned(prediction->x_design, name, "x_design", elem_size, err));
+  RH_TRY(rh_check_aligned(prediction->prediction, name, "prediction", elem_size, err));
   int64_t p = prediction->n_features_in;
   if (p <= 0 || !(n_parameters - p == 0 || n_parameters - p == 1)) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
@@ -267,7 +289,8 @@ int rh_state_out_has_meat(const RhCudaHostState* state) {
   return state->struct_size >= (uint32_t)sizeof(RhCudaHostState);
 }
 
-RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, RhErrorBuffer* err) {
+RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, size_t elem_size,
+                                    RhErrorBuffer* err) {
   const char* name = "RhCudaHostStateView";
   RH_TRY(check_state_header(state, name, (uint32_t)sizeof(RhCudaHostStateView), err));
   if (state->coefficients == NULL) {
@@ -276,6 +299,8 @@ RhCudaStatus rh_validate_state_view(const RhCudaHostStateView* state, RhErrorBuf
   if (state->information == NULL) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.information is NULL", name);
   }
+  RH_TRY(rh_check_aligned(state->coefficients, name, "coefficients", elem_size, err));
+  RH_TRY(rh_check_aligned(state->information, name, "information", elem_size, err));
   if (state->n_samples_seen < 0) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.n_samples_seen is %" PRId64 ": must be >= 0",
                    name, state->n_samples_seen);
@@ -312,6 +337,7 @@ RhCudaStatus rh_validate_state_meat(const RhCudaHostStateView* state, int64_t n_
   if (!*with_meat) {
     return RH_CUDA_SUCCESS;
   }
+  RH_TRY(rh_check_aligned(state->meat, "RhCudaHostStateView", "meat", sizeof(double), err));
   const int64_t P = n_parameters;
   const double* meat = (const double*)state->meat;
   int64_t bad = rh_first_nonfinite_f64(meat, P * P);
@@ -328,7 +354,8 @@ RhCudaStatus rh_validate_state_meat(const RhCudaHostStateView* state, int64_t n_
   return RH_CUDA_SUCCESS;
 }
 
-RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, RhErrorBuffer* err) {
+RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, size_t elem_size,
+                                   RhErrorBuffer* err) {
   const char* name = "RhCudaHostState";
   RH_TRY(check_state_header(state, name, (uint32_t)sizeof(RhCudaHostState), err));
   if (state->coefficients == NULL) {
@@ -337,7 +364,11 @@ RhCudaStatus rh_validate_state_out(const RhCudaHostState* state, RhErrorBuffer* 
   if (state->information == NULL) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT, "%s.information is NULL", name);
   }
-  return RH_CUDA_SUCCESS;
+  RH_TRY(rh_check_aligned(state->coefficients, name, "coefficients", elem_size, err));
+  RH_TRY(rh_check_aligned(state->information, name, "information", elem_size, err));
+  return rh_state_out_has_meat(state)
+             ? rh_check_aligned(state->meat, name, "meat", sizeof(double), err)
+             : RH_CUDA_SUCCESS;
 }
 
 /* One output of a row-statistics request: non-NULL exactly when its bit is requested. */
@@ -391,8 +422,14 @@ RhCudaStatus rh_validate_row_statistics(const RhCudaHostBatch* batch, const char
                                 "majoriser_gram", "MAJORISER", err));
   RH_TRY(
       check_statistic_output(statistics->meat, bits, RH_CUDA_STATISTIC_MEAT, "meat", "MEAT", err));
+  RH_TRY(rh_check_aligned(statistics->coefficients, name, "coefficients", elem_size, err));
+  RH_TRY(rh_check_aligned(statistics->score, name, "score", sizeof(double), err));
+  RH_TRY(rh_check_aligned(statistics->curvature_gram, name, "curvature_gram", sizeof(double), err));
+  RH_TRY(rh_check_aligned(statistics->majoriser_gram, name, "majoriser_gram", sizeof(double), err));
+  RH_TRY(rh_check_aligned(statistics->meat, name, "meat", sizeof(double), err));
 
   RH_TRY(check_batch_arrays(batch, batch_name, err));
+  RH_TRY(check_batch_alignment(batch, batch_name, elem_size, err));
   if (batch->n_columns != n_parameters) {
     return rh_fail(err, RH_CUDA_INVALID_ARGUMENT,
                    "%s.n_columns is %" PRId64

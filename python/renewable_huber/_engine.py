@@ -95,9 +95,12 @@ def engine_options(dtype, n_parameters: int, device_id: int, flags: int = 0):
     )
 
 
-def _aligned(array: np.ndarray) -> np.ndarray:
-    """`array`, or an aligned copy when its elements are not aligned to their size."""
-    return array if array.flags.aligned else array.copy()
+def engine_array(array, dtype) -> np.ndarray:
+    """`array` as the engines take host arrays (docs/abi.md): C-contiguous in `dtype` and
+    aligned to its elements (pickled or Dask-transferred buffers may not be); the array itself
+    when it already is one, else a copy."""
+    out = np.ascontiguousarray(array, dtype=dtype)
+    return out if out.flags.aligned else out.copy()
 
 
 def state_view(state: RenewableState, dtype, n_parameters: int):
@@ -106,9 +109,9 @@ def state_view(state: RenewableState, dtype, n_parameters: int):
     caller keeps them alive for the engine call. A shape that does not fit `n_parameters` is a
     ValidationError naming all three."""
     P = n_parameters
-    coefficients = _aligned(np.ascontiguousarray(state.coefficients, dtype=dtype))
-    information = _aligned(np.ascontiguousarray(state.information, dtype=dtype))
-    meat = None if state.meat is None else _aligned(np.ascontiguousarray(state.meat, np.float64))
+    coefficients = engine_array(state.coefficients, dtype)
+    information = engine_array(state.information, dtype)
+    meat = None if state.meat is None else engine_array(state.meat, np.float64)
     if (coefficients.shape != (P,) or information.shape != (P, P)
             or (meat is not None and meat.shape != (P, P))):
         raise ValidationError(

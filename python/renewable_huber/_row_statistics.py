@@ -27,7 +27,7 @@ import weakref
 import numpy as np
 
 from . import _abi, _dlpack
-from ._engine import HOST_DEVICE_ID, EngineHandle, batch_weight, host_address
+from ._engine import HOST_DEVICE_ID, EngineHandle, batch_weight, engine_array, host_address
 from .exceptions import BackendUnavailableError, ValidationError
 
 #: the version of the extension this binding describes (every function of SIGNATURES)
@@ -261,7 +261,7 @@ class RowStatistics:
         return bits
 
     def _beta(self, beta):
-        return None if beta is None else np.ascontiguousarray(beta, dtype=self.dtype)
+        return None if beta is None else engine_array(beta, self.dtype)
 
     def _results(self, kinds, statistics: RhCudaRowStatistics, outputs: dict) -> dict:
         """loss (a scalar), score (P,), curvature and majoriser (P, P) in the engine dtype like
@@ -287,10 +287,10 @@ class RowStatistics:
         message."""
         dtype = self.dtype
         outputs = _outputs(kinds, X.shape[1])
-        X = np.ascontiguousarray(X, dtype=dtype)
-        y = np.ascontiguousarray(y, dtype=dtype)
+        X = engine_array(X, dtype)
+        y = engine_array(y, dtype)
         if w is not None:
-            w = np.ascontiguousarray(w, dtype=dtype)
+            w = engine_array(w, dtype)
         beta = self._beta(beta)
         batch, statistics = request(X, y, w, beta, self._bits(kinds), tau, bandwidth, outputs)
         self._handle.call(HOST_CALL, ctypes.byref(batch), ctypes.byref(statistics))

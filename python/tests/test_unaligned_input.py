@@ -1,6 +1,8 @@
 """Host arrays whose elements are not aligned to their size (np.frombuffer at an odd offset; Dask
 and pickle can hand such buffers over) are valid input: the package copies them to aligned
-memory before any BLAS kernel or engine reads them. OpenBLAS's Prescott kernels read with
+memory before any BLAS kernel or engine reads them (the engines refuse misaligned pointers,
+docs/abi.md), batches, states and the row statistics' rows and coefficients alike. OpenBLAS's
+Prescott kernels read with
 aligned vector loads and crashed the process on such arrays (in the range rule's dot products)
 before the copy; .ci/blas-kernels runs this module under every kernel family the CPU has.
 Expected values: the same fits on aligned copies of the same values, bit for bit."""
@@ -109,3 +111,20 @@ def test_an_engine_refuses_unaligned_arrays_from_a_direct_caller(cpu_library):
         engine.update(unaligned(X, 4), y, None, config)
     with pytest.raises(BackendContractError, match="y is not aligned to its 8-byte elements"):
         engine.update(X, unaligned(y, 2), None, config)
+
+
+def test_row_statistics_of_unaligned_rows_and_coefficients_equal_the_aligned_ones(cpu_library):
+    # The Dask partitions' sums: the coefficients arrive through pickle and may be unaligned.
+    from renewable_huber._loader import load_library_path
+    from renewable_huber._row_statistics import RowStatistics
+
+    X, y, w = data("float64", rows=500, features=5)
+    design = np.ascontiguousarray(np.c_[X, np.ones(len(y))])
+    beta = np.linspace(-0.5, 0.5, 6)
+    engine = RowStatistics(load_library_path(cpu_library), np.float64, 6)
+    kinds = ("loss", "score", "curvature", "meat")
+    aligned = engine.compute(design, y, w, beta, kinds, 1.5, 0.1)
+    odd = engine.compute(unaligned(design, 4), unaligned(y, 2), unaligned(w, 6),
+                         unaligned(beta, 3), kinds, 1.5, 0.1)
+    for kind in kinds:
+        np.testing.assert_array_equal(odd[kind], aligned[kind])

@@ -77,7 +77,7 @@ static RhCudaStatus check_finite_array(const RhCudaEngine* engine, const void* d
 RhCudaStatus rh_engine_restore_state(RhCudaEngine* engine, const RhCudaHostStateView* view) {
   RhErrorBuffer* err = &engine->error;
   const int64_t P = engine->n_parameters;
-  RH_TRY(rh_validate_state_view(view, err));
+  RH_TRY(rh_validate_state_view(view, engine->elem_size, err));
   RH_TRY(check_finite_array(engine, view->coefficients, P, "coefficients", 0, err));
   RH_TRY(check_finite_array(engine, view->information, P * P, "information", 1, err));
   int with_meat = 0;
@@ -97,7 +97,7 @@ RhCudaStatus rh_engine_restore_state(RhCudaEngine* engine, const RhCudaHostState
 
 RhCudaStatus rh_engine_export_state(RhCudaEngine* engine, RhCudaHostState* state) {
   const int64_t P = engine->n_parameters;
-  RH_TRY(rh_validate_state_out(state, &engine->error));
+  RH_TRY(rh_validate_state_out(state, engine->elem_size, &engine->error));
   memcpy(state->coefficients, engine->coefficients, (size_t)P * engine->elem_size);
   memcpy(state->information, engine->information, (size_t)(P * P) * engine->elem_size);
   state->n_samples_seen = engine->n_samples_seen;

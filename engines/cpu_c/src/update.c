@@ -109,7 +109,7 @@ RhCudaStatus rh_engine_update(RhCudaEngine* engine, const RhCudaHostBatch* batch
   RH_TRY(
       rh_check_header(diagnostics, "RhCudaDiagnostics", (uint32_t)sizeof(RhCudaDiagnostics), err));
   if (state_out != NULL) {
-    RH_TRY(rh_validate_state_out(state_out, err));
+    RH_TRY(rh_validate_state_out(state_out, engine->elem_size, err));
   }
   RhBatchData data = {engine->dtype, batch->x_design,  batch->y, batch->sample_weight,
                       batch->n_rows, batch->n_columns, P,        append_intercept};

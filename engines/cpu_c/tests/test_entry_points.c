@@ -659,6 +659,122 @@ static void test_meat_and_old_size_state_structs(void) {
   rh_cuda_engine_destroy(engine);
 }
 
+/* Every array pointer the engine reads or writes must be aligned to its elements: a misaligned
+ * one is refused before anything is read or written, naming the struct, the field and the
+ * element size, and the committed state is unchanged (the bytes behind the misaligned pointers
+ * hold valid values, so only the alignment can be refused). */
+static void test_misaligned_arrays_are_refused(void) {
+  RhCudaEngine* engine = engine_with_one_batch();
+  const Snapshot before = snapshot(engine);
+  /* Copies of X, Y, a weight vector and a state 4 bytes into double-aligned buffers. */
+  static double x_room[N_ROWS * P_FEATURES + 1], y_room[N_ROWS + 1], w_room[N_ROWS + 1];
+  static double coef_room[P_PARAMS + 1], info_room[P_PARAMS * P_PARAMS + 1];
+  static double meat_room[P_PARAMS * P_PARAMS + 1], out_room[N_ROWS + 1];
+  char* x_odd = (char*)x_room + 4;
+  char* y_odd = (char*)y_room + 4;
+  char* w_odd = (char*)w_room + 4;
+  memcpy(x_odd, X, sizeof X);
+  memcpy(y_odd, Y, sizeof Y);
+  for (int i = 0; i < N_ROWS; ++i) {
+    const double one = 1.0;
+    memcpy(w_odd + i * sizeof(double), &one, sizeof one);
+  }
+  const RhCudaUpdateConfig c = rh_config(P_FEATURES, RH_CUDA_PENALTY_NONE);
+
+  RhCudaHostBatch b = rh_batch(x_odd, Y, NULL, N_ROWS, P_FEATURES, N_ROWS);
+  char expected[160];
+  snprintf(expected, sizeof expected,
+           "RhCudaHostBatch.x_design (%p) is not aligned to its 8-byte elements", (void*)x_odd);
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, expected);
+  b = rh_batch(X, y_odd, NULL, N_ROWS, P_FEATURES, N_ROWS);
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT, "RhCudaHostBatch.y (0x");
+  b = rh_batch(X, Y, w_odd, N_ROWS, P_FEATURES, N_ROWS);
+  expect_update_fails(engine, &b, &c, RH_CUDA_INVALID_ARGUMENT,
+                      "RhCudaHostBatch.sample_weight (0x");
+
+  /* The export target of an update: refused before the update runs. */
+  double coef_out[P_PARAMS], info_out[P_PARAMS * P_PARAMS];
+  RhCudaHostState out = rh_state_out((char*)coef_room + 4, info_out);
+  b = rh_batch(X, Y, NULL, N_ROWS, P_FEATURES, N_ROWS);
+  RhCudaDiagnostics d = rh_diagnostics();
+  CHECK_STATUS(rh_cuda_engine_update_host_with_state(engine, &b, &c, &d, &out),
+               RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "RhCudaHostState.coefficients (0x");
+  Snapshot after = snapshot(engine);
+  CHECK(same_state(&before, &after));
+  /* copy_state's target, K included. */
+  out = rh_state_out(coef_out, (char*)info_room + 4);
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, &out), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "RhCudaHostState.information (0x");
+  out = rh_state_out(coef_out, info_out);
+  out.meat = (char*)meat_room + 4;
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, &out), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "RhCudaHostState.meat (0x");
+
+  /* Restore: the committed state's own values, at misaligned addresses. */
+  double coef[P_PARAMS], info[P_PARAMS * P_PARAMS], meat[P_PARAMS * P_PARAMS];
+  out = rh_state_out(coef, info);
+  out.meat = meat;
+  CHECK_STATUS(rh_cuda_engine_copy_state(engine, &out), RH_CUDA_SUCCESS);
+  memcpy((char*)coef_room + 4, coef, sizeof coef);
+  memcpy((char*)info_room + 4, info, sizeof info);
+  memcpy((char*)meat_room + 4, meat, sizeof meat);
+  RhCudaHostStateView v;
+  memset(&v, 0, sizeof v);
+  v.abi_version = RH_CUDA_ABI_VERSION;
+  v.struct_size = sizeof v;
+  v.coefficients = coef;
+  v.information = info;
+  v.meat = meat;
+  v.n_samples_seen = out.n_samples_seen;
+  v.batch_count = out.batch_count;
+  v.previous_lambda = out.previous_lambda;
+  v.weight_sum = out.weight_sum;
+  const RhCudaHostStateView good = v;
+  const char* fields[3] = {"RhCudaHostStateView.coefficients (0x",
+                           "RhCudaHostStateView.information (0x", "RhCudaHostStateView.meat (0x"};
+  for (int k = 0; k < 3; ++k) {
+    v = good;
+    if (k == 0) {
+      v.coefficients = (char*)coef_room + 4;
+    } else if (k == 1) {
+      v.information = (char*)info_room + 4;
+    } else {
+      v.meat = (char*)meat_room + 4;
+    }
+    CHECK_STATUS(rh_cuda_engine_restore(engine, &v), RH_CUDA_INVALID_ARGUMENT);
+    CHECK_CONTAINS(rh_cuda_engine_last_error(engine), fields[k]);
+    after = snapshot(engine);
+    CHECK(same_state(&before, &after));
+  }
+  CHECK_STATUS(rh_cuda_engine_restore(engine, &good), RH_CUDA_SUCCESS);
+
+  /* Prediction: its design and its output; the output is not written. */
+  RhCudaPrediction p;
+  memset(&p, 0, sizeof p);
+  p.abi_version = RH_CUDA_ABI_VERSION;
+  p.struct_size = sizeof p;
+  p.n_rows = N_ROWS;
+  p.n_columns = P_FEATURES;
+  p.n_features_in = P_FEATURES;
+  p.input_location = RH_CUDA_MEMORY_HOST;
+  p.prediction = out_room;
+  p.x_design = x_odd;
+  CHECK_STATUS(rh_cuda_engine_predict(engine, &p), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "RhCudaPrediction.x_design (0x");
+  p.x_design = X;
+  memset(out_room, 0x5a, sizeof out_room);
+  p.prediction = (char*)out_room + 4;
+  CHECK_STATUS(rh_cuda_engine_predict(engine, &p), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "RhCudaPrediction.prediction (0x");
+  for (size_t k = 0; k < sizeof out_room; ++k) {
+    CHECK(((const unsigned char*)out_room)[k] == 0x5a);
+  }
+  after = snapshot(engine);
+  CHECK(same_state(&before, &after));
+  rh_cuda_engine_destroy(engine);
+}
+
 int main(void) {
   for (int i = 0; i < N_ROWS * P_FEATURES; ++i) {
     X[i] = rh_normal();
@@ -677,5 +793,6 @@ int main(void) {
   RUN_TEST(test_restore_refusals_and_asymmetric_round_trip);
   RUN_TEST(test_bandwidth_below_the_normal_range_is_refused);
   RUN_TEST(test_meat_and_old_size_state_structs);
+  RUN_TEST(test_misaligned_arrays_are_refused);
   return TEST_MAIN_RESULT();
 }

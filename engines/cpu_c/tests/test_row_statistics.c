@@ -298,6 +298,29 @@ static void test_every_refusal(void) {
   b = batch;
   b.batch_weight = -1.0;
   refused(engine, &b, good, "RhCudaHostBatch.batch_weight is -1", __LINE__);
+  /* Arrays not aligned to their elements: 4 bytes into double-aligned memory. */
+  b = batch;
+  b.x_design = (const char*)XD + 4;
+  refused(engine, &b, good, "RhCudaHostBatch.x_design (0x", __LINE__);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), ") is not aligned to its 8-byte elements");
+  b = batch;
+  b.y = (const char*)YD + 4;
+  refused(engine, &b, good, "RhCudaHostBatch.y (0x", __LINE__);
+  s = good;
+  s.coefficients = (const char*)BETA + 4;
+  refused(engine, &batch, s, "RhCudaRowStatistics.coefficients (0x", __LINE__);
+  /* A misaligned output (its address copied in, as a caller's cast would give it): refused, and
+   * the memory around it is not written. */
+  static double room[NP * NP + 1];
+  memset(room, 0x5a, sizeof room);
+  const char* odd = (const char*)room + 4;
+  s = good;
+  memcpy(&s.curvature_gram, &odd, sizeof odd);
+  CHECK_STATUS(rh_cuda_engine_row_statistics(engine, &batch, &s), RH_CUDA_INVALID_ARGUMENT);
+  CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "RhCudaRowStatistics.curvature_gram (0x");
+  for (size_t k = 0; k < sizeof room; ++k) {
+    CHECK(((const unsigned char*)room)[k] == 0x5a);
+  }
   b = batch;
   b.batch_weight = 5.0;
   refused(engine, &b, good, "without sample_weight it must equal n_rows", __LINE__);

@@ -53,7 +53,7 @@ void upload(void* device, const void* host, size_t bytes, bool zero, cudaStream_
 
 void restore_state(Engine& e, const RhCudaHostStateView* view) {
   RhErrorBuffer scratch{};
-  require(rh_validate_state_view(view, &scratch), scratch);
+  require(rh_validate_state_view(view, e.elem_size, &scratch), scratch);
   const int64_t P = e.P;
   const size_t coef_bytes = static_cast<size_t>(P) * e.elem_size;
   const size_t info_bytes = static_cast<size_t>(P * P) * e.elem_size;
@@ -106,7 +106,7 @@ void restore_state(Engine& e, const RhCudaHostStateView* view) {
 
 void copy_state(Engine& e, RhCudaHostState* out) {
   RhErrorBuffer scratch{};
-  require(rh_validate_state_out(out, &scratch), scratch);
+  require(rh_validate_state_out(out, e.elem_size, &scratch), scratch);
   const int64_t P = e.P;
   char* pinned = e.ws.host_state.as<char>();
   check_cuda(cudaMemcpyAsync(pinned, e.committed.coefficients.data(), P * e.elem_size,

@@ -293,7 +293,7 @@ void run_update(Engine& e, const RhCudaHostBatch* batch, BatchLocation location,
   require(rh_check_header(diagnostics, "RhCudaDiagnostics", sizeof(RhCudaDiagnostics), &scratch),
           scratch);
   if (state != nullptr)
-    require(rh_validate_state_out(state, &scratch), scratch);
+    require(rh_validate_state_out(state, e.elem_size, &scratch), scratch);
   if (batch->n_rows > 2147483647) {
     fail(RH_CUDA_INVALID_ARGUMENT,
          "%s.n_rows %lld exceeds the CUDA engine's per-batch limit of 2147483647 rows", name,
