@@ -1167,6 +1167,37 @@ void test_misaligned_device_pointers_are_refused(RhCudaEngine* e) {
   p.input_location = RH_CUDA_MEMORY_DEVICE;
   expect_refused(e, "misaligned device prediction", RH_CUDA_INVALID_ARGUMENT, "not aligned",
                  [&] { return rh_cuda_engine_predict(e, &p); });
+  // Host arrays, states and predictions too (rh_check_aligned, the same words): a host copy of
+  // the batch 4 bytes into double-aligned memory, and state targets likewise.
+  std::vector<double> room(64 * kP + 1);
+  char* odd = reinterpret_cast<char*>(room.data()) + 4;
+  std::memcpy(odd, gb.x_design, 64 * kFeatures * sizeof(double));
+  for (int field = 0; field < 3; ++field) {
+    RhCudaHostBatch b = gb;
+    (field == 0 ? b.x_design : field == 1 ? b.y : b.sample_weight) = odd;
+    const char* name = field == 0   ? "RhCudaHostBatch.x_design (0x"
+                       : field == 1 ? "RhCudaHostBatch.y (0x"
+                                    : "RhCudaHostBatch.sample_weight (0x";
+    expect_refused(e, "misaligned host pointer", RH_CUDA_INVALID_ARGUMENT, name, [&] {
+      RhCudaDiagnostics d = diagnostics();
+      return rh_cuda_engine_update_host_with_state(e, &b, &c, &d, &state.view);
+    });
+  }
+  HostState<double> odd_state(kP);
+  odd_state.view.information = odd;
+  expect_refused(e, "misaligned state target", RH_CUDA_INVALID_ARGUMENT,
+                 "RhCudaHostState.information (0x", [&] {
+                   RhCudaDiagnostics d = diagnostics();
+                   return rh_cuda_engine_update_host_with_state(e, &gb, &c, &d, &odd_state.view);
+                 });
+  expect_refused(e, "misaligned copy_state target", RH_CUDA_INVALID_ARGUMENT,
+                 "RhCudaHostState.information (0x",
+                 [&] { return rh_cuda_engine_copy_state(e, &odd_state.view); });
+  p.x_design = odd;
+  p.prediction = static_cast<char*>(raw) + 1;
+  p.input_location = RH_CUDA_MEMORY_HOST;
+  expect_refused(e, "misaligned host prediction", RH_CUDA_INVALID_ARGUMENT,
+                 "RhCudaPrediction.x_design (0x", [&] { return rh_cuda_engine_predict(e, &p); });
   RhCudaDiagnostics d = diagnostics();
   RH_CHECK_STATUS(rh_cuda_engine_update_device_with_state(e, device.batch(), &c, &d, &state.view),
                   RH_CUDA_SUCCESS);
