@@ -78,4 +78,19 @@ static inline RhCudaHostStateView rh_state_view(const void* coefficients, const 
   return v;
 }
 
+static inline RhCudaPrediction rh_prediction(const void* x, void* out, int64_t n, int64_t columns,
+                                             int64_t n_features_in, int32_t location) {
+  RhCudaPrediction p;
+  memset(&p, 0, sizeof p);
+  p.abi_version = RH_CUDA_ABI_VERSION;
+  p.struct_size = sizeof p;
+  p.x_design = x;
+  p.prediction = out;
+  p.n_rows = n;
+  p.n_columns = columns;
+  p.n_features_in = n_features_in;
+  p.input_location = location;
+  return p;
+}
+
 #endif /* RH_ABI_STRUCTS_H */

@@ -166,16 +166,7 @@ static void test_services_and_device_calls(void) {
   CHECK(same_state(&before, &after));
 
   double out[N_ROWS];
-  RhCudaPrediction p;
-  memset(&p, 0, sizeof p);
-  p.abi_version = RH_CUDA_ABI_VERSION;
-  p.struct_size = sizeof p;
-  p.x_design = X;
-  p.prediction = out;
-  p.n_rows = N_ROWS;
-  p.n_columns = P_FEATURES;
-  p.n_features_in = P_FEATURES;
-  p.input_location = RH_CUDA_MEMORY_DEVICE;
+  RhCudaPrediction p = rh_prediction(X, out, N_ROWS, P_FEATURES, P_FEATURES, RH_CUDA_MEMORY_DEVICE);
   CHECK_STATUS(rh_cuda_engine_predict(engine, &p), RH_CUDA_UNAVAILABLE);
   CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "input_location");
   p.input_location = 0;
@@ -719,12 +710,7 @@ static void test_misaligned_arrays_are_refused(void) {
   memcpy((char*)coef_room + 4, coef, sizeof coef);
   memcpy((char*)info_room + 4, info, sizeof info);
   memcpy((char*)meat_room + 4, meat, sizeof meat);
-  RhCudaHostStateView v;
-  memset(&v, 0, sizeof v);
-  v.abi_version = RH_CUDA_ABI_VERSION;
-  v.struct_size = sizeof v;
-  v.coefficients = coef;
-  v.information = info;
+  RhCudaHostStateView v = rh_state_view(coef, info);
   v.meat = meat;
   v.n_samples_seen = out.n_samples_seen;
   v.batch_count = out.batch_count;
@@ -750,16 +736,8 @@ static void test_misaligned_arrays_are_refused(void) {
   CHECK_STATUS(rh_cuda_engine_restore(engine, &good), RH_CUDA_SUCCESS);
 
   /* Prediction: its design and its output; the output is not written. */
-  RhCudaPrediction p;
-  memset(&p, 0, sizeof p);
-  p.abi_version = RH_CUDA_ABI_VERSION;
-  p.struct_size = sizeof p;
-  p.n_rows = N_ROWS;
-  p.n_columns = P_FEATURES;
-  p.n_features_in = P_FEATURES;
-  p.input_location = RH_CUDA_MEMORY_HOST;
-  p.prediction = out_room;
-  p.x_design = x_odd;
+  RhCudaPrediction p =
+      rh_prediction(x_odd, out_room, N_ROWS, P_FEATURES, P_FEATURES, RH_CUDA_MEMORY_HOST);
   CHECK_STATUS(rh_cuda_engine_predict(engine, &p), RH_CUDA_INVALID_ARGUMENT);
   CHECK_CONTAINS(rh_cuda_engine_last_error(engine), "RhCudaPrediction.x_design (0x");
   p.x_design = X;

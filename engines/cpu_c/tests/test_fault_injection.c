@@ -164,16 +164,8 @@ static RhCudaStatus op_update_with_state(Fixture* f) {
   return status;
 }
 static RhCudaStatus op_predict(Fixture* f) {
-  RhCudaPrediction p;
-  memset(&p, 0, sizeof p);
-  p.abi_version = RH_CUDA_ABI_VERSION;
-  p.struct_size = sizeof p;
-  p.x_design = x_of(f);
-  p.prediction = f->out.predictions;
-  p.n_rows = ROWS;
-  p.n_columns = FEATURES;
-  p.n_features_in = FEATURES;
-  p.input_location = RH_CUDA_MEMORY_HOST;
+  RhCudaPrediction p =
+      rh_prediction(x_of(f), f->out.predictions, ROWS, FEATURES, FEATURES, RH_CUDA_MEMORY_HOST);
   return rh_cuda_engine_predict(f->engine, &p);
 }
 /* The optional row-statistics extension on the full design (intercept column appended here);
