@@ -712,9 +712,16 @@ def test_batch_size_batches_rows_across_partitions_as_one_file_does(dataset, who
     assert document["batch_size"] == B and document["partitions_per_batch"] is None
     assert document["batch_count"] == expected["batch_count"]
     assert document["n_samples_seen"] == expected["n_samples_seen"]
+    # The same rows in the same batches, summed per partition instead of whole: two correct
+    # orders of the same sums, whose solves may stop sqrt(eps cond(H)) (1 + ||beta||) apart
+    # where a last Newton step is taken or halved on rounding (docs/decisions.md, "The line
+    # search at the rounding floor"): about 1e-8 for these three well-scaled features. Which
+    # way it goes depends on the BLAS kernel (OPENBLAS_CORETYPE=Nehalem: 5e-9; this machine's
+    # default kernel: within 1e-10). A batch boundary one row off moves the answer by 7.5e-6
+    # to 2e-4 relative (batches of 249 or 251 against 250, 419 or 421 against 420).
     np.testing.assert_allclose(list(document["coefficients"].values()),
-                               list(expected["coefficients"].values()), rtol=1e-10, atol=1e-12)
-    assert document["intercept"] == pytest.approx(expected["intercept"], rel=1e-10)
+                               list(expected["coefficients"].values()), rtol=1e-7, atol=1e-12)
+    assert document["intercept"] == pytest.approx(expected["intercept"], rel=1e-7)
 
 
 def test_batch_size_resumes_inside_a_partition_to_the_uninterrupted_stream(

@@ -102,10 +102,18 @@ def test_golden_streams_transition_as_in_process(client, case, engine, monkeypat
             _partitioned(X, 3), _partitioned(y, 3),
             sample_weight=None if w is None else _partitioned(w, 3),
         )
+        tolerance = rtol
         if float64:
-            assert cluster.n_iter_ == local.n_iter_
             assert cluster.diagnostics_["converged"] == local.diagnostics_["converged"]
-        _assert_same_state(cluster, local, rtol)
+            if cluster.n_iter_ != local.n_iter_:
+                # A last Newton step decided by rounding (docs/dask.md, "Equal to the in-process
+                # fit"): which side takes it depends on the order of the sums, so on the BLAS
+                # kernel (OPENBLAS_CORETYPE=Nehalem: 3 against 4 iterations on the
+                # weighted-none-intercept case). One iteration apart, and states within the
+                # tolerance the corpus records for reordered sums on any kernel.
+                assert abs(cluster.n_iter_ - local.n_iter_) == 1
+                tolerance = max(rtol, case["rtol"])
+        _assert_same_state(cluster, local, tolerance)
 
 
 def test_the_curvature_bound_attempts_sum_over_partitions(client, monkeypatch):
