@@ -28,6 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import _abi
+from ._validation import aligned
 from .config import UpdateConfig
 from .diagnostics import Diagnostics
 from .exceptions import BackendUnavailableError, ValidationError
@@ -99,8 +100,7 @@ def engine_array(array, dtype) -> np.ndarray:
     """`array` as the engines take host arrays (docs/abi.md): C-contiguous in `dtype` and
     aligned to its elements (pickled or Dask-transferred buffers may not be); the array itself
     when it already is one, else a copy."""
-    out = np.ascontiguousarray(array, dtype=dtype)
-    return out if out.flags.aligned else out.copy()
+    return aligned(np.ascontiguousarray(array, dtype=dtype))
 
 
 def state_view(state: RenewableState, dtype, n_parameters: int):

@@ -335,6 +335,14 @@ def _reject_sparse(name: str, array) -> None:
         )
 
 
+def aligned(array: np.ndarray) -> np.ndarray:
+    """`array`, or a copy when its elements are not at addresses that are multiples of their
+    size (np.frombuffer at an odd offset, buffers deserialised out of band): BLAS kernels with
+    aligned vector loads (OpenBLAS's Prescott kernels) and the engines (which refuse such
+    pointers, docs/abi.md) must not be handed one. A copy is aligned."""
+    return array if array.flags.aligned else array.copy()
+
+
 def _host_array(
     name: str, array, dtype: np.dtype, *, engine_checks_finite: bool = False
 ) -> np.ndarray:
@@ -372,12 +380,7 @@ def _host_array(
         raise kind(
             f"{name} must contain real numbers only (no missing, complex or text values): {error}"
         ) from None
-    if not converted.flags.aligned:
-        # Elements at addresses that are not a multiple of their size (np.frombuffer at an odd
-        # offset, buffers deserialised out of band): BLAS kernels with aligned vector loads
-        # (OpenBLAS's Prescott kernels, NumPy's dot products) and the engines' vector loops
-        # would crash the process on valid data. A copy is aligned.
-        converted = converted.copy()
+    converted = aligned(converted)
     # `converted is raw` means no cast and no copy: the engine reads the values as given and
     # refuses NaN/Inf itself. A cast (e.g. to float32) may create infinities: scan those here.
     if not (engine_checks_finite and converted is raw):

@@ -75,25 +75,31 @@ def test_unaligned_batches_fit_and_predict_as_their_aligned_copies(backend, dtyp
                                   aligned_model.predict(X[:100]))
 
 
+# The backend API's update of data()'s 12 features with an intercept.
+CONFIG = UpdateConfig(n_features_in=12, fit_intercept=True, tau=3.0, bandwidth_scale=1.0,
+                      tol=1e-10, ridge=1e-8, max_iter=100, penalty="none", lambda_scale=1.0)
+
+
+def _empty_engine(backend: str):
+    engine = create_backend(backend, dtype=np.float64, n_parameters=13, n_jobs=None,
+                            cuda_graphs=False, cuda_fast_math=False)
+    engine.restore(RenewableState.empty(13, np.float64))
+    return engine
+
+
 def test_a_state_in_unaligned_arrays_restores_as_its_aligned_copy(backend):
     # The backend API (a caller's own state, as a checkpoint tool would pass it): the engine
     # reads an aligned copy; the next update equals the one from the aligned state.
     X, y, _ = data("float64")
-    config = UpdateConfig(n_features_in=12, fit_intercept=True, tau=3.0, bandwidth_scale=1.0,
-                          tol=1e-10, ridge=1e-8, max_iter=100, penalty="none", lambda_scale=1.0)
-    first = create_backend(backend, dtype=np.float64, n_parameters=13, n_jobs=None,
-                           cuda_graphs=False, cuda_fast_math=False)
-    first.restore(RenewableState.empty(13, np.float64))
-    state, _ = first.update(X[:2_000], y[:2_000], None, config)
+    state, _ = _empty_engine(backend).update(X[:2_000], y[:2_000], None, CONFIG)
     odd = RenewableState(unaligned(state.coefficients, 3), unaligned(state.information, 5),
                          state.n_samples_seen, state.batch_count, state.previous_lambda,
                          state.weight_sum, None if state.meat is None else unaligned(state.meat, 1))
     resumed = []
     for start in (state, odd):
-        engine = create_backend(backend, dtype=np.float64, n_parameters=13, n_jobs=None,
-                                cuda_graphs=False, cuda_fast_math=False)
+        engine = _empty_engine(backend)
         engine.restore(start)
-        resumed.append(engine.update(X[2_000:], y[2_000:], None, config)[0])
+        resumed.append(engine.update(X[2_000:], y[2_000:], None, CONFIG)[0])
     np.testing.assert_array_equal(resumed[1].coefficients, resumed[0].coefficients)
     np.testing.assert_array_equal(resumed[1].information, resumed[0].information)
 
@@ -102,15 +108,11 @@ def test_an_engine_refuses_unaligned_arrays_from_a_direct_caller(cpu_library):
     # Past the estimator's validation, a backend guards its engine: a clear contract error, not
     # a read of misaligned memory.
     X, y, _ = data("float64", rows=100)
-    engine = create_backend("native_cpu", dtype=np.float64, n_parameters=13, n_jobs=None,
-                            cuda_graphs=False, cuda_fast_math=False)
-    engine.restore(RenewableState.empty(13, np.float64))
-    config = UpdateConfig(n_features_in=12, fit_intercept=True, tau=3.0, bandwidth_scale=1.0,
-                          tol=1e-10, ridge=1e-8, max_iter=100, penalty="none", lambda_scale=1.0)
+    engine = _empty_engine("native_cpu")
     with pytest.raises(BackendContractError, match="X is not aligned to its 8-byte elements"):
-        engine.update(unaligned(X, 4), y, None, config)
+        engine.update(unaligned(X, 4), y, None, CONFIG)
     with pytest.raises(BackendContractError, match="y is not aligned to its 8-byte elements"):
-        engine.update(X, unaligned(y, 2), None, config)
+        engine.update(X, unaligned(y, 2), None, CONFIG)
 
 
 def test_row_statistics_of_unaligned_rows_and_coefficients_equal_the_aligned_ones(cpu_library):
