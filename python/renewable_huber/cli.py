@@ -495,10 +495,13 @@ def command_fit(args) -> int:
         table.close()
     if run.unconverged:
         first = run.unconverged[0]["batch"]
+        advice = ("the L1 solver is first-order and needs standardised features: centre and "
+                  "scale each feature column, then raise --max-iter" if model.penalty == "l1"
+                  else "raise --max-iter, loosen --tol, or give --tau in the target's units "
+                  "(--tau auto)")
         _warn(f"{len(run.unconverged)} of {run.batches} batches did not converge "
               f"(first: batch {first}); their coefficients are the solver's last step, not the "
-              "optimum: raise --max-iter, loosen --tol, or give --tau in the target's units "
-              "(--tau auto)")
+              f"optimum: {advice}")
     if args.json:
         print(json.dumps(_fit_document(args, model, chosen, rows_before, run), indent=2,
                          default=_plain))

@@ -72,6 +72,26 @@ def stop_reason(converged: bool, iterations: int, max_iter: int, penalty: str) -
     return STOP_LAMM if penalty == "l1" else STOP_LINE_SEARCH
 
 
+# What to do about an unconverged batch, by reason and penalty (the ConvergenceWarning's advice).
+_RESCALE = "rescale the data or choose tau in the target's units (renewable_huber.suggest_tau)"
+_ADVICE = {
+    (STOP_MAX_ITER, "none"): f"raise max_iter or loosen tol; otherwise {_RESCALE}",
+    # LAMM is a first-order method: its iterations grow with the design's conditioning, and on
+    # real tables in raw units it is still far from the optimum after thousands of iterations
+    # (docs/python.md, "L1 fits need standardised features").
+    (STOP_MAX_ITER, "l1"): (
+        "the L1 solver is first-order and needs standardised features: centre and scale each "
+        "column of X (and choose tau on the standardised target), then raise max_iter if it "
+        "still stops"
+    ),
+}
+
+
+def stop_advice(reason: str, penalty: str) -> str:
+    """What a user can do about a batch that ended unconverged for `reason` (stop_reason)."""
+    return _ADVICE.get((reason, penalty), _RESCALE)
+
+
 class BatchDiagnostics(dict):
     """The last batch's diagnostics as the estimator's diagnostics_: a dict (mapping access,
     equality with a plain dict of the same items, JSON, pickle and copy all work as for a

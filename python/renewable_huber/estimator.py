@@ -35,7 +35,7 @@ from ._validation import (
 from .backends import choose_backend, create_backend, unavailable_reason
 from .config import UpdateConfig
 from .dask.batch import is_dask_collection
-from .diagnostics import BatchDiagnostics, Diagnostics
+from .diagnostics import BatchDiagnostics, Diagnostics, stop_advice
 from .exceptions import (
     ConvergenceWarning,
     EngineError,
@@ -420,9 +420,8 @@ class RenewableHuberRegressor:
                 category(
                     f"batch {number} did not converge after {diagnostics['iterations']} "
                     f"iterations ({diagnostics['stop_reason']}); it was folded into the stream "
-                    "at the solver's last accepted step. Raise max_iter or loosen tol for "
-                    "'max_iter'; otherwise rescale the data or choose tau in the target's "
-                    "units (renewable_huber.suggest_tau)",
+                    "at the solver's last accepted step: "
+                    f"{stop_advice(diagnostics['stop_reason'], params.penalty)}",
                     batch=number,
                     iterations=diagnostics["iterations"],
                     reason=diagnostics["stop_reason"],

@@ -71,6 +71,17 @@ def test_every_unconverged_batch_gets_a_warning_line_and_a_summary(tmp_path, dat
     assert saved.state_.batch_count == 3
 
 
+def test_an_unconverged_l1_run_points_at_the_features_scale(data_csv, capsys):
+    """LAMM's iterations grow with the design's conditioning (docs/python.md), so the summary
+    of an L1 run asks for standardised features before more iterations."""
+    status, _, err = run(["fit", data_csv, *common(*FORCE, "--penalty", "l1")], capsys)
+    assert status == 0, err
+    summary = warning_lines(err)[-1]
+    assert summary.startswith("renewable-huber: warning: 3 of 3 batches did not converge ")
+    assert summary.endswith("the L1 solver is first-order and needs standardised features: "
+                            "centre and scale each feature column, then raise --max-iter")
+
+
 def test_a_converging_run_prints_no_warning(data_csv, capsys):
     status, out, err = run(["fit", data_csv, *common("--strict")], capsys)
     assert status == 0, err

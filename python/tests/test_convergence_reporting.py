@@ -142,9 +142,13 @@ def test_each_unconverged_batch_warns_once_naming_batch_iterations_and_reason(
         caught = of_category(records, renewable_huber.ConvergenceWarning)
         assert len(caught) == 1, records
         warning = caught[0].message
+        # The advice fits the solver: Newton needs more iterations or a looser tol; LAMM's
+        # iterations grow with the design's conditioning, so it points at the features' scale.
+        advice = {"none": "raise max_iter or loosen tol",
+                  "l1": "the L1 solver is first-order and needs standardised features"}[penalty]
         assert str(warning).startswith(
             f"batch {number} did not converge after 1 iterations (max_iter); it was folded "
-            "into the stream at the solver's last accepted step. Raise max_iter or loosen tol"
+            f"into the stream at the solver's last accepted step: {advice}"
         )
         assert (warning.batch, warning.iterations, warning.reason) == (number, 1, "max_iter")
         # The warning points at the caller's line, not into the package.
@@ -188,6 +192,8 @@ def test_an_early_stop_reports_the_solvers_reason(monkeypatch):
         [caught] = of_category(records, renewable_huber.ConvergenceWarning)
         assert str(caught.message).startswith(
             f"batch 1 did not converge after 4 iterations ({reason})")
+        assert str(caught.message).endswith(
+            "rescale the data or choose tau in the target's units (renewable_huber.suggest_tau)")
         assert caught.message.reason == reason
         assert model.diagnostics_.stop_reason == reason
 
