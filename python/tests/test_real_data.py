@@ -327,3 +327,24 @@ def test_every_l1_batch_of_a_standardised_four_batch_stream_converges(engine, ta
         for rows in np.array_split(order, 4):
             model.partial_fit(X[rows], y[rows])
             assert model.diagnostics_["converged"], (table, model.diagnostics_)
+
+
+def test_the_documented_l1_standardisation_recipe_runs_and_its_raw_coefficients_predict():
+    """docs/python.md's recipe, run as written: every batch converges (the warning would raise)
+    and its raw-unit coefficients give the model's predictions on the standardised rows."""
+    from pathlib import Path
+
+    from renewable_huber import ConvergenceWarning
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "python.md").read_text()
+    block = text.split("<!-- l1-standardise-recipe -->\n```python\n", 1)[1].split("```", 1)[0]
+    scope: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        exec(compile(block, "docs/python.md (l1-standardise-recipe)", "exec"), scope)
+    model, scaler, X = scope["model"], scope["scaler"], scope["X"]
+    assert model.diagnostics_["converged"] and model.state_.batch_count == 4
+    expected = model.predict(scaler.transform(X))
+    raw = X @ scope["coef"] + scope["intercept"]
+    np.testing.assert_allclose(raw, expected, rtol=1e-12, atol=1e-9 * np.abs(expected).max())
+    assert np.count_nonzero(scope["coef"]) == np.count_nonzero(model.coef_) < X.shape[1]
