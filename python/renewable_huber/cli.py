@@ -28,6 +28,7 @@ import warnings
 import numpy as np
 
 from ._backend_facts import BACKEND_CHOICES, BACKENDS
+from .diagnostics import L1_SCALE_ADVICE
 from .exceptions import (
     BackendUnavailableError,
     ConvergenceWarning,
@@ -495,8 +496,8 @@ def command_fit(args) -> int:
         table.close()
     if run.unconverged:
         first = run.unconverged[0]["batch"]
-        advice = ("the L1 solver is first-order and needs standardised features: centre and "
-                  "scale each feature column, then raise --max-iter" if model.penalty == "l1"
+        advice = (f"{L1_SCALE_ADVICE}: centre and scale each feature column, then raise "
+                  "--max-iter" if model.penalty == "l1"
                   else "raise --max-iter, loosen --tol, or give --tau in the target's units "
                   "(--tau auto)")
         _warn(f"{len(run.unconverged)} of {run.batches} batches did not converge "

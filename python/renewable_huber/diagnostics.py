@@ -74,15 +74,15 @@ def stop_reason(converged: bool, iterations: int, max_iter: int, penalty: str) -
 
 # What to do about an unconverged batch, by reason and penalty (the ConvergenceWarning's advice).
 _RESCALE = "rescale the data or choose tau in the target's units (renewable_huber.suggest_tau)"
+# LAMM is a first-order method: its iterations grow with the design's conditioning, and on real
+# tables in raw units it is still far from the optimum after thousands of iterations
+# (docs/python.md, "L1 fits need standardised features"). The CLI's summary says it too.
+L1_SCALE_ADVICE = "the L1 solver is first-order and needs standardised features"
 _ADVICE = {
     (STOP_MAX_ITER, "none"): f"raise max_iter or loosen tol; otherwise {_RESCALE}",
-    # LAMM is a first-order method: its iterations grow with the design's conditioning, and on
-    # real tables in raw units it is still far from the optimum after thousands of iterations
-    # (docs/python.md, "L1 fits need standardised features").
     (STOP_MAX_ITER, "l1"): (
-        "the L1 solver is first-order and needs standardised features: centre and scale each "
-        "column of X (and choose tau on the standardised target), then raise max_iter if it "
-        "still stops"
+        f"{L1_SCALE_ADVICE}: centre and scale each column of X (and choose tau on the "
+        "standardised target), then raise max_iter if it still stops"
     ),
 }
 
