@@ -81,8 +81,8 @@ L1_SCALE_ADVICE = "the L1 solver is first-order and needs standardised features"
 _ADVICE = {
     (STOP_MAX_ITER, "none"): f"raise max_iter or loosen tol; otherwise {_RESCALE}",
     (STOP_MAX_ITER, "l1"): (
-        f"{L1_SCALE_ADVICE}: centre and scale each column of X (and choose tau on the "
-        "standardised target), then raise max_iter if it still stops"
+        f"{L1_SCALE_ADVICE}: centre and scale each column of X (with tau in the target's "
+        "units, e.g. tau='auto'), then raise max_iter if it still stops"
     ),
 }
 
