@@ -120,6 +120,20 @@ def _fit_without_convergence_warning(X, y, **params):
         return RenewableHuberRegressor(**params).fit(X, y)
 
 
+def _assert_every_batch_of_four_converges(X, y, **params):
+    """Streams the rows shuffled (seed 0) in four batches: each converges, with no
+    ConvergenceWarning."""
+    from renewable_huber import ConvergenceWarning
+
+    order = np.random.default_rng(0).permutation(len(y))
+    model = RenewableHuberRegressor(**params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        for number, rows in enumerate(np.array_split(order, 4), start=1):
+            model.partial_fit(X[rows], y[rows])
+            assert model.diagnostics_["converged"], (number, model.diagnostics_)
+
+
 @pytest.mark.parametrize("tau_kind", ["default", "matched"])
 @pytest.mark.parametrize("table", sorted(TABLES))
 def test_one_batch_fit_on_a_raw_table_matches_the_oracle_float64(engine, table, tau_kind):
@@ -147,15 +161,7 @@ def test_one_batch_fit_on_a_raw_table_matches_the_oracle_float32(engine, table, 
 def test_every_batch_of_a_shuffled_four_batch_stream_converges(engine, table, tau_kind):
     X, y = TABLES[table]()
     tau = DEFAULT_TAU if tau_kind == "default" else matched_tau(y)
-    order = np.random.default_rng(0).permutation(len(y))
-    from renewable_huber import ConvergenceWarning
-
-    model = RenewableHuberRegressor(tau=tau, **engine)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        for rows in np.array_split(order, 4):
-            model.partial_fit(X[rows], y[rows])
-            assert model.diagnostics_["converged"], (table, model.diagnostics_)
+    _assert_every_batch_of_four_converges(X, y, tau=tau, **engine)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -318,15 +324,7 @@ def test_l1_fit_of_a_standardised_table_matches_the_oracle(engine, table):
 @pytest.mark.parametrize("table", L1_TABLES)
 def test_every_l1_batch_of_a_standardised_four_batch_stream_converges(engine, table):
     X, y = _standardised(table)
-    order = np.random.default_rng(0).permutation(len(y))
-    from renewable_huber import ConvergenceWarning
-
-    model = RenewableHuberRegressor(penalty="l1", **engine)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        for rows in np.array_split(order, 4):
-            model.partial_fit(X[rows], y[rows])
-            assert model.diagnostics_["converged"], (table, model.diagnostics_)
+    _assert_every_batch_of_four_converges(X, y, penalty="l1", **engine)
 
 
 def test_the_documented_l1_standardisation_recipe_runs_and_its_raw_coefficients_predict():
