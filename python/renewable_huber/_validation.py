@@ -59,8 +59,8 @@ from .exceptions import (
 )
 
 # Defaults of the estimator's constructor; checkpoints of format 1 may predate some
-# parameters and take these values for the missing ones (formats 1 to 4 predate `inference`:
-# see checkpoint._config).
+# parameters and take these values for the missing ones (formats 1 to 4 predate `inference`,
+# formats 1 to 5 `standardize`: see checkpoint._config).
 DEFAULT_PARAMS: dict[str, Any] = {
     "tau": 1.345,
     "penalty": "none",
@@ -77,6 +77,7 @@ DEFAULT_PARAMS: dict[str, Any] = {
     "cuda_graphs": False,
     "cuda_fast_math": False,
     "inference": False,
+    "standardize": False,
 }
 PARAM_NAMES: tuple[str, ...] = tuple(DEFAULT_PARAMS)
 
@@ -118,6 +119,7 @@ class ValidatedParams:
     cuda_graphs: bool
     cuda_fast_math: bool
     inference: bool
+    standardize: bool
 
     def as_config_dict(self) -> dict[str, Any]:
         """JSON-ready form (the `config` of a checkpoint)."""
@@ -136,6 +138,7 @@ class ValidatedParams:
             self.cuda_graphs,
             self.cuda_fast_math,
             self.inference,
+            self.standardize,
         ))
 
     def stream_layout(self) -> tuple:
@@ -245,6 +248,7 @@ def validate_params(params: Mapping[str, Any]) -> ValidatedParams:
         cuda_graphs=_flag("cuda_graphs", params["cuda_graphs"]),
         cuda_fast_math=_flag("cuda_fast_math", params["cuda_fast_math"]),
         inference=_flag("inference", params["inference"]),
+        standardize=_flag("standardize", params["standardize"]),
     )
     if validated.cuda_fast_math and validated.dtype != np.float32:
         raise ValidationError(

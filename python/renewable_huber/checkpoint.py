@@ -1,7 +1,12 @@
 """Pickle-free checkpoints: one .npz (a zip of .npy members) with `coefficients`,
 `information` (row-major) and `metadata` (a JSON string).
 
-Formats: 5 (written) adds the estimator's `inference` parameter to the config (whether the
+Formats: 6 (written) adds the estimator's `standardize` parameter to the config and the
+stream's `feature_scaling` to the metadata: null, or {"center": [...], "scale": [...]} with
+one number per feature (the first batch's centre and scale, renewable_huber._feature_scaling),
+present exactly when the config says standardize true; the arrays then hold the state of the
+standardised problem. Formats 1 to 5 read as standardize false. 5 adds the estimator's
+`inference` parameter to the config (whether the
 stream accumulates K; a checkpoint with `has_meat` true must say inference true). Formats 1 to
 4 have no such key: it reads as true for a format 4 checkpoint that carries K (those streams
 computed K unasked) and false otherwise. 4 adds the stream's meat matrix K (the sandwich
@@ -41,11 +46,12 @@ from typing import Any
 
 import numpy as np
 
+from ._feature_scaling import FeatureScaling
 from ._validation import DEFAULT_PARAMS, PARAM_NAMES, validate_params
 from .exceptions import RenewableHuberError, ValidationError
 
-FORMAT_VERSION = 5
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
+FORMAT_VERSION = 6
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 INT64_MAX = 2**63 - 1
 # The metadata is a few hundred bytes; feature names of a very wide table stay far below this.
 MAX_METADATA_CHARACTERS = 1 << 22
@@ -67,23 +73,27 @@ _METADATA_KEYS = (
     "fit_intercept",
     "weight_sum",
     "feature_names_in",
+    "feature_scaling",
 )
 _SOURCE_KEY = "source"
 # Keys a format may lack, and keys only a format may have.
 _ABSENT_IN = {
-    1: {"weight_sum", _DIGEST_KEY, _HAS_MEAT_KEY},
-    2: {_DIGEST_KEY, _HAS_MEAT_KEY},
-    3: {_HAS_MEAT_KEY},
-    4: set(),
-    5: set(),
+    1: {"weight_sum", _DIGEST_KEY, _HAS_MEAT_KEY, "feature_scaling"},
+    2: {_DIGEST_KEY, _HAS_MEAT_KEY, "feature_scaling"},
+    3: {_HAS_MEAT_KEY, "feature_scaling"},
+    4: {"feature_scaling"},
+    5: {"feature_scaling"},
+    6: set(),
 }
 # renewable-huber 0.7.x wrote format 1 with or without feature names; format 3 has a source
 # record only when the writer passed one (the command line does, estimator.save() does not).
 _OPTIONAL_IN = {
-    1: {"feature_names_in"}, 2: set(), 3: {_SOURCE_KEY}, 4: {_SOURCE_KEY}, 5: {_SOURCE_KEY}
+    1: {"feature_names_in"}, 2: set(), 3: {_SOURCE_KEY}, 4: {_SOURCE_KEY}, 5: {_SOURCE_KEY},
+    6: {_SOURCE_KEY},
 }
-# The first format whose config holds the `inference` parameter.
+# The first format whose config holds the `inference` parameter, and `standardize`.
 _INFERENCE_IN_CONFIG = 5
+_STANDARDIZE_IN_CONFIG = 6
 # The source record: the data file (path, size) and a SHA-256 of its first prefix_bytes bytes,
 # plus the number of its data rows the model holds. See validate_source.
 SOURCE_KEYS = ("path", "size", "prefix_bytes", "prefix_sha256", "rows")
@@ -403,12 +413,16 @@ def _config(metadata: dict, version: int) -> dict[str, Any]:
         raise _Corrupt("config must be a JSON object")
     has_meat = metadata.get(_HAS_MEAT_KEY) is True
     # Before format 5 the config had no `inference`: a stream carried K whenever it could.
-    expected = (PARAM_NAMES if version >= _INFERENCE_IN_CONFIG
-                else tuple(name for name in PARAM_NAMES if name != "inference"))
+    # Before format 6 it had no `standardize`: no stream was standardised.
+    later = {name for name, first in (("inference", _INFERENCE_IN_CONFIG),
+                                      ("standardize", _STANDARDIZE_IN_CONFIG))
+             if version < first}
+    expected = tuple(name for name in PARAM_NAMES if name not in later)
     if version == 1:
         # Format 1 may predate some parameters; they take their defaults.
-        if "inference" in config:
-            raise _Corrupt("config has 'inference', which format 1 does not have")
+        if later & set(config):
+            raise _Corrupt(f"config has {sorted(later & set(config))}, which format 1 does "
+                           "not have")
         config = {**{k: v for k, v in DEFAULT_PARAMS.items() if k not in config}, **config}
     elif set(config) != set(expected):
         raise _Corrupt(
@@ -416,6 +430,8 @@ def _config(metadata: dict, version: int) -> dict[str, Any]:
         )
     if version < _INFERENCE_IN_CONFIG:
         config = {**config, "inference": has_meat}
+    if version < _STANDARDIZE_IN_CONFIG:
+        config = {**config, "standardize": False}
     try:
         config = validate_params(config).as_config_dict()
     except RenewableHuberError as error:
@@ -455,6 +471,18 @@ def _validated_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     )
     _check_counters(n_samples_seen, batch_count, previous_lambda, weight_sum)
     feature_names = _feature_names(metadata.get("feature_names_in"), n_features_in)
+    scaling = metadata.get("feature_scaling")
+    if (scaling is None) == config["standardize"]:
+        raise _Corrupt(
+            f"the config says standardize={config['standardize']} but feature_scaling is "
+            f"{'null' if scaling is None else 'present'}: a standardised stream, and only "
+            "one, records its feature scaling"
+        )
+    if scaling is not None:
+        try:
+            scaling = FeatureScaling.from_record(scaling, n_features_in, fit_intercept)
+        except ValidationError as error:
+            raise _Corrupt(str(error)) from None
 
     payload = {
         "format_version": version,
@@ -466,6 +494,7 @@ def _validated_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
         "fit_intercept": fit_intercept,
         "weight_sum": weight_sum,
         "feature_names_in": feature_names,
+        "feature_scaling": None if scaling is None else scaling.as_record(),
     }
     # Only present when the file has one, so a payload read back from estimator.save() has
     # exactly the keys of state_dict().

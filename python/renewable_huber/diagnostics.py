@@ -81,14 +81,22 @@ L1_SCALE_ADVICE = "the L1 solver is first-order and needs standardised features"
 _ADVICE = {
     (STOP_MAX_ITER, "none"): f"raise max_iter or loosen tol; otherwise {_RESCALE}",
     (STOP_MAX_ITER, "l1"): (
-        f"{L1_SCALE_ADVICE}: centre and scale each column of X (with tau in the target's "
-        "units, e.g. tau='auto'), then raise max_iter if it still stops"
+        f"{L1_SCALE_ADVICE}: fit with standardize=True (with tau in the target's units, e.g. "
+        "tau='auto'), then raise max_iter if it still stops"
+    ),
+    # Already standardised: what is left is collinearity (docs/python.md) or too few iterations.
+    (STOP_MAX_ITER, "l1", True): (
+        "the features are standardised, so the design is nearly collinear or the batch needs "
+        "more iterations: raise max_iter, or drop or combine nearly collinear columns"
     ),
 }
 
 
-def stop_advice(reason: str, penalty: str) -> str:
-    """What a user can do about a batch that ended unconverged for `reason` (stop_reason)."""
+def stop_advice(reason: str, penalty: str, standardized: bool = False) -> str:
+    """What a user can do about a batch that ended unconverged for `reason` (stop_reason),
+    fitted with `penalty`, with or without standardize=True."""
+    if standardized and (reason, penalty, True) in _ADVICE:
+        return _ADVICE[reason, penalty, True]
     return _ADVICE.get((reason, penalty), _RESCALE)
 
 

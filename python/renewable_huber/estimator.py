@@ -20,6 +20,7 @@ import numpy as np
 from . import checkpoint, inference
 from . import tau as tau_guidance
 from ._backend_facts import DEVICE_INPUT_BACKENDS, ENGINE_CHECKS_FINITE_BACKENDS
+from ._feature_scaling import FeatureScaling, unstandardised_design
 from ._validation import (
     DEFAULT_PARAMS,
     PARAM_NAMES,
@@ -39,6 +40,7 @@ from .diagnostics import BatchDiagnostics, Diagnostics, stop_advice
 from .exceptions import (
     ConvergenceWarning,
     EngineError,
+    FeatureScaleWarning,
     InferenceUnavailableError,
     NotFittedError,
     RenewableHuberError,
@@ -112,6 +114,14 @@ class RenewableHuberRegressor:
     K costs an extra Gram's worth of work per batch (docs/python.md, "Inference"); with
     inference=False no engine computes it and those methods raise
     InferenceUnavailableError. Fixed for the life of a stream, like dtype.
+    standardize (default False): the engines fit the columns of X centred and scaled by the
+    first batch's (weighted) mean and standard deviation, fixed for the life of the stream
+    and kept in checkpoints (renewable_huber._feature_scaling); the L1 solver needs it on
+    features in raw units (docs/python.md). coef_, intercept_, predict, cov_params() and the
+    intervals are in raw units; state_ and checkpoints hold the standardised state; with
+    penalty="l1" the penalty applies to the standardised coefficients (lambda times
+    sum_j scale_j |coef_j|). The target is not transformed (tau stays in its units). Host
+    arrays only: device arrays and Dask collections are refused with standardize=True.
 
     Convergence: a batch that ends unconverged is still folded into the stream (the state
     holds the solver's last accepted step) and emits one renewable_huber.ConvergenceWarning
@@ -157,6 +167,7 @@ class RenewableHuberRegressor:
         cuda_graphs=DEFAULT_PARAMS["cuda_graphs"],
         cuda_fast_math=DEFAULT_PARAMS["cuda_fast_math"],
         inference=DEFAULT_PARAMS["inference"],
+        standardize=DEFAULT_PARAMS["standardize"],
     ):
         self.tau = tau
         self.penalty = penalty
@@ -173,6 +184,7 @@ class RenewableHuberRegressor:
         self.cuda_graphs = cuda_graphs
         self.cuda_fast_math = cuda_fast_math
         self.inference = inference
+        self.standardize = standardize
         self._lock = threading.RLock()  # serialises calls (class docstring, "Threads")
         self._params_cache = None  # (parameter values, their ValidatedParams)
         self._config_cache = None  # (ValidatedParams, n_features, UpdateConfig)
@@ -285,6 +297,7 @@ class RenewableHuberRegressor:
         self._stream_layout = None
         self._feature_names = None
         self._inference = False  # the stream's inference setting (it is fixed per stream)
+        self._scaling = None  # the stream's FeatureScaling with standardize=True
 
     def _validated_params(self) -> ValidatedParams:
         """validate_params(self.get_params()), reusing the last result while every parameter
@@ -318,6 +331,13 @@ class RenewableHuberRegressor:
             check_range=True,
         )
         n_features = int(batch.X.shape[1])
+        scaling = None
+        if params.standardize:
+            _refuse_device_input(batch.on_device, "fit")
+            scaling = (FeatureScaling.from_batch(batch.X, batch.sample_weight,
+                                                 fit_intercept=params.fit_intercept)
+                       if new_stream else self._scaling)
+            batch = batch._replace(X=scaling.transform(batch.X))
         tau = self._stream_tau(params, batch, new_stream)
         config = self._update_config(params, n_features, tau)
         spare = None
@@ -346,7 +366,8 @@ class RenewableHuberRegressor:
                 except ValidationError as explained:
                     raise explained from error
             raise
-        self._commit(backend, state, diagnostics, params, n_features, feature_names, tau)
+        self._commit(backend, state, diagnostics, params, n_features, feature_names, tau,
+                     scaling)
         self._report(batch, params, tau, new_stream)
 
     def _learn_on_cluster(self, X, y, sample_weight, params: ValidatedParams, new_stream: bool):
@@ -355,6 +376,12 @@ class RenewableHuberRegressor:
         predict and later in-memory batches continue the stream."""
         from .dask import prepare_batch
 
+        if params.standardize:
+            raise ValidationError(
+                "standardize=True takes host arrays; a Dask collection is not standardised "
+                "by the estimator: standardise its columns first (e.g. (X - mean) / std from "
+                "a first partition) and fit with standardize=False"
+            )
         backend_name, n_features, feature_names = self._stream_so_far(params, new_stream)
         with prepare_batch(
             X, y, sample_weight, dtype=params.dtype, fit_intercept=params.fit_intercept,
@@ -387,7 +414,8 @@ class RenewableHuberRegressor:
         else:
             backend = self._backend
             backend.restore(state)
-        self._commit(backend, state, diagnostics, params, batch.n_features, feature_names, tau)
+        self._commit(backend, state, diagnostics, params, batch.n_features, feature_names, tau,
+                     None)
         self._report(batch, params, tau, new_stream)
 
     def _stream_so_far(self, params: ValidatedParams, new_stream: bool):
@@ -415,13 +443,14 @@ class RenewableHuberRegressor:
         diagnostics = self.diagnostics_
         if diagnostics["stop_reason"] is not None:
             number = int(self._state.batch_count)
+            advice = stop_advice(diagnostics["stop_reason"], params.penalty, params.standardize)
             category = sklearn_compatible(ConvergenceWarning)
             warnings.warn(
                 category(
                     f"batch {number} did not converge after {diagnostics['iterations']} "
                     f"iterations ({diagnostics['stop_reason']}); it was folded into the stream "
                     "at the solver's last accepted step: "
-                    f"{stop_advice(diagnostics['stop_reason'], params.penalty)}",
+                    f"{advice}",
                     batch=number,
                     iterations=diagnostics["iterations"],
                     reason=diagnostics["stop_reason"],
@@ -430,6 +459,20 @@ class RenewableHuberRegressor:
             )
         if new_stream and params.tau != TAU_AUTO and not batch.on_device:
             self._check_tau_scale(batch, params, tau)
+        if new_stream and params.penalty == "l1" and not params.standardize and not batch.on_device:
+            reason = unstandardised_design(batch.X, batch.sample_weight,
+                                           fit_intercept=params.fit_intercept)
+            if reason is not None:
+                warnings.warn(
+                    FeatureScaleWarning(
+                        f"penalty='l1' on features far from standardised: in the first batch, "
+                        f"{reason}. The L1 solver is first-order and stops short of the "
+                        "optimum on such a design, even when it reports convergence; fit with "
+                        "standardize=True (docs/python.md, 'L1 fits need standardised "
+                        "features')"
+                    ),
+                    stacklevel=caller_stacklevel(),
+                )
 
     def _check_tau_scale(self, batch: Batch, params: ValidatedParams, tau: float) -> None:
         converged = self.diagnostics_["converged"]
@@ -481,9 +524,9 @@ class RenewableHuberRegressor:
     def _check_same_stream(self, params: ValidatedParams) -> None:
         if params.stream_layout() != self._stream_layout:
             raise ValidationError(
-                "fit_intercept, dtype, backend, device, n_jobs, cuda_graphs, cuda_fast_math or "
-                "inference changed since this stream started; call fit() or reset() to start a "
-                "new stream"
+                "fit_intercept, dtype, backend, device, n_jobs, cuda_graphs, cuda_fast_math, "
+                "inference or standardize changed since this stream started; call fit() or "
+                "reset() to start a new stream"
             )
 
     def _commit(
@@ -495,10 +538,15 @@ class RenewableHuberRegressor:
         n_features: int,
         feature_names: tuple[str, ...] | None,
         tau: float,
+        scaling: FeatureScaling | None,
     ) -> None:
         # Everything that can fail is computed before the first assignment.
         coefficients = state.coefficients
         dtype = coefficients.dtype
+        if scaling is not None:
+            coefficients = scaling.raw_parameters(coefficients, params.fit_intercept).astype(
+                dtype
+            )
         coef = np.array(coefficients[:n_features], copy=True)
         intercept = coefficients[n_features] if params.fit_intercept else dtype.type(0.0)
         cuda_features = dict(backend.features) if backend.name == "native_cuda" else None
@@ -521,6 +569,7 @@ class RenewableHuberRegressor:
             _state=state,
             _stream_layout=params.stream_layout(),
             _inference=params.inference,
+            _scaling=scaling,
             _feature_names=feature_names,
             coef_=coef,
             intercept_=intercept,
@@ -560,6 +609,7 @@ class RenewableHuberRegressor:
             n_features_expected=self.n_features_in_,
             feature_names_expected=self._feature_names,
         )
+        X = self._standardised(X)
         # An overflow is refused below, naming the row, so NumPy's RuntimeWarning is noise.
         with np.errstate(over="ignore", invalid="ignore"):
             predictions = self._backend.predict(X)
@@ -580,7 +630,7 @@ class RenewableHuberRegressor:
             feature_names_expected=self._feature_names,
         )
         with np.errstate(over="ignore", invalid="ignore"):
-            predictions = self._backend.predict(batch.X)
+            predictions = self._backend.predict(self._standardised(batch.X))
         predictions = _to_host(check_predictions(predictions)).astype(np.float64)
         target = _to_host(batch.y).astype(np.float64)
         weights = (
@@ -596,6 +646,13 @@ class RenewableHuberRegressor:
             return 1.0 if residual == 0.0 else 0.0
         return float(1.0 - residual / total)
 
+    def _standardised(self, X):
+        """X as the engine sees it: (X - center) / scale with standardize=True."""
+        if self._scaling is None:
+            return X
+        _refuse_device_input(not isinstance(X, np.ndarray), "predict")
+        return self._scaling.transform(X)
+
     # -- inference ----------------------------------------------------------------------
 
     def _covariance(self) -> np.ndarray:
@@ -608,7 +665,21 @@ class RenewableHuberRegressor:
             )
         if not getattr(self, "_inference", False):
             raise InferenceUnavailableError(inference.NOT_REQUESTED)
-        return inference.sandwich_covariance(self._state)
+        covariance = inference.sandwich_covariance(self._state)
+        if self._scaling is None:
+            return covariance
+        A = self._scaling.jacobian(self._state.n_parameters > self.n_features_in_)
+        covariance = A @ covariance @ A.T
+        return 0.5 * (covariance + covariance.T)
+
+    def _parameters(self) -> np.ndarray:
+        """coef_ then the intercept (when fitted), in raw units, float64."""
+        parameters = self._state.coefficients
+        if self._scaling is not None:
+            return self._scaling.raw_parameters(
+                parameters, self._state.n_parameters > self.n_features_in_
+            )
+        return np.asarray(parameters, dtype=np.float64)
 
     @_serialised
     def cov_params(self) -> np.ndarray:
@@ -631,7 +702,7 @@ class RenewableHuberRegressor:
         of coef_ then the intercept last."""
         alpha = inference.check_alpha(alpha)
         standard_errors = np.sqrt(np.diagonal(self._covariance()))
-        return inference.confidence_intervals(self._state.coefficients, standard_errors, alpha)
+        return inference.confidence_intervals(self._parameters(), standard_errors, alpha)
 
     @_serialised
     def summary(self, alpha=0.05, *, as_dict: bool = False):
@@ -641,7 +712,7 @@ class RenewableHuberRegressor:
         alpha = inference.check_alpha(alpha)
         standard_errors = np.sqrt(np.diagonal(self._covariance()))
         rows = inference.summary_rows(
-            self._coefficient_names(), self._state.coefficients, standard_errors, alpha
+            self._coefficient_names(), self._parameters(), standard_errors, alpha
         )
         if as_dict:
             return rows
@@ -693,6 +764,7 @@ class RenewableHuberRegressor:
             "weight_sum": float(state.weight_sum),
             "feature_names_in": None if self._feature_names is None else list(self._feature_names),
             "meat": None if state.meat is None else np.array(state.meat, copy=True),
+            "feature_scaling": None if self._scaling is None else self._scaling.as_record(),
         }
 
     # -- pickle, copy.deepcopy, joblib ---------------------------------------------------
@@ -740,6 +812,7 @@ class RenewableHuberRegressor:
             payload["n_features_in"],
             None if names is None else tuple(names),
             payload["config"]["tau"],
+            _scaling_from_payload(payload),
         )
         for name, value in pickled["extras"].items():
             setattr(self, name, value)
@@ -784,6 +857,7 @@ class RenewableHuberRegressor:
             payload["n_features_in"],
             None if names is None else tuple(names),
             params.tau,
+            _scaling_from_payload(payload),
         )
         return estimator
 
@@ -818,6 +892,22 @@ def _state_from_payload(payload: dict[str, Any], dtype: np.dtype) -> RenewableSt
             payload["meat"], dtype=np.float64, copy=True
         ),
     )
+
+
+def _scaling_from_payload(payload: dict[str, Any]) -> FeatureScaling | None:
+    record = payload.get("feature_scaling")
+    if record is None:
+        return None
+    return FeatureScaling.from_record(record, payload["n_features_in"], payload["fit_intercept"])
+
+
+def _refuse_device_input(on_device: bool, method: str) -> None:
+    if on_device:
+        raise ValidationError(
+            f"standardize=True takes host arrays: {method} got a device array, which the "
+            "estimator does not standardise; pass a NumPy array, or standardise on the device "
+            "yourself and use standardize=False"
+        )
 
 
 def _to_host(array) -> np.ndarray:

@@ -58,6 +58,13 @@ class TauScaleWarning(RenewableHuberWarning):
     ConvergenceWarning: the batch may well have converged."""
 
 
+class FeatureScaleWarning(RenewableHuberWarning):
+    """penalty="l1" on features far from standardised (checked on the first batch of a
+    stream, host arrays only, standardize=False): the L1 solver is first-order and stops short
+    of the optimum on such a design, possibly reporting convergence; fit with
+    standardize=True."""
+
+
 class ConvergenceWarning(RenewableHuberWarning):
     """A batch ended without converging. The batch was still folded into the stream (the
     state holds the last accepted step); diagnostics_ carries the reason.

@@ -67,15 +67,17 @@ def downgrade_to_format_3(arrays, metadata):
     arrays.pop("meat", None)
     metadata.pop("has_meat")
     metadata["config"].pop("inference")
+    metadata["config"].pop("standardize")
+    metadata.pop("feature_scaling")
     metadata["format_version"] = 3
 
 
-def test_file_layout_is_format_5(saved):
+def test_file_layout_is_format_6(saved):
     estimator, path = saved
     arrays, metadata = read_members(path)
     # an L1 stream has no meat matrix K: the member is absent and has_meat says so
     assert set(arrays) == {"coefficients", "information"}
-    assert metadata["format_version"] == 5
+    assert metadata["format_version"] == 6
     assert metadata.pop("has_meat") is False
     assert len(metadata.pop("payload_sha256")) == 64
     assert metadata["config"] == {
@@ -83,6 +85,7 @@ def test_file_layout_is_format_5(saved):
         "fit_intercept": True, "max_iter": 100, "tol": 1e-6, "ridge": 1e-8,
         "backend": "numpy", "device": "auto", "dtype": "float64", "n_jobs": None,
         "cuda_graphs": False, "cuda_fast_math": False, "inference": False,
+        "standardize": False,
     }
     assert metadata["n_samples_seen"] == 100
     assert metadata["batch_count"] == 2
@@ -90,6 +93,7 @@ def test_file_layout_is_format_5(saved):
     assert metadata["n_features_in"] == 3
     assert metadata["fit_intercept"] is True
     assert metadata["feature_names_in"] is None
+    assert metadata["feature_scaling"] is None
     assert metadata["previous_lambda"] == estimator.diagnostics_["lambda_value"] > 0
     np.testing.assert_array_equal(arrays["coefficients"], estimator.state_.coefficients)
     np.testing.assert_array_equal(arrays["information"], estimator.state_.information)
@@ -363,7 +367,7 @@ TAMPERING = {
     "bad config value": (lambda m, a: m["config"].update(tau=-1), "config: tau must be"),
     "unknown config key": (lambda m, a: m["config"].update(alpha=1), "config must hold exactly"),
     "unknown metadata key": (lambda m, a: m.update(extra=1), r"unexpected keys \['extra'\]"),
-    "future version": (lambda m, a: m.update(format_version=6), "format_version must be one of"),
+    "future version": (lambda m, a: m.update(format_version=7), "format_version must be one of"),
     "counter beyond int64": (lambda m, a: m.update(n_samples_seen=2**64 + 200),
                              "beyond the engines' 64-bit counters"),
     "counter at 2**63": (lambda m, a: m.update(n_samples_seen=2**63),

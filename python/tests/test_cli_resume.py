@@ -172,7 +172,8 @@ def test_the_source_record_is_covered_by_the_digest_and_only_format_3_on_has_one
     metadata["format_version"] = 2
     del metadata["payload_sha256"]
     del metadata["has_meat"]
-    del metadata["config"]["inference"]
+    del metadata["config"]["inference"], metadata["config"]["standardize"]
+    del metadata["feature_scaling"]
     np.savez(path, metadata=np.array(json.dumps(metadata)),
              coefficients=arrays["coefficients"], information=arrays["information"])
     with pytest.raises(ValidationError, match=r"unexpected keys \['source'\]"):

@@ -46,6 +46,8 @@ BAD_PARAMS = [
     ("inference", "yes", "inference must be True or False"),
     ("inference", 1, "inference must be True or False"),
     ("inference", None, "inference must be True or False"),
+    ("standardize", "yes", "standardize must be True or False"),
+    ("standardize", 0, "standardize must be True or False"),
 ]
 
 
@@ -113,6 +115,7 @@ def test_get_params_returns_every_constructor_parameter_as_given():
         "cuda_graphs": False,
         "cuda_fast_math": False,
         "inference": False,
+        "standardize": False,
     }
 
 
