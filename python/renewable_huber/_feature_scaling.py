@@ -36,6 +36,44 @@ CONSTANT_COLUMN_EPSILONS = 10.0
 RECORD_KEYS = ("center", "scale")
 
 
+class Moments(NamedTuple):
+    """Weighted column moments of some rows, float64: the weight sum, the weighted means (zeros
+    without an intercept: nothing is centred) and the weighted sums of squares about them."""
+
+    weight: float
+    mean: np.ndarray
+    m2: np.ndarray
+
+
+def column_moments(X: np.ndarray, sample_weight: np.ndarray | None, *,
+                   fit_intercept: bool) -> Moments:
+    """The moments of a validated host batch (or one partition of it)."""
+    X64 = np.asarray(X, dtype=np.float64)
+    weights = (np.ones(X64.shape[0]) if sample_weight is None
+               else np.asarray(sample_weight, dtype=np.float64))
+    weight = float(weights.sum())
+    if fit_intercept and weight > 0:
+        mean = (weights @ X64) / weight
+        spread = X64 - mean
+    else:
+        mean = np.zeros(X64.shape[1])
+        spread = X64
+    return Moments(weight, mean, weights @ (spread * spread))
+
+
+def combine_moments(a: Moments, b: Moments) -> Moments:
+    """The moments of two disjoint sets of rows (Chan, Golub and LeVeque's pairwise update:
+    no sum of squares about zero is ever differenced)."""
+    if a.weight == 0:
+        return b
+    if b.weight == 0:
+        return a
+    weight = a.weight + b.weight
+    delta = b.mean - a.mean
+    mean = a.mean + delta * (b.weight / weight)
+    return Moments(weight, mean, a.m2 + b.m2 + delta * delta * (a.weight * b.weight / weight))
+
+
 class FeatureScaling(NamedTuple):
     """The centre and scale of each feature, float64 (p,) arrays, scale > 0."""
 
@@ -46,20 +84,17 @@ class FeatureScaling(NamedTuple):
     def from_batch(cls, X: np.ndarray, sample_weight: np.ndarray | None, *,
                    fit_intercept: bool) -> FeatureScaling:
         """The scaling a stream fixes from its first (validated, host) batch."""
-        X64 = np.asarray(X, dtype=np.float64)
-        n_rows = X64.shape[0]
-        weights = (np.full(n_rows, 1.0 / n_rows) if sample_weight is None
-                   else np.asarray(sample_weight, dtype=np.float64) / math.fsum(
-                       np.asarray(sample_weight, dtype=np.float64)))
-        if fit_intercept:
-            center = weights @ X64
-            spread = X64 - center
-        else:
-            center = np.zeros(X64.shape[1])
-            spread = X64
-        scale = np.sqrt(weights @ (spread * spread))
-        rounding = CONSTANT_COLUMN_EPSILONS * np.finfo(X.dtype).eps * np.abs(center)
-        constant = ~(scale > rounding) | ~(scale >= np.finfo(X.dtype).tiny)
+        return cls.from_moments(column_moments(X, sample_weight, fit_intercept=fit_intercept),
+                                X.dtype)
+
+    @classmethod
+    def from_moments(cls, moments: Moments, dtype: np.dtype) -> FeatureScaling:
+        """The scaling of a first batch with these moments, in the stream's working dtype."""
+        center = np.array(moments.mean, dtype=np.float64)
+        scale = np.sqrt(moments.m2 / moments.weight) if moments.weight > 0 else np.ones_like(
+            center)
+        rounding = CONSTANT_COLUMN_EPSILONS * np.finfo(dtype).eps * np.abs(center)
+        constant = ~(scale > rounding) | ~(scale >= np.finfo(dtype).tiny)
         scale[constant] = 1.0
         return cls(center, scale)
 

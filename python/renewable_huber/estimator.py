@@ -121,7 +121,8 @@ class RenewableHuberRegressor:
     intervals are in raw units; state_ and checkpoints hold the standardised state; with
     penalty="l1" the penalty applies to the standardised coefficients (lambda times
     sum_j scale_j |coef_j|). The target is not transformed (tau stays in its units). Host
-    arrays only: device arrays and Dask collections are refused with standardize=True.
+    arrays and Dask collections (their first batch is read once more for the column moments);
+    device arrays are refused with standardize=True.
 
     Convergence: a batch that ends unconverged is still folded into the stream (the state
     holds the solver's last accepted step) and emits one renewable_huber.ConvergenceWarning
@@ -376,17 +377,12 @@ class RenewableHuberRegressor:
         predict and later in-memory batches continue the stream."""
         from .dask import prepare_batch
 
-        if params.standardize:
-            raise ValidationError(
-                "standardize=True takes host arrays; a Dask collection is not standardised "
-                "by the estimator: standardise its columns first (e.g. (X - mean) / std from "
-                "a first partition) and fit with standardize=False"
-            )
         backend_name, n_features, feature_names = self._stream_so_far(params, new_stream)
         with prepare_batch(
             X, y, sample_weight, dtype=params.dtype, fit_intercept=params.fit_intercept,
             n_features_expected=n_features, feature_names_expected=feature_names,
-            backend=backend_name,
+            backend=backend_name, standardize=params.standardize,
+            scaling=None if new_stream else self._scaling,
         ) as batch:
             if params.tau != TAU_AUTO:
                 tau = params.tau
@@ -415,7 +411,7 @@ class RenewableHuberRegressor:
             backend = self._backend
             backend.restore(state)
         self._commit(backend, state, diagnostics, params, batch.n_features, feature_names, tau,
-                     None)
+                     batch.spec.scaling)
         self._report(batch, params, tau, new_stream)
 
     def _stream_so_far(self, params: ValidatedParams, new_stream: bool):

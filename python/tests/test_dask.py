@@ -248,6 +248,88 @@ def test_tau_auto_reads_the_same_pilot_rows_as_in_process(client, monkeypatch):
     _assert_same_state(cluster, local, 1e-10)
 
 
+def _raw_table(rng, n=900):
+    """_table's columns moved to raw units: scales 1 to 1e4 and offsets up to 5e4."""
+    frame = _table(rng, n)
+    for j, (scale, offset) in enumerate(((1.0, 0.0), (1e2, 3e3), (1e-1, -2.0), (1e4, 5e4))):
+        frame[f"x{j}"] = offset + scale * frame[f"x{j}"]
+    return frame
+
+
+def _same_scaling(cluster, local):
+    a, b = (model.state_dict()["feature_scaling"] for model in (cluster, local))
+    np.testing.assert_allclose(a["center"], b["center"], rtol=1e-13)
+    np.testing.assert_allclose(a["scale"], b["scale"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("penalty", ["none", "l1"])
+def test_standardize_on_a_cluster_stream_equals_the_in_process_one(client, penalty):
+    """The first batch's column moments are summed per partition and combined (pairwise
+    updates, partition order): the scaling is the in-process one to rounding, weighted, with an
+    empty partition, the target and weights as columns; the stream then continues with it."""
+    rng = np.random.default_rng(11)
+    features = ["x0", "x1", "x2", "x3"]
+    params = dict(backend="numpy", penalty=penalty, tau="auto", standardize=True)
+    local, cluster = (RenewableHuberRegressor(**params) for _ in range(2))
+    frames = (_raw_table(rng), _raw_table(rng))
+    for frame in frames:
+        local.partial_fit(frame[features], frame["target"], sample_weight=frame["weight"])
+        table = dd.concat([dd.from_pandas(frame, npartitions=3),
+                           dd.from_pandas(frame.iloc[:0], npartitions=1)])
+        cluster.partial_fit(table, "target", sample_weight="weight")
+        assert local.diagnostics_["converged"]
+        _same_scaling(cluster, local)
+        _assert_same_state(cluster, local, 1e-9)
+    np.testing.assert_allclose(cluster.coef_, local.coef_, rtol=1e-8)
+    X, w = frames[0][features].to_numpy(), frames[0]["weight"].to_numpy()
+    center = np.average(X, axis=0, weights=w)
+    np.testing.assert_allclose(cluster.state_dict()["feature_scaling"]["center"], center,
+                               rtol=1e-13)
+    np.testing.assert_allclose(cluster.state_dict()["feature_scaling"]["scale"],
+                               np.sqrt(np.average((X - center) ** 2, axis=0, weights=w)),
+                               rtol=1e-12)
+
+
+def test_a_standardised_stream_mixes_cluster_and_local_batches(client):
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(1500, 3)) * [1.0, 1e3, 1e-2] + [0.0, 1e4, 1.0]
+    y = X @ [1.0, -1e-3, 50.0] + rng.standard_t(3, size=1500)
+    params = dict(backend="numpy", penalty="l1", tau="auto", standardize=True)
+    local, mixed = RenewableHuberRegressor(**params), RenewableHuberRegressor(**params)
+    for index, rows in enumerate((slice(0, 500), slice(500, 1000), slice(1000, 1500))):
+        local.partial_fit(X[rows], y[rows])
+        if index == 1:
+            mixed.partial_fit(X[rows], y[rows])
+        else:
+            mixed.partial_fit(_partitioned(X[rows], 2), _partitioned(y[rows], 2))
+        _same_scaling(mixed, local)
+    _assert_same_state(mixed, local, 1e-9)
+    scaling = local.state_dict()["feature_scaling"]
+    np.testing.assert_allclose(scaling["center"], X[:500].mean(axis=0), rtol=1e-13)
+    np.testing.assert_allclose(scaling["scale"], X[:500].std(axis=0), rtol=1e-12)
+
+
+def test_a_standardised_cluster_batch_is_validated_before_its_moments(client):
+    X = np.random.default_rng(13).normal(size=(400, 3))
+    y = X.sum(axis=1)
+    X[250, 1] = np.nan
+    model = RenewableHuberRegressor(backend="numpy", standardize=True)
+    with pytest.raises(ValidationError, match=r"partition 1 .*NaN.*row 50, column 1"):
+        model.fit(_partitioned(X, 2), _partitioned(y, 2))
+    assert not hasattr(model, "coef_")
+
+
+def test_a_cluster_batch_that_overflows_once_standardised_is_refused(client):
+    rng = np.random.default_rng(14)
+    X = rng.normal(size=(200, 2)) * [1.0, 1e-30]
+    model = RenewableHuberRegressor(backend="numpy", dtype="float32", standardize=True)
+    model.fit(_partitioned(X, 2), _partitioned(X[:, 0], 2))
+    late = rng.normal(size=(200, 2))
+    late[150, 1] = 1e10
+    _refused(model, ValidationError, r"partition 1 .*X\[50, 1\] = .* overflows float32",
+             _partitioned(late, 2), _partitioned(late[:, 0], 2))
+
+
 def test_empty_partitions_are_skipped(client):
     rng = np.random.default_rng(5)
     frame = _table(rng, n=300)
@@ -258,6 +340,22 @@ def test_empty_partitions_are_skipped(client):
     local = RenewableHuberRegressor(backend="numpy").fit(frame[features], frame["target"])
     cluster = RenewableHuberRegressor(backend="numpy").fit(table[features + ["target"]],
                                                            "target")
+    _assert_same_state(cluster, local, 1e-10)
+
+
+def test_tau_auto_with_weights_skips_an_empty_partitions_pilot_rows(client):
+    # An empty partition carries no weights even in a weighted batch; its (empty) share of
+    # the pilot rows once broke the concatenation of the others'.
+    rng = np.random.default_rng(15)
+    frame = _table(rng, n=300)
+    features = ["x0", "x1", "x2", "x3"]
+    local = RenewableHuberRegressor(backend="numpy", tau="auto").fit(
+        frame[features], frame["target"], sample_weight=frame["weight"])
+    table = dd.concat([dd.from_pandas(frame, npartitions=2),
+                       dd.from_pandas(frame.iloc[:0], npartitions=1)])
+    cluster = RenewableHuberRegressor(backend="numpy", tau="auto").fit(
+        table, "target", sample_weight="weight")
+    assert cluster.tau_ == local.tau_
     _assert_same_state(cluster, local, 1e-10)
 
 

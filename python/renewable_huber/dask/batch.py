@@ -17,6 +17,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
+from .._feature_scaling import FeatureScaling, combine_moments
 from .._validation import RANGE_MARGIN, range_limit
 from ..config import UpdateConfig
 from ..core.transition import solve_problem
@@ -34,6 +35,7 @@ from .partitions import (
     add_in_order,
     partition_engine_mode,
     partition_losses,
+    partition_moments,
     partition_statistics,
     pilot_rows,
     prepare_partition,
@@ -276,6 +278,8 @@ class DaskBatch:
         pieces = self._run(
             pilot_rows, starts, step=step, n_features=self.n_features, pure=False
         )
+        # An empty partition has no weights even in a weighted batch: it adds no rows anyway.
+        pieces = [piece for piece in pieces if piece[1].shape[0]] or pieces[:1]
         X = np.concatenate([piece[0] for piece in pieces])
         y = np.concatenate([piece[1] for piece in pieces])
         w = None if pieces[0][2] is None else np.concatenate([piece[2] for piece in pieces])
@@ -356,6 +360,20 @@ def _check_batch(summaries, spec: PartitionSpec, weighted: bool) -> None:
             )
 
 
+def _first_batch_scaling(client, x_parts, y_parts, w_parts, spec: PartitionSpec):
+    import dask
+
+    tasks = [
+        dask.delayed(partition_moments, pure=True)(index, xk, yk, wk, spec)
+        for index, (xk, yk, wk) in enumerate(zip(x_parts, y_parts, w_parts, strict=True))
+    ]
+    moments = _on_cluster(lambda: client.gather(client.compute(tasks)))
+    combined = moments[0]
+    for part in moments[1:]:  # partition order
+        combined = combine_moments(combined, part)
+    return FeatureScaling.from_moments(combined, spec.dtype)
+
+
 def prepare_batch(
     X,
     y,
@@ -366,6 +384,8 @@ def prepare_batch(
     n_features_expected: int | None = None,
     feature_names_expected: tuple[str, ...] | None = None,
     backend: str | None = None,
+    standardize: bool = False,
+    scaling: FeatureScaling | None = None,
 ) -> DaskBatch:
     """Prepare a dask collection as one batch on the cluster of the current Client.
 
@@ -375,7 +395,11 @@ def prepare_batch(
     its worker (and copied to the worker's GPU for a GPU partition engine); the whole-batch
     rules are then checked from per-partition summaries. backend: the estimator's backend,
     which picks the workers' engine when RH_DASK_PARTITION_ENGINE is unset
-    (partitions.partition_engine_mode). Raises ValidationError for bad input,
+    (partitions.partition_engine_mode). standardize: standardise the features with
+    `scaling`, the stream's FeatureScaling, or for a stream's first batch (scaling None) with
+    the one its rows give: their column moments are summed in a pass of their own (each
+    partition read and validated once more) and combined in partition order. The batch's
+    `spec.scaling` is the one used. Raises ValidationError for bad input,
     BackendUnavailableError when a worker cannot run an explicitly chosen engine, EngineError
     when the cluster fails.
     """
@@ -391,6 +415,10 @@ def prepare_batch(
     x_parts, y_parts, w_parts, spec, names = _partitions(X, y, sample_weight, spec)
     import dask
 
+    if standardize:
+        if scaling is None:
+            scaling = _first_batch_scaling(client, x_parts, y_parts, w_parts, spec)
+        spec = dataclasses.replace(spec, scaling=scaling)
     tasks = [
         dask.delayed(prepare_partition, pure=True)(index, xk, yk, wk, spec)
         for index, (xk, yk, wk) in enumerate(zip(x_parts, y_parts, w_parts, strict=True))

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .._feature_scaling import Moments, column_moments
 from .._validation import _validate_vector, validate_X
 from ..core import design_matrix
 from ..core.objective import (
@@ -98,6 +99,8 @@ class PartitionSpec:
     weight: Any = None
     #: the mode the batch was prepared with (PARTITION_ENGINES)
     engine: str = "auto"
+    #: the stream's FeatureScaling with standardize=True: features are standardised as read
+    scaling: Any = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,10 +152,40 @@ def _in_partition(index: int, error: ValidationError) -> ValidationError:
 
 def prepare_partition(index: int, X, y, w, spec: PartitionSpec) -> Partition:
     """Validate one partition with the package's input rules (rows counted from the start of
-    the partition), convert it to the working dtype, intercept column appended, and place it
-    where the engine of spec.engine on this worker reads it (its GPU for a GPU engine).
-    BackendUnavailableError when spec.engine names an engine this worker cannot run."""
+    the partition), convert it to the working dtype (features standardised with spec.scaling),
+    intercept column appended, and place it where the engine of spec.engine on this worker
+    reads it (its GPU for a GPU engine). BackendUnavailableError when spec.engine names an
+    engine this worker cannot run."""
     gpu = _gpu_engine(spec.engine)
+    X, y, w = _validated_rows(index, X, y, w, spec)
+    if int(X.shape[0]) == 0:
+        return _empty_partition(index, X, spec)
+    if spec.scaling is not None:
+        try:
+            X = spec.scaling.transform(X)
+        except ValidationError as error:
+            raise _in_partition(index, error) from None
+    design = np.ascontiguousarray(design_matrix(np, X, spec.fit_intercept))
+    if gpu is None:
+        return Partition(index=index, X=design, y=y, w=w, engine=host_mode(spec.engine))
+    host = Partition(index=index, X=design, y=y, w=w, engine="numpy")
+    return _to_device(host, gpu, spec.fit_intercept)
+
+
+def partition_moments(index: int, X, y, w, spec: PartitionSpec) -> Moments:
+    """The weighted column moments of one partition's features, validated as
+    prepare_partition validates them (the first batch of a standardised stream)."""
+    X, _, w = _validated_rows(index, X, y, w, spec)
+    if int(X.shape[0]) == 0:
+        n_features = int(X.shape[1]) if len(X.shape) == 2 else spec.n_features or 0
+        return Moments(0.0, np.zeros(n_features), np.zeros(n_features))
+    return column_moments(X, w, fit_intercept=spec.fit_intercept)
+
+
+def _validated_rows(index: int, X, y, w, spec: PartitionSpec):
+    """(X, y, w) of one partition as host arrays in the working dtype after the package's input
+    rules; a partition without rows comes back unchecked (X without the target and weight
+    columns)."""
     try:
         if spec.target is not None:
             y = X[spec.target]
@@ -161,7 +194,7 @@ def prepare_partition(index: int, X, y, w, spec: PartitionSpec) -> Partition:
         if spec.target is not None or spec.weight is not None:
             X = X.drop(columns=[c for c in (spec.target, spec.weight) if c is not None])
         if int(X.shape[0]) == 0:
-            return _empty_partition(index, X, spec)
+            return X, y, w
         X, _, _ = validate_X(
             X,
             dtype=spec.dtype,
@@ -182,11 +215,7 @@ def prepare_partition(index: int, X, y, w, spec: PartitionSpec) -> Partition:
                 )
     except ValidationError as error:
         raise _in_partition(index, error) from None
-    design = np.ascontiguousarray(design_matrix(np, X, spec.fit_intercept))
-    if gpu is None:
-        return Partition(index=index, X=design, y=y, w=w, engine=host_mode(spec.engine))
-    host = Partition(index=index, X=design, y=y, w=w, engine="numpy")
-    return _to_device(host, gpu, spec.fit_intercept)
+    return X, y, w
 
 
 def host_mode(mode: str) -> str:
