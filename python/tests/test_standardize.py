@@ -14,6 +14,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from renewable_huber import (
     ConvergenceWarning,
@@ -23,6 +25,11 @@ from renewable_huber import (
     ValidationError,
 )
 from renewable_huber import checkpoint as checkpoint_module
+from renewable_huber._feature_scaling import (
+    FeatureScaling,
+    column_moments,
+    combine_moments,
+)
 
 # Columns in very different units and far from zero: scales 1, 1e3, 1e-2, 1e5.
 SCALES = np.array([1.0, 1e3, 1e-2, 1e5])
@@ -364,3 +371,53 @@ def test_format_5_reads_as_not_standardised_and_may_not_carry_a_scaling(tmp_path
     _write(tmp_path / "bad5.npz", metadata, arrays)
     with pytest.raises(ValidationError, match=r"unexpected keys \['feature_scaling'\]"):
         RenewableHuberRegressor.load(tmp_path / "bad5.npz")
+
+
+# -- properties -----------------------------------------------------------------------------
+
+
+@st.composite
+def partitioned_columns(draw):
+    """A batch in raw units (scales 1e-3..1e5, offsets up to 1e6 of them), optionally
+    weighted (zeros included), cut into partitions, some empty."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    n, p = draw(st.integers(1, 400)), draw(st.integers(1, 6))
+    scale = 10.0 ** rng.uniform(-3, 5, size=p)
+    X = scale * (rng.uniform(-1e6, 1e6, size=p) * draw(st.sampled_from([0.0, 1.0]))
+                 + rng.standard_t(3, size=(n, p)))
+    w = None
+    if draw(st.booleans()):
+        w = rng.uniform(0, 3, size=n) * (rng.uniform(size=n) > 0.2)
+        w[rng.integers(n)] = 1.0  # never all zero
+    cuts = sorted(draw(st.lists(st.integers(0, n), max_size=5)))
+    return X, w, cuts, draw(st.booleans())
+
+
+@settings(max_examples=200, deadline=None)
+@given(partitioned_columns())
+def test_moments_combined_over_partitions_equal_the_whole_batchs(case):
+    """The Dask path's pairwise combination equals the in-process moments: the same scaling
+    to rounding, whatever the partitions (empty ones included), weights and offsets."""
+    X, w, cuts, fit_intercept = case
+    bounds = [0, *cuts, X.shape[0]]
+    combined = None
+    for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
+        part = column_moments(X[start:stop], None if w is None else w[start:stop],
+                              fit_intercept=fit_intercept)
+        combined = part if combined is None else combine_moments(combined, part)
+    whole = FeatureScaling.from_batch(X, w, fit_intercept=fit_intercept)
+    pieces = FeatureScaling.from_moments(combined, X.dtype)
+    np.testing.assert_allclose(pieces.center, whole.center, rtol=1e-12,
+                               atol=1e-12 * np.abs(X).max())
+    np.testing.assert_allclose(pieces.scale, whole.scale, rtol=1e-9)
+    weights = np.ones(X.shape[0]) if w is None else w
+    center = np.average(X, axis=0, weights=weights) if fit_intercept else 0.0
+    spread = np.sqrt(np.average((X - center) ** 2, axis=0, weights=weights))
+    expected = np.where(spread > 10 * np.finfo(float).eps * np.abs(center), spread, 1.0)
+    np.testing.assert_allclose(whole.scale, expected, rtol=1e-9)
+    # The checkpoint record reads back exactly (JSON keeps every double).
+    read = FeatureScaling.from_record(json.loads(json.dumps(whole.as_record())), X.shape[1],
+                                      fit_intercept)
+    np.testing.assert_array_equal(read.center, whole.center)
+    np.testing.assert_array_equal(read.scale, whole.scale)
