@@ -53,6 +53,14 @@ EXACT_FIT_RATIO = 1e-12
 # Iteratively reweighted least squares for the pilot LAD fit.
 _LAD_ITERATIONS = 30
 _LAD_RELATIVE_CHANGE = 1e-3
+# An exact LAD fit passes through some rows (residual exactly zero); IRLS, stopped at a relative
+# change of 1e-3, leaves them at small multiples of its weights' floor instead. Pilot residuals
+# below this fraction of the mean absolute residual are taken as those zeros, so that a target
+# where more than half the rows are fitted exactly (a binary or heavily tied target: 80% of
+# statsmodels' modechoice rows came out below 1.5e-6 for residuals of mean 0.25) gets
+# robust_scale's mean-absolute fallback instead of the MAD of IRLS's leftovers (which made
+# tau 7.9e-7 there).
+LAD_ZERO_RATIO = 1e-4
 
 
 def robust_scale(residuals: np.ndarray) -> float:
@@ -122,7 +130,10 @@ def pilot_scale(X, y, sample_weight, *, fit_intercept: bool) -> float:
             "cannot suggest a tau: X, y or sample_weight contains NaN or infinity"
         )
     try:
-        scale = robust_scale(_lad_residuals(X, y, weights, fit_intercept))
+        residuals = _lad_residuals(X, y, weights, fit_intercept)
+        magnitude = np.abs(residuals)
+        scale = robust_scale(np.where(magnitude <= LAD_ZERO_RATIO * magnitude.mean(), 0.0,
+                                      residuals))
     except np.linalg.LinAlgError as error:
         raise ValidationError(f"cannot suggest a tau: the pilot fit failed ({error})") from None
     # Residuals of an exact fit are rounding errors, not a spread: below EXACT_FIT_RATIO of

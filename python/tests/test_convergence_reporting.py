@@ -334,6 +334,30 @@ def test_suggest_tau_ignores_zero_weight_rows_and_handles_no_intercept():
     assert suggest_tau(X, y, fit_intercept=False) == pytest.approx(1.345 * 4.0, rel=0.1)
 
 
+@pytest.mark.parametrize("share", [0.6, 0.75, 0.9])
+def test_suggest_tau_on_a_binary_target_uses_the_exact_lad_fits_mean_residual(share):
+    """A 0/1 target with most rows 0: the exact LAD fit (scipy's linear program) passes through
+    more than half of the rows, so the robust scale is 1.2533 x its mean absolute residual (the
+    MAD is zero). IRLS approximates those zeros by tiny residuals, whose median once gave a tau
+    near 1e-6."""
+    from scipy.optimize import linprog
+
+    rng = np.random.default_rng(17)
+    n = 800
+    X = rng.normal(size=(n, 3))
+    y = (rng.uniform(size=n) > share).astype(float)
+    A = np.column_stack([X, np.ones(n)])
+    P = A.shape[1]
+    # min sum(u + v) subject to A b + u - v = y, u, v >= 0
+    lad = linprog(np.r_[np.zeros(P), np.ones(2 * n)],
+                  A_eq=np.hstack([A, np.eye(n), -np.eye(n)]), b_eq=y,
+                  bounds=[(None, None)] * P + [(0, None)] * (2 * n), method="highs")
+    residuals = y - A @ lad.x[:P]
+    assert np.mean(np.abs(residuals) <= 1e-9) > 0.5  # the MAD of the exact fit is zero
+    expected = 1.345 * 1.2533 * np.abs(residuals).mean()
+    assert suggest_tau(X, y) == pytest.approx(expected, rel=0.02)
+
+
 def test_suggest_tau_refuses_bad_input_and_exact_fits():
     X = np.arange(10.0).reshape(5, 2)
     with pytest.raises(ValidationError, match="cannot suggest a tau: the pilot fit reproduces"):
