@@ -33,6 +33,7 @@ from .exceptions import (
     BackendUnavailableError,
     ConvergenceWarning,
     EngineError,
+    FeatureScaleWarning,
     RenewableHuberError,
     RenewableHuberWarning,
 )
@@ -49,6 +50,10 @@ EXIT_INTERRUPTED = 130
 # the end and on Ctrl-C). Writing after every batch doubled the run time of small batches (an
 # fsync each); every 30 s costs nothing measurable and a crash loses at most 30 s of work.
 DEFAULT_CHECKPOINT_SECONDS = 30.0
+# The line of fit's summary and inspect's text that marks a standardised stream.
+STANDARDIZED_NOTE = ("features: standardised with the centre and scale of the stream's first "
+                     "batch (kept in the checkpoint); the coefficients and standard errors "
+                     "below are in the data's units")
 
 
 class UsageError(Exception):
@@ -213,6 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--inference", action="store_true",
                      help="accumulate what standard errors need and print them (penalty none; "
                           "costs up to ~1.6x per batch on native_cpu)")
+    fit.add_argument("--standardize", action="store_true",
+                     help="centre and scale the features by the first batch's mean and "
+                     "standard deviation, fixed for the stream and stored in the checkpoint "
+                     "(coefficients are still reported in the data's units); needed by "
+                     "--penalty l1 on features in raw units")
     fit.add_argument("--strict", action="store_true",
                      help="stop with exit status 3 at the first batch that does not converge; "
                      "the checkpoint then holds the batches before it")
@@ -289,7 +299,8 @@ def _check_fit_options(args) -> None:
                                           ("--penalty", args.penalty is not None),
                                           ("--lambda-scale", args.lambda_scale is not None),
                                           ("--no-intercept", args.no_intercept),
-                                          ("--inference", args.inference)) if given]
+                                          ("--inference", args.inference),
+                                          ("--standardize", args.standardize)) if given]
         if fixed:
             raise UsageError(f"{', '.join(fixed)} cannot be combined with --resume: the "
                              "checkpoint fixes the configuration")
@@ -323,6 +334,8 @@ def _new_or_resumed_model(args):
             params["fit_intercept"] = False
         if args.inference:
             params["inference"] = True
+        if args.standardize:
+            params["standardize"] = True
         model = RenewableHuberRegressor(**params, **limits)
         _check_configuration(model)
         _check_engine(model)
@@ -496,10 +509,17 @@ def command_fit(args) -> int:
         table.close()
     if run.unconverged:
         first = run.unconverged[0]["batch"]
-        advice = (f"{L1_SCALE_ADVICE}: centre and scale each feature column, then raise "
-                  "--max-iter" if model.penalty == "l1"
-                  else "raise --max-iter, loosen --tol, or give --tau in the target's units "
-                  "(--tau auto)")
+        if model.penalty != "l1":
+            advice = ("raise --max-iter, loosen --tol, or give --tau in the target's units "
+                      "(--tau auto)")
+        elif model.standardize:
+            # Scale is not the cause: what is left is collinearity or too few iterations.
+            advice = ("the features are standardised (--standardize), so the design is nearly "
+                      "collinear or the batches need more iterations: raise --max-iter, or "
+                      "drop or combine nearly collinear columns")
+        else:
+            advice = (f"{L1_SCALE_ADVICE}: fit again with --standardize, then raise "
+                      "--max-iter if it still stops")
         _warn(f"{len(run.unconverged)} of {run.batches} batches did not converge "
               f"(first: batch {first}); their coefficients are the solver's last step, not the "
               f"optimum: {advice}")
@@ -700,7 +720,10 @@ class _FitRun:
                                  f"{_one_line(exc)}{self._checkpoint_state()}") from exc
         diagnostics = model.diagnostics_
         for warning in reported:
-            if not isinstance(warning, ConvergenceWarning):
+            if isinstance(warning, FeatureScaleWarning):
+                # The estimator's advice names its parameter; here it is an option.
+                _warn(" ".join(str(warning).split()) + "; here: fit again with --standardize")
+            elif not isinstance(warning, ConvergenceWarning):
                 _warn(" ".join(str(warning).split()))
         if not diagnostics["converged"] and args.strict:
             raise StrictStop(self._strict_message(previous, where))
@@ -811,7 +834,8 @@ def _fit_command(args, resume: str | None = None, *, source: list[str] | None = 
             if value is not None:
                 parts += [flag, value if isinstance(value, str) else repr(value)]
         parts += [flag for flag, on in (("--no-intercept", args.no_intercept),
-                                        ("--inference", args.inference)) if on]
+                                        ("--inference", args.inference),
+                                        ("--standardize", args.standardize)) if on]
     for flag, value in (("--backend", args.backend), ("--dtype", args.dtype),
                         ("--n-jobs", args.n_jobs), ("--max-iter", args.max_iter),
                         ("--tol", args.tol),
@@ -857,6 +881,7 @@ def _fit_summary(args, model, features, rows_before, run: _FitRun) -> str:
         f"batches not converged: {len(run.unconverged)}",
         f"tau: {model.tau_:.6g}" + (" (auto, from the first batch)"
                                     if model.get_params()["tau"] == "auto" else ""),
+        *([STANDARDIZED_NOTE] if model.get_params()["standardize"] else []),
         "last batch: "
         f"iterations={diag['iterations']} converged={diag['converged']} "
         + ("" if diag["converged"] else f"stop_reason={diag['stop_reason']!r} ")
@@ -866,11 +891,8 @@ def _fit_summary(args, model, features, rows_before, run: _FitRun) -> str:
     ]
     fit_intercept = model.get_params()["fit_intercept"]
     names = [*features] + (["(intercept)"] if fit_intercept else [])
-    values = np.asarray(model.coef_, dtype=np.float64).tolist()
-    if fit_intercept:
-        values.append(float(model.intercept_))
-    lines += _coefficient_table(names, values)
-    lines += _inference_table(names, model.state_, model.get_params()["penalty"],
+    lines += _coefficient_table(names, _raw_parameters(model).tolist())
+    lines += _inference_table(names, model, model.get_params()["penalty"],
                               model.state_dict()["config"]["inference"])
     if args.checkpoint:
         lines.append("")
@@ -889,17 +911,44 @@ def _coefficient_table(names: list[str], values: list[float]) -> list[str]:
     return lines
 
 
-def _inference_table(names: list[str], state, penalty: str, requested: bool) -> list[str]:
+def _raw_parameters(model) -> np.ndarray:
+    """coef_ then intercept_ (when fitted), float64: in the units of the data's columns, also
+    for a standardised stream (whose state holds the standardised coefficients)."""
+    parameters = np.asarray(model.coef_, dtype=np.float64)
+    if model.get_params()["fit_intercept"]:
+        parameters = np.append(parameters, np.float64(model.intercept_))
+    return parameters
+
+
+def _estimates(fitted, penalty: str, requested: bool):
+    """(parameters, standard errors, None), or (parameters, None, the reason the stream has no
+    standard errors): coefficients then the intercept, in the data's units, as the estimator
+    reports them (coef_, intercept_, bse_). requested: the stream's inference setting."""
+    from . import inference
+    from .exceptions import InferenceUnavailableError
+
+    parameters = _raw_parameters(fitted)
+    if penalty != "none" or not requested:
+        # Nothing is computed for these two: the reason, in the command line's words.
+        return (parameters, *inference.standard_errors_of(fitted.state_, penalty, requested))
+    try:
+        return parameters, fitted.bse_, None
+    except InferenceUnavailableError as error:  # no K, a singular J, n <= P
+        return parameters, None, str(error)
+
+
+def _inference_table(names: list[str], fitted, penalty: str, requested: bool) -> list[str]:
     """Standard errors, z, P>|z| and 95% intervals under the coefficient table, or the reason
-    the stream has none (requested: the stream's inference setting)."""
+    the stream has none (fitted: the estimator, see _estimates; requested: the stream's
+    inference setting)."""
     from . import inference
 
-    standard_errors, reason = inference.standard_errors_of(state, penalty, requested)
+    parameters, standard_errors, reason = _estimates(fitted, penalty, requested)
     if standard_errors is None:
         if not requested and penalty == "none":
             return ["", f"standard errors: {reason}"]
         return ["", f"standard errors: unavailable: {reason}"]
-    rows = inference.summary_rows(names, state.coefficients, standard_errors, 0.05)
+    rows = inference.summary_rows(names, parameters, standard_errors, 0.05)
     width = max(len("feature"), *(len(n) for n in names))
     lines = ["", "inference (sandwich covariance n/(n-P) J^-1 K J^-1, 95% Wald intervals):",
              f"{'feature':<{width}}  {'std err':>12} {'z':>9} {'P>|z|':>9} "
@@ -912,12 +961,10 @@ def _inference_table(names: list[str], state, penalty: str, requested: bool) -> 
     return lines
 
 
-def _inference_document(names: list[str], state, penalty: str, requested: bool) -> dict:
+def _inference_document(names: list[str], fitted, penalty: str, requested: bool) -> dict:
     """The JSON members: standard_errors by name (the intercept as "(intercept)"), or null
-    with inference_unavailable giving the reason."""
-    from . import inference
-
-    standard_errors, reason = inference.standard_errors_of(state, penalty, requested)
+    with inference_unavailable giving the reason (fitted: the estimator, see _estimates)."""
+    _, standard_errors, reason = _estimates(fitted, penalty, requested)
     if standard_errors is None:
         return {"standard_errors": None, "inference_unavailable": reason}
     return {"standard_errors": dict(zip(names, standard_errors.tolist(), strict=True)),
@@ -965,7 +1012,7 @@ def _fit_document(args, model, features, rows_before, run: _FitRun) -> dict:
         "unconverged_batches": run.unconverged,
         "last_batch": dict(model.diagnostics_),
         **_inference_document([*features] + (["(intercept)"] if state["fit_intercept"] else []),
-                              model.state_, state["config"]["penalty"],
+                              model, state["config"]["penalty"],
                               state["config"]["inference"]),
     }
 
@@ -1047,18 +1094,25 @@ def _stream_predict(args, model, table, features, out) -> None:
 
 
 def command_inspect(args) -> int:
-    """Reads the checkpoint with its full checks but creates no engine, so a checkpoint of a
-    GPU stream can be inspected anywhere."""
+    """Reads the checkpoint with its full checks but creates no engine of its backend, so a
+    checkpoint of a GPU stream can be inspected anywhere: the numbers come from the stream
+    restored on the NumPy backend, so they are the estimator's own (in the data's units, also
+    for a standardised stream)."""
     from .checkpoint import load_checkpoint
+    from .estimator import RenewableHuberRegressor
 
     payload = load_checkpoint(args.checkpoint)
     config = payload["config"]
     n_features = payload["n_features_in"]
     names = _coefficient_names(payload["feature_names_in"], n_features)
-    coefficients = np.asarray(payload["coefficients"], dtype=np.float64).tolist()
+    # The stream restored on the NumPy backend, whatever engine it ran on: the estimator's own
+    # numbers (in the data's units, also for a standardised stream) without creating its engine.
+    model = RenewableHuberRegressor._from_payload(payload, backend="numpy")
+    coefficients = _raw_parameters(model).tolist()
     intercept = coefficients[n_features] if payload["fit_intercept"] else None
     source = payload.get("source")
     table_names = names + (["(intercept)"] if intercept is not None else [])
+    scaling = payload["feature_scaling"]
     if args.json:
         document = {
             "checkpoint": args.checkpoint,
@@ -1076,14 +1130,16 @@ def command_inspect(args) -> int:
             "weight_sum": payload["weight_sum"],
             "previous_lambda": payload["previous_lambda"],
             "source": source,
-            **_inference_document(table_names, _payload_state(payload), config["penalty"],
-                                  config["inference"]),
+            # standardize true: each feature's centre and scale, fixed by the first batch.
+            "feature_scaling": None if scaling is None else {
+                key: dict(zip(names, scaling[key], strict=True)) for key in ("center", "scale")},
+            **_inference_document(table_names, model, config["penalty"], config["inference"]),
         }
         print(json.dumps(document, indent=2, default=_plain))
         return 0
     settings = " ".join(f"{key}={config[key]}" for key in (
         "tau", "penalty", "lambda_scale", "fit_intercept", "max_iter", "tol", "n_jobs",
-        "inference"))
+        "inference") + (("standardize",) if config["standardize"] else ()))
     lines = [
         f"checkpoint: {args.checkpoint} (format {payload['format_version']})",
         f"backend: {config['backend']} (the configuration's; fit --resume and predict may "
@@ -1104,23 +1160,13 @@ def command_inspect(args) -> int:
                          f"rows (the file had {source['size']:,} bytes)")
     else:
         lines.append("source: not recorded (saved by the Python API, or by an older `fit`)")
+    if scaling is not None:
+        lines.append(STANDARDIZED_NOTE)
     lines.append("")
     lines += _coefficient_table(table_names, coefficients)
-    lines += _inference_table(table_names, _payload_state(payload), config["penalty"],
-                              config["inference"])
+    lines += _inference_table(table_names, model, config["penalty"], config["inference"])
     print("\n".join(lines))
     return 0
-
-
-def _payload_state(payload):
-    """The checkpoint's state in float64 (no engine is created to inspect a checkpoint)."""
-    from .state import COUNTER_NAMES, RenewableState
-
-    return RenewableState(
-        np.asarray(payload["coefficients"], dtype=np.float64),
-        np.asarray(payload["information"], dtype=np.float64),
-        *(payload[name] for name in COUNTER_NAMES),
-        meat=payload.get("meat"))
 
 
 # ---------------------------------------------------------------------------------- info

@@ -338,8 +338,10 @@ class RenewableHuberRegressor:
             scaling = (FeatureScaling.from_batch(batch.X, batch.sample_weight,
                                                  fit_intercept=params.fit_intercept)
                        if new_stream else self._scaling)
-            batch = batch._replace(X=scaling.transform(batch.X))
+        # tau="auto" from the rows as given: the same number with or without standardize.
         tau = self._stream_tau(params, batch, new_stream)
+        if scaling is not None:
+            batch = batch._replace(X=scaling.transform(batch.X))
         config = self._update_config(params, n_features, tau)
         spare = None
         if new_stream:
@@ -389,9 +391,10 @@ class RenewableHuberRegressor:
             elif not new_stream:
                 tau = self.tau_
             else:
-                tau = tau_guidance.tau_from_batch(
-                    *batch.pilot_rows(), fit_intercept=params.fit_intercept
-                )
+                X, y, w = batch.pilot_rows()
+                if batch.spec.scaling is not None:  # the rows as given, as in memory
+                    X = X * batch.spec.scaling.scale + batch.spec.scaling.center
+                tau = tau_guidance.tau_from_batch(X, y, w, fit_intercept=params.fit_intercept)
             config = self._update_config(params, batch.n_features, tau)
             previous = (
                 RenewableState.empty(
@@ -825,11 +828,18 @@ class RenewableHuberRegressor:
         Overriding backend alone resets device to "auto" (the saved device may not suit the
         new backend); the state is cast once when dtype changes.
         """
-        payload = checkpoint.load_checkpoint(path)
+        return cls._from_payload(checkpoint.load_checkpoint(path), backend=backend,
+                                           device=device, dtype=dtype, where=str(path))
+
+    @classmethod
+    def _from_payload(cls, payload: dict[str, Any], *, backend=None, device=None,
+                                dtype=None, where: str = "checkpoint") -> RenewableHuberRegressor:
+        """load() of a payload that checkpoint.load_checkpoint returned (the command line's
+        inspect restores one on the NumPy backend); `where` names it in errors."""
         config = dict(payload["config"])
         if isinstance(config["tau"], str):
             raise ValidationError(
-                f"{path}: the checkpoint's config has tau={config['tau']!r}; a checkpoint "
+                f"{where}: the checkpoint's config has tau={config['tau']!r}; a checkpoint "
                 "stores the number its stream uses"
             )
         if backend is not None:

@@ -79,7 +79,8 @@ def test_an_unconverged_l1_run_points_at_the_features_scale(data_csv, capsys):
     summary = warning_lines(err)[-1]
     assert summary.startswith("renewable-huber: warning: 3 of 3 batches did not converge ")
     assert summary.endswith("the L1 solver is first-order and needs standardised features: "
-                            "centre and scale each feature column, then raise --max-iter")
+                            "fit again with --standardize, then raise --max-iter if it still "
+                            "stops")
 
 
 def test_a_converging_run_prints_no_warning(data_csv, capsys):

@@ -385,6 +385,41 @@ def _assert_same_model(left, right):
     assert left.state_.weight_sum == pytest.approx(right.state_.weight_sum, rel=1e-12)
 
 
+def test_a_standardised_cluster_fit_equals_the_in_process_one_and_resumes(
+        dataset, whole, address, capsys, tmp_path):
+    """--standardize on a cluster: the first batch's scaling from per-partition moments, each
+    partition standardised on its worker; the same model as the in-process fit of the same
+    batches, and a --dask --resume of its checkpoint continues it as the uninterrupted run."""
+    _, paths = dataset
+    options = ["--penalty", "l1", "--tau", "auto", "--standardize"]
+    cluster, local = tmp_path / "cluster.npz", tmp_path / "local.npz"
+    status, out, err = run(_on_cluster(address, paths, 1, *options, "--checkpoint", cluster,
+                                       weights=True), capsys)
+    assert status == 0, err
+    assert "features: standardised with the centre and scale" in out
+    status, _, err = run(_in_process_cli(whole, 300, *options, "--checkpoint", local,
+                                         weights=True), capsys)
+    assert status == 0, err
+    on_cluster, in_process = (RenewableHuberRegressor.load(p) for p in (cluster, local))
+    assert on_cluster.standardize and in_process.standardize
+    a, b = (m.state_dict()["feature_scaling"] for m in (on_cluster, in_process))
+    np.testing.assert_allclose(a["center"], b["center"], rtol=1e-13)
+    np.testing.assert_allclose(a["scale"], b["scale"], rtol=1e-12)
+    _assert_same_model(on_cluster, in_process)
+    # Two files, then the dataset with its third file from the checkpoint, on the cluster:
+    # the resumed stream keeps the first batch's scaling and ends as the uninterrupted one.
+    half = tmp_path / "half.npz"
+    status, _, err = run(_on_cluster(address, paths[:2], 1, *options, "--checkpoint", half,
+                                     weights=True), capsys)
+    assert status == 0, err
+    status, _, err = run(_on_cluster(address, paths, 1, "--resume", half, "--checkpoint", half,
+                                     weights=True), capsys)
+    assert status == 0, err
+    resumed = RenewableHuberRegressor.load(half)
+    assert resumed.state_dict()["feature_scaling"] == on_cluster.state_dict()["feature_scaling"]
+    np.testing.assert_array_equal(resumed.state_.coefficients, on_cluster.state_.coefficients)
+
+
 @pytest.mark.parametrize(
     ("cadence", "saved_after"),
     [

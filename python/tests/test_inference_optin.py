@@ -149,7 +149,8 @@ def test_the_parameter_is_validated_cloned_pickled_and_fixed_per_stream():
     # switching inference mid-stream is refused: K would miss the batches already folded
     model.inference = False
     before = model.state_
-    with pytest.raises(ValidationError, match="inference or standardize changed since this stream started"):
+    with pytest.raises(ValidationError,
+                       match="inference or standardize changed since this stream started"):
         model.partial_fit(X, y)
     np.testing.assert_array_equal(model.state_.coefficients, before.coefficients)
     # set_params starts a new stream with the new setting

@@ -31,6 +31,7 @@ import numpy as np
 from ..checkpoint import FINGERPRINT_TAIL_BYTES, MAX_SOURCE_FILES, file_fingerprint
 from ..cli import (
     PROG,
+    STANDARDIZED_NOTE,
     DataBatchError,
     EngineProblem,
     Interrupted,
@@ -637,7 +638,7 @@ def _document(args, model, features, per_batch, run) -> dict:
         "not_converged": len(run.unconverged),
         "unconverged_batches": run.unconverged,
         "last_batch": dict(model.diagnostics_),
-        **_inference_document(_names(features, state["fit_intercept"]), model.state_,
+        **_inference_document(_names(features, state["fit_intercept"]), model,
                               state["config"]["penalty"], state["config"]["inference"]),
     }
 
@@ -668,12 +669,13 @@ def _summary(document: dict, model) -> str:
                      f"(in partition {run['first_partition']})")
     lines += [
         f"batches not converged: {document['not_converged']}",
+        *([STANDARDIZED_NOTE] if document["config"]["standardize"] else []),
         f"last batch: iterations={diag['iterations']} converged={diag['converged']} "
         f"objective={diag['objective']:.6g}",
         "",
         *_coefficient_table(names, values),
     ]
-    lines += _inference_table(names, model.state_, document["config"]["penalty"],
+    lines += _inference_table(names, model, document["config"]["penalty"],
                               document["config"]["inference"])
     if run["checkpoint"]:
         writes = run["checkpoint_writes"]
