@@ -278,6 +278,7 @@ def test_standardize_on_a_cluster_stream_equals_the_in_process_one(client, penal
                            dd.from_pandas(frame.iloc[:0], npartitions=1)])
         cluster.partial_fit(table, "target", sample_weight="weight")
         assert local.diagnostics_["converged"]
+        assert cluster.tau_ == pytest.approx(local.tau_, rel=1e-12)
         _same_scaling(cluster, local)
         _assert_same_state(cluster, local, 1e-9)
     np.testing.assert_allclose(cluster.coef_, local.coef_, rtol=1e-8)

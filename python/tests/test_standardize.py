@@ -23,6 +23,7 @@ from renewable_huber import (
     RenewableHuberRegressor,
     RenewableHuberWarning,
     ValidationError,
+    suggest_tau,
 )
 from renewable_huber import checkpoint as checkpoint_module
 from renewable_huber._feature_scaling import (
@@ -83,6 +84,13 @@ def test_the_first_batch_fixes_the_mean_and_standard_deviation_for_the_stream():
     np.testing.assert_allclose(first["scale"], batches[0][0].std(axis=0), rtol=1e-12)
     stream(model, batches[1:])
     assert model.state_dict()["feature_scaling"] == first
+
+
+def test_tau_auto_is_chosen_from_the_rows_as_given():
+    X, y = raw_batches(1)[0]
+    plain = RenewableHuberRegressor(backend="numpy", tau="auto").fit(X, y)
+    scaled = RenewableHuberRegressor(backend="numpy", tau="auto", standardize=True).fit(X, y)
+    assert scaled.tau_ == plain.tau_ == suggest_tau(X, y)
 
 
 def test_weights_count_as_replicated_rows_in_the_scaling_and_the_fit():
