@@ -65,3 +65,15 @@ def cuda_engine(cuda_library):
     if reason is not None:
         pytest.skip(f"native_cuda unavailable here: {reason}")
     return cuda_library
+
+
+@pytest.fixture(params=["numpy", "native_cpu", pytest.param("native_cuda", marks=pytest.mark.cuda)])
+def engine(request):
+    """Estimator keyword arguments for each engine; a native engine skips with its reason."""
+    if request.param == "numpy":
+        return {"backend": "numpy"}
+    if request.param == "native_cpu":
+        request.getfixturevalue("cpu_library")
+        return {"backend": "native_cpu"}
+    request.getfixturevalue("cuda_engine")
+    return {"backend": "native_cuda", "device": "cuda"}

@@ -196,12 +196,19 @@ def test_a_dataframe_with_series_target_and_weights_continues_a_stream(client):
         _assert_same_state(cluster, local, 1e-10)
 
 
-def test_cluster_and_local_batches_mix_in_one_stream(client):
+@pytest.mark.parametrize("standardize", [False, True])
+def test_cluster_and_local_batches_mix_in_one_stream(client, standardize):
+    """Standardised: the columns in raw units, an L1 stream; the first (cluster) batch fixes
+    the scaling that the local batch and the last cluster batch use."""
     rng = np.random.default_rng(3)
-    X = rng.normal(size=(1500, 3))
-    y = X @ [1.0, -1.0, 0.5] + rng.standard_t(3, size=1500)
-    local = RenewableHuberRegressor(backend="numpy")
-    mixed = RenewableHuberRegressor(backend="numpy")
+    Z = rng.normal(size=(1500, 3))
+    y = Z @ [1.0, -1.0, 0.5] + rng.standard_t(3, size=1500)
+    X, params = Z, {"backend": "numpy"}
+    if standardize:
+        X = Z * [1.0, 1e3, 1e-2] + [0.0, 1e4, 1.0]
+        params.update(penalty="l1", tau="auto", standardize=True)
+    local = RenewableHuberRegressor(**params)
+    mixed = RenewableHuberRegressor(**params)
     for index, rows in enumerate((slice(0, 500), slice(500, 1000), slice(1000, 1500))):
         local.partial_fit(X[rows], y[rows])
         if index == 1:
@@ -211,6 +218,10 @@ def test_cluster_and_local_batches_mix_in_one_stream(client):
         assert mixed.n_iter_ == local.n_iter_
     _assert_same_state(mixed, local, 1e-10)
     assert mixed.state_.batch_count == 3
+    if standardize:
+        scaling = mixed.state_dict()["feature_scaling"]
+        np.testing.assert_allclose(scaling["center"], X[:500].mean(axis=0), rtol=1e-13)
+        np.testing.assert_allclose(scaling["scale"], X[:500].std(axis=0), rtol=1e-12)
 
 
 def test_standard_errors_from_a_cluster_stream_equal_the_in_process_ones(client):
@@ -289,25 +300,6 @@ def test_standardize_on_a_cluster_stream_equals_the_in_process_one(client, penal
     np.testing.assert_allclose(cluster.state_dict()["feature_scaling"]["scale"],
                                np.sqrt(np.average((X - center) ** 2, axis=0, weights=w)),
                                rtol=1e-12)
-
-
-def test_a_standardised_stream_mixes_cluster_and_local_batches(client):
-    rng = np.random.default_rng(12)
-    X = rng.normal(size=(1500, 3)) * [1.0, 1e3, 1e-2] + [0.0, 1e4, 1.0]
-    y = X @ [1.0, -1e-3, 50.0] + rng.standard_t(3, size=1500)
-    params = dict(backend="numpy", penalty="l1", tau="auto", standardize=True)
-    local, mixed = RenewableHuberRegressor(**params), RenewableHuberRegressor(**params)
-    for index, rows in enumerate((slice(0, 500), slice(500, 1000), slice(1000, 1500))):
-        local.partial_fit(X[rows], y[rows])
-        if index == 1:
-            mixed.partial_fit(X[rows], y[rows])
-        else:
-            mixed.partial_fit(_partitioned(X[rows], 2), _partitioned(y[rows], 2))
-        _same_scaling(mixed, local)
-    _assert_same_state(mixed, local, 1e-9)
-    scaling = local.state_dict()["feature_scaling"]
-    np.testing.assert_allclose(scaling["center"], X[:500].mean(axis=0), rtol=1e-13)
-    np.testing.assert_allclose(scaling["scale"], X[:500].std(axis=0), rtol=1e-12)
 
 
 def test_a_standardised_cluster_batch_is_validated_before_its_moments(client):

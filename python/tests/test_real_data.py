@@ -100,18 +100,6 @@ def _relative_error(beta, oracle) -> float:
     return float(np.linalg.norm(beta - oracle) / np.linalg.norm(oracle))
 
 
-@pytest.fixture(params=["numpy", "native_cpu", pytest.param("native_cuda", marks=pytest.mark.cuda)])
-def engine(request):
-    """Estimator keyword arguments for each engine; a native engine skips with its reason."""
-    if request.param == "numpy":
-        return {"backend": "numpy"}
-    if request.param == "native_cpu":
-        request.getfixturevalue("cpu_library")
-        return {"backend": "native_cpu"}
-    request.getfixturevalue("cuda_engine")
-    return {"backend": "native_cuda", "device": "cuda"}
-
-
 def _fit_without_convergence_warning(X, y, **params):
     from renewable_huber import ConvergenceWarning
 

@@ -62,16 +62,6 @@ def relative_error(a, b):
     return float(np.linalg.norm(np.asarray(a) - b) / np.linalg.norm(b))
 
 
-@pytest.fixture(params=["numpy", "native_cpu",
-                        pytest.param("native_cuda", marks=pytest.mark.cuda)])
-def engine(request):
-    if request.param == "native_cpu":
-        request.getfixturevalue("cpu_library")
-    if request.param == "native_cuda":
-        request.getfixturevalue("cuda_library")
-    return {"backend": request.param}
-
-
 # -- the scaling a stream fixes ---------------------------------------------------------------
 
 
