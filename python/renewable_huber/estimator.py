@@ -448,8 +448,7 @@ class RenewableHuberRegressor:
                 category(
                     f"batch {number} did not converge after {diagnostics['iterations']} "
                     f"iterations ({diagnostics['stop_reason']}); it was folded into the stream "
-                    "at the solver's last accepted step: "
-                    f"{advice}",
+                    f"at the solver's last accepted step: {advice}",
                     batch=number,
                     iterations=diagnostics["iterations"],
                     reason=diagnostics["stop_reason"],
@@ -608,7 +607,7 @@ class RenewableHuberRegressor:
             n_features_expected=self.n_features_in_,
             feature_names_expected=self._feature_names,
         )
-        X = self._standardised(X)
+        X = self._standardised(X, "predict")
         # An overflow is refused below, naming the row, so NumPy's RuntimeWarning is noise.
         with np.errstate(over="ignore", invalid="ignore"):
             predictions = self._backend.predict(X)
@@ -629,7 +628,7 @@ class RenewableHuberRegressor:
             feature_names_expected=self._feature_names,
         )
         with np.errstate(over="ignore", invalid="ignore"):
-            predictions = self._backend.predict(self._standardised(batch.X))
+            predictions = self._backend.predict(self._standardised(batch.X, "score"))
         predictions = _to_host(check_predictions(predictions)).astype(np.float64)
         target = _to_host(batch.y).astype(np.float64)
         weights = (
@@ -645,11 +644,11 @@ class RenewableHuberRegressor:
             return 1.0 if residual == 0.0 else 0.0
         return float(1.0 - residual / total)
 
-    def _standardised(self, X):
+    def _standardised(self, X, method: str):
         """X as the engine sees it: (X - center) / scale with standardize=True."""
         if self._scaling is None:
             return X
-        _refuse_device_input(not isinstance(X, np.ndarray), "predict")
+        _refuse_device_input(not isinstance(X, np.ndarray), method)
         return self._scaling.transform(X)
 
     # -- inference ----------------------------------------------------------------------
