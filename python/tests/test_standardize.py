@@ -281,16 +281,19 @@ def test_a_batch_that_overflows_once_standardised_is_refused_naming_the_entry():
 
 
 @pytest.mark.cuda
-def test_device_arrays_are_refused_with_standardize(cuda_library):
+def test_device_arrays_are_refused_with_standardize(cuda_engine):
     cp = pytest.importorskip("cupy")
     X, y = raw_batches(1)[0]
-    model = RenewableHuberRegressor(backend="native_cuda", standardize=True, tau="auto")
+    model = RenewableHuberRegressor(backend="native_cuda", device="cuda", standardize=True,
+                                    tau="auto")
     model.fit(X, y)
     before = model.state_dict()
     with pytest.raises(ValidationError, match="fit got a device array"):
         model.partial_fit(cp.asarray(X), cp.asarray(y))
     with pytest.raises(ValidationError, match="predict got a device array"):
         model.predict(cp.asarray(X))
+    with pytest.raises(ValidationError, match="score got a device array"):
+        model.score(cp.asarray(X), cp.asarray(y))
     np.testing.assert_array_equal(model.state_dict()["coefficients"], before["coefficients"])
 
 
