@@ -170,11 +170,12 @@ class FeatureScaling(NamedTuple):
             arrays[key] = np.array(values, dtype=np.float64)
             if not np.isfinite(arrays[key]).all():
                 raise ValidationError(f"feature_scaling.{key} must be finite")
-        if not (arrays["scale"] > 0).all():
-            j = int(np.argmin(arrays["scale"] > 0))
+        normal = arrays["scale"] >= np.finfo(np.float64).tiny
+        if not normal.all():
+            j = int(np.argmin(normal))
             raise ValidationError(
                 f"feature_scaling.scale[{j}] is {float(arrays['scale'][j])!r}; every scale "
-                "must be > 0"
+                "must be a positive normal number (a first batch never gives a smaller one)"
             )
         if not fit_intercept and arrays["center"].any():
             raise ValidationError(

@@ -810,7 +810,7 @@ class RenewableHuberRegressor:
             payload["n_features_in"],
             None if names is None else tuple(names),
             payload["config"]["tau"],
-            _scaling_from_payload(payload),
+            _scaling_from_payload(payload, state),
         )
         for name, value in pickled["extras"].items():
             setattr(self, name, value)
@@ -862,7 +862,7 @@ class RenewableHuberRegressor:
             payload["n_features_in"],
             None if names is None else tuple(names),
             params.tau,
-            _scaling_from_payload(payload),
+            _scaling_from_payload(payload, state),
         )
         return estimator
 
@@ -899,11 +899,26 @@ def _state_from_payload(payload: dict[str, Any], dtype: np.dtype) -> RenewableSt
     )
 
 
-def _scaling_from_payload(payload: dict[str, Any]) -> FeatureScaling | None:
+def _scaling_from_payload(payload: dict[str, Any], state: RenewableState) -> FeatureScaling | None:
+    """The payload's feature scaling, checked against the state it scales: its numbers and the
+    raw-unit coefficients they give must be finite in the state's dtype."""
     record = payload.get("feature_scaling")
     if record is None:
         return None
-    return FeatureScaling.from_record(record, payload["n_features_in"], payload["fit_intercept"])
+    fit_intercept = payload["fit_intercept"]
+    scaling = FeatureScaling.from_record(record, payload["n_features_in"], fit_intercept)
+    dtype = state.coefficients.dtype
+    limits = np.finfo(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        raw = scaling.raw_parameters(state.coefficients, fit_intercept).astype(dtype)
+    if not (np.all(scaling.scale >= limits.tiny) and np.all(scaling.scale <= limits.max)
+            and np.all(np.abs(scaling.center) <= limits.max) and np.isfinite(raw).all()):
+        raise ValidationError(
+            f"the checkpoint's feature scaling, or the coefficients it gives in raw units, "
+            f"do not fit {dtype.name}"
+            + ("; load it with dtype='float64'" if dtype != np.float64 else "")
+        )
+    return scaling
 
 
 def _refuse_device_input(on_device: bool, method: str) -> None:

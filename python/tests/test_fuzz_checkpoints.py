@@ -75,6 +75,8 @@ _ORIGINALS = [
          weights=True),
     dict(params=dict(backend="numpy", penalty="l1", lambda_scale=0.3), p=1, names=True,
          weights=True),
+    dict(params=dict(backend="numpy", standardize=True, inference=True), p=3, names=False,
+         weights=True),
 ]
 
 
@@ -170,7 +172,7 @@ def _assert_equal_payload(payload: dict, original: dict) -> None:
         assert got.dtype == want.dtype and got.shape == want.shape, name
         assert got.tobytes() == want.tobytes(), name
     for key in ("n_samples_seen", "batch_count", "n_features_in", "fit_intercept",
-                "feature_names_in", "config"):
+                "feature_names_in", "feature_scaling", "config"):
         assert payload[key] == original[key], key
     for key in ("previous_lambda", "weight_sum"):
         assert np.float64(payload[key]).tobytes() == np.float64(original[key]).tobytes(), key
@@ -296,7 +298,11 @@ _COUNTER_KEYS = ("n_samples_seen", "batch_count", "previous_lambda", "weight_sum
                  "n_features_in", "fit_intercept", "feature_names_in", "format_version")
 _CONFIG_KEYS = ("tau", "penalty", "lambda_scale", "bandwidth_scale", "fit_intercept",
                 "max_iter", "tol", "ridge", "backend", "device", "dtype", "n_jobs",
-                "cuda_graphs", "cuda_fast_math")
+                "cuda_graphs", "cuda_fast_math", "inference", "standardize")
+# Numbers a feature scaling record could hold: plausible, degenerate and extreme.
+_SCALING_NUMBERS = st.sampled_from([1.0, 0.0, -1.0, 5e-324, 2.3e-308, 1e-39, 1e-300, 1e300,
+                                    1.7e308, 3.4e38, 7.25]) | st.floats(allow_nan=False,
+                                                                         allow_infinity=False)
 
 
 @st.composite
@@ -311,7 +317,7 @@ def _crafted(draw, originals):
     for _ in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(["counter", "plausible", "plausible", "config", "drop_key",
                                      "extra_key", "array", "array_value", "npy_header",
-                                     "format"]))
+                                     "format", "scaling", "scaling"]))
         if kind == "counter":
             metadata[draw(st.sampled_from(_COUNTER_KEYS))] = draw(_JSON_VALUES)
         elif kind == "plausible":
@@ -361,7 +367,25 @@ def _crafted(draw, originals):
                 _npy_header_only(shape))
             coefficients = information = None  # members written as they are below
         elif kind == "format":
-            metadata["format_version"] = draw(st.sampled_from([1, 2, 3, 4, 0, "3", 3.0, True]))
+            metadata["format_version"] = draw(
+                st.sampled_from([1, 2, 3, 4, 5, 6, 7, 0, "3", 3.0, True]))
+        elif kind == "scaling":
+            record = metadata.get("feature_scaling")
+            if isinstance(record, dict) and record and draw(st.booleans()):
+                key = draw(st.sampled_from(sorted(record)))
+                values = record[key]
+                if isinstance(values, list) and values and draw(st.booleans()):
+                    values[draw(st.integers(0, len(values) - 1))] = draw(_SCALING_NUMBERS)
+                else:
+                    record[key] = draw(_JSON_VALUES)
+            else:
+                n = draw(st.integers(0, 5))
+                metadata["feature_scaling"] = draw(
+                    st.none() | _JSON_VALUES
+                    | st.fixed_dictionaries({"center": st.lists(_SCALING_NUMBERS, min_size=n,
+                                                                max_size=n),
+                                             "scale": st.lists(_SCALING_NUMBERS, min_size=n,
+                                                               max_size=n)}))
     recompute = draw(st.booleans())
     if recompute and isinstance(coefficients, np.ndarray) and isinstance(information,
                                                                           np.ndarray):
@@ -409,6 +433,9 @@ def test_crafted_checkpoints_load_only_as_restorable_states(
         assert state.n_samples_seen == result["n_samples_seen"]
         assert state.batch_count == result["batch_count"]
         assert state.weight_sum == result["weight_sum"]
+        # A standardised stream's scaling is the file's, and its raw-unit numbers are finite.
+        assert model.state_dict()["feature_scaling"] == result["feature_scaling"]
+        assert np.isfinite(model.coef_).all() and np.isfinite(model.intercept_)
 
 
 @st.composite

@@ -326,6 +326,7 @@ def _set(key, value):
      "the config says standardize=False but feature_scaling is present"),
     (_set("scale", [1.0, 0.0, 1.0, 1.0]), r"feature_scaling.scale\[1\] is 0.0"),
     (_set("scale", [1.0, -2.0, 1.0, 1.0]), r"feature_scaling.scale\[1\] is -2.0"),
+    (_set("scale", [1.0, 5e-324, 1.0, 1.0]), r"feature_scaling.scale\[1\] is 5e-324"),
     (_set("center", [1.0, 2.0, 3.0]), "feature_scaling.center must be a list of 4 numbers"),
     (_set("center", [1.0, 2.0, "3", 4.0]), "feature_scaling.center must be a list of 4"),
     (_set("scale", [1.0, True, 1.0, 1.0]), "feature_scaling.scale must be a list of 4"),
@@ -351,6 +352,23 @@ def test_an_infinite_scaling_entry_is_refused(tmp_path):
     np.savez(tmp_path / "bad.npz", metadata=np.array(text), **arrays)
     with pytest.raises(ValidationError, match="feature_scaling.center must be finite"):
         RenewableHuberRegressor.load(tmp_path / "bad.npz")
+
+
+def test_a_scaling_whose_numbers_or_raw_coefficients_overflow_the_dtype_is_refused(tmp_path):
+    arrays, metadata = _saved(tmp_path, standardize=True)
+    metadata["feature_scaling"]["scale"][1] = 1e-39  # a float64 number below float32's range
+    _write(tmp_path / "tiny.npz", metadata, arrays)
+    loaded = RenewableHuberRegressor.load(tmp_path / "tiny.npz")
+    assert np.isfinite(loaded.coef_).all()
+    with pytest.raises(ValidationError, match="do not fit float32; load it with dtype='float64'"):
+        RenewableHuberRegressor.load(tmp_path / "tiny.npz", dtype="float32")
+    metadata["feature_scaling"]["scale"][1] = 1e-300
+    arrays["coefficients"] = arrays["coefficients"].copy()
+    arrays["coefficients"][1] = 1e10  # 1e310 in raw units
+    _write(tmp_path / "huge.npz", metadata, arrays)
+    with pytest.raises(ValidationError, match="coefficients it gives in raw units, do not fit "
+                                              "float64$"):
+        RenewableHuberRegressor.load(tmp_path / "huge.npz")
 
 
 def test_a_centred_record_without_an_intercept_is_refused(tmp_path):
