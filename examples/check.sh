@@ -22,6 +22,7 @@ echo "== CMake: find_package(renewable_huber 2 CONFIG)"
 cmake -S "$here" -B "$work/cmake" "${generator[@]}" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/cmake" >/dev/null
 "$work/cmake/stream_c"
+"$work/cmake/l1_standardised_c"
 "$work/cmake/stream_cpp"
 
 echo "== pkg-config rh_cpu"
@@ -34,8 +35,12 @@ libdir="$(pkg-config --variable=libdir rh_cpu)"
 cc -std=c11 -Wall -Wextra -Werror "$here/c/stream.c" $(pkg-config --cflags --libs rh_cpu) -lm \
   -Wl,-rpath,"$libdir" -o "$work/stream_c"
 # shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -Werror "$here/c/l1_standardised.c" $(pkg-config --cflags --libs rh_cpu) \
+  -lm -Wl,-rpath,"$libdir" -o "$work/l1_standardised_c"
+# shellcheck disable=SC2046
 c++ -std=c++17 -Wall -Wextra -Werror "$here/cpp/stream.cpp" $(pkg-config --cflags --libs rh_cpu) \
   -Wl,-rpath,"$libdir" -o "$work/stream_cpp"
 "$work/stream_c"
+"$work/l1_standardised_c"
 "$work/stream_cpp"
-echo "examples: 4 builds ran ok"
+echo "examples: 6 builds ran ok"
