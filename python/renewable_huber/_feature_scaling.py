@@ -34,8 +34,6 @@ from .exceptions import ValidationError
 CONSTANT_COLUMN_EPSILONS = 10.0
 
 RECORD_KEYS = ("center", "scale")
-# transform() works through X in blocks of about this many bytes (a share of a core's L2).
-_BLOCK_BYTES = 1 << 18
 
 
 class Moments(NamedTuple):
@@ -104,22 +102,16 @@ class FeatureScaling(NamedTuple):
         """(X - center) / scale in X's dtype, a new C-contiguous array; ValidationError naming
         the first row that the transform takes beyond the dtype's range."""
         dtype = X.dtype
-        center, scale = self.center.astype(dtype), self.scale.astype(dtype)
-        standardised = np.empty(X.shape, dtype=dtype)
-        # In blocks of rows that stay in cache, so that the division and the range check
-        # reread what the subtraction just wrote: about one pass over memory, not three.
-        # From finite X, centre and scale, the only non-finite results are overflows to
-        # +-inf, which the block's max and min reveal.
-        step = max(1, _BLOCK_BYTES // max(1, X.shape[1] * dtype.itemsize))
         with np.errstate(over="ignore", invalid="ignore"):
-            for start in range(0, X.shape[0], step):
-                block = standardised[start:start + step]
-                np.subtract(X[start:start + step], center, out=block)
-                np.divide(block, scale, out=block)
-                if block.size and not (np.isfinite(block.max()) and np.isfinite(block.min())):
-                    row, column = np.unravel_index(int(np.argmin(np.isfinite(block))),
-                                                   block.shape)
-                    raise self._overflow(X, start + int(row), int(column))
+            standardised = np.subtract(X, self.center.astype(dtype), dtype=dtype)
+            np.divide(standardised, self.scale.astype(dtype), out=standardised)
+        # From finite X, centre and scale the only non-finite results are overflows to +-inf,
+        # which the max and the min reveal without an n x p temporary.
+        if standardised.size and not (np.isfinite(standardised.max())
+                                      and np.isfinite(standardised.min())):
+            row, column = np.unravel_index(int(np.argmin(np.isfinite(standardised))),
+                                           standardised.shape)
+            raise self._overflow(X, int(row), int(column))
         return standardised
 
     def _overflow(self, X: np.ndarray, row: int, column: int) -> ValidationError:

@@ -28,7 +28,7 @@ import warnings
 import numpy as np
 
 from ._backend_facts import BACKEND_CHOICES, BACKENDS
-from .diagnostics import L1_SCALE_ADVICE
+from .diagnostics import COLLINEAR_REMEDY, L1_SCALE_ADVICE
 from .exceptions import (
     BackendUnavailableError,
     ConvergenceWarning,
@@ -516,7 +516,7 @@ def command_fit(args) -> int:
             # Scale is not the cause: what is left is collinearity or too few iterations.
             advice = ("the features are standardised (--standardize), so the design is nearly "
                       "collinear or the batches need more iterations: raise --max-iter, or "
-                      "drop or combine nearly collinear columns")
+                      f"{COLLINEAR_REMEDY}")
         else:
             advice = (f"{L1_SCALE_ADVICE}: fit again with --standardize, then raise "
                       "--max-iter if it still stops")
@@ -891,7 +891,7 @@ def _fit_summary(args, model, features, rows_before, run: _FitRun) -> str:
     ]
     fit_intercept = model.get_params()["fit_intercept"]
     names = [*features] + (["(intercept)"] if fit_intercept else [])
-    lines += _coefficient_table(names, _raw_parameters(model).tolist())
+    lines += _coefficient_table(names, model._parameters().tolist())
     lines += _inference_table(names, model, model.get_params()["penalty"],
                               model.state_dict()["config"]["inference"])
     if args.checkpoint:
@@ -911,15 +911,6 @@ def _coefficient_table(names: list[str], values: list[float]) -> list[str]:
     return lines
 
 
-def _raw_parameters(model) -> np.ndarray:
-    """coef_ then intercept_ (when fitted), float64: in the units of the data's columns, also
-    for a standardised stream (whose state holds the standardised coefficients)."""
-    parameters = np.asarray(model.coef_, dtype=np.float64)
-    if model.get_params()["fit_intercept"]:
-        parameters = np.append(parameters, np.float64(model.intercept_))
-    return parameters
-
-
 def _estimates(fitted, penalty: str, requested: bool):
     """(parameters, standard errors, None), or (parameters, None, the reason the stream has no
     standard errors): coefficients then the intercept, in the data's units, as the estimator
@@ -927,7 +918,7 @@ def _estimates(fitted, penalty: str, requested: bool):
     from . import inference
     from .exceptions import InferenceUnavailableError
 
-    parameters = _raw_parameters(fitted)
+    parameters = fitted._parameters()
     if penalty != "none" or not requested:
         # Nothing is computed for these two: the reason, in the command line's words.
         return (parameters, *inference.standard_errors_of(fitted.state_, penalty, requested))
@@ -1108,7 +1099,7 @@ def command_inspect(args) -> int:
     # The stream restored on the NumPy backend, whatever engine it ran on: the estimator's own
     # numbers (in the data's units, also for a standardised stream) without creating its engine.
     model = RenewableHuberRegressor._from_payload(payload, backend="numpy")
-    coefficients = _raw_parameters(model).tolist()
+    coefficients = model._parameters().tolist()
     intercept = coefficients[n_features] if payload["fit_intercept"] else None
     source = payload.get("source")
     table_names = names + (["(intercept)"] if intercept is not None else [])

@@ -78,6 +78,8 @@ _RESCALE = "rescale the data or choose tau in the target's units (renewable_hube
 # tables in raw units it is still far from the optimum after thousands of iterations
 # (docs/python.md, "L1 fits need standardised features"). The CLI's summary says it too.
 L1_SCALE_ADVICE = "the L1 solver is first-order and needs standardised features"
+# What is left to do when an L1 batch of standardised features still stops (CLI's summary too).
+COLLINEAR_REMEDY = "drop or combine nearly collinear columns"
 _ADVICE = {
     (STOP_MAX_ITER, "none"): f"raise max_iter or loosen tol; otherwise {_RESCALE}",
     (STOP_MAX_ITER, "l1"): (
@@ -87,7 +89,7 @@ _ADVICE = {
     # Already standardised: what is left is collinearity (docs/python.md) or too few iterations.
     (STOP_MAX_ITER, "l1", True): (
         "the features are standardised, so the design is nearly collinear or the batch needs "
-        "more iterations: raise max_iter, or drop or combine nearly collinear columns"
+        f"more iterations: raise max_iter, or {COLLINEAR_REMEDY}"
     ),
 }
 

@@ -666,18 +666,20 @@ class RenewableHuberRegressor:
         covariance = inference.sandwich_covariance(self._state)
         if self._scaling is None:
             return covariance
-        A = self._scaling.jacobian(self._state.n_parameters > self.n_features_in_)
+        A = self._scaling.jacobian(self._has_intercept())
         covariance = A @ covariance @ A.T
         return 0.5 * (covariance + covariance.T)
 
+    def _has_intercept(self) -> bool:
+        return self._state.n_parameters > self.n_features_in_
+
     def _parameters(self) -> np.ndarray:
-        """coef_ then the intercept (when fitted), in raw units, float64."""
-        parameters = self._state.coefficients
-        if self._scaling is not None:
-            return self._scaling.raw_parameters(
-                parameters, self._state.n_parameters > self.n_features_in_
-            )
-        return np.asarray(parameters, dtype=np.float64)
+        """coef_ then intercept_ (when fitted), float64, in the order of cov_params(): the
+        raw-unit parameters the intervals, the summary and the command line report."""
+        parameters = np.asarray(self.coef_, dtype=np.float64)
+        if self._has_intercept():
+            parameters = np.append(parameters, np.float64(self.intercept_))
+        return parameters
 
     @_serialised
     def cov_params(self) -> np.ndarray:
@@ -725,7 +727,7 @@ class RenewableHuberRegressor:
             names = [str(name) for name in self._feature_names]
         else:
             names = [f"x{j}" for j in range(self.n_features_in_)]
-        if self._state.n_parameters > self.n_features_in_:
+        if self._has_intercept():
             names.append("intercept")
         return names
 

@@ -360,13 +360,18 @@ def _check_batch(summaries, spec: PartitionSpec, weighted: bool) -> None:
             )
 
 
-def _first_batch_scaling(client, x_parts, y_parts, w_parts, spec: PartitionSpec):
+def _per_partition(function, x_parts, y_parts, w_parts, spec: PartitionSpec) -> list:
+    """function(index, X, y, w, spec) as one delayed task per partition, in partition order."""
     import dask
 
-    tasks = [
-        dask.delayed(partition_moments, pure=True)(index, xk, yk, wk, spec)
+    return [
+        dask.delayed(function, pure=True)(index, xk, yk, wk, spec)
         for index, (xk, yk, wk) in enumerate(zip(x_parts, y_parts, w_parts, strict=True))
     ]
+
+
+def _first_batch_scaling(client, x_parts, y_parts, w_parts, spec: PartitionSpec):
+    tasks = _per_partition(partition_moments, x_parts, y_parts, w_parts, spec)
     moments = _on_cluster(lambda: client.gather(client.compute(tasks)))
     combined = moments[0]
     for part in moments[1:]:  # partition order
@@ -413,16 +418,11 @@ def prepare_batch(
     spec = PartitionSpec(np.dtype(dtype), bool(fit_intercept), n_features_expected,
                          feature_names_expected, engine=engine)
     x_parts, y_parts, w_parts, spec, names = _partitions(X, y, sample_weight, spec)
-    import dask
-
     if standardize:
         if scaling is None:
             scaling = _first_batch_scaling(client, x_parts, y_parts, w_parts, spec)
         spec = dataclasses.replace(spec, scaling=scaling)
-    tasks = [
-        dask.delayed(prepare_partition, pure=True)(index, xk, yk, wk, spec)
-        for index, (xk, yk, wk) in enumerate(zip(x_parts, y_parts, w_parts, strict=True))
-    ]
+    tasks = _per_partition(prepare_partition, x_parts, y_parts, w_parts, spec)
     futures = client.compute(tasks)
     try:
         summaries = _map_in_order(
