@@ -398,13 +398,13 @@ void reserve_workspace(Engine& e, int64_t PP) {
   reserve_elems(ws.pivots, P, sizeof(int), "LU pivots");
   reserve_elems(ws.solver_info, 1, sizeof(int), "cuSOLVER info");
   for (GrowingBuffer* b : {&ws.candidates, &ws.candidate_deltas, &ws.candidate_jdeltas}) {
-    reserve_elems(*b, P * kLammMaxEvaluated, sizeof(double), "LAMM candidates");
+    reserve_elems(*b, P * kLammMaxGroup, sizeof(double), "LAMM candidates");
   }
-  reserve_elems(ws.trial_terms, kLammMaxEvaluated * 4, sizeof(double), "LAMM trial terms");
+  reserve_elems(ws.trial_terms, kLammMaxGroup * 4, sizeof(double), "LAMM trial terms");
   reserve_elems(ws.scalars, 1, sizeof(DeviceScalars), "solver scalars");
   reserve_elems(ws.trial_partials,
-                int64_t{kMaxRowBlocks} * std::max(kLineSearchTrials, kLammMaxEvaluated),
-                sizeof(double), "line-search partials");
+                int64_t{kMaxRowBlocks} * std::max(kLineSearchTrials, kLammMaxGroup), sizeof(double),
+                "line-search partials");
   reserve_elems(ws.row_partials, int64_t{kMaxRowBlocks} * 2, sizeof(double), "row partials");
   reserve_elems(ws.xtu_partials,
                 int64_t{kMaxRowBlocks} * xtu_partials_stride(std::min(P, kRowPassXtuMaxColumns)),

@@ -226,16 +226,15 @@ void launch_newton_select(const double* partials, int blocks, const double* dir,
                           DeviceScalars* sc, double* beta, cudaStream_t s);
 
 // --- LAMM (lamm_kernels.cu) -------------------------------------------------------------------
-// One group of LAMM attempts: the candidates and their bound terms of `count` attempts (kLammPair
-// or a multiple of kLammChunk, at most kLammMaxEvaluated), the trials with J delta
-// (launch_lamm_trials, row_kernels.cu), then the pick of the first acceptable one among the
-// first `decided` of them (the others pad the group's last chunk); the pick's `group` says what
-// a group without one leads to (LammGroup).
+// One group of LAMM attempts (count a multiple of kLammChunk, at most kLammMaxGroup): the
+// candidates and their bound terms, the trials with J delta (launch_lamm_trials, row_kernels.cu),
+// then the pick of the first acceptable one; the pick's `group` says what a group without one
+// leads to (LammGroup).
 void launch_lamm_candidates(int first_attempt, int count, const double* beta, const double* beta0,
                             const double* g, const BatchConstants& k, const DeviceScalars* sc,
                             double* candidates, double* deltas, double* trial_terms,
                             cudaStream_t s);
-void launch_lamm_pick(int count, int decided, LammGroup group, const double* partials, int blocks,
+void launch_lamm_pick(int count, LammGroup group, const double* partials, int blocks,
                       const double* candidates, const double* deltas, const double* jdeltas,
                       const double* trial_terms, const BatchConstants& k, DeviceScalars* sc,
                       double* beta, cudaStream_t s);

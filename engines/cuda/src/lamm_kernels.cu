@@ -15,8 +15,7 @@ namespace {
 // One group of LAMM attempts: attempt first_attempt + a (a < count) uses phi 2^(first_attempt + a).
 // trial_terms per attempt of the group: [0] the LAMM upper bound U, [1] ||Delta||^2,
 // [2] <delta, sign(b0) m>, [3] phi. The three sums of kLammChunk attempts share one block
-// reduction (the same shuffle tree and warp order as block_sum, so the same bits); a group of
-// kLammPair fills the first two of a chunk's.
+// reduction (the same shuffle tree and warp order as block_sum, so the same bits).
 __global__ void lamm_candidates_kernel(int first_attempt, int count, const double* beta,
                                        const double* beta0, const double* g, BatchConstants k,
                                        const DeviceScalars* sc, double* candidates, double* deltas,
@@ -35,8 +34,6 @@ __global__ void lamm_candidates_kernel(int first_attempt, int count, const doubl
       const double m = mask_of(k, j);
 #pragma unroll
       for (int a = 0; a < kLammChunk; ++a) {
-        if (c0 + a >= count)
-          break;
         const double phi = ldexp(sc->phi, first_attempt + c0 + a);
         double cand = soft_threshold(beta[j] - g[j] / phi, m * sc->lambda / phi);
         if (k.float_lamm)
@@ -53,7 +50,7 @@ __global__ void lamm_candidates_kernel(int first_attempt, int count, const doubl
     block_sums_to<kThreads>(acc, shared, sums);
     __syncthreads();
     if (threadIdx.x == 0) {
-      for (int a = 0; a < kLammChunk && c0 + a < count; ++a) {
+      for (int a = 0; a < kLammChunk; ++a) {
         const double phi = ldexp(sc->phi, first_attempt + c0 + a);
         double* terms = trial_terms + (c0 + a) * 4;
         terms[0] = rh_lamm_upper(sc->objective, sums[3 * a + 0], phi, sums[3 * a + 1]);
@@ -66,13 +63,12 @@ __global__ void lamm_candidates_kernel(int first_attempt, int count, const doubl
   }
 }
 
-// The first acceptable attempt of the group among its first `decided` (of `count` evaluated), in
-// order. An iteration ends with the group that accepts. Nothing acceptable: after the first group
-// the next one runs; after the 40th attempt the iteration pauses in kNeedsLammBound, uncounted,
-// for the host's curvature-bound group; after that group the solve ends, converged when the last
-// attempt's phi ||Delta||^2 / 2 is within rounding of F (docs/algorithm.md, "Penalised").
-__global__ void lamm_pick_kernel(int count, int decided, int group, const double* partials,
-                                 int blocks,
+// The first acceptable attempt of the group, in order. An iteration ends with the group that
+// accepts. Nothing acceptable: after the first group the next one runs; after the 40th attempt
+// the iteration pauses in kNeedsLammBound, uncounted, for the host's curvature-bound group;
+// after that group the solve ends, converged when the last attempt's phi ||Delta||^2 / 2 is
+// within rounding of F (docs/algorithm.md, "Penalised").
+__global__ void lamm_pick_kernel(int count, int group, const double* partials, int blocks,
                                  const double* candidates, const double* deltas,
                                  const double* jdeltas, const double* trial_terms, BatchConstants k,
                                  DeviceScalars* sc, double* beta) {
@@ -80,8 +76,8 @@ __global__ void lamm_pick_kernel(int count, int decided, int group, const double
   if (sc->state != kRunning || sc->lamm_accepted)
     return;
   __shared__ double shared[kLammChunk * kWarps];
-  __shared__ double rho_sums[kLammMaxEvaluated];
-  __shared__ double quad[kLammMaxEvaluated];
+  __shared__ double rho_sums[kLammMaxGroup];
+  __shared__ double quad[kLammMaxGroup];
   __shared__ int chosen;
   const int warp = threadIdx.x >> 5;
   for (int a = warp; a < count; a += kWarps) {
@@ -97,8 +93,7 @@ __global__ void lamm_pick_kernel(int count, int decided, int group, const double
     for (int64_t j = threadIdx.x; j < k.P; j += kThreads) {
 #pragma unroll
       for (int a = 0; a < kLammChunk; ++a) {
-        if (c0 + a < count)
-          acc[a] += deltas[(c0 + a) * k.P + j] * jdeltas[(c0 + a) * k.P + j];
+        acc[a] += deltas[(c0 + a) * k.P + j] * jdeltas[(c0 + a) * k.P + j];
       }
     }
     block_sums_to<kThreads>(acc, shared, quad + c0);
@@ -107,7 +102,7 @@ __global__ void lamm_pick_kernel(int count, int decided, int group, const double
   if (threadIdx.x == 0) {
     chosen = -1;
     const double N = sc->total_weight;
-    for (int a = 0; a < decided; ++a) {
+    for (int a = 0; a < count; ++a) {
       const double D = sc->history_coef * trial_terms[a * 4 + 2];
       double f = k.float_lamm ? float_objective(rho_sums[a], quad[a], N, D)
                               : (rho_sums[a] + 0.5 * quad[a]) / N - D;
@@ -127,7 +122,7 @@ __global__ void lamm_pick_kernel(int count, int decided, int group, const double
     if (chosen < 0 && group == kLammGroupRest)
       sc->state = kNeedsLammBound;
     if (chosen < 0 && group == kLammGroupBound) {
-      const double* last = trial_terms + (decided - 1) * 4;
+      const double* last = trial_terms + (count - 1) * 4;
       const double predicted = last[3] * last[1] / 2.0;
       sc->state =
           rh_within_rounding(predicted, sc->objective, k.dtype_epsilon) ? kConverged : kStalled;
@@ -191,11 +186,11 @@ void launch_lamm_candidates(int first_attempt, int count, const double* beta, co
                 count, beta, beta0, g, k, sc, candidates, deltas, trial_terms);
 }
 
-void launch_lamm_pick(int count, int decided, LammGroup group, const double* partials, int blocks,
+void launch_lamm_pick(int count, LammGroup group, const double* partials, int blocks,
                       const double* candidates, const double* deltas, const double* jdeltas,
                       const double* trial_terms, const BatchConstants& k, DeviceScalars* sc,
                       double* beta, cudaStream_t s) {
-  launch_kernel("lamm_pick_kernel", lamm_pick_kernel, 1, kThreads, s, count, decided,
+  launch_kernel("lamm_pick_kernel", lamm_pick_kernel, 1, kThreads, s, count,
                 static_cast<int>(group), partials, blocks, candidates, deltas, jdeltas, trial_terms,
                 k, sc, beta);
 }

@@ -1,12 +1,11 @@
 // LAMM proximal steps (penalty l1), docs/algorithm.md ("Penalised"). The 40 attempts of an
 // iteration come in two groups of three launches (solver_types.hpp, kLammFirstGroup); kernels
 // after the accepted attempt, and every kernel of an iteration queued after the solve ended,
-// return at once. So an iteration is a fixed launch sequence (with CUDA_GRAPHS one graph replay
-// for every iteration after the opening one), and iterations are queued a chunk at a time with
-// one synchronisation per chunk. When all 40 are rejected (phi far below f's curvature: features
-// in raw units) the iteration pauses in kNeedsLammBound and the host queues the curvature-bound
-// group between chunks, so the iterations that accept cost nothing for it beyond the kernels'
-// state checks.
+// return at once. So an iteration is a fixed launch sequence (one graph replay with
+// CUDA_GRAPHS), and iterations are queued a chunk at a time with one synchronisation per chunk.
+// When all 40 are rejected (phi far below f's curvature: features in raw units) the iteration
+// pauses in kNeedsLammBound and the host queues the curvature-bound group between chunks, so
+// the iterations that accept cost nothing for it beyond the kernels' state checks.
 #include <algorithm>
 
 #include "engine_error.hpp"
@@ -19,34 +18,29 @@ namespace rh {
 namespace {
 
 // Attempts first .. first + count - 1 from the phi in DeviceScalars: candidates, their bound
-// terms, the objective sums with J delta (one launch), and the pick. The candidates, sums and J
-// delta cover lamm_evaluated(count) attempts; the pick considers the first count.
+// terms, the objective sums with J delta (one launch), and the pick.
 template <class T>
 void enqueue_group(UpdateContext<T>& ctx, int first, int count, LammGroup group) {
   Engine& e = ctx.e;
-  const int evaluated = lamm_evaluated(count);
-  launch_lamm_candidates(first, evaluated, ctx.beta(), ctx.beta0(), ctx.grad(), ctx.k,
+  launch_lamm_candidates(first, count, ctx.beta(), ctx.beta0(), ctx.grad(), ctx.k,
                          ctx.device_scalars(), e.ws.candidates.as<double>(),
                          e.ws.candidate_deltas.as<double>(), e.ws.trial_terms.as<double>(),
                          e.stream);
-  launch_lamm_trials<T>(ctx.rows, e.ws.candidates.as<double>(), evaluated, ctx.k.tau,
+  launch_lamm_trials<T>(ctx.rows, e.ws.candidates.as<double>(), count, ctx.k.tau,
                         ctx.device_scalars(), e.ws.trial_partials.as<double>(), ctx.information64(),
                         e.ws.candidate_deltas.as<double>(), e.ws.candidate_jdeltas.as<double>(),
                         e.stream);
-  launch_lamm_pick(evaluated, count, group, e.ws.trial_partials.as<double>(),
+  launch_lamm_pick(count, group, e.ws.trial_partials.as<double>(),
                    row_blocks(ctx.rows.n, ctx.rows.ncols_x), e.ws.candidates.as<double>(),
                    e.ws.candidate_deltas.as<double>(), e.ws.candidate_jdeltas.as<double>(),
                    e.ws.trial_terms.as<double>(), ctx.k, ctx.device_scalars(), ctx.beta(),
                    e.stream);
 }
 
-// One iteration: its first group (kLammOpeningGroup attempts for the solve's opening iteration,
-// else kLammFirstGroup), then the rest of the 40, the row pass and the gradient.
 template <class T>
-void enqueue_iteration(UpdateContext<T>& ctx, bool opening) {
-  const int first = opening ? kLammOpeningGroup : kLammFirstGroup;
-  enqueue_group(ctx, 0, first, kLammGroupFirst);
-  enqueue_group(ctx, first, kLammAttempts - first, kLammGroupRest);
+void enqueue_iteration(UpdateContext<T>& ctx) {
+  enqueue_group(ctx, 0, kLammFirstGroup, kLammGroupFirst);
+  enqueue_group(ctx, kLammFirstGroup, kLammMaxGroup, kLammGroupRest);
   ctx.row_pass(false, kRunWhileRunning);
   ctx.gradient(kRunWhileRunning);
 }
@@ -87,13 +81,8 @@ void solve_lamm(UpdateContext<T>& ctx) {
       enqueue_bound_attempts(ctx);
     } else {
       const int64_t queued = std::min(chunk, ctx.max_iter - done);
-      for (int64_t i = 0; i < queued; ++i) {
-        // The opening iteration is queued eagerly: the graph holds the iterations after it.
-        if (done == 0 && i == 0)
-          enqueue_iteration(ctx, true);
-        else
-          iteration.run([&] { enqueue_iteration(ctx, false); });
-      }
+      for (int64_t i = 0; i < queued; ++i)
+        iteration.run([&] { enqueue_iteration(ctx); });
     }
     // The Gram at the final beta for the finish; X'u is not needed. Light Grams are queued
     // after every chunk: the row pass runs only in the chunk that ended the solve (cuBLAS's

@@ -925,8 +925,7 @@ __global__ void newton_trials_kernel(RowView<T> rows, const double* residual, co
   }
 }
 
-// J delta for `count` LAMM candidates' deltas (kLammChunk at a time, the pair as the first two of
-// a chunk), for the pick's quadratic
+// J delta for `count` LAMM candidates' deltas (kLammChunk at a time), for the pick's quadratic
 // terms: warp w of block `block` forms coefficient j = block * kWarps + w of each, lane l adding
 // columns l, l + 32, ... and then the fixed shuffle tree: jdeltas[a * P + j].
 __device__ void lamm_quadratic_block(const double* J, const double* deltas, int count, int64_t P,
@@ -944,15 +943,13 @@ __device__ void lamm_quadratic_block(const double* J, const double* deltas, int 
     for (int64_t c = lane; c < P; c += 32) {
       const double Jjc = J[j * P + c];
 #pragma unroll
-      for (int a = 0; a < kLammChunk; ++a) {
-        if (c0 + a < count)
-          acc[a] += Jjc * chunk[a * P + c];
-      }
+      for (int a = 0; a < kLammChunk; ++a)
+        acc[a] += Jjc * chunk[a * P + c];
     }
 #pragma unroll
     for (int a = 0; a < kLammChunk; ++a) {
       const double total = warp_sum(acc[a]);
-      if (lane == 0 && c0 + a < count)
+      if (lane == 0)
         jdeltas[(c0 + a) * P + j] = total;
     }
   }
@@ -1011,17 +1008,18 @@ static_assert(kWideRowColumns == int64_t{kLammCachedSlots} * 8,
 
 // The partial dots of row `row` with the chunk's candidates read from memory: the lane's
 // columns lane, lane + Team, ... in that order (as row_dot).
-template <int Team, class T, int Count>
+template <int Team, class T>
 __device__ __forceinline__ void lamm_dots_from_memory(const RowView<T>& rows, int64_t row, int lane,
-                                                      const double* chunk, double (&dot)[Count]) {
+                                                      const double* chunk,
+                                                      double (&dot)[kLammChunk]) {
   const T* xi = rows.x + row * rows.ldx;
 #pragma unroll
-  for (int k = 0; k < Count; ++k)
+  for (int k = 0; k < kLammChunk; ++k)
     dot[k] = 0.0;
   for (int64_t j = lane; j < rows.ncols_x; j += Team) {
     const double xv = static_cast<double>(xi[j]);
 #pragma unroll
-    for (int k = 0; k < Count; ++k)
+    for (int k = 0; k < kLammChunk; ++k)
       dot[k] += xv * chunk[k * rows.P + j];
   }
 }
@@ -1106,84 +1104,8 @@ __device__ __forceinline__ double lamm_chunk_by_team(const RowView<T>& rows, con
   return acc;
 }
 
-// The objective sums of the first group's kLammPair candidates over a team's rows, in acc: the
-// rows' dots formed as lamm_chunk_by_team forms them (the lane's columns in the same order), summed
-// over the team with team_sum, whose bits the spread sums reproduce, so each candidate's sum is
-// the one a chunk holding it would have found. Every lane of a team ends with the same sums;
-// the caller keeps those of the team's first lane.
-template <class T, int Team, bool Cached>
-__device__ __forceinline__ void lamm_pair_by_team(const RowView<T>& rows, const double* pair,
-                                                  double tau, const RowTeam<Team>& team,
-                                                  double (&acc)[kLammPair]) {
-  const bool appended = rows.ncols_x < rows.P;
-  double intercept_value[kLammPair];
-#pragma unroll
-  for (int k = 0; k < kLammPair; ++k) {
-    intercept_value[k] = appended ? pair[k * rows.P + rows.P - 1] : 0.0;
-    acc[k] = 0.0;
-  }
-  const auto add_row = [&](int64_t row, double (&dot)[kLammPair]) {
-    const double y = static_cast<double>(rows.y[row]);
-    const double w = row_weight(rows, row);
-#pragma unroll
-    for (int k = 0; k < kLammPair; ++k) {
-      double value = team_sum<Team>(dot[k]);
-      if (appended)
-        value += intercept_value[k];
-      acc[k] += w * rh_huber_rho(y - value, tau);
-    }
-  };
-  if constexpr (Cached) {
-    double own[kLammCachedSlots][kLammPair];
-#pragma unroll
-    for (int s = 0; s < kLammCachedSlots; ++s) {
-      const int64_t j = team.lane + int64_t{Team} * s;
-#pragma unroll
-      for (int k = 0; k < kLammPair; ++k)
-        own[s][k] = j < rows.ncols_x ? pair[k * rows.P + j] : 0.0;
-    }
-    for (int64_t i = team.first; i < rows.n; i += kLammRowsAtOnce * team.stride) {
-      T x[kLammRowsAtOnce][kLammCachedSlots];
-#pragma unroll
-      for (int r = 0; r < kLammRowsAtOnce; ++r) {
-        const int64_t row = i + r * team.stride;
-        const T* xi = rows.x + row * rows.ldx;
-#pragma unroll
-        for (int s = 0; s < kLammCachedSlots; ++s) {
-          const int64_t j = team.lane + int64_t{Team} * s;
-          x[r][s] = row < rows.n && j < rows.ncols_x ? xi[j] : T(0);
-        }
-      }
-#pragma unroll
-      for (int r = 0; r < kLammRowsAtOnce; ++r) {
-        const int64_t row = i + r * team.stride;
-        if (r > 0 && row >= rows.n)
-          break;  // the team's rows are done (team-uniform)
-        double dot[kLammPair] = {};
-#pragma unroll
-        for (int s = 0; s < kLammCachedSlots; ++s) {
-          if (team.lane + int64_t{Team} * s < rows.ncols_x) {
-            const double xv = static_cast<double>(x[r][s]);
-#pragma unroll
-            for (int k = 0; k < kLammPair; ++k)
-              dot[k] += xv * own[s][k];
-          }
-        }
-        add_row(row, dot);
-      }
-    }
-  } else {
-    for (int64_t i = team.first; i < rows.n; i += team.stride) {
-      double dot[kLammPair];
-      lamm_dots_from_memory<Team>(rows, i, team.lane, pair, dot);
-      add_row(i, dot);
-    }
-  }
-}
-
-// The objective sums of `count` LAMM candidates (a multiple of kLammChunk, kLammChunk per pass
-// over the rows; with Pair the first group's kLammPair, one pass), by the first row_grid blocks:
-// partials[block * count + a]. WithQuadratic: the
+// The objective sums of `count` LAMM candidates (a multiple of kLammChunk), kLammChunk per pass
+// over the rows, by the first row_grid blocks: partials[block * count + a]. WithQuadratic: the
 // blocks after them form J delta for the same candidates (lamm_quadratic_block), which needs no
 // row, in the same launch.
 //
@@ -1193,8 +1115,8 @@ __device__ __forceinline__ void lamm_pair_by_team(const RowView<T>& rows, const 
 // candidates from memory is a kernel of its own: the registers of the cached one would halve its
 // occupancy. At least two blocks per multiprocessor: the cached kernel's registers fit 128 a thread
 // without spilling.
-template <class T, int Team, bool WithQuadratic, bool Cached, bool Pair>
-__global__ void __launch_bounds__(kThreads, Cached ? (Pair ? 3 : 2) : (Team == 1 ? 3 : 4))
+template <class T, int Team, bool WithQuadratic, bool Cached>
+__global__ void __launch_bounds__(kThreads, Cached ? 2 : (Team == 1 ? 3 : 4))
     lamm_trials_kernel(RowView<T> rows, const double* candidates, int count, double tau,
                        const DeviceScalars* sc, double* partials, int row_grid, const double* J,
                        const double* deltas, double* jdeltas) {
@@ -1209,65 +1131,52 @@ __global__ void __launch_bounds__(kThreads, Cached ? (Pair ? 3 : 2) : (Team == 1
   }
   __shared__ double shared[kLammChunk * (kThreads / 32)];
   const RowTeam<Team> team(row_grid);
-  if constexpr (Pair) {
-    // The sums of the teams' first lanes, the others' zeros, by block_sums_to: the block's sums
-    // of the chunk path below, bit for bit.
-    double acc[kLammPair];
-    lamm_pair_by_team<T, Team, Cached>(rows, candidates, tau, team, acc);
-    if (team.lane != 0) {
+  for (int first = 0; first < count; first += kLammChunk) {
+    const double* chunk = candidates + first * rows.P;
+    if constexpr (Team == 1) {
+      double acc[kLammChunk];
 #pragma unroll
-      for (int k = 0; k < kLammPair; ++k)
+      for (int k = 0; k < kLammChunk; ++k)
         acc[k] = 0.0;
-    }
-    block_sums_to<kThreads>(acc, shared, partials + blockIdx.x * kLammPair);
-  } else {
-    for (int first = 0; first < count; first += kLammChunk) {
-      const double* chunk = candidates + first * rows.P;
-      if constexpr (Team == 1) {
-        double acc[kLammChunk];
-#pragma unroll
-        for (int k = 0; k < kLammChunk; ++k)
-          acc[k] = 0.0;
-        for (int64_t i = team.first; i < rows.n; i += team.stride) {
-          double dot[kLammChunk];
-          lamm_dots_from_memory<1>(rows, i, 0, chunk, dot);
-          if (rows.ncols_x < rows.P) {
-#pragma unroll
-            for (int k = 0; k < kLammChunk; ++k)
-              dot[k] += chunk[k * rows.P + rows.P - 1];
-          }
-          const double y = static_cast<double>(rows.y[i]);
-          const double w = row_weight(rows, i);
+      for (int64_t i = team.first; i < rows.n; i += team.stride) {
+        double dot[kLammChunk];
+        lamm_dots_from_memory<1>(rows, i, 0, chunk, dot);
+        if (rows.ncols_x < rows.P) {
 #pragma unroll
           for (int k = 0; k < kLammChunk; ++k)
-            acc[k] += w * rh_huber_rho(y - dot[k], tau);
+            dot[k] += chunk[k * rows.P + rows.P - 1];
         }
-        block_sums_to<kThreads>(acc, shared, partials + blockIdx.x * count + first);
-      } else {
-        double acc = lamm_chunk_by_team<T, Team, Cached>(rows, chunk, tau, team, team_mask<Team>());
-        // The sums block_sums_to would give over lanes of which only a team's first lane held all
-        // kLammChunk sums (the others zeros), without its kLammChunk warp trees: a warp's sum is
-        // lane 4 k's; with teams of 8, lane 8 t + k holds team t's sum of candidate k, and the
-        // warp's is (team 0 + team 2) + (team 1 + team 3), as the tree added them. (Through
-        // block_sums_to the launch took 0.3-1 us longer on the H200.)
-        if constexpr (Team == 8) {
-          acc += __shfl_xor_sync(0xffffffffu, acc, 16);
-          acc += __shfl_xor_sync(0xffffffffu, acc, 8);
-        }
-        const int lane = threadIdx.x & 31;
-        if (lane < Team && lane % (Team / kLammChunk) == 0)
-          shared[(threadIdx.x >> 5) * kLammChunk + lamm_spread_candidate<Team>(lane)] = acc;
-        __syncthreads();
-        if (threadIdx.x < kLammChunk) {
-          double total = 0.0;
+        const double y = static_cast<double>(rows.y[i]);
+        const double w = row_weight(rows, i);
 #pragma unroll
-          for (int w = 0; w < kThreads / 32; ++w)
-            total += shared[w * kLammChunk + threadIdx.x];
-          partials[blockIdx.x * count + first + threadIdx.x] = total;
-        }
+        for (int k = 0; k < kLammChunk; ++k)
+          acc[k] += w * rh_huber_rho(y - dot[k], tau);
       }
-      __syncthreads();  // the next chunk reuses `shared`
+      block_sums_to<kThreads>(acc, shared, partials + blockIdx.x * count + first);
+    } else {
+      double acc = lamm_chunk_by_team<T, Team, Cached>(rows, chunk, tau, team, team_mask<Team>());
+      // The sums block_sums_to would give over lanes of which only a team's first lane held all
+      // kLammChunk sums (the others zeros), without its kLammChunk warp trees: a warp's sum is
+      // lane 4 k's; with teams of 8, lane 8 t + k holds team t's sum of candidate k, and the
+      // warp's is (team 0 + team 2) + (team 1 + team 3), as the tree added them. (Through
+      // block_sums_to the launch took 0.3-1 us longer on the H200.)
+      if constexpr (Team == 8) {
+        acc += __shfl_xor_sync(0xffffffffu, acc, 16);
+        acc += __shfl_xor_sync(0xffffffffu, acc, 8);
+      }
+      const int lane = threadIdx.x & 31;
+      if (lane < Team && lane % (Team / kLammChunk) == 0)
+        shared[(threadIdx.x >> 5) * kLammChunk + lamm_spread_candidate<Team>(lane)] = acc;
+      __syncthreads();
+      if (threadIdx.x < kLammChunk) {
+        double total = 0.0;
+#pragma unroll
+        for (int w = 0; w < kThreads / 32; ++w)
+          total += shared[w * kLammChunk + threadIdx.x];
+        partials[blockIdx.x * count + first + threadIdx.x] = total;
+      }
     }
+    __syncthreads();  // the next chunk reuses `shared`
   }
 }
 
@@ -1396,7 +1305,7 @@ void launch_newton_trials(const RowView<T>& rows, const double* residual, const 
 
 // lamm_trials_kernel<T, team, WithQuadratic, cached> on `blocks` blocks (row_grid of them over
 // rows).
-template <class T, bool WithQuadratic, bool Pair>
+template <class T, bool WithQuadratic>
 void launch_lamm_trials_kernel(int blocks, int row_grid, const RowView<T>& rows,
                                const double* candidates, int count, double tau,
                                const DeviceScalars* sc, double* partials, const double* J,
@@ -1407,27 +1316,13 @@ void launch_lamm_trials_kernel(int blocks, int row_grid, const RowView<T>& rows,
   };
   const int team = row_team(rows.ncols_x);
   if (team == 32 && rows.ncols_x <= int64_t{kLammCachedSlots} * 32)
-    launch(lamm_trials_kernel<T, 32, WithQuadratic, true, Pair>);
+    launch(lamm_trials_kernel<T, 32, WithQuadratic, true>);
   else if (team == 32)
-    launch(lamm_trials_kernel<T, 32, WithQuadratic, false, Pair>);
+    launch(lamm_trials_kernel<T, 32, WithQuadratic, false>);
   else if (team == 8)  // at most kWideRowColumns = kLammCachedSlots * 8 columns
-    launch(lamm_trials_kernel<T, 8, WithQuadratic, true, Pair>);
+    launch(lamm_trials_kernel<T, 8, WithQuadratic, true>);
   else
-    launch(lamm_trials_kernel<T, 1, WithQuadratic, false, Pair>);
-}
-
-template <class T, bool WithQuadratic>
-void launch_lamm_trials_kernel(int blocks, int row_grid, const RowView<T>& rows,
-                               const double* candidates, int count, double tau,
-                               const DeviceScalars* sc, double* partials, const double* J,
-                               const double* deltas, double* jdeltas, cudaStream_t s) {
-  if (count == kLammPair) {
-    launch_lamm_trials_kernel<T, WithQuadratic, true>(blocks, row_grid, rows, candidates, count,
-                                                      tau, sc, partials, J, deltas, jdeltas, s);
-  } else {
-    launch_lamm_trials_kernel<T, WithQuadratic, false>(blocks, row_grid, rows, candidates, count,
-                                                       tau, sc, partials, J, deltas, jdeltas, s);
-  }
+    launch(lamm_trials_kernel<T, 1, WithQuadratic, false>);
 }
 
 template <class T>

@@ -41,31 +41,22 @@ constexpr int64_t xtu_partials_stride(int64_t ncols_x) {
 // The solver constants of docs/algorithm.md ("Solvers"), from rh_algorithm.h: the kernels
 // size registers and shared memory with them, so they are compile-time constants here.
 constexpr int kLineSearchTrials = RH_LINE_SEARCH_TRIALS;  // t = 1, 1/2, ..., 2^-26
-// LAMM's 40 attempts (phi, 2 phi, ..., 2^39 phi) come in two groups, each one set of three
-// launches (candidates, trials, pick), the second returning at once when the first accepted.
-// After an accepted phi the next iteration starts at phi / 2, so it accepts at its first or second
-// attempt unless the curvature moved: there the first group is kLammPair attempts, whose trials
-// form two dots a row (lamm_trials_kernel's pair path), and the second the other 38. A solve's
-// opening iteration starts from the initial phi, which may lie several doublings below the
-// curvature: its first group is kLammOpeningGroup. Groups other than the pair evaluate kLammChunk
-// attempts at a time (registers per row), one pass over the rows each, a last chunk padded with
-// attempts that the pick never considers (lamm_evaluated). The 8 curvature-bound attempts after
-// 40 rejections are one more group of the same launches, queued by the host only when the state
-// asks for them (kNeedsLammBound).
+// LAMM's 40 attempts (phi, 2 phi, ..., 2^39 phi) come in two groups, each one set of four
+// launches: the first 8, where nearly every iteration accepts, then the other 32, which return
+// at once unless the first group had no acceptable attempt. Inside a group the attempts are
+// evaluated kLammChunk at a time (registers per row), one pass over the rows each. The 8
+// curvature-bound attempts after 40 rejections are one more group of the same launches, queued
+// by the host only when the state asks for them (kNeedsLammBound).
 constexpr int kLammChunk = 8;
-constexpr int kLammPair = 2;
 constexpr int kLammAttempts = RH_LAMM_ATTEMPTS;
 constexpr int kLammBoundAttempts = RH_LAMM_BOUND_ATTEMPTS;
-constexpr int kLammFirstGroup = kLammPair;
-constexpr int kLammOpeningGroup = kLammChunk;
-// The attempts a group of `count` evaluates: the pair, or whole chunks.
-constexpr int lamm_evaluated(int count) {
-  return count == kLammPair ? count : (count + kLammChunk - 1) / kLammChunk * kLammChunk;
-}
-// The most attempts a group evaluates: buffers and the pick's shared sums are sized for it.
-constexpr int kLammMaxEvaluated = lamm_evaluated(kLammAttempts - kLammFirstGroup);
+constexpr int kLammFirstGroup = 8;
+constexpr int kLammMaxGroup = kLammAttempts - kLammFirstGroup;
+static_assert(kLammFirstGroup % kLammChunk == 0 && kLammMaxGroup % kLammChunk == 0,
+              "LAMM groups are whole chunks");
 static_assert(kLammBoundAttempts == kLammChunk, "the curvature-bound attempts are one chunk");
-static_assert(kLammMaxEvaluated >= kLammBoundAttempts, "buffers are sized for the largest group");
+static_assert(kLammMaxGroup >= kLammFirstGroup && kLammMaxGroup >= kLammBoundAttempts,
+              "buffers are sized for the largest group");
 // Which group of LAMM attempts a pick decides, and so what it does when none is acceptable:
 // nothing (the next group follows), pause for the curvature-bound group, or end the solve.
 enum LammGroup : int { kLammGroupFirst = 0, kLammGroupRest = 1, kLammGroupBound = 2 };
