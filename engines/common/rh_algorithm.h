@@ -7,6 +7,7 @@
 #ifndef RH_ALGORITHM_H
 #define RH_ALGORITHM_H
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -137,6 +138,16 @@ RH_ALGORITHM_FN double rh_pivot_floor(int64_t P, double eps) {
  * not above eps P times the largest are dropped. */
 RH_ALGORITHM_FN double rh_rank_cutoff(int64_t P, double eps, double largest) {
   return eps * (double)P * largest;
+}
+
+/* The eps of the Newton ladder's thresholds (rh_pivot_floor, rh_rank_cutoff; docs/decisions.md,
+ * "The Newton system's precision"). The system is summed and solved in double for every working
+ * dtype. At a stream's first batch (batch count 0 and an all-zero information matrix) H is the
+ * batch's Gram alone, exact to double rounding, and is judged at double's epsilon; after that H
+ * holds the information stored in the working dtype, whose rounding can leave it indefinite at
+ * that dtype's epsilon, and is judged at dtype_eps. */
+RH_ALGORITHM_FN double rh_ladder_epsilon(int stream_start, double dtype_eps) {
+  return stream_start ? DBL_EPSILON : dtype_eps;
 }
 
 /* The step test of both solvers: ||Delta|| <= tol (1 + ||beta||), beta the accepted iterate

@@ -264,20 +264,17 @@ class RowStatistics:
         return None if beta is None else engine_array(beta, self.dtype)
 
     def _results(self, kinds, statistics: RhCudaRowStatistics, outputs: dict) -> dict:
-        """loss (a scalar), score (P,), curvature and majoriser (P, P) in the engine dtype like
-        the NumPy reference; meat (P, P) float64 and norm a float, as the reference computes
-        those."""
-        dtype = self.dtype
+        """loss (a scalar) in the engine dtype, score (P,) and the Grams (P, P) float64 and norm
+        a float, as the NumPy reference computes them (the Newton system is float64 for every
+        dtype)."""
         result = {}
         for kind in kinds:
             if kind == "loss":
-                result[kind] = dtype.type(statistics.loss)
+                result[kind] = self.dtype.type(statistics.loss)
             elif kind == "norm":
                 result[kind] = float(statistics.weighted_norm)
-            elif kind == "meat":
-                result[kind] = outputs[kind]
             else:
-                result[kind] = outputs[kind].astype(dtype, copy=False)
+                result[kind] = outputs[kind]
         return result
 
     def compute(self, X, y, w, beta, kinds, tau: float, bandwidth: float) -> dict:

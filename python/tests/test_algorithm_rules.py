@@ -116,6 +116,34 @@ def test_the_ladder_solves_raw_unit_columns_instead_of_truncating_them():
     assert error < 0.05
 
 
+def test_the_ladder_judges_a_streams_first_batch_at_float64s_epsilon():
+    """rules.ladder_epsilon, and the problem's choice of it: float64's eps while the state has
+    no batch and a zero information (H is then the batch's Gram, summed in float64), the
+    working dtype's once J holds rounded values (a restored prior included)."""
+    from renewable_huber.core.objective import RenewableProblem
+
+    eps32, eps64 = float(np.finfo(np.float32).eps), float(np.finfo(np.float64).eps)
+    assert rules.ladder_epsilon(True, eps32) == eps64
+    assert rules.ladder_epsilon(False, eps32) == eps32
+    assert rules.ladder_epsilon(True, eps64) == rules.ladder_epsilon(False, eps64) == eps64
+    config = UpdateConfig(
+        tau=1.345, penalty="none", lambda_scale=1.0, bandwidth_scale=1.0, fit_intercept=True,
+        max_iter=10, tol=1e-6, ridge=1e-8, n_features_in=2,
+    )
+    empty = RenewableState.empty(3, np.float32)
+    X = design_matrix(np, np.ones((4, 2), dtype=np.float32), True)
+    y = np.ones(4, dtype=np.float32)
+
+    def chosen(state):
+        return RenewableProblem.from_batch(np, state, X, y, None, config).ladder_epsilon
+
+    assert chosen(empty) == eps64
+    prior = RenewableState(empty.coefficients, np.eye(3, dtype=np.float32), 0, 0, 0.0, 0.0)
+    assert chosen(prior) == eps32
+    after, _ = renewable_update(np, empty, X, y, None, config)
+    assert after.batch_count == 1 and chosen(after) == eps32
+
+
 def _first_batch(X, y, penalty="none", max_iter=100, tol=1e-6, lambda_scale=1.0):
     p = X.shape[1]
     config = UpdateConfig(

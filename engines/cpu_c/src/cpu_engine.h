@@ -124,7 +124,8 @@ typedef struct RhProblem {
   double ridge;
   double tolerance;
   double total_weight; /* N */
-  double machine_eps;  /* of the engine dtype: the solve ladder's thresholds use it */
+  double machine_eps;  /* of the engine dtype: the rounding floor of F (rh_within_rounding) */
+  double ladder_eps;   /* the solve ladder's thresholds' eps (rh_ladder_epsilon) */
   int used_fallback;
 } RhProblem;
 

@@ -39,7 +39,7 @@ static void build_majoriser(RhProblem* problem) {
 static RhCudaStatus solve_step(RhProblem* problem, const char* which, int64_t it,
                                RhErrorBuffer* err) {
   RhWorkspace* ws = problem->ws;
-  rh_dense_solve(ws->hessian, ws->gradient, problem->P, problem->machine_eps, ws, ws->step,
+  rh_dense_solve(ws->hessian, ws->gradient, problem->P, problem->ladder_eps, ws, ws->step,
                  &problem->used_fallback);
   if (!rh_all_finite(ws->step, problem->P)) {
     return rh_fail(err, RH_CUDA_NUMERICAL_ERROR, "%s step is not finite at iteration %" PRId64,

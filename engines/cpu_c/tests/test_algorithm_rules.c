@@ -51,6 +51,9 @@ static void solver_tests(void) {
   CHECK(rh_pivot_floor(8, eps64) == ldexp(1.0, -43));
   CHECK(rh_pivot_floor(10, eps32) == 640.0 * eps32);
   CHECK(rh_rank_cutoff(4, eps32, 8.0) == ldexp(1.0, -18));
+  /* The ladder's eps: double's at a stream's first batch, the dtype's after it. */
+  CHECK(rh_ladder_epsilon(1, eps32) == DBL_EPSILON && rh_ladder_epsilon(0, eps32) == eps32);
+  CHECK(rh_ladder_epsilon(1, eps64) == eps64 && rh_ladder_epsilon(0, eps64) == eps64);
   /* ||Delta|| <= tol (1 + ||beta||), boundary included. */
   CHECK(rh_step_converged(1.0, 1.0, 0.5));
   CHECK(!rh_step_converged(nextafter(1.0, 2.0), 1.0, 0.5));

@@ -428,7 +428,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   }
   // The acceptance test's terms: its floor, and H's diagonal entry on the rows of tile t (read
   // again: the tile holds the trailing update by then), as the assembly forms it.
-  const double floor = rh_pivot_floor(P, k.dtype_epsilon);
+  const double floor = rh_pivot_floor(P, k.ladder_epsilon);
   auto diagonal_of = [&](int t) {
     const int64_t r = int64_t{t} * kTile + (tid & 31);
     return r < P ? hessian_entry(gram, J, P, r, r, inv_n, k.ridge) : 1.0;

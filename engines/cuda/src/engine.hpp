@@ -49,6 +49,10 @@ struct CommittedState {
   double previous_lambda = 0.0;
   double weight_sum = 0.0;
   bool information_symmetric = true;
+  // Every entry of information is zero: known at creation and at a restore; an update clears it
+  // (and makes batch_count nonzero). With batch_count 0 it marks a stream's first batch
+  // (rh_ladder_epsilon).
+  bool information_zero = true;
   GrowingBuffer meat;          // P x P doubles: K of the sandwich covariance (meat.cu)
   bool meat_available = true;  // K covers every batch of the stream
 

@@ -91,7 +91,7 @@ void solve_without_cholesky(UpdateContext<T>& ctx, const T* gram) {
   Engine& e = ctx.e;
   const int64_t P = ctx.k.P;
   const int n = static_cast<int>(P);
-  const double eps = ctx.k.dtype_epsilon;
+  const double eps = ctx.k.ladder_epsilon;
   double* H = e.ws.hessian.as<double>();
   double* dir = e.ws.dir.as<double>();
   int* info = e.ws.solver_info.as<int>();

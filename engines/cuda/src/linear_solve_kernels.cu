@@ -284,7 +284,7 @@ __global__ void __launch_bounds__(kSmallDenseThreads)
     }
   }
   int refused = 0;
-  const double floor = rh_pivot_floor(P, k.dtype_epsilon);
+  const double floor = rh_pivot_floor(P, k.ladder_epsilon);
   for (int i = tid; i < P; i += nthreads) {
     const double d = pivots[i];
     if (!cholesky_pivot_accepted(d, diagonal[i], floor))
@@ -402,7 +402,7 @@ __global__ void __launch_bounds__(kTriangularThreads)
   double* y = rhs_shared ? dynamic_shared : dir;
   double* inverses = inverses_shared ? dynamic_shared + P : global_inverses;
   const double inv_n = 1.0 / sc->total_weight;
-  const double floor = rh_pivot_floor(P, k.dtype_epsilon);
+  const double floor = rh_pivot_floor(P, k.ladder_epsilon);
   int refused = 0;
   for (int64_t j = tid; j < P; j += kTriangularThreads) {
     const double root = L[j + j * P];

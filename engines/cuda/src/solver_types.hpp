@@ -274,10 +274,13 @@ struct BatchConstants {
   // the objective, non-finite. The first gradient then refuses the batch (kInvalidData) and the
   // host repeats the update with the validation pass (DeferredChecksFailed).
   int checks_deferred;
-  // Machine epsilon of the engine dtype: the pivot tests' floor, and eps of the rounding floor
-  // (rh_within_rounding, rh_rejected_direction_converged) that decides whether a solve whose
-  // last steps were all rejected is converged.
+  // Machine epsilon of the engine dtype: eps of the rounding floor (rh_within_rounding,
+  // rh_rejected_direction_converged) that decides whether a solve whose last steps were all
+  // rejected is converged.
   double dtype_epsilon;
+  // eps of the linear-solve ladder's pivot floor and rank cutoff (rh_ladder_epsilon): double's at
+  // a stream's first batch, dtype_epsilon after it.
+  double ladder_epsilon;
 };
 
 }  // namespace rh

@@ -102,6 +102,7 @@ void restore_state(Engine& e, const RhCudaHostStateView* view) {
   e.committed.previous_lambda = view->previous_lambda;
   e.committed.weight_sum = view->weight_sum;
   e.committed.information_symmetric = symmetric;
+  e.committed.information_zero = zero_info;
 }
 
 void copy_state(Engine& e, RhCudaHostState* out) {

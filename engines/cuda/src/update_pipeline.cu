@@ -101,6 +101,8 @@ BatchConstants batch_constants(const Engine& e, const RhCudaHostBatch& b,
   k.float_lamm = k.l1 && e.dtype == RH_CUDA_DTYPE_FLOAT32;
   k.max_iter = static_cast<int>(c.max_iter);
   k.dtype_epsilon = e.dtype_epsilon();
+  k.ladder_epsilon = rh_ladder_epsilon(
+      e.committed.batch_count == 0 && e.committed.information_zero ? 1 : 0, k.dtype_epsilon);
   k.checks_deferred = checks_deferred;
   return k;
 }
@@ -250,6 +252,7 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
   e.committed.information.swap(e.scratch.information);
   e.committed.n_samples_seen += b.n_rows;
   e.committed.batch_count += 1;
+  e.committed.information_zero = false;
   e.committed.previous_lambda = s.lambda;
   e.committed.weight_sum = s.total_weight;
 

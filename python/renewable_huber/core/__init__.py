@@ -17,7 +17,6 @@ from .meat import batch_meat
 from .newton_solver import solve_newton
 from .objective import (
     RenewableProblem,
-    curvature_weights,
     gradient,
     hessian,
     objective,
@@ -32,7 +31,6 @@ __all__ = [
     "SolverResult",
     "bandwidth",
     "batch_meat",
-    "curvature_weights",
     "design_matrix",
     "gradient",
     "hessian",

@@ -29,10 +29,6 @@ class LinearSolution:
         return self.method == "svd"
 
 
-def _pivot_floor(dtype, n: int) -> float:
-    return pivot_floor(n, float(numpy.finfo(dtype).eps))
-
-
 def _pivots_acceptable(xp, pivots, floor: float) -> bool:
     # NaN pivots (CuPy's Cholesky reports failure through NaN, not an exception) fail both tests.
     if not bool(xp.all(xp.isfinite(pivots))):
@@ -47,8 +43,9 @@ def _solve_triangular(xp, T, b):
     return xp.linalg.solve(T, b)
 
 
-def cholesky_solve(xp, A, b):
-    """x from the Cholesky factor of symmetric A, or None when the factorisation is refused."""
+def cholesky_solve(xp, A, b, eps: float):
+    """x from the Cholesky factor of symmetric A, or None when the factorisation is refused at
+    the pivot floor of machine epsilon eps."""
     try:
         L = xp.linalg.cholesky(A)
     except numpy.linalg.LinAlgError:
@@ -60,7 +57,7 @@ def cholesky_solve(xp, A, b):
     diagonal = xp.diagonal(A)
     if not bool(xp.all(xp.isfinite(pivots))):
         return None
-    if not bool(xp.all(pivots > _pivot_floor(A.dtype, A.shape[0]) * diagonal)):
+    if not bool(xp.all(pivots > pivot_floor(A.shape[0], eps) * diagonal)):
         return None
     return _solve_triangular(xp, L.T, _solve_triangular(xp, L, b))
 
@@ -86,14 +83,15 @@ def lu_factor(xp, A):
     return lu, order
 
 
-def lu_solve(xp, A, b):
-    """x from the partially pivoted LU of A, or None when a pivot is below the floor."""
+def lu_solve(xp, A, b, eps: float):
+    """x from the partially pivoted LU of A, or None when a pivot is below the floor of machine
+    epsilon eps."""
     factored = lu_factor(xp, A)
     if factored is None:
         return None
     lu, order = factored
     n = A.shape[0]
-    if not _pivots_acceptable(xp, xp.abs(xp.diagonal(lu)), _pivot_floor(A.dtype, n)):
+    if not _pivots_acceptable(xp, xp.abs(xp.diagonal(lu)), pivot_floor(n, eps)):
         return None
     lower = xp.tril(lu, -1) + xp.eye(n, dtype=lu.dtype)
     upper = xp.triu(lu)
@@ -101,27 +99,35 @@ def lu_solve(xp, A, b):
     return _solve_triangular(xp, upper, _solve_triangular(xp, lower, permuted))
 
 
-def minimum_norm_solve(xp, A, b):
+def minimum_norm_solve(xp, A, b, eps: float | None = None):
     """The minimum-norm least-squares solution with singular values <= eps * P * sigma_max
-    dropped, and the number of singular values kept (the numerical rank)."""
+    dropped (eps: A's dtype's unless given), and the number of singular values kept (the
+    numerical rank)."""
+    if eps is None:
+        eps = float(numpy.finfo(A.dtype).eps)
     U, s, Vt = xp.linalg.svd(A)
-    keep = s > rank_cutoff(A.shape[0], float(numpy.finfo(A.dtype).eps), float(s.max()))
+    keep = s > rank_cutoff(A.shape[0], eps, float(s.max()))
     inverse = xp.where(keep, 1.0 / xp.where(keep, s, 1.0), 0.0).astype(A.dtype, copy=False)
     return Vt.T @ (inverse * (U.T @ b)), int(xp.count_nonzero(keep))
 
 
-def solve_linear(xp, A, b) -> LinearSolution:
+def solve_linear(xp, A, b, eps: float | None = None) -> LinearSolution:
     """Solve A x = b along the ladder of docs/decisions.md ("Linear solve ladder"): Cholesky
     when A is bitwise symmetric; then, on the equilibrated system, pivoted LU, then the SVD
-    (always finite).
+    (always finite). The system is solved in float64 (x is float64) with the thresholds of
+    machine epsilon eps: the caller's rules.ladder_epsilon, A's own dtype's when not given.
 
     Raises EngineError (NUMERICAL_ERROR) when A or b already holds Inf/NaN (overflow upstream),
     where no rung could produce a meaningful step.
     """
+    if eps is None:
+        eps = float(numpy.finfo(A.dtype).eps)
+    A = A.astype(xp.float64, copy=False)
+    b = b.astype(xp.float64, copy=False)
     if not (bool(xp.all(xp.isfinite(A))) and bool(xp.all(xp.isfinite(b)))):
         raise numerical_error("the Newton system holds non-finite values (overflow)")
     if bool(xp.all(A == A.T)):
-        x = cholesky_solve(xp, A, b)
+        x = cholesky_solve(xp, A, b, eps)
         if x is not None:
             return LinearSolution(x, "cholesky")
     # LU's pivot test and the SVD's rank cutoff compare columns with each other, so they run
@@ -134,15 +140,15 @@ def solve_linear(xp, A, b) -> LinearSolution:
         # semi-definite); whatever did goes on unscaled.
         d = xp.ones_like(d)
         scaled = A
-    y = lu_solve(xp, scaled, d * b)
+    y = lu_solve(xp, scaled, d * b, eps)
     if y is not None:
         return LinearSolution(d * y, "lu")
-    y, rank = minimum_norm_solve(xp, scaled, d * b)
+    y, rank = minimum_norm_solve(xp, scaled, d * b, eps)
     if rank < A.shape[0] and scaled is not A:
         # Rank deficient after equilibration. Where the cutoff on A itself keeps the same
         # rank (collinear columns of like scale), the step is A's minimum-norm solution, the
         # norm of beta; where raw units make it cut more, the equilibrated one.
-        x, raw_rank = minimum_norm_solve(xp, A, b)
+        x, raw_rank = minimum_norm_solve(xp, A, b, eps)
         if raw_rank == rank:
             return LinearSolution(x, "svd")
     return LinearSolution(d * y, "svd")

@@ -10,11 +10,13 @@ from .linear_solve import solve_linear
 from .objective import (
     RenewableProblem,
     expect_line_search,
-    gradient,
     hessian,
+    in_working_dtype,
     majoriser_matrix,
+    newton_gradient,
     objective,
     residual,
+    wide,
 )
 from .rules import (
     LINE_SEARCH_TRIALS,
@@ -29,13 +31,18 @@ from .solver_result import SolverResult
 _HINTS_AFTER = {1: 4, 5: 8, 13: LINE_SEARCH_TRIALS}
 
 
+def line_search_candidate(problem: RenewableProblem, beta, t: float, direction):
+    """beta - t d, formed in float64 and rounded once to the working dtype."""
+    return in_working_dtype(problem, wide(problem.xp, beta) - t * direction)
+
+
 def _line_search(problem: RenewableProblem, beta, F: float, direction, strict: bool = False):
     """The first of beta - t d, t = 1, 1/2, ..., 2^-26, with f <= F (plain non-increase, no
     slope term: the contract fixes this acceptance rule; f < F when strict), as
     (beta, r, F, t); None when all fail."""
     t = 1.0
     for trial in range(LINE_SEARCH_TRIALS):
-        candidate = beta - t * direction
+        candidate = line_search_candidate(problem, beta, t, direction)
         candidate_r = residual(problem, candidate)
         candidate_F = objective(problem, candidate, candidate_r)
         if candidate_F < F or (candidate_F == F and not strict):
@@ -58,8 +65,8 @@ def solve_newton(problem: RenewableProblem, max_iter: int, tol: float) -> Solver
     F = objective(problem, beta, r)
     used_fallback = False
     for iteration in range(1, max_iter + 1):
-        g = gradient(problem, beta, r)
-        solution = solve_linear(xp, hessian(problem, beta, r), g)
+        g = newton_gradient(problem, beta, r)
+        solution = solve_linear(xp, hessian(problem, beta, r), g, problem.ladder_epsilon)
         used_fallback = used_fallback or solution.used_regularized_fallback
         accepted = _line_search(problem, beta, F, solution.x)
         # A zero Newton direction (a singular H, e.g. ridge 0 with every residual beyond
@@ -67,7 +74,7 @@ def solve_newton(problem: RenewableProblem, max_iter: int, tol: float) -> Solver
         # zero step stands (beta is then optimal to rounding).
         stalled = accepted is not None and not bool(xp.any(solution.x))
         if accepted is None or stalled:
-            fallback = solve_linear(xp, majoriser_matrix(problem, r), g)
+            fallback = solve_linear(xp, majoriser_matrix(problem, r), g, problem.ladder_epsilon)
             used_fallback = used_fallback or fallback.used_regularized_fallback
             retry = _line_search(problem, beta, F, fallback.x, strict=stalled)
             if retry is not None or not stalled:
@@ -77,7 +84,7 @@ def solve_newton(problem: RenewableProblem, max_iter: int, tol: float) -> Solver
                                                      solution.x, beta, tol)
             return SolverResult(beta, r, iteration, converged, F, used_fallback)
         candidate, candidate_r, candidate_F, t = accepted
-        step = candidate - beta
+        step = wide(xp, candidate) - wide(xp, beta)
         # A step the line search cut short ends the solve only when it also changed f by at
         # most tol |f|: short because of the cut, it says nothing of the distance to the
         # optimum, which a first-order decrease of f reveals.

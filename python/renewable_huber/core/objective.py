@@ -8,16 +8,21 @@ on acceptance, for g and H at the same beta.
 
 The solvers reach the batch's rows only through the row functions below (residual and the
 five sums over rows); f, g, H, the majoriser and LAMM's curvature bound combine their results
-with the state. Each row function dispatches on the problem's type, so a problem whose rows
-live elsewhere (renewable_huber.dask: partitions on a cluster, r an opaque handle) registers
-its own and runs the same solvers unchanged.
+with the state. f and the residual are in the working dtype; the Newton system (g, H, the
+majoriser, and the sums they are made of) is float64 for every working dtype, as in the native
+engines (docs/decisions.md, "The Newton system in float64"). Each row function dispatches on
+the problem's type, so a problem whose rows live elsewhere (renewable_huber.dask: partitions on
+a cluster, r an opaque handle) registers its own and runs the same solvers unchanged.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Any
+
+import numpy
 
 from ..config import UpdateConfig
 from ..state import RenewableState
@@ -25,7 +30,7 @@ from .design import penalty_mask
 from .gram import weighted_gram
 from .huber import checked_bandwidth, huber_loss, huber_score, lambda_value, smoothed_curvature
 from .meat import batch_meat
-from .rules import history_scale, lamm_phi_bound, majoriser_weights
+from .rules import history_scale, ladder_epsilon, lamm_phi_bound, majoriser_weights
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +39,9 @@ class RenewableProblem:
 
     X (n, P), y (n,), w (n,): the batch in the working dtype. beta0 (P,), information (P, P):
     the previous state. weight_sum: N = W0 + sum(w). historical: (W0/N) lambda0 sign(beta0) m,
-    or None when the term is absent (penalty "none" or no previous sample).
+    or None when the term is absent (penalty "none" or no previous sample). ladder_epsilon: the
+    eps of the Newton ladder's thresholds (rules.ladder_epsilon; unused by a problem that only
+    sums rows).
     """
 
     xp: Any
@@ -50,6 +57,7 @@ class RenewableProblem:
     lambda_value: float
     mask: Any
     historical: Any
+    ladder_epsilon: float = math.nan
 
     @classmethod
     def from_batch(
@@ -73,6 +81,7 @@ class RenewableProblem:
         weight_sum = previous_weight + batch_weight
         tau = float(config.tau)
         mask = penalty_mask(xp, config.n_parameters, config.fit_intercept, dtype)
+        stream_start = int(state.batch_count) == 0 and not bool(xp.any(state.information))
         historical = None
         if config.penalty == "l1" and state.n_samples_seen > 0:
             scale = history_scale(previous_weight, weight_sum, float(state.previous_lambda))
@@ -93,6 +102,7 @@ class RenewableProblem:
             ),
             mask=mask,
             historical=historical,
+            ladder_epsilon=ladder_epsilon(stream_start, float(numpy.finfo(dtype).eps)),
         )
 
     @property
@@ -129,25 +139,43 @@ def loss_sum(problem: RenewableProblem, r):
     return xp.sum(problem.w * huber_loss(xp, r, problem.tau))
 
 
+def wide(xp, a):
+    """a in float64, the dtype of the Newton system (a itself when it is float64 already)."""
+    return a.astype(xp.float64, copy=False)
+
+
+def _wide_rows(problem: RenewableProblem, r):
+    """(X, w, r) in float64: the rows of the Newton system's sums."""
+    xp = problem.xp
+    return wide(xp, problem.X), wide(xp, problem.w), wide(xp, r)
+
+
 @functools.singledispatch
-def score_product(problem: RenewableProblem, r):
-    """X' (w psi(r)), a (P,) array."""
-    return problem.X.T @ (problem.w * huber_score(problem.xp, r, problem.tau))
+def score_product(problem: RenewableProblem, r, wide_sum: bool = True):
+    """X' (w psi(r)), a (P,) array: summed in float64 (the Newton system's), or in the working
+    dtype when not wide_sum (LAMM's gradient)."""
+    if not wide_sum:
+        return problem.X.T @ (problem.w * huber_score(problem.xp, r, problem.tau))
+    X, w, r = _wide_rows(problem, r)
+    return X.T @ (w * huber_score(problem.xp, r, problem.tau))
 
 
 @functools.singledispatch
 def curvature_gram(problem: RenewableProblem, r):
-    """X' diag(w c(r)) X: the data part of H and the batch's information."""
-    return weighted_gram(problem.xp, problem.X, curvature_weights(problem, r))
+    """X' diag(w c(r)) X in float64: the data part of H and the batch's information."""
+    X, w, r = _wide_rows(problem, r)
+    curvature = smoothed_curvature(problem.xp, r, problem.tau, problem.bandwidth)
+    return weighted_gram(problem.xp, X, w * curvature)
 
 
 @functools.singledispatch
 def majoriser_gram(problem: RenewableProblem, r):
-    """X' diag(w m(r)) X, m = max(c(r), min(1, tau / |r|)): the data part of the majoriser."""
+    """X' diag(w m(r)) X in float64, m = max(c(r), min(1, tau / |r|)): the data part of the
+    majoriser."""
     xp = problem.xp
+    X, w, r = _wide_rows(problem, r)
     curvature = smoothed_curvature(xp, r, problem.tau, problem.bandwidth)
-    weights = problem.w * majoriser_weights(xp, r, problem.tau, curvature)
-    return weighted_gram(xp, problem.X, weights)
+    return weighted_gram(xp, X, w * majoriser_weights(xp, r, problem.tau, curvature))
 
 
 @functools.singledispatch
@@ -163,11 +191,6 @@ def weighted_squared_norm(problem: RenewableProblem) -> float:
 def meat_gram(problem: RenewableProblem, r):
     """X' diag(w psi(r)^2) X in float64 at the batch's solution: its part of K (core/meat.py)."""
     return batch_meat(problem.xp, problem.X, r, problem.w, problem.tau)
-
-
-def curvature_weights(problem: RenewableProblem, r):
-    """w * c(r) with this batch's bandwidth: the row weights of the Hessian and of J_new."""
-    return problem.w * smoothed_curvature(problem.xp, r, problem.tau, problem.bandwidth)
 
 
 # -- the renewable objective, assembled from the row functions and the state -----------------
@@ -188,34 +211,53 @@ def objective(problem: RenewableProblem, beta, r=None) -> float:
 
 
 def gradient(problem: RenewableProblem, beta, r=None):
-    """g(beta) = [-X' (w psi(r)) + J delta] / N - historical, a (P,) array."""
+    """g(beta) = [-X' (w psi(r)) + J delta] / N - historical in the working dtype: LAMM's."""
     if r is None:
         r = residual(problem, beta)
     delta = beta - problem.beta0
-    g = (problem.information @ delta - score_product(problem, r)) / problem.weight_sum
+    g = (problem.information @ delta - score_product(problem, r, False)) / problem.weight_sum
     if problem.historical is not None:
         g = g - problem.historical
     return g
 
 
-def _plus_ridge(problem: RenewableProblem, matrix):
+def newton_gradient(problem: RenewableProblem, beta, r=None):
+    """g(beta) as `gradient`, in float64: the right-hand side of the Newton system."""
+    xp = problem.xp
+    if r is None:
+        r = residual(problem, beta)
+    delta = wide(xp, beta) - wide(xp, problem.beta0)
+    g = (wide(xp, problem.information) @ delta - score_product(problem, r)) / problem.weight_sum
+    if problem.historical is not None:
+        g = g - wide(xp, problem.historical)
+    return g
+
+
+def _newton_matrix(problem: RenewableProblem, gram):
+    """[gram + J] / N + ridge I in float64, ridge added after dividing by N."""
+    xp = problem.xp
+    matrix = (gram + wide(xp, problem.information)) / problem.weight_sum
     if problem.ridge != 0.0:
-        matrix = matrix + problem.ridge * problem.xp.eye(problem.n_parameters, dtype=problem.dtype)
+        matrix = matrix + problem.ridge * xp.eye(problem.n_parameters, dtype=xp.float64)
     return matrix
 
 
 def hessian(problem: RenewableProblem, beta, r=None):
-    """H(beta) = [X' diag(w c(r)) X + J] / N + ridge I, ridge added after dividing by N."""
+    """H(beta) = [X' diag(w c(r)) X + J] / N + ridge I (float64)."""
     if r is None:
         r = residual(problem, beta)
-    return _plus_ridge(problem, (curvature_gram(problem, r) + problem.information)
-                       / problem.weight_sum)
+    return _newton_matrix(problem, curvature_gram(problem, r))
 
 
 def majoriser_matrix(problem: RenewableProblem, r):
-    """M = [X' diag(w m(r)) X + J] / N + ridge I, m = max(c(r), min(1, tau / |r|))."""
-    return _plus_ridge(problem, (majoriser_gram(problem, r) + problem.information)
-                       / problem.weight_sum)
+    """M = [X' diag(w m(r)) X + J] / N + ridge I, m = max(c(r), min(1, tau / |r|)) (float64)."""
+    return _newton_matrix(problem, majoriser_gram(problem, r))
+
+
+def in_working_dtype(problem: RenewableProblem, point):
+    """A candidate formed in float64 (beta - t d, LAMM's soft threshold), rounded once to the
+    working dtype: every candidate is a point of the state's dtype."""
+    return point.astype(problem.dtype, copy=False)
 
 
 def curvature_bound(problem: RenewableProblem) -> float:

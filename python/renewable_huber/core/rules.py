@@ -64,6 +64,15 @@ def rank_cutoff(n: int, eps: float, largest: float) -> float:
     return eps * n * largest
 
 
+def ladder_epsilon(stream_start: bool, dtype_eps: float) -> float:
+    """The eps of the Newton ladder's thresholds (rh_ladder_epsilon): the system is float64 for
+    every working dtype; at a stream's first batch (batch count 0, all-zero information) H is
+    the batch's Gram alone, exact to float64 rounding, and is judged at float64's epsilon;
+    afterwards it holds the information stored in the working dtype, whose rounding can leave
+    it indefinite at dtype_eps, and is judged there."""
+    return sys.float_info.epsilon if stream_start else dtype_eps
+
+
 def step_converged(xp, step, beta, tol: float) -> bool:
     """The step test of both solvers: ||step||_2 <= tol * (1 + ||beta||_2), beta the newly
     accepted iterate (rh_step_converged)."""

@@ -9,7 +9,7 @@ from ..state import RenewableState
 from .lamm_solver import solve_lamm
 from .newton_solver import solve_newton
 from .numerical_error import numerical_error
-from .objective import RenewableProblem, curvature_gram, meat_gram
+from .objective import RenewableProblem, curvature_gram, in_working_dtype, meat_gram, wide
 
 
 def _check_consistent(state: RenewableState, X_design, y, sample_weight, config: UpdateConfig):
@@ -69,8 +69,9 @@ def solve_problem(problem: RenewableProblem, state: RenewableState, config: Upda
     solve = solve_lamm if config.penalty == "l1" else solve_newton
     result = solve(problem, int(config.max_iter), float(config.tol))
 
+    # Summed in float64 (the batch's Gram is a float64 sum) and rounded once to the state's dtype.
     batch_information = curvature_gram(problem, result.residual)
-    information = state.information + batch_information
+    information = in_working_dtype(problem, wide(xp, state.information) + batch_information)
     if not (bool(xp.all(xp.isfinite(result.beta))) and bool(xp.all(xp.isfinite(information)))):
         raise numerical_error("the batch produced non-finite coefficients or information")
     meat = _next_meat(problem, state, result.residual, config)

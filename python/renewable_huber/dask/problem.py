@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.newton_solver import line_search_candidate
 from ..core.objective import (
     RenewableProblem,
     curvature_gram,
@@ -76,7 +77,7 @@ def _(problem: DistributedProblem, beta, direction, t: float, count: int) -> Non
     point costs one read of the rows on the workers but no round trip of its own)."""
     candidates = []
     for _ in range(count):
-        candidates.append(beta - t * direction)  # formed as the line search forms it
+        candidates.append(line_search_candidate(problem, beta, t, direction))
         t *= 0.5
     losses = problem.partitions.losses(candidates, problem.tau, problem.bandwidth)
     problem.expected.clear()
@@ -92,8 +93,9 @@ def _(problem: DistributedProblem, r):
 
 
 @score_product.register
-def _(problem: DistributedProblem, r):
-    return _sum(problem, r, "score")
+def _(problem: DistributedProblem, r, wide_sum: bool = True):
+    score = _sum(problem, r, "score")  # float64, summed over the partitions in order
+    return score if wide_sum else score.astype(problem.dtype)
 
 
 @curvature_gram.register
