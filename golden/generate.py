@@ -23,11 +23,12 @@ regenerates in memory and compares with it:
   schema_version, oracle), every case's id, description, config, rtol and atol, the inputs
   (X, y, sample_weight, probe_X: PCG64 and decimal rounding, no BLAS), the counters
   n_samples_seen and batch_count, and the converged flags;
-* iterations: within ITERATION_WINDOW of the committed count. A step whose size lies within
-  rounding of the stopping threshold tol (1 + ||beta||) passes on one kernel and not on the
-  next; Newton then ends one iteration apart, and float32 LAMM, whose late steps stall at
-  float32 resolution, a few apart (up to 2 seen on five kernel families). The conformance kit
-  reports iteration differences and never fails on them;
+* iterations: within ITERATION_WINDOW of the committed count (FLOAT32_L1_ITERATION_WINDOW for
+  float32 L1 cases). A step whose size lies within rounding of the stopping threshold
+  tol (1 + ||beta||) passes on one kernel and not on the next; Newton then ends one iteration
+  apart, and float32 LAMM, whose late steps stall at float32 resolution, a few apart (up to 3
+  seen on five kernel families). The conformance kit reports iteration differences and never
+  fails on them;
 * every other number (coefficients, information, previous_lambda, weight_sum, objective,
   lambda_value, bandwidth, predictions): |regenerated - committed| <= atol + rtol |committed|
   with the tolerance the conformance kit's `reference` profile gives the case
@@ -108,6 +109,9 @@ CONDITION_FACTOR = 64.0
 # perturbation): a kernel perturbs rounding about as much, so a quarter leaves it room.
 SENSITIVITY_MARGIN = 4.0
 ITERATION_WINDOW = 2
+# float32 LAMM's late steps stall at float32 resolution, so its counts move further between
+# kernels: up to 3 seen (v2's l1-float32-no-intercept-true-zeros, batch 3, Prescott kernels).
+FLOAT32_L1_ITERATION_WINDOW = 4
 PROBE_ROWS = 5
 
 
@@ -1028,6 +1032,9 @@ def _compare_case(a: dict, b: dict, path: str, extra_rtol: float, found: Compari
         _exact(a.get("expected"), b.get("expected"), f"{path}.expected", found)
         return
     tolerance = Tolerance.for_case(a["rtol"], a["atol"], "reference", a["config"]["dtype"])
+    window = (FLOAT32_L1_ITERATION_WINDOW
+              if (a["config"]["dtype"], a["config"]["penalty"]) == ("float32", "l1")
+              else ITERATION_WINDOW)
     expected_a, expected_b = a["expected"], b["expected"]
     _exact(sorted(expected_a), sorted(expected_b), f"{path}.expected keys", found)
     states_a, states_b = expected_a.get("states", []), expected_b.get("states", [])
@@ -1058,10 +1065,10 @@ def _compare_case(a: dict, b: dict, path: str, extra_rtol: float, found: Compari
                 _close(da[key], db[key], here, tolerance, extra_rtol, found)
             elif key == "iterations" and _is_number(da[key]) and _is_number(db[key]):
                 step = db[key] - da[key]
-                if abs(step) > ITERATION_WINDOW:
+                if abs(step) > window:
                     found.differences.append(
                         f"{here}: committed {da[key]}, regenerated {db[key]} (more than "
-                        f"{ITERATION_WINDOW} apart)"
+                        f"{window} apart)"
                     )
                 elif step:
                     found.iteration_notes.append(f"{a.get('id')} batch {index + 1}: {step:+d}")

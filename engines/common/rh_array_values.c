@@ -47,6 +47,15 @@ int64_t rh_first_nonfinite(int32_t dtype, const void* data, int64_t count) {
                                         : rh_first_nonfinite_f64((const double*)data, count);
 }
 
+int rh_all_values_zero(int32_t dtype, const void* data, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (rh_value_at(dtype, data, i) != 0.0) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
 int rh_all_bytes_zero(const void* data, size_t bytes) {
   /* An OR over 64-byte blocks (vectorised, no branch per element), checked once per block so a
    * non-zero array is usually told apart in its first block. */

@@ -202,6 +202,10 @@ int64_t rh_first_nonfinite(int32_t dtype, const void* data, int64_t count);
 /* 1 when every one of data[0..bytes) is zero (an array of +0.0 values, as an empty state
  * holds), else 0; bytes == 0 gives 1. */
 int rh_all_bytes_zero(const void* data, size_t bytes);
+/* 1 when every value of data[0..count) (an array of an ABI dtype) equals zero, -0.0 included
+ * (an information matrix that makes the next batch a stream's first: rh_ladder_epsilon), else
+ * 0; count == 0 gives 1. */
+int rh_all_values_zero(int32_t dtype, const void* data, int64_t count);
 /* dst[0..count) = src's values as doubles (exact). */
 void rh_widen(int32_t dtype, const void* src, int64_t count, double* dst);
 /* data[index] of an array of an ABI dtype, as a double (exact: float widens exactly). Inline:

@@ -19,6 +19,7 @@ import pytest
 
 from renewable_huber import RenewableHuberRegressor
 from renewable_huber.simulation import simulate_raw_units
+from renewable_huber.state import RenewableState
 
 statsmodels_datasets = pytest.importorskip("statsmodels.datasets")
 sklearn_datasets = pytest.importorskip("sklearn.datasets")
@@ -204,15 +205,47 @@ def test_one_batch_float32_fit_resolves_the_newton_system_at_float64s_thresholds
     assert _relative_error(_parameters(model), huber_oracle(X32, y32, tau)) <= 1e-3
 
 
+@pytest.mark.parametrize("restored", ["negative zeros", "identity prior"])
+def test_what_makes_a_batch_a_streams_first_is_zero_information_by_value(engine, restored):
+    """A state restored with batch count 0 starts a stream when its information is zero by
+    value (-0.0 included, whose bytes are not zero): ccard in float32 then reaches the optimum.
+    A nonzero prior makes the batch a later one, judged at float32's resolution: the stop is
+    then wherever that resolution allows, only required to be finite."""
+    from renewable_huber.backends import create_backend
+    from renewable_huber.config import UpdateConfig
+
+    X, y = FIRST_BATCH_FLOAT32_TABLES["ccard"]()
+    X32, y32 = np.ascontiguousarray(X, np.float32), np.ascontiguousarray(y, np.float32)
+    P = X.shape[1] + 1
+    information = (-np.zeros((P, P)) if restored == "negative zeros"
+                   else np.eye(P)).astype(np.float32)
+    backend = create_backend(engine["backend"], dtype=np.float32, n_parameters=P, n_jobs=None,
+                             cuda_graphs=False, cuda_fast_math=False)
+    backend.restore(RenewableState(np.zeros(P, np.float32), information, 0, 0, 0.0, 0.0))
+    config = UpdateConfig(n_features_in=X.shape[1], fit_intercept=True, tau=DEFAULT_TAU,
+                          bandwidth_scale=1.0, tol=1e-6, ridge=1e-8, max_iter=100,
+                          penalty="none", lambda_scale=1.0)
+    state, diagnostics = backend.update(X32, y32, None, config)
+    beta = np.asarray(state.coefficients, dtype=np.float64)
+    assert np.all(np.isfinite(beta))
+    if restored == "negative zeros":
+        assert diagnostics.converged
+        oracle = huber_oracle(X32.astype(np.float64), y32.astype(np.float64), DEFAULT_TAU)
+        assert _relative_error(beta, oracle) <= 1e-3
+
+
 @pytest.mark.parametrize("tau_kind", ["default", "matched"])
 @pytest.mark.parametrize("table", sorted(FIRST_BATCH_FLOAT32_TABLES))
 def test_one_batch_fit_on_more_raw_tables_matches_the_oracle_float64(engine, table, tau_kind):
-    """The same tables in float64 (tol 1e-8: linnerud at the default tol ends 2.8e-7 away)."""
+    """The same tables in float64 (tol 1e-8: linnerud at the default tol ends 2.8e-7 away).
+    Within 1e-5: star98's design has condition 3.4e6, so its Newton matrices about 1e13, and
+    the reference's float64 solve ends 1.5e-6 away under the Sandybridge BLAS kernels (1.6e-10
+    under the default ones)."""
     X, y = FIRST_BATCH_FLOAT32_TABLES[table]()
     tau = DEFAULT_TAU if tau_kind == "default" else matched_tau(y)
     model = _fit_without_convergence_warning(X, y, tau=tau, tol=1e-8, **engine)
     assert model.diagnostics_["converged"]
-    assert _relative_error(_parameters(model), huber_oracle(X, y, tau)) <= 1e-7
+    assert _relative_error(_parameters(model), huber_oracle(X, y, tau)) <= 1e-5
 
 
 @pytest.mark.parametrize("tau_kind", ["default", "matched"])

@@ -31,12 +31,9 @@ static void set_up_problem(RhCudaEngine* engine, const RhCudaUpdateConfig* confi
 
   rh_widen(engine->dtype, engine->coefficients, P, ws->beta0);
   rh_widen(engine->dtype, engine->information, P * P, ws->information);
-  int information_zero = 1;
-  for (int64_t k = 0; k < P * P && information_zero; ++k) {
-    information_zero = ws->information[k] == 0.0;
-  }
-  problem->ladder_eps =
-      rh_ladder_epsilon(engine->batch_count == 0 && information_zero, problem->machine_eps);
+  problem->ladder_eps = rh_ladder_epsilon(
+      engine->batch_count == 0 && rh_all_values_zero(engine->dtype, engine->information, P * P),
+      problem->machine_eps);
   /* The historical L1 subgradient (W0/N) lambda0 sign(beta0) m enters only for L1 after a
    * first batch. RH_TEST_SKIP_HISTORY builds the conformance kit's deliberately broken
    * engine, which must be caught by the golden corpora. */

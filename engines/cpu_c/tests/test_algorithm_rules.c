@@ -115,6 +115,14 @@ static void array_values(void) {
   const double same[3] = {0.1, -1e300, 5e-324};
   rh_widen(RH_CUDA_DTYPE_FLOAT64, same, 3, wide);
   CHECK(wide[0] == 0.1 && wide[1] == -1e300 && wide[2] == 5e-324 && wide[3] == (double)1e-45f);
+  /* Zero values, -0.0 included (whose bytes are not all zero); the smallest subnormal is not. */
+  const float zeros32[3] = {0.0f, -0.0f, 0.0f};
+  const double zeros64[3] = {-0.0, 0.0, 5e-324};
+  CHECK(rh_all_values_zero(RH_CUDA_DTYPE_FLOAT32, zeros32, 3) == 1);
+  CHECK(rh_all_bytes_zero(zeros32, sizeof zeros32) == 0);
+  CHECK(rh_all_values_zero(RH_CUDA_DTYPE_FLOAT64, zeros64, 2) == 1);
+  CHECK(rh_all_values_zero(RH_CUDA_DTYPE_FLOAT64, zeros64, 3) == 0);
+  CHECK(rh_all_values_zero(RH_CUDA_DTYPE_FLOAT32, narrow, 0) == 1);
 }
 
 int main(void) {

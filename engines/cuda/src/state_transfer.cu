@@ -102,7 +102,8 @@ void restore_state(Engine& e, const RhCudaHostStateView* view) {
   e.committed.previous_lambda = view->previous_lambda;
   e.committed.weight_sum = view->weight_sum;
   e.committed.information_symmetric = symmetric;
-  e.committed.information_zero = zero_info;
+  e.committed.information_zero =
+      zero_info || rh_all_values_zero(e.dtype, view->information, P * P) != 0;
 }
 
 void copy_state(Engine& e, RhCudaHostState* out) {

@@ -243,14 +243,15 @@ RhCudaUpdateConfig newton_config(int64_t p) {
 }
 
 // What a Newton batch must reach. kOptimum: the first-order condition. kProgress: float32 on
-// features at scale 1e5 or a tiny raw batch. There the dense algebra is in double, but the
-// ladder's pivot floors and SVD cutoff use float32's epsilon (docs/decisions.md): once only a
-// few rows lie in the quadratic zone, H is beyond them, the SVD rung drops directions and the
-// solve stops short of the optimum (the NumPy reference's float32 solve does too: first-order
-// ratio ~0.2 relative on the 1e5-scale batch). What the fallback guarantees is asserted instead:
-// the solve converges, leaves beta0, and decreases f by orders of magnitude (at beta0 f is 300
-// to 7000 times f at the optimum on these batches; the float32 ends seen in an emulation of the
-// engine stay within 50 times f's optimum).
+// features at scale 1e5 or a tiny raw batch. The dense algebra is in double; a stream's first
+// batch judges it at double's epsilon, every later batch at float32's (docs/decisions.md, "The
+// Newton system's precision"). Judged at float32's, once only a few rows lie in the quadratic
+// zone the SVD rung drops directions and the solve stops short of the optimum (first-order
+// ratio ~0.2 relative on the 1e5-scale batch in an emulation); a batch that follows a restored
+// nonzero state still is. What the fallback guarantees is asserted: the solve converges, leaves
+// beta0, and decreases f by orders of magnitude (at beta0 f is 300 to 7000 times f at the
+// optimum on these batches; the float32 ends seen in an emulation stay within 50 times f's
+// optimum). The first-order ratio is printed for each batch.
 enum class Expect { kOptimum, kProgress };
 
 // Checks one Newton batch: converged before max_iter, the first-order condition (kOptimum) or a
