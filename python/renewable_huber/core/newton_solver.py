@@ -10,10 +10,10 @@ from .linear_solve import solve_linear
 from .objective import (
     RenewableProblem,
     expect_line_search,
+    gradient,
     hessian,
     in_working_dtype,
     majoriser_matrix,
-    newton_gradient,
     objective,
     residual,
     wide,
@@ -65,7 +65,7 @@ def solve_newton(problem: RenewableProblem, max_iter: int, tol: float) -> Solver
     F = objective(problem, beta, r)
     used_fallback = False
     for iteration in range(1, max_iter + 1):
-        g = newton_gradient(problem, beta, r)
+        g = gradient(problem, beta, r, in_float64=True)
         solution = solve_linear(xp, hessian(problem, beta, r), g, problem.ladder_epsilon)
         used_fallback = used_fallback or solution.used_regularized_fallback
         accepted = _line_search(problem, beta, F, solution.x)

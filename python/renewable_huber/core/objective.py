@@ -10,7 +10,7 @@ The solvers reach the batch's rows only through the row functions below (residua
 five sums over rows); f, g, H, the majoriser and LAMM's curvature bound combine their results
 with the state. f and the residual are in the working dtype; the Newton system (g, H, the
 majoriser, and the sums they are made of) is float64 for every working dtype, as in the native
-engines (docs/decisions.md, "The Newton system in float64"). Each row function dispatches on
+engines (docs/decisions.md, "The Newton system's precision"). Each row function dispatches on
 the problem's type, so a problem whose rows live elsewhere (renewable_huber.dask: partitions on
 a cluster, r an opaque handle) registers its own and runs the same solvers unchanged.
 """
@@ -210,26 +210,17 @@ def objective(problem: RenewableProblem, beta, r=None) -> float:
     return float(value)
 
 
-def gradient(problem: RenewableProblem, beta, r=None):
-    """g(beta) = [-X' (w psi(r)) + J delta] / N - historical in the working dtype: LAMM's."""
+def gradient(problem: RenewableProblem, beta, r=None, in_float64: bool = False):
+    """g(beta) = [-X' (w psi(r)) + J delta] / N - historical, a (P,) array: in the working
+    dtype (LAMM's), or in float64 (the right-hand side of the Newton system)."""
     if r is None:
         r = residual(problem, beta)
-    delta = beta - problem.beta0
-    g = (problem.information @ delta - score_product(problem, r, False)) / problem.weight_sum
+    cast = (lambda a: wide(problem.xp, a)) if in_float64 else (lambda a: a)
+    delta = cast(beta) - cast(problem.beta0)
+    score = score_product(problem, r, in_float64)
+    g = (cast(problem.information) @ delta - score) / problem.weight_sum
     if problem.historical is not None:
-        g = g - problem.historical
-    return g
-
-
-def newton_gradient(problem: RenewableProblem, beta, r=None):
-    """g(beta) as `gradient`, in float64: the right-hand side of the Newton system."""
-    xp = problem.xp
-    if r is None:
-        r = residual(problem, beta)
-    delta = wide(xp, beta) - wide(xp, problem.beta0)
-    g = (wide(xp, problem.information) @ delta - score_product(problem, r)) / problem.weight_sum
-    if problem.historical is not None:
-        g = g - wide(xp, problem.historical)
+        g = g - cast(problem.historical)
     return g
 
 
