@@ -43,6 +43,7 @@ from .exceptions import (
     FeatureScaleWarning,
     InferenceUnavailableError,
     NotFittedError,
+    PrecisionWarning,
     RenewableHuberError,
     TauScaleWarning,
     ValidationError,
@@ -452,6 +453,20 @@ class RenewableHuberRegressor:
                     batch=number,
                     iterations=diagnostics["iterations"],
                     reason=diagnostics["stop_reason"],
+                ),
+                stacklevel=caller_stacklevel(),
+            )
+        if (not new_stream and params.dtype == np.float32 and params.penalty == "none"
+                and diagnostics["used_regularized_fallback"]):
+            number = int(self._state.batch_count)
+            warnings.warn(
+                PrecisionWarning(
+                    f"float32 batch {number} solved a Newton system singular at float32 "
+                    "resolution (its linear solve fell back to the SVD): the float32 state "
+                    "cannot resolve this design, and the batch may have stopped far from the "
+                    "optimum even if it reports convergence; stream in float64, or with "
+                    "standardize=True (docs/python.md, 'Float32 streams of raw-unit tables')",
+                    batch=number,
                 ),
                 stacklevel=caller_stacklevel(),
             )

@@ -65,6 +65,18 @@ class FeatureScaleWarning(RenewableHuberWarning):
     standardize=True."""
 
 
+class PrecisionWarning(RenewableHuberWarning):
+    """A float32 batch after a stream's first (penalty "none") solved a Newton system that is
+    singular at float32 resolution (its linear solve's SVD rung ran): the float32 information
+    matrix cannot resolve this design, and the batch may end far from the optimum even when it
+    reports convergence (docs/python.md, "Float32 streams of raw-unit tables"). Stream in
+    float64, or with standardize=True. Attribute: batch (1-based index in the stream)."""
+
+    def __init__(self, message, *, batch=None):
+        super().__init__(message)
+        self.batch = batch
+
+
 class ConvergenceWarning(RenewableHuberWarning):
     """A batch ended without converging. The batch was still folded into the stream (the
     state holds the last accepted step); diagnostics_ carries the reason.

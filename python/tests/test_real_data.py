@@ -234,6 +234,41 @@ def test_what_makes_a_batch_a_streams_first_is_zero_information_by_value(engine,
         assert _relative_error(beta, oracle) <= 1e-3
 
 
+def _scotland():
+    data = statsmodels_datasets.scotland.load_pandas().data
+    return data.drop(columns="YES").to_numpy(float), data["YES"].to_numpy(float)
+
+
+def _shuffled_stream_warnings(X, y, **params) -> list:
+    order = np.random.default_rng(0).permutation(len(y))
+    model = RenewableHuberRegressor(**params)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for rows in np.array_split(order, 4):
+            model.partial_fit(X[rows], y[rows])
+    return caught
+
+
+def test_a_float32_stream_beyond_float32s_resolution_warns(engine):
+    """statsmodels' scotland (32 rows, 7 raw columns) in four float32 batches: after the first,
+    every Newton system is singular at float32 resolution (the SVD rung runs) and the stream
+    ends 19 (relative, in norm) from the float64 stream of the same data, each batch reporting
+    convergence. Batches 2-4 say so with PrecisionWarning; the float64 stream, and a float32
+    stream of a table float32 resolves (engel), do not warn."""
+    from renewable_huber import PrecisionWarning
+
+    X, y = _scotland()
+    caught = _shuffled_stream_warnings(X, y, dtype="float32", **engine)
+    flagged = [w.message for w in caught if issubclass(w.category, PrecisionWarning)]
+    assert [message.batch for message in flagged] == [2, 3, 4]
+    assert "standardize=True" in str(flagged[0]) and "float64" in str(flagged[0])
+    caught = _shuffled_stream_warnings(X, y, dtype="float64", **engine)
+    assert not [w for w in caught if issubclass(w.category, PrecisionWarning)]
+    X, y = TABLES["engel"]()
+    caught = _shuffled_stream_warnings(X, y, dtype="float32", **engine)
+    assert not [w for w in caught if issubclass(w.category, PrecisionWarning)]
+
+
 @pytest.mark.parametrize("tau_kind", ["default", "matched"])
 @pytest.mark.parametrize("table", sorted(FIRST_BATCH_FLOAT32_TABLES))
 def test_one_batch_fit_on_more_raw_tables_matches_the_oracle_float64(engine, table, tau_kind):
