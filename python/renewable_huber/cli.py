@@ -34,6 +34,7 @@ from .exceptions import (
     ConvergenceWarning,
     EngineError,
     FeatureScaleWarning,
+    PrecisionWarning,
     RenewableHuberError,
     RenewableHuberWarning,
 )
@@ -723,6 +724,9 @@ class _FitRun:
             if isinstance(warning, FeatureScaleWarning):
                 # The estimator's advice names its parameter; here it is an option.
                 _warn(" ".join(str(warning).split()) + "; here: fit again with --standardize")
+            elif isinstance(warning, PrecisionWarning):
+                _warn(" ".join(str(warning).split())
+                      + "; here: fit again with --dtype float64 or --standardize")
             elif not isinstance(warning, ConvergenceWarning):
                 _warn(" ".join(str(warning).split()))
         if not diagnostics["converged"] and args.strict:

@@ -371,6 +371,30 @@ def test_cli_fit_of_a_raw_table_converges_and_matches_the_oracle(table, tmp_path
     assert _relative_error(beta, huber_oracle(X, y, DEFAULT_TAU)) <= 1e-7
 
 
+def test_cli_float32_stream_beyond_float32s_resolution_warns_with_its_options(tmp_path,
+                                                                             cpu_library):
+    """The CLI's line for PrecisionWarning names its own options (--dtype, --standardize)."""
+    import os
+    import subprocess
+    import sys
+
+    X, y = _scotland()
+    order = np.random.default_rng(0).permutation(len(y))
+    path = tmp_path / "scotland.csv"
+    names = [f"x{j}" for j in range(X.shape[1])]
+    np.savetxt(path, np.column_stack([X[order], y[order]]), delimiter=",",
+               header=",".join([*names, "y"]), comments="", fmt="%.17g")
+    done = subprocess.run(
+        [sys.executable, "-m", "renewable_huber", "fit", str(path), "--target", "y",
+         "--batch-size", "8", "--backend", "native_cpu", "--dtype", "float32", "--no-progress"],
+        capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, RH_CPU_LIBRARY=str(cpu_library)),
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "singular at float32 resolution" in line]
+    assert lines and all("--dtype float64 or --standardize" in line for line in lines)
+
+
 # ------------------------------------------------------------- L1 on standardised real tables
 # LAMM, the L1 solver, is first-order: in raw units these tables do not converge (docs/python.md,
 # "L1 fits need standardised features"), so the L1 tests standardise features and target.
