@@ -109,6 +109,12 @@ class RenewableProblem:
     def dtype(self):
         return self.beta0.dtype
 
+    @functools.cached_property
+    def wide_rows(self):
+        """(X, w) in float64, made once per batch: the rows of the Newton system's sums (X and
+        w themselves when they are float64)."""
+        return wide(self.xp, self.X), wide(self.xp, self.w)
+
     @property
     def n_parameters(self) -> int:
         return int(self.beta0.shape[0])
@@ -146,8 +152,7 @@ def wide(xp, a):
 
 def _wide_rows(problem: RenewableProblem, r):
     """(X, w, r) in float64: the rows of the Newton system's sums."""
-    xp = problem.xp
-    return wide(xp, problem.X), wide(xp, problem.w), wide(xp, r)
+    return (*problem.wide_rows, wide(problem.xp, r))
 
 
 @functools.singledispatch
