@@ -281,9 +281,12 @@ double check_newton_batch(const char* name, const Batch<T>& b, int64_t P, const 
     RH_CHECK(f * 50.0 < f0);
   }
   // Relative to f, and to f0 where the optimum interpolates the data (f ~ 0 up to rounding of
-  // terms of size f0).
+  // terms of size f0; in float32 the stored coefficients are rounded, which moves residuals of
+  // the targets' size by about unit_roundoff of themselves: a float32 interpolant of 3 rows
+  // reported 0 where f at its stored coefficients is 7.8e-8 against f0 = 13507).
   RH_CHECK(std::fabs(step.diag.objective - f) <=
-           objective_rtol * std::fmax(std::fabs(f), 1e-12 * std::fabs(f0)));
+           objective_rtol *
+               std::fmax(std::fabs(f), std::fmax(1e-12, unit_roundoff) * std::fabs(f0)));
   RH_CHECK(f < f0);
   return ratio;
 }
@@ -426,9 +429,10 @@ void tiny_first_batch(int32_t dtype, double unit_roundoff, double objective_rtol
         worst = std::fmax(worst, fabsl(residual(batches[0], P, i, host[0].after.coef)));
       }
       std::printf("  3 rows: max |r| %.3Le (targets about 1e4)\n", worst);
-      // float64 reaches the interpolant; float32 stops short (Expect::kProgress).
-      if (expect == Expect::kOptimum)
-        RH_CHECK(worst <= 1e-6L);
+      // Both reach the interpolant, a first batch's Newton system being judged at double's
+      // epsilon; float32 up to its stored coefficients' rounding, which moves each residual by
+      // at most u sum_j |x_ij beta_j|, about 1e-2 here (4.3e-4 seen on an H100).
+      RH_CHECK(worst <= (expect == Expect::kOptimum ? 1e-6L : 1e-2L));
     }
   }
 }
