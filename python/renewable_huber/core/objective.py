@@ -159,9 +159,7 @@ def _wide_rows(problem: RenewableProblem, r):
 def score_product(problem: RenewableProblem, r, wide_sum: bool = True):
     """X' (w psi(r)), a (P,) array: summed in float64 (the Newton system's), or in the working
     dtype when not wide_sum (LAMM's gradient)."""
-    if not wide_sum:
-        return problem.X.T @ (problem.w * huber_score(problem.xp, r, problem.tau))
-    X, w, r = _wide_rows(problem, r)
+    X, w, r = _wide_rows(problem, r) if wide_sum else (problem.X, problem.w, r)
     return X.T @ (w * huber_score(problem.xp, r, problem.tau))
 
 
@@ -186,16 +184,15 @@ def majoriser_gram(problem: RenewableProblem, r):
 @functools.singledispatch
 def weighted_squared_norm(problem: RenewableProblem) -> float:
     """sum_i w_i ||x_i||^2, summed in double (the intercept column counted)."""
-    xp = problem.xp
-    X = problem.X.astype(xp.float64, copy=False)
-    w = problem.w.astype(xp.float64, copy=False)
-    return float(w @ xp.sum(X * X, axis=1))
+    X, w = problem.wide_rows
+    return float(w @ problem.xp.sum(X * X, axis=1))
 
 
 @functools.singledispatch
 def meat_gram(problem: RenewableProblem, r):
     """X' diag(w psi(r)^2) X in float64 at the batch's solution: its part of K (core/meat.py)."""
-    return batch_meat(problem.xp, problem.X, r, problem.w, problem.tau)
+    X, w = problem.wide_rows  # the float64 rows the Newton system's sums already made
+    return batch_meat(problem.xp, X, r, w, problem.tau)
 
 
 # -- the renewable objective, assembled from the row functions and the state -----------------
