@@ -67,11 +67,20 @@ def cuda_engine(cuda_library):
     return cuda_library
 
 
-@pytest.fixture(params=["numpy", "native_cpu", pytest.param("native_cuda", marks=pytest.mark.cuda)])
+@pytest.fixture(params=["numpy", "native_cpu", pytest.param("native_cuda", marks=pytest.mark.cuda),
+                        pytest.param("cupy", marks=pytest.mark.cuda)])
 def engine(request):
-    """Estimator keyword arguments for each engine; a native engine skips with its reason."""
+    """Estimator keyword arguments for each engine; an engine that cannot run here skips with
+    its reason."""
     if request.param == "numpy":
         return {"backend": "numpy"}
+    if request.param == "cupy":
+        from renewable_huber.backends.cupy_backend import cupy_unavailable_reason
+
+        reason = cupy_unavailable_reason()
+        if reason is not None:
+            pytest.skip(f"cupy backend unavailable here: {reason}")
+        return {"backend": "cupy", "device": "cuda"}
     if request.param == "native_cpu":
         request.getfixturevalue("cpu_library")
         return {"backend": "native_cpu"}
