@@ -96,7 +96,7 @@ def suggest_tau(X, y, sample_weight=None, *, fit_intercept: bool = True) -> floa
     if any(is_device_array(a) for a in (X, y, sample_weight) if a is not None):
         # Only the pilot rows cross to the host.
         X, y, sample_weight = (
-            None if a is None else _to_host(a[:: _step(int(a.shape[0]), PILOT_ROWS)])
+            None if a is None else _to_host(a[:: row_stride(int(a.shape[0]), PILOT_ROWS)])
             for a in (X, y, sample_weight)
         )
     batch = validate_batch(
@@ -116,7 +116,7 @@ def tau_from_batch(X, y, sample_weight, *, fit_intercept: bool) -> float:
 def pilot_scale(X, y, sample_weight, *, fit_intercept: bool) -> float:
     """The robust scale of the pilot LAD fit's residuals on at most PILOT_ROWS rows of a
     validated batch (see suggest_tau); ValidationError when they have no spread."""
-    step = _step(int(X.shape[0]), PILOT_ROWS)
+    step = row_stride(int(X.shape[0]), PILOT_ROWS)
     X, y = _to_host(X[::step]).astype(np.float64), _to_host(y[::step]).astype(np.float64)
     weights = None
     if sample_weight is not None:
@@ -152,7 +152,7 @@ def residual_scale_at(coefficients, X: np.ndarray, y: np.ndarray, sample_weight,
     """The robust scale of the residuals at `coefficients` (intercept last when
     fit_intercept) over at most CHECK_ROWS evenly spaced rows of weight > 0 of a host batch:
     one small matrix-vector product and a median, the cost of the first-batch check."""
-    step = _step(X.shape[0], CHECK_ROWS)
+    step = row_stride(X.shape[0], CHECK_ROWS)
     rows = X[::step]
     beta = np.asarray(coefficients, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -205,7 +205,7 @@ def _to_host(array) -> np.ndarray:
     return np.asarray(array)
 
 
-def _step(n_rows: int, limit: int) -> int:
+def row_stride(n_rows: int, limit: int) -> int:
     """The stride that keeps at most `limit` of n_rows rows, evenly spaced."""
     return max(1, -(-n_rows // limit))
 

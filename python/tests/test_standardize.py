@@ -477,3 +477,38 @@ def test_without_a_penalty_standardising_reaches_the_same_optimum(engine, seed, 
     plain, scaled = (huber_loss(predicted) for predicted in predictions)
     assert abs(scaled - plain) <= 1e-9 * plain
     assert np.abs(predictions[1] - predictions[0]).max() <= 1e-4 * y.std()
+
+
+@pytest.mark.parametrize("scales, means, expected", [
+    ([1, 1, 1, 9], [0, 0, 0, 0], None),             # mean squares spread 81: standardised enough
+    ([1, 1, 1, 12], [0, 0, 0, 0], "span"),          # 144
+    ([1, 1, 0.05, 1], [0, 0, 0, 0], "span"),        # 400, through the small column
+    ([1, 1, 1, 1], [0, 0, 0, 12], "nearly parallel"),  # |mean| 12 sd
+    ([1, 1, 1, 1], [0, 0, 0, 8], None),             # 8 sd: squared cosine 64/65
+])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_feature_scale_check_of_a_large_batch_reads_a_sample_and_decides_as_the_whole(
+        scales, means, expected, weighted):
+    """A 200,000-row first batch: the check reads at most CHECK_ROWS evenly spaced rows, and
+    its verdict is the one the whole batch's exact weighted moments give (the limits are two
+    orders of magnitude from a standardised design, far beyond the sample's error)."""
+    from renewable_huber._feature_scaling import (
+        CHECK_ROWS,
+        PARALLEL_LIMIT,
+        SPREAD_LIMIT,
+        unstandardised_design,
+    )
+
+    rng = np.random.default_rng(3)
+    n = 200_000
+    assert n > 100 * CHECK_ROWS
+    X = np.asarray(means) + np.asarray(scales) * rng.normal(size=(n, 4))
+    w = rng.uniform(0.0, 2.0, size=n) if weighted else np.ones(n)
+    square = np.append(w @ (X * X) / w.sum(), 1.0)
+    mean = w @ X / w.sum()
+    whole = (square.max() > SPREAD_LIMIT * square.min()
+             or (mean * mean / square[:-1]).max() > PARALLEL_LIMIT)
+    reason = unstandardised_design(X, w if weighted else None, fit_intercept=True)
+    assert (reason is not None) == whole == (expected is not None)
+    if expected is not None:
+        assert expected in reason

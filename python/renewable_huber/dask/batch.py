@@ -29,7 +29,7 @@ from ..exceptions import (
     ValidationError,
 )
 from ..state import RenewableState
-from ..tau import PILOT_ROWS, _step
+from ..tau import PILOT_ROWS, row_stride
 from .partitions import (
     PartitionSpec,
     add_in_order,
@@ -270,7 +270,7 @@ class DaskBatch:
 
     def pilot_rows(self):
         """The rows (X without intercept, y, w) a host batch would use for tau="auto"."""
-        step = _step(self.n_rows, PILOT_ROWS)
+        step = row_stride(self.n_rows, PILOT_ROWS)
         starts, offset = [], 0
         for summary in self._summaries:
             starts.append((-offset) % step)
