@@ -512,3 +512,17 @@ def test_the_feature_scale_check_of_a_large_batch_reads_a_sample_and_decides_as_
     assert (reason is not None) == whole == (expected is not None)
     if expected is not None:
         assert expected in reason
+
+
+def test_the_feature_scale_check_judges_the_sampled_rows_when_their_weights_are_all_zero():
+    from renewable_huber._feature_scaling import CHECK_ROWS, unstandardised_design
+    from renewable_huber.tau import row_stride
+
+    rng = np.random.default_rng(4)
+    n = 50 * CHECK_ROWS
+    w = np.ones(n)
+    w[::row_stride(n, CHECK_ROWS)] = 0.0  # every sampled row weighs nothing
+    standard = rng.normal(size=(n, 4))
+    assert unstandardised_design(standard, w, fit_intercept=True) is None
+    reason = unstandardised_design(standard * [1, 1, 1, 12], w, fit_intercept=True)
+    assert reason is not None and "column 3" in reason
