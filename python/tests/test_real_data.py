@@ -281,7 +281,8 @@ def test_standard_errors_of_a_raw_table_are_the_sandwich_at_the_oracle(engine, t
     oracle's residuals (h from the documented bandwidth rule, checked against the diagnostics).
     At the default tau some tables have a residual within h of tau (ccard, grunfeld, linnerud),
     where c is not psi'; the indicator's sandwich then differs by 6-16% and this one does not.
-    Within 1e-6: star98's J has condition 1e13, so the 1e-5 of its coefficients' test."""
+    The tolerance is 1e-6, not tighter: star98's J has condition 1e13 (its coefficients are
+    held to 1e-5 above)."""
     X, y = RAW_TABLES[table]()
     tau = DEFAULT_TAU if tau_kind == "default" else matched_tau(y)
     model = _fit_without_convergence_warning(X, y, tau=tau, tol=1e-8, inference=True, **engine)
