@@ -31,7 +31,7 @@ def case(*, label: str, engine: str, samples: list[float], shape: str = "latency
          operation: str = "partial_fit", transport: str = "host",
          iterations: list[int] | None = None, converged: bool = True,
          rounds: list[int] | None = None) -> dict:
-    found = next(s for s in PROFILES["standard"] if s.name == shape)
+    found = next(s for shapes in PROFILES.values() for s in shapes if s.name == shape)
     n_batches = found.n_batches if operation == "partial_fit" else 1
     iterations = iterations if iterations is not None else [5] * n_batches
     device = engine_device(engine)
