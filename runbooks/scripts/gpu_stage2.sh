@@ -52,4 +52,14 @@ for profile in ${PROFILES:-standard large}; do
     status=1
   fi
 done
+# The goals against the peer (docs/benchmarks.md, "Performance goals"): reported, not gated.
+step "performance goals against the peer's CuPy backend"
+goal_args=("$RESULTS")
+[ -f "$RESULTS/device.json" ] && goal_args+=(--device "$RESULTS/device.json")
+if python3 benchmarks/goals.py "${goal_args[@]}" --json "$RESULTS/goals.json" \
+    > "$RESULTS/goals.md"; then
+  cat "$RESULTS/goals.md"
+else
+  echo "goals: no table for these runs (the message above says why)" >&2
+fi
 exit "$status"
