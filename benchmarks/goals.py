@@ -18,7 +18,9 @@ the median of the paired per-round ratios):
                     (native_cuda's median)
   large profile     device input: median >= 4x; host input: median >= 5x
                     every device-input case within 2.5x of the roofline's ideal floor
-                    (needs --device, the GPU constants of `roofline.py --measure-device`)
+  both profiles     what host input adds to each case (native_cuda's host median minus its
+                    device median) within 1.5x of the pinned-copy floor of the batch bytes
+  (the last two need --device, the GPU constants of `roofline.py --measure-device`)
 
 A goal over a profile's cases reads "incomplete" while any of its cases (every shape of the
 profile, float32 and float64, penalties none and l1) is missing, unless the cases present
@@ -51,6 +53,7 @@ PENALTIES = ("none", "l1")
 STREAM_CASE = ("streaming", "float64", "none", "device")
 STREAM_LIMIT_S = 2e-3
 FLOOR_LIMIT = 2.5
+TRANSFER_LIMIT = 1.5
 
 
 @dataclass(frozen=True)
@@ -245,6 +248,41 @@ def judge_floors(cases: dict[tuple, Case], device: roofline.DeviceConstants | No
             "ratios": {label(k): v for k, v in ratios.items()}}
 
 
+def judge_transfer(cases: dict[tuple, Case], device: roofline.DeviceConstants | None) -> dict:
+    """What host input adds to a case (host median - device median, native_cuda) against the
+    pinned-copy floor of its batches' bytes, over every standard and large case."""
+    name = (f"host input adds at most {TRANSFER_LIMIT:g}x the pinned-copy floor "
+            "(every standard and large case)")
+    if device is None:
+        return {"goal": name, "measured": "not judged (no --device constants)",
+                "met": "incomplete", "missing": []}
+    ratios, missing = {}, []
+    for profile in ("standard", "large"):
+        for shape, dtype, penalty, _ in expected_keys(profile, "host"):
+            pair = []
+            for transport in ("host", "device"):
+                key = (shape, dtype, penalty, transport)
+                pair.append(candidate_case(cases[key].run, key) if key in cases else None)
+            if None in pair:
+                missing.append(label((shape, dtype, penalty)))
+                continue
+            host, on_device = pair
+            floor = roofline.case_floors(host, device)["engine"]["transfer"]
+            ratios[(shape, dtype, penalty)] = (float(host["median"])
+                                               - float(on_device["median"])) / floor
+    if not ratios:
+        return {"goal": name, "measured": "no case with both transports", "met": "incomplete",
+                "missing": missing}
+    worst = max(ratios, key=ratios.get)
+    within = sum(r <= TRANSFER_LIMIT for r in ratios.values())
+    met = ("no" if ratios[worst] > TRANSFER_LIMIT else "incomplete" if missing else "yes")
+    return {"goal": name,
+            "measured": (f"{within} of {len(ratios)} cases within; worst "
+                         f"{ratios[worst]:.3g}x ({label(worst)})"),
+            "value": ratios[worst], "target": TRANSFER_LIMIT, "met": met, "missing": missing,
+            "ratios": {label(k): v for k, v in ratios.items()}}
+
+
 def judge(runs: list[Run], device: roofline.DeviceConstants | None) -> dict:
     cases = collect_cases(runs)
     unknown = sorted({k[0] for k in cases if profile_of(k[0]) not in ("standard", "large")})
@@ -254,6 +292,7 @@ def judge(runs: list[Run], device: roofline.DeviceConstants | None) -> dict:
     goals.append(judge_stream(cases))
     goals += [judge_speedup(g, cases) for g in SPEEDUP_GOALS[4:]]
     goals.append(judge_floors(cases, device))
+    goals.append(judge_transfer(cases, device))
     used = {id(c.run) for c in cases.values()}
     sources = [{"folder": str(r.folder), "created": r.created,
                 "git": r.gate["git"]["revision"][:12] + (" (dirty)" if r.gate["git"]["dirty"]

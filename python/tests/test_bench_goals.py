@@ -199,3 +199,41 @@ def test_command_line_table_json_and_check_exit_code(tmp_path, capsys):
     assert goals.main([str(folder), "--check"]) == 1
     assert goals.main([str(tmp_path / "nowhere")]) == 2
     assert "neither an ab.py output folder" in capsys.readouterr().err
+
+
+def test_the_transfer_goal_sets_host_inputs_extra_time_against_the_pinned_copy_floor(tmp_path):
+    # native_cuda 2 ms on device input for every case, and on host input 2 ms plus `factor`
+    # times the pinned-copy floor of the stream's bytes: rows x (features + 1) x itemsize at
+    # the constants' 5e10 bytes/s (the whole stream crosses the link once).
+    def host_factor(key):
+        return 1.6 if key == ("large-wide", "float32", "l1") else 1.2
+
+    speedups = {}
+    for profile in ("standard", "large"):
+        for shape in PROFILES[profile]:
+            for dtype in ("float32", "float64"):
+                floor = shape.rows * (shape.features + 1) * np.dtype(dtype).itemsize / 5e10
+                for penalty in ("none", "l1"):
+                    host_s = 0.002 + host_factor((shape.name, dtype, penalty)) * floor
+                    speedups[(shape.name, dtype, penalty, "device")] = 0.1 / 0.002
+                    speedups[(shape.name, dtype, penalty, "host")] = 0.1 / host_s
+    device = roofline.DeviceConstants.from_json(DEVICE)
+    write_run(tmp_path / "all", speedups, base_seconds=0.1)
+    result, _ = judged(tmp_path / "all", device=device)
+    transfer = goal(result, "host input adds at most")
+    assert len(transfer["ratios"]) == 24
+    for name, ratio in transfer["ratios"].items():
+        expected = 1.6 if name == "large-wide float32 l1" else 1.2
+        assert ratio == pytest.approx(expected, rel=1e-9), name
+    assert transfer["met"] == "no" and transfer["value"] == pytest.approx(1.6)
+    # every case at 1.2x: met; one device twin missing: incomplete
+    fixed = dict(speedups)
+    wide = PROFILES["large"][1]
+    fixed[("large-wide", "float32", "l1", "host")] = 0.1 / (
+        0.002 + 1.2 * wide.rows * (wide.features + 1) * 4 / 5e10)
+    write_run(tmp_path / "fixed", fixed, base_seconds=0.1)
+    assert goal(judged(tmp_path / "fixed", device=device)[0], "host input adds")["met"] == "yes"
+    del fixed[("latency", "float64", "none", "device")]
+    write_run(tmp_path / "partial", fixed, base_seconds=0.1)
+    partial = goal(judged(tmp_path / "partial", device=device)[0], "host input adds")
+    assert partial["met"] == "incomplete" and partial["missing"] == ["latency float64 none"]
