@@ -526,3 +526,20 @@ def test_the_feature_scale_check_judges_the_sampled_rows_when_their_weights_are_
     assert unstandardised_design(standard, w, fit_intercept=True) is None
     reason = unstandardised_design(standard * [1, 1, 1, 12], w, fit_intercept=True)
     assert reason is not None and "column 3" in reason
+
+
+def test_the_feature_scale_check_names_the_columns_at_both_ends_of_the_spread():
+    """The message names the columns whose mean squares bound the spread, the intercept's
+    column of ones (mean square 1) by name."""
+    from renewable_huber._feature_scaling import unstandardised_design
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(5_000, 3)) * [30.0, 40.0, 50.0]  # mean squares ~900 to ~2,500
+    reason = unstandardised_design(X, None, fit_intercept=True)
+    assert reason is not None
+    assert "(the intercept column) to" in reason and reason.endswith("(column 2)")
+    # without the intercept the spread is ~2.8: standardised enough
+    assert unstandardised_design(X, None, fit_intercept=False) is None
+    X[:, 0] *= 1e-3  # column 0's mean square ~1e-3 against column 2's ~2,500
+    reason = unstandardised_design(X, None, fit_intercept=False)
+    assert "(column 0) to" in reason and reason.endswith("(column 2)")
