@@ -221,31 +221,39 @@ def judge_stream(cases: dict[tuple, Case]) -> dict:
             "met": "yes" if value <= STREAM_LIMIT_S else "no", "missing": []}
 
 
+def ratio_goal(name: str, ratios: dict[tuple, float], missing: list[str], limit: float,
+               nothing: str) -> dict:
+    """A goal that every case's ratio stays at or below `limit`."""
+    if not ratios:
+        return {"goal": name, "measured": nothing, "met": "incomplete", "missing": missing}
+    worst = max(ratios, key=ratios.get)
+    within = sum(r <= limit for r in ratios.values())
+    met = "no" if ratios[worst] > limit else "incomplete" if missing else "yes"
+    return {"goal": name,
+            "measured": (f"{within} of {len(ratios)} cases within; worst "
+                         f"{ratios[worst]:.3g}x ({label(worst)})"),
+            "value": ratios[worst], "target": limit, "met": met, "missing": missing,
+            "ratios": {label(k): v for k, v in ratios.items()}}
+
+
+def not_judged(name: str) -> dict:
+    return {"goal": name, "measured": "not judged (no --device constants)",
+            "met": "incomplete", "missing": []}
+
+
 def judge_floors(cases: dict[tuple, Case], device: roofline.DeviceConstants | None) -> dict:
     name = f"large, device input: every case within {FLOOR_LIMIT:g}x of its ideal floor"
     if device is None:
-        return {"goal": name, "measured": "not judged (no --device constants)",
-                "met": "incomplete", "missing": []}
-    wanted = expected_keys("large", "device")
+        return not_judged(name)
     ratios, missing = {}, []
-    for key in wanted:
+    for key in expected_keys("large", "device"):
         case = candidate_case(cases[key].run, key) if key in cases else None
         if case is None:
             missing.append(label(key))
             continue
         ideal = roofline.case_floors(case, device)["ideal"]["total"]
         ratios[key] = float(case["median"]) / ideal
-    if not ratios:
-        return {"goal": name, "measured": "no case measured", "met": "incomplete",
-                "missing": missing}
-    worst = max(ratios, key=ratios.get)
-    within = sum(r <= FLOOR_LIMIT for r in ratios.values())
-    met = ("no" if ratios[worst] > FLOOR_LIMIT else "incomplete" if missing else "yes")
-    return {"goal": name,
-            "measured": (f"{within} of {len(ratios)} cases within; worst "
-                         f"{ratios[worst]:.3g}x ({label(worst)})"),
-            "value": ratios[worst], "target": FLOOR_LIMIT, "met": met, "missing": missing,
-            "ratios": {label(k): v for k, v in ratios.items()}}
+    return ratio_goal(name, ratios, missing, FLOOR_LIMIT, "no case measured")
 
 
 def judge_transfer(cases: dict[tuple, Case], device: roofline.DeviceConstants | None) -> dict:
@@ -254,8 +262,7 @@ def judge_transfer(cases: dict[tuple, Case], device: roofline.DeviceConstants | 
     name = (f"host input adds at most {TRANSFER_LIMIT:g}x the pinned-copy floor "
             "(every standard and large case)")
     if device is None:
-        return {"goal": name, "measured": "not judged (no --device constants)",
-                "met": "incomplete", "missing": []}
+        return not_judged(name)
     ratios, missing = {}, []
     for profile in ("standard", "large"):
         for shape, dtype, penalty, _ in expected_keys(profile, "host"):
@@ -270,17 +277,7 @@ def judge_transfer(cases: dict[tuple, Case], device: roofline.DeviceConstants | 
             floor = roofline.case_floors(host, device)["engine"]["transfer"]
             ratios[(shape, dtype, penalty)] = (float(host["median"])
                                                - float(on_device["median"])) / floor
-    if not ratios:
-        return {"goal": name, "measured": "no case with both transports", "met": "incomplete",
-                "missing": missing}
-    worst = max(ratios, key=ratios.get)
-    within = sum(r <= TRANSFER_LIMIT for r in ratios.values())
-    met = ("no" if ratios[worst] > TRANSFER_LIMIT else "incomplete" if missing else "yes")
-    return {"goal": name,
-            "measured": (f"{within} of {len(ratios)} cases within; worst "
-                         f"{ratios[worst]:.3g}x ({label(worst)})"),
-            "value": ratios[worst], "target": TRANSFER_LIMIT, "met": met, "missing": missing,
-            "ratios": {label(k): v for k, v in ratios.items()}}
+    return ratio_goal(name, ratios, missing, TRANSFER_LIMIT, "no case with both transports")
 
 
 def judge(runs: list[Run], device: roofline.DeviceConstants | None) -> dict:

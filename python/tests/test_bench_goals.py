@@ -88,6 +88,9 @@ def test_standard_goals_are_the_medians_and_minima_of_the_chosen_speedups(tmp_pa
     assert goal(result, "large, device input: median")["met"] == "incomplete"
     assert len(goal(result, "large, host input")["missing"]) == 8
     assert result["all_met"] is False
+    with_device, _ = judged(tmp_path / "std", device=roofline.DeviceConstants.from_json(DEVICE))
+    floors = goal(with_device, "large, device input: every case within")
+    assert floors["met"] == "incomplete" and floors["measured"] == "no case measured"
 
 
 @pytest.mark.parametrize(("lowest", "verdict"), [(7.0, "yes"), (6.99, "no")])
