@@ -5,7 +5,8 @@ build under different test switches, or two trees of the package) on one host.
 
     RH_CUDA_LIBRARY=build/.../librh_cuda.so PYTHONPATH=python \
         python3 benchmarks/micro/cuda_cold_streams.py LABEL [--repetitions 5] [--penalties none] \
-        [--profile standard|large] [--shapes large-wide,...] [--transport device|host]
+        [--profile standard|large] [--shapes large-wide,...] [--transport device|host] \
+        [--cuda-graphs]
 
 Prints one JSON line per case: the label, the case, the median wall time of --repetitions streams
 after one warm-up stream, the iterations of the last stream, its first coefficient and a digest
@@ -52,12 +53,13 @@ def shape_data(shape):
     return X, y
 
 
-def stream(cp, shape, X, y, dtype: str, penalty: str, mark=None):
+def stream(cp, shape, X, y, dtype: str, penalty: str, mark=None, options=None):
     """One cold stream: a new estimator, every batch of the shape; (model, total iterations).
     mark (optional): called once per batch for a context manager that encloses its partial_fit
-    call (a profiler's range)."""
+    call (a profiler's range). options (optional): more estimator parameters (engine flags such
+    as cuda_graphs)."""
     model = RenewableHuberRegressor(backend="native_cuda", device="cuda", dtype=dtype,
-                                    penalty=penalty)
+                                    penalty=penalty, **(options or {}))
     iterations = 0
     for start in range(0, shape.rows, shape.batch_size):
         stop = start + shape.batch_size
@@ -79,17 +81,18 @@ def state_digest(model) -> str:
 
 
 def timed_streams(cp, shape, X, y, dtype: str, penalty: str, *, warmups: int,
-                  repetitions: int):
+                  repetitions: int, options=None):
     """`warmups` untimed cold streams, then `repetitions` timed ones (each stream ends with the
-    device synchronised); (wall seconds of each timed stream, the last model, its
-    iterations)."""
+    device synchronised), with the estimator `options` if any; (wall seconds of each timed
+    stream, the last model, its iterations)."""
+    extra = {} if options is None else {"options": options}
     for _ in range(warmups):
-        stream(cp, shape, X, y, dtype, penalty)
+        stream(cp, shape, X, y, dtype, penalty, **extra)
     walls = []
     model = iterations = None
     for _ in range(repetitions):
         began = time.perf_counter()
-        model, iterations = stream(cp, shape, X, y, dtype, penalty)
+        model, iterations = stream(cp, shape, X, y, dtype, penalty, **extra)
         walls.append(time.perf_counter() - began)
     return walls, model, iterations
 
@@ -136,6 +139,9 @@ def main() -> None:
     parser.add_argument("--shapes", default=None,
                         help="comma-separated shape names of the profile (default: all)")
     parser.add_argument("--transport", default="device", choices=("device", "host"))
+    parser.add_argument("--cuda-graphs", action="store_true",
+                        help="streams with the engine's CUDA_GRAPHS flag (cuda_graphs=True); "
+                             "run under its own LABEL against one without")
     args = parser.parse_args()
     if args.summarize is not None:
         with open(args.summarize) as rounds:
@@ -163,7 +169,8 @@ def main() -> None:
                 Xd, yd = cp.asarray(Xd), cp.asarray(yd)
             for penalty in args.penalties.split(","):
                 walls, model, iterations = timed_streams(
-                    cp, shape, Xd, yd, dtype, penalty, warmups=1, repetitions=args.repetitions
+                    cp, shape, Xd, yd, dtype, penalty, warmups=1, repetitions=args.repetitions,
+                    options={"cuda_graphs": True} if args.cuda_graphs else None,
                 )
                 print(json.dumps({
                     "side": args.label,

@@ -92,3 +92,16 @@ def test_timed_streams_times_only_the_streams_after_the_warmups(monkeypatch):
     assert calls == [("shape", "float32", "l1")] * 7
     assert len(walls) == 4 and all(w >= 0.0 for w in walls)
     assert (model, iterations) == ("model 7", 70)
+
+
+def test_timed_streams_hands_estimator_options_to_every_stream(monkeypatch):
+    seen = []
+
+    def fake_stream(cp, shape, X, y, dtype, penalty, options=None):
+        seen.append(options)
+        return "model", 1
+
+    monkeypatch.setattr(cuda_cold_streams, "stream", fake_stream)
+    cuda_cold_streams.timed_streams(None, "shape", None, None, "float64", "none", warmups=1,
+                                    repetitions=2, options={"cuda_graphs": True})
+    assert seen == [{"cuda_graphs": True}] * 3
