@@ -44,7 +44,7 @@ if __package__ in (None, ""):
 
 from benchmarks import record as records  # noqa: E402
 from benchmarks import roofline  # noqa: E402
-from benchmarks.profiles import PROFILES  # noqa: E402
+from benchmarks.profiles import PROFILES, profile_of  # noqa: E402
 
 CANDIDATE = "native_cuda"
 BASELINE = "peer_cupy"
@@ -102,13 +102,6 @@ class Case:
     speedup: float
     passed: bool
     run: Run
-
-
-def profile_of(shape: str) -> str | None:
-    for name, shapes in PROFILES.items():
-        if any(s.name == shape for s in shapes):
-            return name
-    return None
 
 
 def expected_keys(profile: str, transport: str) -> list[tuple]:

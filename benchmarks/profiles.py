@@ -74,3 +74,17 @@ def shapes_of(profile: str, only: list[str] | None = None) -> tuple[Shape, ...]:
                              f"it has {sorted(known)}")
         shapes = tuple(s for s in shapes if s.name in only)
     return shapes
+
+
+def profile_of(shape_name: str) -> str | None:
+    """The profile holding the shape called `shape_name`, or None (shape names are unique)."""
+    return next((profile for profile, shapes in PROFILES.items()
+                 if any(s.name == shape_name for s in shapes)), None)
+
+
+def shape_named(shape_name: str) -> Shape:
+    """The shape called `shape_name`, in whichever profile holds it."""
+    profile = profile_of(shape_name)
+    if profile is None:
+        raise ValueError(f"no profile has a shape {shape_name!r}")
+    return next(s for s in PROFILES[profile] if s.name == shape_name)

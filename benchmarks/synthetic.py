@@ -6,7 +6,7 @@ from __future__ import annotations
 from . import record
 from .engines import engine_device
 from .measurement import summarize
-from .profiles import PROFILES
+from .profiles import shape_named
 
 SHA = "ab" * 32
 
@@ -31,7 +31,7 @@ def case(*, label: str, engine: str, samples: list[float], shape: str = "latency
          operation: str = "partial_fit", transport: str = "host",
          iterations: list[int] | None = None, converged: bool = True,
          rounds: list[int] | None = None) -> dict:
-    found = next(s for shapes in PROFILES.values() for s in shapes if s.name == shape)
+    found = shape_named(shape)
     n_batches = found.n_batches if operation == "partial_fit" else 1
     iterations = iterations if iterations is not None else [5] * n_batches
     device = engine_device(engine)

@@ -85,14 +85,13 @@ def timed_streams(cp, shape, X, y, dtype: str, penalty: str, *, warmups: int,
     """`warmups` untimed cold streams, then `repetitions` timed ones (each stream ends with the
     device synchronised), with the estimator `options` if any; (wall seconds of each timed
     stream, the last model, its iterations)."""
-    extra = {} if options is None else {"options": options}
     for _ in range(warmups):
-        stream(cp, shape, X, y, dtype, penalty, **extra)
+        stream(cp, shape, X, y, dtype, penalty, options=options)
     walls = []
     model = iterations = None
     for _ in range(repetitions):
         began = time.perf_counter()
-        model, iterations = stream(cp, shape, X, y, dtype, penalty, **extra)
+        model, iterations = stream(cp, shape, X, y, dtype, penalty, options=options)
         walls.append(time.perf_counter() - began)
     return walls, model, iterations
 

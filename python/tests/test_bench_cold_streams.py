@@ -81,7 +81,7 @@ def test_state_digest_reads_every_bit_of_coefficients_and_information():
 def test_timed_streams_times_only_the_streams_after_the_warmups(monkeypatch):
     calls = []
 
-    def fake_stream(cp, shape, X, y, dtype, penalty):
+    def fake_stream(cp, shape, X, y, dtype, penalty, options=None):
         calls.append((shape, dtype, penalty))
         return f"model {len(calls)}", 10 * len(calls)
 

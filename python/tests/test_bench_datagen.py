@@ -58,3 +58,12 @@ def test_data_is_deterministic_and_its_hash_detects_any_change():
 def test_bad_dtype_is_refused():
     with pytest.raises(ValueError, match="float16"):
         datagen.generate(profiles.PROFILES["smoke"][0], "float16")
+
+
+def test_a_shape_is_found_by_name_in_whichever_profile_holds_it():
+    assert profiles.profile_of("large-wide") == "large"
+    assert profiles.profile_of("reference") == "standard"
+    assert profiles.profile_of("nowhere") is None
+    assert profiles.shape_named("large-wide").features == 1_024
+    with pytest.raises(ValueError, match="no profile has a shape 'nowhere'"):
+        profiles.shape_named("nowhere")

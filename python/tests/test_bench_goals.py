@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks import gate, goals, record, roofline, synthetic  # noqa: E402
-from benchmarks.profiles import PROFILES  # noqa: E402
+from benchmarks.profiles import PROFILES, shape_named  # noqa: E402
 
 BASE = [1.00, 1.02, 0.98, 1.01, 0.99, 1.00, 1.03, 0.97, 1.00]  # seconds per round
 DEVICE = {"schema": "renewable-huber-device-constants", "version": 1,
@@ -231,7 +231,7 @@ def test_the_transfer_goal_sets_host_inputs_extra_time_against_the_pinned_copy_f
     assert transfer["met"] == "no" and transfer["value"] == pytest.approx(1.6)
     # every case at 1.2x: met; one device twin missing: incomplete
     fixed = dict(speedups)
-    wide = PROFILES["large"][1]
+    wide = shape_named("large-wide")
     fixed[("large-wide", "float32", "l1", "host")] = 0.1 / (
         0.002 + 1.2 * wide.rows * (wide.features + 1) * 4 / 5e10)
     write_run(tmp_path / "fixed", fixed, base_seconds=0.1)
