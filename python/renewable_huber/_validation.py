@@ -288,6 +288,14 @@ def is_device_array(array) -> bool:
     return hasattr(type(array), "__cuda_array_interface__")
 
 
+def _plain_cupy_type():
+    """cupy.ndarray when CuPy is imported, else None (no CuPy array can exist then). An array
+    of exactly this type is on the device, never sparse, without gradients and without column
+    names: what the general checks below find for it, without asking."""
+    cupy = sys.modules.get("cupy")
+    return None if cupy is None else getattr(cupy, "ndarray", None)
+
+
 def _library_of(array):
     return sys.modules[type(array).__module__.split(".")[0]]
 
@@ -546,10 +554,13 @@ def validate_X(
         raise ValidationError(
             "X is None: expected array-like (array or non-string sequence), got None"
         )
-    _reject_sparse("X", X)
-    X = _detached(X)
-    on_device = is_device_array(X)
-    names = _check_feature_names(_table_feature_names(X), feature_names_expected)
+    if type(X) is _plain_cupy_type():
+        on_device, names = True, None
+    else:
+        _reject_sparse("X", X)
+        X = _detached(X)
+        on_device = is_device_array(X)
+        names = _check_feature_names(_table_feature_names(X), feature_names_expected)
     if on_device:
         _require_device_backend("X", X, accepts_device, backend_name)
         _check_device_alignment("X", X)
@@ -581,13 +592,15 @@ def _validate_vector(name: str, array, n_rows: int, dtype: np.dtype, on_device: 
                 "the same length"
             )
         return array
-    _reject_sparse(name, array)
-    array = _detached(array)
-    if is_device_array(array) != on_device:
-        raise BackendContractError(
-            f"X is {'a device' if on_device else 'a host'} array but {name} is "
-            f"{'a device' if not on_device else 'a host'} array; pass all arrays on the same device"
-        )
+    if not (on_device and type(array) is _plain_cupy_type()):  # that one is on the device
+        _reject_sparse(name, array)
+        array = _detached(array)
+        if is_device_array(array) != on_device:
+            raise BackendContractError(
+                f"X is {'a device' if on_device else 'a host'} array but {name} is "
+                f"{'a device' if not on_device else 'a host'} array; pass all arrays on the "
+                "same device"
+            )
     if on_device:
         _require_device_backend(name, array, accepts_device, backend_name)
         _check_device_alignment(name, array)

@@ -562,7 +562,7 @@ class RenewableHuberRegressor:
             )
         coef = np.array(coefficients[:n_features], copy=True)
         intercept = coefficients[n_features] if params.fit_intercept else dtype.type(0.0)
-        cuda_features = dict(backend.features) if backend.name == "native_cuda" else None
+        cuda_features = backend.features if backend.name == "native_cuda" else None  # a fresh dict
         diagnostics_dict = (
             None
             if diagnostics is None

@@ -178,3 +178,63 @@ def test_alignment_is_read_from_the_library_attributes_without_a_sync(kind):
     y = kind((5,), np.dtype("float32"), aligned)
     with pytest.raises(BackendContractError, match="^X is a device array .* 4-byte elements"):
         validate(X, y, "float32")
+
+
+class PlainCupy(CupyLike):
+    """Stands for cupy.ndarray itself once registered as the `cupy` module's ndarray, so that
+    validation takes its branch for plain CuPy arrays."""
+
+    def reshape(self, *shape):
+        return PlainCupy((self.shape[0],), self.dtype, self.data.ptr)
+
+
+def _outcome(X, y, accepts_device=True):
+    """What validate_batch does with (X, y): the batch's fields, or the error, and warnings."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            batch = validate_batch(
+                X, y, None, dtype=np.dtype("float64"), accepts_device=accepts_device,
+                backend_name="native_cuda", n_features_expected=2, engine_checks_finite=True,
+            )
+            result = (batch.X is X, batch.y.shape, batch.feature_names, batch.on_device)
+        except Exception as error:  # compared, never swallowed: both sides must match
+            result = (type(error), str(error))
+    return result, [str(w.message) for w in caught]
+
+
+def _c(shape, dtype="float64", offset=0):
+    return PlainCupy(shape, np.dtype(dtype), 0x7F0000000000 + offset)
+
+
+@pytest.mark.parametrize(
+    "X, y, accepts_device",
+    [
+        (_c((5, 2)), _c((5,)), True),
+        (_c((5, 2)), _c((5, 1)), True),
+        (_c((5, 2), "float32"), _c((5,)), True),
+        (_c((5, 2)), _c((5,), "float32"), True),
+        (_c((5, 2), offset=4), _c((5,)), True),
+        (_c((5, 2)), _c((5,), offset=4), True),
+        (_c((5, 3)), _c((5,)), True),
+        (_c((5,)), _c((5,)), True),
+        (_c((5, 2)), _c((4,)), True),
+        (_c((5, 2)), _c((5, 2)), True),
+        (_c((5, 2)), np.ones(5), True),
+        (np.ones((5, 2)), _c((5,)), True),
+        (_c((5, 2)), _c((5,)), False),
+    ],
+    ids=["valid", "column-y", "X-dtype", "y-dtype", "X-misaligned", "y-misaligned", "X-columns",
+         "X-1d", "y-length", "y-2d", "host-y", "host-X", "host-backend"],
+)
+def test_plain_cupy_arrays_get_the_answers_of_the_general_checks(monkeypatch, X, y,
+                                                                 accepts_device):
+    import sys
+    import types
+
+    general = _outcome(X, y, accepts_device)  # PlainCupy is not cupy.ndarray here
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(ndarray=PlainCupy))
+    assert _validation._plain_cupy_type() is PlainCupy
+    assert _outcome(X, y, accepts_device) == general
