@@ -75,9 +75,17 @@ def host_address(array: np.ndarray | None) -> int | None:
 
 
 # ------------------------------------------------------------------------------ builders
+# The codes by dtype object, for the native dtypes: dtype.name is a Python-level property of
+# NumPy's, asked twice per new engine.
+_DTYPE_CODES = {np.dtype(name): code for name, code in _abi.DTYPE_CODES.items()}
+
+
 def dtype_code(dtype) -> int:
     """The RH_CUDA_DTYPE_* code of a NumPy dtype; ValidationError for any other dtype."""
     dtype = np.dtype(dtype)
+    code = _DTYPE_CODES.get(dtype)
+    if code is not None:
+        return code
     code = _abi.DTYPE_CODES.get(dtype.name)
     if code is None:
         raise ValidationError(f"dtype must be float32 or float64, got {dtype}")

@@ -303,16 +303,18 @@ class RenewableHuberRegressor:
 
     def _validated_params(self) -> ValidatedParams:
         """validate_params(self.get_params()), reusing the last result while every parameter
-        is still the very same immutable object (the check is a pure function of them)."""
+        is still the very same immutable object (the check is a pure function of them), and
+        for immutable values another estimator already validated (_validated_by_value)."""
         values = _param_values(self)
         cached = getattr(self, "_params_cache", None)
         if cached is not None and all(map(operator.is_, cached[0], values)):
             return cached[1]
-        params = validate_params(dict(zip(PARAM_NAMES, values, strict=True)))
-        self._params_cache = (
-            (values, params) if all(map(_immutable_parameter, values)) else None
-        )
-        return params
+        if all(map(_immutable_parameter, values)):
+            params = _validated_by_value(values)
+            self._params_cache = (values, params)
+            return params
+        self._params_cache = None
+        return validate_params(dict(zip(PARAM_NAMES, values, strict=True)))
 
     def _learn(self, X, y, sample_weight, *, new_stream: bool) -> None:
         params = self._validated_params()
@@ -967,6 +969,32 @@ def _immutable_parameter(value) -> bool:
     if isinstance(value, (np.generic, np.dtype)) and type(value).__module__.startswith("numpy"):
         return True
     return value is np.float32 or value is np.float64
+
+
+# ValidatedParams by parameter values, shared by every estimator in the process: a new
+# estimator per stream (a cold stream) validates its parameters once per process, not once
+# per stream. Only immutable values (_immutable_parameter) are keys. Each is keyed with its
+# exact type, so True, 1 and 1.0 stay apart, and floats by their bits, so 0.0 and -0.0 do too;
+# values that fail validation are never stored. Bounded: past the limit, validated each time.
+_VALIDATED_BY_VALUE: dict[tuple, ValidatedParams] = {}
+_VALIDATED_BY_VALUE_LIMIT = 256
+_FLOAT_TYPES = (float, np.float64, np.float32, np.float16)
+
+
+def _value_key(value):
+    if type(value) in _FLOAT_TYPES:
+        return type(value), float(value).hex()
+    return type(value), value
+
+
+def _validated_by_value(values: tuple) -> ValidatedParams:
+    key = tuple(map(_value_key, values))
+    params = _VALIDATED_BY_VALUE.get(key)
+    if params is None:
+        params = validate_params(dict(zip(PARAM_NAMES, values, strict=True)))
+        if len(_VALIDATED_BY_VALUE) < _VALIDATED_BY_VALUE_LIMIT:
+            _VALIDATED_BY_VALUE[key] = params
+    return params
 
 
 def _same_value(value, default) -> bool:

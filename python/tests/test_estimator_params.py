@@ -259,3 +259,66 @@ def test_valid_parameters_changed_mid_stream_apply_from_the_next_batch(request, 
     estimator.penalty = "none"
     estimator.partial_fit(X, Y)
     assert estimator.diagnostics_["lambda_value"] == 0.0
+
+
+# ------------------------------------------- validation shared between estimators (by value)
+def _counting_validation(monkeypatch):
+    from renewable_huber import estimator as estimator_module
+
+    calls = []
+    real = estimator_module.validate_params
+
+    def counted(params):
+        calls.append(dict(params))
+        return real(params)
+
+    monkeypatch.setattr(estimator_module, "validate_params", counted)
+    monkeypatch.setattr(estimator_module, "_VALIDATED_BY_VALUE", {})
+    return calls
+
+
+def test_estimators_with_equal_parameters_validate_them_once(monkeypatch):
+    calls = _counting_validation(monkeypatch)
+    first = RenewableHuberRegressor(tau=2.5, max_iter=40).fit(X, Y)
+    second = RenewableHuberRegressor(tau=2.5, max_iter=40).fit(X, Y)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(first.coef_, second.coef_)
+    RenewableHuberRegressor(tau=2.0, max_iter=40).fit(X, Y)
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize(("name", "valid", "refused"), [
+    ("fit_intercept", True, 1),
+    ("max_iter", 1, True),
+    ("cuda_graphs", False, 0),
+    ("tau", 1.0, True),
+])
+def test_a_value_equal_to_a_validated_one_but_of_another_type_is_validated(
+    monkeypatch, name, valid, refused
+):
+    _counting_validation(monkeypatch)
+    RenewableHuberRegressor(**{name: valid})._validated_params()
+    assert valid == refused  # equal (and equally hashed) as Python values
+    with pytest.raises(ValidationError, match=name):
+        RenewableHuberRegressor(**{name: refused}).partial_fit(X, Y)
+
+
+def test_negative_zero_is_not_served_the_validation_of_zero(monkeypatch):
+    _counting_validation(monkeypatch)
+    zero = RenewableHuberRegressor(ridge=0.0)._validated_params()
+    negative = RenewableHuberRegressor(ridge=-0.0)._validated_params()
+    assert np.copysign(1.0, zero.ridge) == 1.0
+    assert np.copysign(1.0, negative.ridge) == -1.0
+
+
+def test_the_shared_validations_are_bounded(monkeypatch):
+    from renewable_huber import estimator as estimator_module
+
+    calls = _counting_validation(monkeypatch)
+    monkeypatch.setattr(estimator_module, "_VALIDATED_BY_VALUE_LIMIT", 3)
+    for tau in (1.0, 2.0, 3.0, 4.0, 5.0):
+        RenewableHuberRegressor(tau=tau)._validated_params()
+    assert len(estimator_module._VALIDATED_BY_VALUE) == 3
+    RenewableHuberRegressor(tau=5.0)._validated_params()  # not kept: validated again
+    RenewableHuberRegressor(tau=1.0)._validated_params()  # kept
+    assert len(calls) == 6
