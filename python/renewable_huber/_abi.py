@@ -325,20 +325,24 @@ def bind(lib: ctypes.CDLL) -> ctypes.CDLL:
     return lib
 
 
+@functools.cache
+def _layout(struct_type: type[ctypes.Structure]) -> tuple[frozenset[str], int]:
+    """(the field names, the size) of an ABI struct type: fixed by its definition."""
+    return frozenset(name for name, _ in struct_type._fields_), ctypes.sizeof(struct_type)
+
+
 def make(struct_type: type[ctypes.Structure], **fields) -> ctypes.Structure:
     """A `struct_type` with abi_version and struct_size filled in, plus the given fields."""
-    known = {name for name, _ in struct_type._fields_}
-    unknown = sorted(set(fields) - known)
-    if unknown:
+    known, size = _layout(struct_type)
+    if not known.issuperset(fields):
+        unknown = sorted(set(fields) - known)
         raise TypeError(f"{struct_type.__name__} has no field(s) {', '.join(unknown)}")
-    header_fields = {"abi_version", "struct_size"} & set(fields)
+    header_fields = {"abi_version", "struct_size"} & fields.keys()
     if header_fields:
         raise TypeError(
             f"{struct_type.__name__}: {', '.join(sorted(header_fields))} is filled in by make()"
         )
-    return struct_type(
-        abi_version=ABI_VERSION, struct_size=ctypes.sizeof(struct_type), **fields
-    )
+    return struct_type(abi_version=ABI_VERSION, struct_size=size, **fields)
 
 
 def make_update_config(config) -> RhCudaUpdateConfig:

@@ -129,9 +129,9 @@ def state_view(state: RenewableState, dtype, n_parameters: int):
         )
     view = _abi.make(
         _abi.RhCudaHostStateView,
-        coefficients=coefficients.ctypes.data,
-        information=information.ctypes.data,
-        meat=None if meat is None else meat.ctypes.data,
+        coefficients=host_address(coefficients),
+        information=host_address(information),
+        meat=host_address(meat),
         **dict(zip(COUNTER_NAMES, counters_of(state), strict=True)),
     )
     return view, (coefficients, information, meat)
