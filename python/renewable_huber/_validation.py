@@ -592,7 +592,8 @@ def _validate_vector(name: str, array, n_rows: int, dtype: np.dtype, on_device: 
                 "the same length"
             )
         return array
-    if not (on_device and type(array) is _plain_cupy_type()):  # that one is on the device
+    # A plain CuPy array beside a device X needs none of these probes (_plain_cupy_type).
+    if not (on_device and type(array) is _plain_cupy_type()):
         _reject_sparse(name, array)
         array = _detached(array)
         if is_device_array(array) != on_device:
