@@ -241,9 +241,8 @@ class EngineHandle:
         if status != _abi.RH_CUDA_SUCCESS:
             failure(lib, status, "rh_cuda_engine_create", None)
         self.engine = handle
-        # What every batch's engine call reads and writes, built once per engine.
-        self._host_batch = _abi.RhCudaHostBatch(**_HOST_BATCH_HEADER)
-        self._device_batch = _abi.RhCudaDeviceBatch(**_DEVICE_BATCH_HEADER)
+        # What every batch's engine call reads and writes, built once per engine (the batch
+        # struct of each input kind at its first batch, in _batch_calls).
         self._diagnostics = _abi.RhCudaDiagnostics(**_DIAGNOSTICS_HEADER)
         self._landing = StateLanding(self.n_parameters, self.dtype)
         self._committed = self._landing.committed
@@ -313,7 +312,8 @@ class EngineHandle:
         returns the committed state (the caller's own arrays) and its Diagnostics."""
         references = self._batch_calls.get(device)
         if references is None:
-            batch = self._device_batch if device else self._host_batch
+            batch = (_abi.RhCudaDeviceBatch(**_DEVICE_BATCH_HEADER) if device
+                     else _abi.RhCudaHostBatch(**_HOST_BATCH_HEADER))
             references = self._batch_calls[device] = (
                 batch,
                 getattr(self.lib, _DEVICE_UPDATE if device else _HOST_UPDATE),

@@ -202,7 +202,8 @@ class NativeBackend:
             flags=flags,
             threads=threads,
         )
-        self._stream = self._engine.stream()
+        # The engine's stream orders device input behind its producer; host input needs none.
+        self._stream = self._engine.stream() if self._device_input else 0
         self._cupy_reader = (
             _dlpack.CupyBatchReader(self._device_id, self._stream, self.dtype)
             if self._device_input else None
