@@ -84,7 +84,8 @@ def profile_of(shape_name: str) -> str | None:
 
 def shape_named(shape_name: str) -> Shape:
     """The shape called `shape_name`, in whichever profile holds it."""
-    profile = profile_of(shape_name)
-    if profile is None:
-        raise ValueError(f"no profile has a shape {shape_name!r}")
-    return next(s for s in PROFILES[profile] if s.name == shape_name)
+    for shapes in PROFILES.values():
+        for shape in shapes:
+            if shape.name == shape_name:
+                return shape
+    raise ValueError(f"no profile has a shape {shape_name!r}")

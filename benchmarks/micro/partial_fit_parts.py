@@ -99,13 +99,12 @@ def cold_stream(X, y, batch_rows: int, options: dict, times: PartTimes | None = 
     into `times` when given."""
     model = RenewableHuberRegressor(**options)
     for number, start in enumerate(range(0, X.shape[0], batch_rows)):
-        if times is None:
-            model.partial_fit(X[start:start + batch_rows], y[start:start + batch_rows])
-            continue
-        times.batch = number
+        if times is not None:
+            times.batch = number
         began = time.perf_counter_ns()
         model.partial_fit(X[start:start + batch_rows], y[start:start + batch_rows])
-        times.record(WHOLE, time.perf_counter_ns() - began)
+        if times is not None:
+            times.record(WHOLE, time.perf_counter_ns() - began)
     return model
 
 
