@@ -114,10 +114,11 @@ int cluster_size_for(int64_t P, int shared_limit) {
 #if RH_CLUSTER_CODE
 constexpr int kInverseColumn = kTile;
 constexpr int kClusterWarps = kClusterThreads / 32;
-// The copy of a tile between blocks: its 32 rows of columns 0..33 as 17 double2 each.
-constexpr int kCopyPairs = (kInverseColumn + 2) / 2;
-constexpr int kCopyElems = kTile * kCopyPairs;
-constexpr int kCopyBatch = 8;  // loads in flight per thread in a copy
+// The copy of a tile between blocks, as pairs of doubles: a diagonal factor's 32 rows of columns
+// 0..33 (1 / L_rr in column kInverseColumn), a panel tile's columns 0..31.
+constexpr int kDiagonalPairs = (kInverseColumn + 2) / 2;
+constexpr int kPanelPairs = kTile / 2;
+constexpr int kCopyTiles = 3;
 
 // The diagonal tile D (tile t) replaced by its Cholesky factor, lower, by one warp; 1 / L_rr in
 // column kInverseColumn. Lane r holds row r; at step j every later row takes a_rc -= (a_rj / d_j)
@@ -147,9 +148,15 @@ __device__ __forceinline__ void factor_diagonal_tile(double* D, int t, int64_t P
     const double multiplier = lane > j ? a[j] * inverse_pivot : 0.0;
     if (j + 1 < kTile)
       a[j + 1] = fma(-multiplier, lane == j + 1 ? a[j] : buffer[j + 1], a[j + 1]);
+    // The rest of the pivot row in pairs (one 16-byte load each), the odd one first.
+    if ((j & 1) == 1 && j + 2 < kTile)
+      a[j + 2] = fma(-multiplier, buffer[j + 2], a[j + 2]);
 #pragma unroll
-    for (int c = j + 2; c < kTile; ++c)
-      a[c] = fma(-multiplier, buffer[c], a[c]);
+    for (int c = (j + 3) & ~1; c < kTile; c += 2) {
+      const double2 pair = reinterpret_cast<const double2*>(buffer)[c / 2];
+      a[c] = fma(-multiplier, pair.x, a[c]);
+      a[c + 1] = fma(-multiplier, pair.y, a[c + 1]);
+    }
   }
   const int64_t global = static_cast<int64_t>(t) * kTile + lane;
   const bool refused = global < P && !cholesky_pivot_accepted(pivot_mine, diagonal, floor);
@@ -175,12 +182,19 @@ __device__ __forceinline__ void solve_panel_tile(double* X, const double* Lkk) {
 #pragma unroll
   for (int c = 0; c < kTile; ++c)
     x[c] = X[lane * kLd + c];
+  // Two columns at a time, so each later row's two entries come in one 16-byte load; every
+  // x_m still takes column c's term before column c + 1's.
 #pragma unroll
-  for (int c = 0; c < kTile; ++c) {
+  for (int c = 0; c < kTile; c += 2) {
     x[c] *= Lkk[c * kLd + kInverseColumn];
+    x[c + 1] = fma(-Lkk[(c + 1) * kLd + c], x[c], x[c + 1]);
+    x[c + 1] *= Lkk[(c + 1) * kLd + kInverseColumn];
 #pragma unroll
-    for (int m = c + 1; m < kTile; ++m)
-      x[m] = fma(-Lkk[m * kLd + c], x[c], x[m]);
+    for (int m = c + 2; m < kTile; ++m) {
+      const double2 pair = *reinterpret_cast<const double2*>(Lkk + m * kLd + c);
+      x[m] = fma(-pair.x, x[c], x[m]);
+      x[m] = fma(-pair.y, x[c + 1], x[m]);
+    }
   }
 #pragma unroll
   for (int c = 0; c < kTile; ++c)
@@ -247,42 +261,59 @@ __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
 }
 
-// Tile (i, k) for each tile row i in `rows` (a bit mask), from its owner's shared memory into
-// slots[i] (or slots[0] when `single`), by the block's threads from `first` on, kCopyBatch loads
-// in flight per thread.
+// Tile (i, k) for each tile row i in `rows` (a bit mask), its rows' first kPairs pairs of
+// doubles, from its owner's shared memory into slots[i] (or slots[0] when `single`), by the
+// block's threads from `first` on (0 or 32). A thread copies the same few pairs of every tile,
+// so their places in a tile are worked out once; the tiles go kCopyTiles at a time, their loads
+// all in flight before the stores. (Distributed shared memory's bandwidth, not these
+// instructions, bounds a copy of several tiles.)
+template <int kPairs>
 __device__ __forceinline__ void copy_tiles(const cg::cluster_group& cluster, double* owned,
                                            unsigned rows, int k, int C, double* slots, bool single,
                                            int first = 0) {
-  const int total = __popc(rows) * kCopyElems;
+  constexpr int kElems = kTile * kPairs;
+  constexpr int kPerThread = (kElems + kClusterThreads - 32 - 1) / (kClusterThreads - 32);
   const int threads = kClusterThreads - first;
-  for (int base = threadIdx.x - first; base < total; base += kCopyBatch * threads) {
-    double2 value[kCopyBatch];
-    double2* target[kCopyBatch];
+  const int t = static_cast<int>(threadIdx.x) - first;
+  int offset[kPerThread];  // in doubles, from a tile's start; -1: none
 #pragma unroll
-    for (int u = 0; u < kCopyBatch; ++u) {
-      const int e = base + u * threads;
-      target[u] = nullptr;
-      if (e < total) {
-        const int n = e / kCopyElems;
-        const int within = e - n * kCopyElems;
-        const int r = within / kCopyPairs;
-        const int pair = within - r * kCopyPairs;
-        unsigned later = rows;  // drop the n lowest rows: row i is the next one
-        for (int m = 0; m < n; ++m)
-          later &= later - 1;
-        const int i = __ffs(static_cast<int>(later)) - 1;
-        const int owner = i % C;
-        const double* source = cluster.map_shared_rank(
-            owned + (row_start_of(i, C) + k) * kTileElems, static_cast<unsigned>(owner));
-        value[u] = reinterpret_cast<const double2*>(source + r * kLd)[pair];
-        target[u] =
-            reinterpret_cast<double2*>(slots + (single ? 0 : i) * kTileElems + r * kLd) + pair;
+  for (int u = 0; u < kPerThread; ++u) {
+    const int e = t + u * threads;
+    const int r = e / kPairs;
+    offset[u] = e < kElems ? r * kLd + 2 * (e - r * kPairs) : -1;
+  }
+  unsigned left = rows;
+  while (left != 0) {
+    const double* source[kCopyTiles];
+    double* target[kCopyTiles];
+#pragma unroll
+    for (int q = 0; q < kCopyTiles; ++q) {
+      source[q] = nullptr;
+      target[q] = nullptr;
+      if (left != 0) {
+        const int i = __ffs(static_cast<int>(left)) - 1;
+        left &= left - 1;
+        source[q] = cluster.map_shared_rank(owned + (row_start_of(i, C) + k) * kTileElems,
+                                            static_cast<unsigned>(i % C));
+        target[q] = slots + (single ? 0 : i) * kTileElems;
+      }
+    }
+    double2 value[kCopyTiles][kPerThread];
+#pragma unroll
+    for (int q = 0; q < kCopyTiles; ++q) {
+#pragma unroll
+      for (int u = 0; u < kPerThread; ++u) {
+        if (source[q] != nullptr && offset[u] >= 0)
+          value[q][u] = *reinterpret_cast<const double2*>(source[q] + offset[u]);
       }
     }
 #pragma unroll
-    for (int u = 0; u < kCopyBatch; ++u) {
-      if (target[u] != nullptr)
-        *target[u] = value[u];
+    for (int q = 0; q < kCopyTiles; ++q) {
+#pragma unroll
+      for (int u = 0; u < kPerThread; ++u) {
+        if (target[q] != nullptr && offset[u] >= 0)
+          *reinterpret_cast<double2*>(target[q] + offset[u]) = value[q][u];
+      }
     }
   }
 }
@@ -361,7 +392,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   if (sc->state != kRunning)
     return;
   extern __shared__ __align__(16) double cluster_shared[];
-  __shared__ double column[2][kTile];
+  __shared__ __align__(16) double column[2][kTile];
   __shared__ double inverse_root[kTile];
   __shared__ int bad;          // this block's first refused pivot
   __shared__ int cluster_bad;  // every block: the cluster's
@@ -451,7 +482,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     __syncthreads();
     // The panel solves L_i,step = A_i,step L_step,step^-T; warp 0 takes the next row's.
     if (below != 0) {
-      copy_tiles(cluster, owned, 1u << step, step, C, diagonal, true);
+      copy_tiles<kDiagonalPairs>(cluster, owned, 1u << step, step, C, diagonal, true);
       __syncthreads();
       int n = 0;
       for (int i = rank; i < tiles; i += C) {
@@ -478,7 +509,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
       wanted |= j % C != rank ? 1u << j : 0u;
     const int first_warp = owns_next ? 1 : 0;
     if (wanted != 0 && warp >= first_warp)
-      copy_tiles(cluster, owned, wanted, step, C, panel, false, 32 * first_warp);
+      copy_tiles<kPanelPairs>(cluster, owned, wanted, step, C, panel, false, 32 * first_warp);
     __syncthreads();
     if (owns_next && warp == 0) {
       double* D = own_tile(next, next);
