@@ -22,9 +22,10 @@
 //   between the panel solves' stores and the copies that follow the wait; with whole barriers it
 //   reports none, so the kernel takes whole ones (docs/decisions.md).
 // - The diagonal factor is one warp's symmetric elimination with a lane per row in registers, the
-//   pivots' square roots applied at the end, so each of the 32 steps waits on a shuffle and a
-//   refined approximate reciprocal, not on a square root or a division. 1 / L_rr travels in the
-//   tile's padding column to the panel solves.
+//   pivots' square roots applied at the end, so each of the 32 steps waits on shuffles, not on a
+//   square root or a division: the next pivot's refined approximate reciprocal forms while the
+//   current step's updates issue. 1 / L_rr travels in the tile's padding column to the panel
+//   solves.
 // - A pivot that fails the acceptance test (not finite, or not above rh_pivot_floor times H's own
 //   diagonal entry) is recorded and the factorisation goes on in NaNs; at the end a refused factor
 //   moves the state to kNeedsFallback (the host's LU) and leaves dir alone.
@@ -132,22 +133,33 @@ __device__ __forceinline__ void factor_diagonal_tile(double* D, int t, int64_t P
                                                      double* inverse_root, int* bad) {
   const int lane = threadIdx.x & 31;
   double a[kTile];
+  // Rows go through shared memory in 16-byte pairs: with the row stride kLd, a quarter warp's
+  // pairs meet two to a bank where single doubles met eight.
 #pragma unroll
-  for (int c = 0; c < kTile; ++c)
-    a[c] = c <= lane ? D[lane * kLd + c] : 0.0;
+  for (int c = 0; c < kTile; c += 2) {
+    const double2 pair = *reinterpret_cast<const double2*>(D + lane * kLd + c);
+    a[c] = c <= lane ? pair.x : 0.0;
+    a[c + 1] = c + 1 <= lane ? pair.y : 0.0;
+  }
   double pivot_mine = 1.0;
+  // Lane j's reciprocal of its pivot, formed as soon as the pivot is final (step j - 1), so its
+  // latency runs beside the rest of that step's updates instead of on the next step's chain.
+  // Every lane forms one (no divergent region); the others' are never read.
+  double next_inverse = pivot_reciprocal(a[0]);
 #pragma unroll
   for (int j = 0; j < kTile; ++j) {
     const double pivot = __shfl_sync(0xffffffffu, a[j], j);
+    const double inverse_pivot = __shfl_sync(0xffffffffu, next_inverse, j);
     double* buffer = column[j & 1];
     buffer[lane] = a[j];
     __syncwarp();
     if (lane == j)
       pivot_mine = pivot;
-    const double inverse_pivot = pivot_reciprocal(pivot);  // every lane: no divergent region
     const double multiplier = lane > j ? a[j] * inverse_pivot : 0.0;
-    if (j + 1 < kTile)
+    if (j + 1 < kTile) {
       a[j + 1] = fma(-multiplier, lane == j + 1 ? a[j] : buffer[j + 1], a[j + 1]);
+      next_inverse = pivot_reciprocal(a[j + 1]);
+    }
     // The rest of the pivot row in pairs (one 16-byte load each), the odd one first.
     if ((j & 1) == 1 && j + 2 < kTile)
       a[j + 2] = fma(-multiplier, buffer[j + 2], a[j + 2]);
@@ -168,8 +180,13 @@ __device__ __forceinline__ void factor_diagonal_tile(double* D, int t, int64_t P
   inverse_root[lane] = inverse;
   __syncwarp();
 #pragma unroll
-  for (int c = 0; c < kTile; ++c)
-    D[lane * kLd + c] = c < lane ? a[c] * inverse_root[c] : (c == lane ? root : 0.0);
+  for (int c = 0; c < kTile; c += 2) {
+    const double2 scale = reinterpret_cast<const double2*>(inverse_root)[c / 2];
+    double2 pair;
+    pair.x = c < lane ? a[c] * scale.x : (c == lane ? root : 0.0);
+    pair.y = c + 1 < lane ? a[c + 1] * scale.y : (c + 1 == lane ? root : 0.0);
+    *reinterpret_cast<double2*>(D + lane * kLd + c) = pair;
+  }
   D[lane * kLd + kInverseColumn] = inverse;
   __syncwarp();
 }
@@ -180,8 +197,11 @@ __device__ __forceinline__ void solve_panel_tile(double* X, const double* Lkk) {
   const int lane = threadIdx.x & 31;
   double x[kTile];
 #pragma unroll
-  for (int c = 0; c < kTile; ++c)
-    x[c] = X[lane * kLd + c];
+  for (int c = 0; c < kTile; c += 2) {  // in pairs, as factor_diagonal_tile reads its rows
+    const double2 pair = *reinterpret_cast<const double2*>(X + lane * kLd + c);
+    x[c] = pair.x;
+    x[c + 1] = pair.y;
+  }
   // Two columns at a time, so each later row's two entries come in one 16-byte load; every
   // x_m still takes column c's term before column c + 1's.
 #pragma unroll
@@ -197,8 +217,8 @@ __device__ __forceinline__ void solve_panel_tile(double* X, const double* Lkk) {
     }
   }
 #pragma unroll
-  for (int c = 0; c < kTile; ++c)
-    X[lane * kLd + c] = x[c];
+  for (int c = 0; c < kTile; c += 2)
+    *reinterpret_cast<double2*>(X + lane * kLd + c) = make_double2(x[c], x[c + 1]);
 }
 
 // A -= Li Lj' on the tensor cores, by one warp: 4 x 4 blocks of 8 x 8, eight steps of 4 columns.
@@ -393,7 +413,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     return;
   extern __shared__ __align__(16) double cluster_shared[];
   __shared__ __align__(16) double column[2][kTile];
-  __shared__ double inverse_root[kTile];
+  __shared__ __align__(16) double inverse_root[kTile];
   __shared__ int bad;          // this block's first refused pivot
   __shared__ int cluster_bad;  // every block: the cluster's
   const cg::cluster_group cluster = cg::this_cluster();
