@@ -22,10 +22,9 @@
 //   between the panel solves' stores and the copies that follow the wait; with whole barriers it
 //   reports none, so the kernel takes whole ones (docs/decisions.md).
 // - The diagonal factor is one warp's symmetric elimination with a lane per row in registers, the
-//   pivots' square roots applied at the end, so each of the 32 steps waits on shuffles, not on a
-//   square root or a division: the next pivot's refined approximate reciprocal forms while the
-//   current step's updates issue. 1 / L_rr travels in the tile's padding column to the panel
-//   solves.
+//   pivots' square roots applied at the end, so each of the 32 steps waits on shuffles and a
+//   refined approximate reciprocal, not on a square root or a division. 1 / L_rr travels in the
+//   tile's padding column to the panel solves.
 // - A pivot that fails the acceptance test (not finite, or not above rh_pivot_floor times H's own
 //   diagonal entry) is recorded and the factorisation goes on in NaNs; at the end a refused factor
 //   moves the state to kNeedsFallback (the host's LU) and leaves dir alone.
@@ -142,9 +141,10 @@ __device__ __forceinline__ void factor_diagonal_tile(double* D, int t, int64_t P
     a[c + 1] = c + 1 <= lane ? pair.y : 0.0;
   }
   double pivot_mine = 1.0;
-  // Lane j's reciprocal of its pivot, formed as soon as the pivot is final (step j - 1), so its
-  // latency runs beside the rest of that step's updates instead of on the next step's chain.
-  // Every lane forms one (no divergent region); the others' are never read.
+  // Lane j's reciprocal of its pivot, formed as soon as the pivot is final (step j - 1) and
+  // shuffled with it at step j. Every lane forms one (no divergent region); the others' are never
+  // read. (Measured: the factor takes as long as with the reciprocal formed after the shuffle;
+  // docs/decisions.md, "The cluster Cholesky".)
   double next_inverse = pivot_reciprocal(a[0]);
 #pragma unroll
   for (int j = 0; j < kTile; ++j) {
