@@ -395,6 +395,32 @@ __device__ __noinline__ void back_substitute_step(const double* row, int t, int6
 
 #endif  // RH_CLUSTER_CODE
 
+// Phase stamps, in a diagnostic build only (CMake RH_CUDA_CLUSTER_PHASES=ON; read by
+// benchmarks/micro/cluster_cholesky_phases.py): thread 0 of every block takes clock64() at each
+// phase boundary and prints the stamps, as cycles since its block began, when the kernel ends.
+// Stamp kPhaseStep + 5 s + {0..4} ends step s's wait for the diagonal factor, its panel solves,
+// the barrier after them, the copies and the updates (the next owner's: its factor); the back
+// substitution's tile row t ends at kPhaseBack + last - t.
+constexpr int kPhaseAssembled = 1;
+constexpr int kPhaseFirstFactor = 2;
+constexpr int kPhaseStep = 3;
+constexpr int kPhaseLoopEnd = kPhaseStep + 5 * (kMaxTiles - 1);
+constexpr int kPhaseVerdict = kPhaseLoopEnd + 1;
+constexpr int kPhaseBack = kPhaseVerdict + 1;
+#if defined(RH_CUDA_CLUSTER_PHASES)
+constexpr int kPhaseEnd = kPhaseBack + kMaxTiles;
+constexpr int kPhases = kPhaseEnd + 1;
+constexpr int kPhasesPerLine = 8;
+__device__ unsigned cluster_phase_blocks;  // blocks that printed so far: launch = count / C
+#define RH_CLUSTER_PHASE(e)       \
+  do {                            \
+    if (threadIdx.x == 0)         \
+      phase_stamps[e] = clock64(); \
+  } while (0)
+#else
+#define RH_CLUSTER_PHASE(e) ((void)(e))
+#endif
+
 template <class T>
 __global__ void __launch_bounds__(kClusterThreads, 1)
     cluster_cholesky_kernel(const T* gram, const double* J, const double* g, BatchConstants k,
@@ -416,6 +442,13 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   __shared__ __align__(16) double inverse_root[kTile];
   __shared__ int bad;          // this block's first refused pivot
   __shared__ int cluster_bad;  // every block: the cluster's
+#if defined(RH_CUDA_CLUSTER_PHASES)
+  __shared__ long long phase_stamps[kPhases];
+  for (int e = threadIdx.x; e < kPhases; e += kClusterThreads)
+    phase_stamps[e] = -1;
+  __syncthreads();
+  RH_CLUSTER_PHASE(0);
+#endif
   const cg::cluster_group cluster = cg::this_cluster();
   const int C = static_cast<int>(cluster.num_blocks());
   const int rank = static_cast<int>(cluster.block_rank());
@@ -485,8 +518,10 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     return r < P ? hessian_entry(gram, J, P, r, r, inv_n, k.ridge) : 1.0;
   };
   __syncthreads();
+  RH_CLUSTER_PHASE(kPhaseAssembled);
   if (rank == 0 && warp == 0)  // row 0 is block 0's
     factor_diagonal_tile(owned, 0, P, diagonal_of(0), floor, column, inverse_root, &bad);
+  RH_CLUSTER_PHASE(kPhaseFirstFactor);
   cluster_arrive();
 
   // Step `step`: the diagonal factor (step, step) is out once every thread has arrived.
@@ -500,6 +535,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     // The cluster barrier orders this block's shared memory too, but compute-sanitizer's racecheck
     // sees only block barriers; one (every thread is here already) shows it the order.
     __syncthreads();
+    RH_CLUSTER_PHASE(kPhaseStep + 5 * step);
     // The panel solves L_i,step = A_i,step L_step,step^-T; warp 0 takes the next row's.
     if (below != 0) {
       copy_tiles<kDiagonalPairs>(cluster, owned, 1u << step, step, C, diagonal, true);
@@ -515,8 +551,10 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
           solve_panel_tile(own_tile(i, step), diagonal);
       }
     }
+    RH_CLUSTER_PHASE(kPhaseStep + 5 * step + 1);
     cluster_arrive();
     cluster_wait();  // every panel tile of column `step` is solved
+    RH_CLUSTER_PHASE(kPhaseStep + 5 * step + 2);
     // The next diagonal tile: its owner's warp 0 updates it with the panel tile it has just
     // solved and factors it, while its other warps (and the other blocks) do the trailing
     // update. The panel tiles of other blocks' rows are copied first (by warps 1.. on the
@@ -531,6 +569,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     if (wanted != 0 && warp >= first_warp)
       copy_tiles<kPanelPairs>(cluster, owned, wanted, step, C, panel, false, 32 * first_warp);
     __syncthreads();
+    RH_CLUSTER_PHASE(kPhaseStep + 5 * step + 3);
     if (owns_next && warp == 0) {
       double* D = own_tile(next, next);
       const double* Li = own_tile(next, step);
@@ -558,10 +597,12 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
         }
       }
     }
+    RH_CLUSTER_PHASE(kPhaseStep + 5 * step + 4);
     cluster_arrive();  // the next step waits on this: the next diagonal factor is out
   }
   cluster_wait();
   __syncthreads();  // as at the top of each step
+  RH_CLUSTER_PHASE(kPhaseLoopEnd);
 
   // The verdict, in every block: a refused factor leaves dir alone and the state to the host's
   // LU (kNeedsFallback), as cholesky_verdict_solve_kernel does after cuSOLVER's.
@@ -570,6 +611,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
       atomicMin(cluster.map_shared_rank(&cluster_bad, static_cast<unsigned>(b)), bad);
   }
   cluster.sync();
+  RH_CLUSTER_PHASE(kPhaseVerdict);
   if (cluster_bad != INT_MAX) {
     if (rank == 0 && tid == 0) {
       sc->factor_ok = 0;
@@ -601,7 +643,25 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
                            : nullptr;
       back_substitute_step(own_tile(t, 0), t, P, r, diagonal, next_r, dir);
     }
+    RH_CLUSTER_PHASE(kPhaseBack + last - t);
   }
+#if defined(RH_CUDA_CLUSTER_PHASES)
+  RH_CLUSTER_PHASE(kPhaseEnd);
+  if (threadIdx.x == 0) {
+    const unsigned launch = atomicAdd(&cluster_phase_blocks, 1u) / static_cast<unsigned>(C);
+    for (int first = 0; first < kPhases; first += kPhasesPerLine) {
+      long long cycles[kPhasesPerLine];
+      for (int q = 0; q < kPhasesPerLine; ++q) {
+        const int e = first + q;
+        cycles[q] = e < kPhases && phase_stamps[e] >= 0 ? phase_stamps[e] - phase_stamps[0] : -1;
+      }
+      printf("RH_CLUSTER_PHASES launch %u P %lld blocks %d rank %d first %d: %lld %lld %lld %lld "
+             "%lld %lld %lld %lld\n",
+             launch, static_cast<long long>(P), C, rank, first, cycles[0], cycles[1], cycles[2],
+             cycles[3], cycles[4], cycles[5], cycles[6], cycles[7]);
+    }
+  }
+#endif
   // The last remote write (r into row 0's owner) came before the last barrier: blocks may leave.
 #endif  // RH_CLUSTER_CODE
 }
