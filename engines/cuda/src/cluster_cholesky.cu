@@ -412,9 +412,9 @@ constexpr int kPhaseEnd = kPhaseBack + kMaxTiles;
 constexpr int kPhases = kPhaseEnd + 1;
 constexpr int kPhasesPerLine = 8;
 __device__ unsigned cluster_phase_blocks;  // blocks that printed so far: launch = count / C
-#define RH_CLUSTER_PHASE(e)       \
-  do {                            \
-    if (threadIdx.x == 0)         \
+#define RH_CLUSTER_PHASE(e)        \
+  do {                             \
+    if (threadIdx.x == 0)          \
       phase_stamps[e] = clock64(); \
   } while (0)
 #else
@@ -655,10 +655,11 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
         const int e = first + q;
         cycles[q] = e < kPhases && phase_stamps[e] >= 0 ? phase_stamps[e] - phase_stamps[0] : -1;
       }
-      printf("RH_CLUSTER_PHASES launch %u P %lld blocks %d rank %d first %d: %lld %lld %lld %lld "
-             "%lld %lld %lld %lld\n",
-             launch, static_cast<long long>(P), C, rank, first, cycles[0], cycles[1], cycles[2],
-             cycles[3], cycles[4], cycles[5], cycles[6], cycles[7]);
+      printf(
+          "RH_CLUSTER_PHASES launch %u P %lld blocks %d rank %d first %d: %lld %lld %lld %lld "
+          "%lld %lld %lld %lld\n",
+          launch, static_cast<long long>(P), C, rank, first, cycles[0], cycles[1], cycles[2],
+          cycles[3], cycles[4], cycles[5], cycles[6], cycles[7]);
     }
   }
 #endif
