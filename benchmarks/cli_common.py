@@ -29,6 +29,15 @@ def positive_int(text: str) -> int:
     return value
 
 
+def add_stream_case_arguments(parser: argparse.ArgumentParser) -> None:
+    """The positional arguments of one standard-profile case: shape, dtype, penalty."""
+    from .profiles import shapes_of
+
+    parser.add_argument("shape", choices=[s.name for s in shapes_of("standard")])
+    parser.add_argument("dtype", choices=["float64", "float32"])
+    parser.add_argument("penalty", choices=["none", "l1"])
+
+
 def add_matrix_arguments(parser: argparse.ArgumentParser, *, default_lifecycles: str,
                          default_operations: str) -> None:
     parser.add_argument("--profile", default="smoke", choices=("smoke", "standard", "large"))

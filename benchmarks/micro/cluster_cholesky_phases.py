@@ -30,7 +30,7 @@ from pathlib import Path
 # Run as a script from anywhere: the repository root holds the benchmarks package.
 if str(Path(__file__).resolve().parents[2]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.profiles import shapes_of  # noqa: E402
+from benchmarks.cli_common import add_stream_case_arguments  # noqa: E402
 
 # The stamps' order (engines/cuda/src/cluster_cholesky.cu, kPhase*): the start, the end of the
 # assembly, the first diagonal factor, five per step for up to MAX_TILES - 1 steps, the end of
@@ -145,12 +145,10 @@ def table(text: str, launch: int | None = None) -> list[str]:
 
 def stream_shape(shape_name: str, dtype: str, penalty: str) -> None:
     import cupy as cp
-    from benchmarks.micro.cuda_cold_streams import shape_data, stream
+    from benchmarks.micro.cuda_cold_streams import device_rows, stream
 
-    shape = {s.name: s for s in shapes_of("standard")}[shape_name]
-    X, y = shape_data(shape)
-    _, iterations = stream(cp, shape, cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype)),
-                           dtype, penalty)
+    shape, X, y = device_rows(cp, shape_name, dtype)
+    _, iterations = stream(cp, shape, X, y, dtype, penalty)
     print(f"{shape_name} {dtype} {penalty}: {iterations} iterations", flush=True)
 
 
@@ -158,10 +156,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    stream_parser = commands.add_parser("stream")
-    stream_parser.add_argument("shape", choices=[s.name for s in shapes_of("standard")])
-    stream_parser.add_argument("dtype", choices=["float64", "float32"])
-    stream_parser.add_argument("penalty", choices=["none", "l1"])
+    add_stream_case_arguments(commands.add_parser("stream"))
     table_parser = commands.add_parser("table")
     table_parser.add_argument("log")
     table_parser.add_argument("--launch", type=int, default=None)
@@ -169,7 +164,10 @@ def main() -> None:
     if args.command == "stream":
         stream_shape(args.shape, args.dtype, args.penalty)
     else:
-        print("\n".join(table(Path(args.log).read_text(), args.launch)))
+        try:
+            print("\n".join(table(Path(args.log).read_text(), args.launch)))
+        except ValueError as error:
+            parser.error(f"{args.log}: {error}")
 
 
 if __name__ == "__main__":

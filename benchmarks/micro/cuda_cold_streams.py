@@ -53,6 +53,13 @@ def shape_data(shape):
     return X, y
 
 
+def device_rows(cp, shape_name: str, dtype: str):
+    """(shape, X, y) of a standard shape, its shape_data rows on the device in `dtype`."""
+    shape = {s.name: s for s in shapes_of("standard")}[shape_name]
+    X, y = shape_data(shape)
+    return shape, cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
+
+
 def stream(cp, shape, X, y, dtype: str, penalty: str, mark=None, options=None):
     """One cold stream: a new estimator, every batch of the shape; (model, total iterations).
     mark (optional): called once per batch for a context manager that encloses its partial_fit

@@ -29,19 +29,17 @@ from pathlib import Path
 # Run as a script from anywhere: the repository root holds the benchmarks package.
 if str(Path(__file__).resolve().parents[2]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.profiles import shapes_of  # noqa: E402
+from benchmarks.cli_common import add_stream_case_arguments  # noqa: E402
 
 _UNITS_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
 
 
 def run(shape_name: str, dtype: str, penalty: str) -> None:
     import cupy as cp
-    from benchmarks.micro.cuda_cold_streams import shape_data, stream
+    from benchmarks.micro.cuda_cold_streams import device_rows, stream
     from cupy.cuda import nvtx
 
-    shape = {s.name: s for s in shapes_of("standard")}[shape_name]
-    X, y = shape_data(shape)
-    Xd, yd = cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
+    shape, Xd, yd = device_rows(cp, shape_name, dtype)
     stream(cp, shape, Xd, yd, dtype, penalty)
     stream(cp, shape, Xd, yd, dtype, penalty)
     nvtx.RangePush("measure")
@@ -116,10 +114,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
-    run_parser = commands.add_parser("run")
-    run_parser.add_argument("shape", choices=[s.name for s in shapes_of("standard")])
-    run_parser.add_argument("dtype", choices=["float64", "float32"])
-    run_parser.add_argument("penalty", choices=["none", "l1"])
+    add_stream_case_arguments(commands.add_parser("run"))
     summary_parser = commands.add_parser("summarize")
     summary_parser.add_argument("log")
     compare_parser = commands.add_parser("compare")
