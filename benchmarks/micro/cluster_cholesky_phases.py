@@ -104,18 +104,20 @@ def summary(entry: dict) -> list[tuple[str, int]]:
     """The phases' lengths in cycles on block 0, and per step the longest copy of panel tiles
     over the blocks (from the barrier after the panel solves to the copies' end)."""
     ranks = entry["ranks"]
+    if 0 not in ranks:
+        raise ValueError("block 0 printed no stamps for this launch")
     zero = ranks[0]
     steps = steps_of(ranks)
-    first_top = FIRST_STEP
-    rows = [("assembly and first factor (to step 0's top)", zero[first_top])]
+    mid, copied = STEP_PHASES.index("mid"), STEP_PHASES.index("copied")
+    rows = [("assembly and first factor (to step 0's top)", zero[FIRST_STEP])]
     for step in range(steps):
         top = FIRST_STEP + len(STEP_PHASES) * step
         following = top + len(STEP_PHASES) if step + 1 < steps else LOOP_END
         rows.append((f"step {step}", zero[following] - zero[top]))
-        longest = max(stamps[top + 3] - stamps[top + 2] for stamps in ranks.values()
-                      if top + 3 in stamps and top + 2 in stamps)
+        longest = max(stamps[top + copied] - stamps[top + mid] for stamps in ranks.values()
+                      if top + copied in stamps and top + mid in stamps)
         rows.append((f"step {step}: longest copy of panel tiles", longest))
-    rows.append(("steps", zero[LOOP_END] - zero[first_top]))
+    rows.append(("steps", zero[LOOP_END] - zero[FIRST_STEP]))
     rows.append(("back substitution (verdict to end)", zero[END] - zero[VERDICT]))
     rows.append(("whole kernel", zero[END]))
     return rows

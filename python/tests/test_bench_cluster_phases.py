@@ -83,6 +83,9 @@ def test_refusals_name_the_problem():
     mixed = kernel_lines(0, ranks=[0]) + kernel_lines(0, ranks=[1], P=289, blocks=8)
     with pytest.raises(ValueError, match="two shapes"):
         phases.read_stamps("\n".join(mixed))
+    without_block_0 = phases.read_stamps("\n".join(kernel_lines(0, ranks=[1, 2])))[0]
+    with pytest.raises(ValueError, match="block 0 printed no stamps"):
+        phases.summary(without_block_0)
 
 
 def test_phase_names_cover_the_kernel_layout():
