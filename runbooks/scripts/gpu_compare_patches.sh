@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# A change to the engines judged on a GPU host in one command, before it is committed: the
+# checkout is the baseline, and each PATCH (a unified diff against the checkout, `git diff`
+# output) makes one candidate, a copy of the checkout with the patch applied. Every tree is
+# built (engines and C tests, CUDA on). Each candidate then takes the checks an engine change
+# needs: the CUDA ctests (a CUDA test that skips fails the check), the conformance kit on its
+# librh_cuda, and compute-sanitizer racecheck and memcheck on one update per linear-solve path
+# (engines/cuda/tests/sanitizer_solve_paths.py). Cold native_cuda streams
+# (benchmarks/micro/cuda_cold_streams.py) then run round by round, the baseline and the
+# candidates in a rotating order, and are summarised per candidate against the baseline: the
+# medians, the rounds won, and whether iterations, first coefficient and state digest agree (a
+# change meant to keep the arithmetic must give the same bits). With TIMELINES, each tree also
+# records the CUDA activity of those cases (benchmarks/micro/cuda_stream_timeline.py): kernel
+# times, which decide a kernel change better than cold-stream wall times on a shared host.
+#
+#   OUT=DIR bash runbooks/scripts/gpu_compare_patches.sh PATCH [PATCH...]
+#
+# Settings (environment): SHAPES (standard shapes, comma-separated; default all), PENALTIES
+# (none,l1), DTYPES (float32,float64), ROUNDS (4), REPETITIONS (9 streams a round and side),
+# CHECKS (default "ctest conformance racecheck memcheck"; empty for none), TIMELINES (cases
+# SHAPE:DTYPE:PENALTY, space-separated; default none), COMPARE_DIR (the candidates' trees and
+# every build, default /tmp/rh-compare), JOBS (build jobs, default nproc).
+# A candidate is named after its patch file (`fix-x.patch` -> fix-x); the baseline is `base`.
+# Everything lands in $OUT/compare-DATE-HOST/ (summary.txt first), packed into one tarball beside
+# it. Timings are reported, never judged. Exit status: 0 every candidate built and passed its
+# checks, 1 a check failed, 2 a usage error (no patch, a patch that does not apply, two patches
+# of one name), 3 a build failed.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+usage() {
+  echo "usage: OUT=DIR bash runbooks/scripts/gpu_compare_patches.sh PATCH [PATCH...]" >&2
+  echo "gpu_compare_patches.sh: $*" >&2
+  exit 2
+}
+[ -n "${OUT:-}" ] || usage "OUT must name the folder for the results"
+[ $# -gt 0 ] || usage "no patch given: each PATCH is a unified diff against this checkout"
+SHAPES="${SHAPES:-}"
+PENALTIES="${PENALTIES:-none,l1}"
+DTYPES="${DTYPES:-float32,float64}"
+ROUNDS="${ROUNDS:-4}"
+REPETITIONS="${REPETITIONS:-9}"
+CHECKS="${CHECKS-ctest conformance racecheck memcheck}"
+TIMELINES="${TIMELINES:-}"
+COMPARE_DIR="${COMPARE_DIR:-/tmp/rh-compare}"
+JOBS="${JOBS:-$(nproc 2>/dev/null || echo 4)}"
+for check in $CHECKS; do
+  case "$check" in
+    ctest | conformance | racecheck | memcheck) ;;
+    *) usage "unknown check '$check' in CHECKS (ctest conformance racecheck memcheck)" ;;
+  esac
+done
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || usage "ROUNDS must be a positive whole number, got '$ROUNDS'"
+[[ "$REPETITIONS" =~ ^[1-9][0-9]*$ ]] ||
+  usage "REPETITIONS must be a positive whole number, got '$REPETITIONS'"
+
+# Every patch is read and tried against the checkout before anything is built.
+labels=()
+patches=()
+for patch_file in "$@"; do
+  [ -f "$patch_file" ] || usage "no patch file $patch_file"
+  label="$(basename "$patch_file")"
+  label="${label%.patch}"
+  label="${label%.diff}"
+  [[ "$label" =~ ^[A-Za-z0-9._-]+$ ]] ||
+    usage "patch file name $patch_file: a candidate's name takes letters, digits, '.', '_', '-'"
+  [ "$label" != base ] || usage "patch file $patch_file: 'base' names the checkout itself"
+  for seen in "${labels[@]}"; do
+    [ "$seen" != "$label" ] || usage "two patches are named $label: rename one"
+  done
+  patch -p1 --dry-run --silent -d "$REPO_ROOT" <"$patch_file" >/dev/null 2>&1 ||
+    usage "$patch_file does not apply to this checkout (patch -p1 --dry-run)"
+  labels+=("$label")
+  patches+=("$(cd "$(dirname "$patch_file")" && pwd)/$(basename "$patch_file")")
+done
+
+RESULTS="$OUT/compare-$DATE-$HOST_TAG"
+rm -rf "$RESULTS"
+mkdir -p "$RESULTS" "$COMPARE_DIR"
+SUMMARY="$RESULTS/summary.txt"
+: >"$SUMMARY"
+note() { echo "$*" | tee -a "$SUMMARY"; }
+note "checkout: $REPO_ROOT ($(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo no git))"
+note "gpu: $(nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
+note "candidates: ${labels[*]} (patches: $*)"
+note "streams: shapes ${SHAPES:-all standard}, penalties $PENALTIES, dtypes $DTYPES, $ROUNDS rounds of $REPETITIONS"
+
+# The trees: the checkout, and per candidate a copy of it (without builds, virtual environments,
+# git data and records) with its patch applied.
+declare -A tree
+tree[base]="$REPO_ROOT"
+for i in "${!labels[@]}"; do
+  label="${labels[$i]}"
+  dir="$COMPARE_DIR/$label"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  tar -C "$REPO_ROOT" --exclude=./build --exclude=./.venv --exclude=./.git --exclude=./.whl \
+    --exclude=./dist --exclude=./benchmarks/records -cf - . | tar -C "$dir" -xf -
+  patch -p1 --silent -d "$dir" <"${patches[$i]}" >"$RESULTS/patch-$label.log" 2>&1 ||
+    usage "${patches[$i]} did not apply to the copy in $dir (see patch-$label.log)"
+  tree[$label]="$dir"
+done
+
+declare -A cuda_lib cpu_lib build_dir
+status=0
+verdict() {  # label check PASS|FAIL detail
+  note "$(printf '%-28s %-12s %-4s %s' "$1" "$2" "$3" "$4")"
+  [ "$3" = PASS ] || status=1
+}
+finish() {  # the results folder packed beside itself, the summary beside it
+  note ""
+  note "gpu_compare_patches.sh exit $status (0 all checks passed, 1 a check failed, 3 a build failed)"
+  tar -C "$OUT" -czf "$RESULTS.tar.gz" "$(basename "$RESULTS")"
+  cp "$SUMMARY" "$OUT/compare-summary.txt"
+  exit "$status"
+}
+built=1
+for label in base "${labels[@]}"; do
+  build="$COMPARE_DIR/build-$label"
+  build_dir[$label]="$build"
+  step "build $label -> $build"
+  if cmake -S "${tree[$label]}" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON \
+      -DRH_BUILD_TESTS=ON >"$RESULTS/build-$label.log" 2>&1 &&
+    cmake --build "$build" -j "$JOBS" >>"$RESULTS/build-$label.log" 2>&1; then
+    cuda_lib[$label]="$(find "$build" -name librh_cuda.so -print -quit)"
+    cpu_lib[$label]="$(find "$build" -name librh_cpu.so -print -quit)"
+  fi
+  if [ -n "${cuda_lib[$label]:-}" ]; then
+    verdict "$label" build PASS "$build"
+  else
+    verdict "$label" build FAIL "see build-$label.log"
+    tail -20 "$RESULTS/build-$label.log" >&2
+    built=0
+  fi
+done
+if [ "$built" -eq 0 ]; then
+  status=3
+  finish
+fi
+
+# Runs a command with the environment of one tree: its libraries and its Python package.
+with_tree() {  # label command...
+  local label=$1
+  shift
+  env RH_CUDA_LIBRARY="${cuda_lib[$label]}" RH_CPU_LIBRARY="${cpu_lib[$label]}" \
+    PYTHONPATH="${tree[$label]}/python${PYTHONPATH:+:$PYTHONPATH}" "$@"
+}
+
+for label in "${labels[@]}"; do
+  build="${build_dir[$label]}"
+  for check in $CHECKS; do
+    log="$RESULTS/$check-$label.log"
+    step "$check: $label"
+    case "$check" in
+      ctest)
+        rc=0
+        (cd "$build" && ctest -L cuda --output-on-failure --timeout 240) >"$log" 2>&1 || rc=$?
+        line="$(grep -E 'tests passed|tests failed' "$log" | tail -1 || true)"
+        skipped="$(grep -c 'Skipped' "$log" || true)"
+        if [ "$rc" -eq 0 ] && [ "$skipped" -eq 0 ]; then
+          verdict "$label" ctest PASS "$line"
+        else
+          verdict "$label" ctest FAIL "rc $rc: ${line:-no result} (CUDA tests skipped: $skipped)"
+        fi
+        ;;
+      conformance)
+        rc=0
+        (cd "${tree[$label]}" && with_tree "$label" python3 -m renewable_huber conformance \
+          --library "${cuda_lib[$label]}" --capabilities conformance/capabilities/cuda.json) \
+          >"$log" 2>&1 || rc=$?
+        line="$(grep -E 'CONFORMS|DOES NOT CONFORM' "$log" | tail -1 || true)"
+        if [ "$rc" -eq 0 ] && [[ "$line" == CONFORMS* ]]; then
+          verdict "$label" conformance PASS "$line"
+        else
+          verdict "$label" conformance FAIL "rc $rc: ${line:-no verdict printed}"
+        fi
+        ;;
+      racecheck | memcheck)
+        rc=0
+        with_tree "$label" timeout 600 compute-sanitizer --tool "$check" --error-exitcode 9 \
+          python3 "${tree[$label]}/engines/cuda/tests/sanitizer_solve_paths.py" >"$log" 2>&1 ||
+          rc=$?
+        line="$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1 || true)"
+        if [ "$rc" -eq 0 ] && [ -n "$line" ]; then
+          verdict "$label" "$check" PASS "$line"
+        else
+          verdict "$label" "$check" FAIL "rc $rc: ${line:-no summary printed}"
+        fi
+        ;;
+    esac
+  done
+done
+
+# Cold streams, round by round; round k starts at side k - 1 of (base, candidates...), so each
+# side runs first in some rounds and the drift of the host lands on all of them.
+sides=(base "${labels[@]}")
+streams="$RESULTS/streams.jsonl"
+: >"$streams"
+stream_args=(--repetitions "$REPETITIONS" --penalties "$PENALTIES" --dtypes "$DTYPES")
+[ -z "$SHAPES" ] || stream_args+=(--shapes "$SHAPES")
+for ((round = 0; round < ROUNDS; round++)); do
+  step "cold streams, round $((round + 1)) of $ROUNDS"
+  for ((k = 0; k < ${#sides[@]}; k++)); do
+    label="${sides[$(((round + k) % ${#sides[@]}))]}"
+    if ! with_tree "$label" python3 "$REPO_ROOT/benchmarks/micro/cuda_cold_streams.py" "$label" \
+        "${stream_args[@]}" >>"$streams" 2>>"$RESULTS/streams.log"; then
+      note "cold streams of $label failed in round $((round + 1)) (see streams.log)"
+      status=1
+    fi
+  done
+done
+for label in "${labels[@]}"; do
+  note ""
+  note "cold streams, base against $label (ms per stream; ratio = base / $label):"
+  python3 "$REPO_ROOT/benchmarks/micro/cuda_cold_streams.py" --summarize "$streams" \
+    --baseline base --candidate "$label" | tee -a "$SUMMARY" || status=1
+done
+
+if [ -n "$TIMELINES" ]; then
+  for label in "${sides[@]}"; do
+    step "timelines: $label"
+    # shellcheck disable=SC2086 # TIMELINES is a list of cases
+    with_tree "$label" python3 "$REPO_ROOT/benchmarks/micro/cuda_stream_timeline.py" run \
+      "$RESULTS/timelines-$label" $TIMELINES >"$RESULTS/timelines-$label.txt" 2>&1 ||
+      note "timelines of $label failed (see timelines-$label.txt)"
+  done
+fi
+
+finish
