@@ -13,6 +13,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,11 @@ case "$*" in
     echo "CONFORMS: 1 passed, 0 failed, 0 skipped"
     ;;
   *cuda_stream_timeline.py*) echo "timeline $*" >> "$CALLS" ;;
+  *"cluster_cholesky_phases.py stream"*)
+    echo "phases $* with $RH_CUDA_LIBRARY" >> "$CALLS"
+    echo "RH_CLUSTER_PHASES stand-in stamps"
+    ;;
+  *"cluster_cholesky_phases.py table"*) echo "phase table of $(cat "$3")" ;;
   *) echo "python3 $*" >> "$CALLS" ;;
 esac
 exit 0
@@ -181,6 +187,25 @@ def test_timelines_record_every_side(host, tmp_path):
     assert all(line.endswith("wide:float32:none streaming:float64:none") for line in timelines)
 
 
+def test_phases_come_from_a_diagnostic_build_of_every_tree(host, tmp_path):
+    done, summary, calls = host(readme_patch(tmp_path / "c.patch"), CHECKS="",
+                                PHASES="wide:float32:none")
+    assert done.returncode == 0, done.stdout + done.stderr
+    copy = tmp_path / "compare" / "c"
+    for side, tree in (("base", ROOT), ("c", copy)):
+        build = f"{tmp_path}/compare/build-{side}-phases"
+        assert (f"cmake -S {tree} -B {build} -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON "
+                "-DRH_BUILD_TESTS=OFF -DRH_CUDA_CLUSTER_PHASES=ON") in calls
+        # The tree's own phase script, on the diagnostic library, one stream of the case.
+        assert (f"phases {tree}/benchmarks/micro/cluster_cholesky_phases.py stream wide float32 "
+                f"none with {build}/engines/cuda/librh_cuda.so") in calls
+        assert f"phases of {side} (wide:float32:none): phases-{side}.txt" in summary
+    with tarfile.open(next((tmp_path / "out").glob("*.tar.gz"))) as packed:
+        table = next(m for m in packed.getmembers() if m.name.endswith("phases-c.txt"))
+        text = packed.extractfile(table).read().decode()
+    assert text == "phase table of RH_CLUSTER_PHASES stand-in stamps\n"
+
+
 def test_a_skipped_cuda_test_fails_the_check(host, tmp_path):
     done, summary, _ = host(readme_patch(tmp_path / "c.patch"), STUB_CTEST_SKIPS="1")
     assert done.returncode == 1
@@ -208,6 +233,7 @@ def test_a_failed_build_stops_before_checks_and_streams(host, tmp_path):
         (["x.patch"], {"CHECKS": "ctest lint"}, "unknown check 'lint'"),
         (["x.patch"], {"ROUNDS": "0"}, "ROUNDS must be a positive whole number"),
         (["x.patch"], {"OUT": ""}, "OUT must name the folder"),
+        (["x.patch"], {"PHASES": "wide:float16:none"}, "PHASES must be one case"),
     ],
 )
 def test_usage_errors_are_refused_before_anything_is_built(host, tmp_path, monkeypatch,

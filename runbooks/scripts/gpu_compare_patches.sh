@@ -11,14 +11,18 @@
 # medians, the rounds won, and whether iterations, first coefficient and state digest agree (a
 # change meant to keep the arithmetic must give the same bits). With TIMELINES, each tree also
 # records the CUDA activity of those cases (benchmarks/micro/cuda_stream_timeline.py): kernel
-# times, which decide a kernel change better than cold-stream wall times on a shared host.
+# times, which decide a kernel change better than cold-stream wall times on a shared host. With
+# PHASES, each tree is also built with its cluster Cholesky's phase stamps
+# (-DRH_CUDA_CLUSTER_PHASES=ON, a diagnostic build) and one stream of that case is tabulated
+# phase by phase (benchmarks/micro/cluster_cholesky_phases.py, each tree's own copy).
 #
 #   OUT=DIR bash runbooks/scripts/gpu_compare_patches.sh PATCH [PATCH...]
 #
 # Settings (environment): SHAPES (standard shapes, comma-separated; default all), PENALTIES
 # (none,l1), DTYPES (float32,float64), ROUNDS (4), REPETITIONS (9 streams a round and side),
 # CHECKS (default "ctest conformance racecheck memcheck"; empty for none), TIMELINES (cases
-# SHAPE:DTYPE:PENALTY, space-separated; default none), COMPARE_DIR (the candidates' trees and
+# SHAPE:DTYPE:PENALTY, space-separated; default none), PHASES (one such case of a shape the
+# cluster kernel solves, e.g. wide:float32:none; default none), COMPARE_DIR (the trees and
 # every build, default /tmp/rh-compare), JOBS (build jobs, default nproc).
 # A candidate is named after its patch file (`fix-x.patch` -> fix-x); the baseline is `base`.
 # Everything lands in $OUT/compare-DATE-HOST/ (summary.txt first), packed into one tarball beside
@@ -40,6 +44,7 @@ ROUNDS="${ROUNDS:-4}"
 REPETITIONS="${REPETITIONS:-9}"
 CHECKS="${CHECKS-ctest conformance racecheck memcheck}"
 TIMELINES="${TIMELINES:-}"
+PHASES="${PHASES:-}"
 COMPARE_DIR="${COMPARE_DIR:-/tmp/rh-compare}"
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 4)}"
 for check in $CHECKS; do
@@ -51,6 +56,8 @@ done
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || usage "ROUNDS must be a positive whole number, got '$ROUNDS'"
 [[ "$REPETITIONS" =~ ^[1-9][0-9]*$ ]] ||
   usage "REPETITIONS must be a positive whole number, got '$REPETITIONS'"
+[[ -z "$PHASES" || "$PHASES" =~ ^[a-z-]+:float(32|64):(none|l1)$ ]] ||
+  usage "PHASES must be one case SHAPE:DTYPE:PENALTY (e.g. wide:float32:none), got '$PHASES'"
 
 # Every patch is read and tried against the checkout before anything is built.
 labels=()
@@ -221,6 +228,31 @@ if [ -n "$TIMELINES" ]; then
     with_tree "$label" python3 "$REPO_ROOT/benchmarks/micro/cuda_stream_timeline.py" run \
       "$RESULTS/timelines-$label" $TIMELINES >"$RESULTS/timelines-$label.txt" 2>&1 ||
       note "timelines of $label failed (see timelines-$label.txt)"
+  done
+fi
+
+if [ -n "$PHASES" ]; then
+  for label in "${sides[@]}"; do
+    step "cluster Cholesky phases: $label"
+    build="${build_dir[$label]}-phases"
+    log="$RESULTS/phases-$label.log"
+    phases_tool="${tree[$label]}/benchmarks/micro/cluster_cholesky_phases.py"
+    library=""
+    if cmake -S "${tree[$label]}" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON \
+        -DRH_BUILD_TESTS=OFF -DRH_CUDA_CLUSTER_PHASES=ON >"$log" 2>&1 &&
+      cmake --build "$build" -j "$JOBS" --target rh_cuda >>"$log" 2>&1; then
+      library="$(find "$build" -name librh_cuda.so -print -quit)"
+    fi
+    if [ -n "$library" ] &&
+      with_tree "$label" env RH_CUDA_LIBRARY="$library" python3 "$phases_tool" stream \
+        ${PHASES//:/ } >"$RESULTS/phases-$label.stamps" 2>>"$log" &&
+      python3 "$phases_tool" table "$RESULTS/phases-$label.stamps" \
+        >"$RESULTS/phases-$label.txt" 2>>"$log"; then
+      note "phases of $label ($PHASES): phases-$label.txt"
+    else
+      note "phases of $label failed (see phases-$label.log)"
+      status=1
+    fi
   done
 fi
 
