@@ -54,7 +54,10 @@ esac
     "nvidia-smi": 'echo "Stand-in GPU, 9.0, 0.0, 1 MiB"\n',
     "python3": r"""
 case "$*" in
-  *"cuda_cold_streams.py --summarize"*) exec "$REAL_PYTHON" "$@" ;;
+  *"cuda_cold_streams.py --summarize"*)
+    echo "summarize with $PYTHONPATH" >> "$CALLS"
+    exec "$REAL_PYTHON" "$@"
+    ;;
   *cuda_cold_streams.py*)
     echo "streams $2 with $RH_CUDA_LIBRARY and $PYTHONPATH" >> "$CALLS"
     ms=2.0; [ "$2" = base ] || ms=1.0
@@ -156,6 +159,7 @@ def test_a_candidate_is_built_checked_and_timed_against_the_checkout(host, tmp_p
     base_lib = f"{tmp_path}/compare/build-base/engines/cuda/librh_cuda.so"
     assert f"streams base with {base_lib} and {ROOT}/python" in streams
     assert f"streams fix-x with {candidate_lib} and {copy}/python" in streams
+    assert f"summarize with {ROOT}/python" in calls  # the harness's package, as for base
     assert ("wide float64 none: base ['2.000', '2.000'] fix-x ['1.000', '1.000']; medians "
             "2.000 -> 1.000 (2.000x), fix-x faster in 2/2 rounds; iterations, coef0 and state "
             "digest equal: True") in summary

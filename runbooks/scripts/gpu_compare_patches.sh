@@ -88,7 +88,7 @@ note() { echo "$*" | tee -a "$SUMMARY"; }
 note "checkout: $REPO_ROOT ($(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo no git))"
 note "gpu: $(nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
 note "candidates: ${labels[*]} (patches: $*)"
-note "streams: shapes ${SHAPES:-all standard}, penalties $PENALTIES, dtypes $DTYPES, $ROUNDS rounds of $REPETITIONS"
+note "streams: shapes ${SHAPES:-all standard}, penalties $PENALTIES, dtypes $DTYPES, rounds $ROUNDS, streams a round and side $REPETITIONS"
 
 # The trees: the checkout, and per candidate a copy of it (without builds, virtual environments,
 # git data and records) with its patch applied.
@@ -217,8 +217,8 @@ done
 for label in "${labels[@]}"; do
   note ""
   note "cold streams, base against $label (ms per stream; ratio = base / $label):"
-  python3 "$REPO_ROOT/benchmarks/micro/cuda_cold_streams.py" --summarize "$streams" \
-    --baseline base --candidate "$label" | tee -a "$SUMMARY" || status=1
+  with_tree base python3 "$REPO_ROOT/benchmarks/micro/cuda_cold_streams.py" --summarize \
+    "$streams" --baseline base --candidate "$label" | tee -a "$SUMMARY" || status=1
 done
 
 if [ -n "$TIMELINES" ]; then
