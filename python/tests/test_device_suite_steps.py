@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import subprocess
 from pathlib import Path
 
 import pytest
+from tool_stand_ins import write_stand_ins
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "engines" / "cuda" / "tests" / "run_device_suite.sh"
@@ -68,12 +68,7 @@ VERDICTS = [
 
 @pytest.fixture()
 def host(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, body in STUBS.items():
-        path = bin_dir / name
-        path.write_text("#!/bin/sh\n" + body)
-        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    bin_dir = write_stand_ins(tmp_path / "bin", STUBS)
 
     def run(**env):
         calls = tmp_path / "calls.txt"

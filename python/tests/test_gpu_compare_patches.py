@@ -10,13 +10,13 @@ from __future__ import annotations
 import difflib
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from tool_stand_ins import write_stand_ins
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "runbooks" / "scripts" / "gpu_compare_patches.sh"
@@ -91,12 +91,7 @@ def readme_patch(path: Path, added: str = "A line the candidate adds.\n") -> Pat
 
 @pytest.fixture()
 def host(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, body in STUBS.items():
-        path = bin_dir / name
-        path.write_text("#!/bin/sh\n" + body)
-        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    bin_dir = write_stand_ins(tmp_path / "bin", STUBS)
     out = tmp_path / "out"
 
     def run(*patches, **env):
