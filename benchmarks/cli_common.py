@@ -38,6 +38,16 @@ def add_stream_case_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("penalty", choices=["none", "l1"])
 
 
+def stream_case_commands(description: str, stream_command: str):
+    """(parser, its subcommands) of a micro script whose command `stream_command` runs one
+    standard-profile case (add_stream_case_arguments); the caller adds the other commands."""
+    parser = argparse.ArgumentParser(description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    add_stream_case_arguments(commands.add_parser(stream_command))
+    return parser, commands
+
+
 def add_matrix_arguments(parser: argparse.ArgumentParser, *, default_lifecycles: str,
                          default_operations: str) -> None:
     parser.add_argument("--profile", default="smoke", choices=("smoke", "standard", "large"))

@@ -21,7 +21,6 @@ the blocks. A script, not a test: nothing is asserted.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import re
 import sys
@@ -30,7 +29,7 @@ from pathlib import Path
 # Run as a script from anywhere: the repository root holds the benchmarks package.
 if str(Path(__file__).resolve().parents[2]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.cli_common import add_stream_case_arguments  # noqa: E402
+from benchmarks.cli_common import stream_case_commands  # noqa: E402
 
 # The stamps' order (engines/cuda/src/cluster_cholesky.cu, kPhase*): the start, the end of the
 # assembly, the first diagonal factor, five per step for up to MAX_TILES - 1 steps, the end of
@@ -155,10 +154,7 @@ def stream_shape(shape_name: str, dtype: str, penalty: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-    add_stream_case_arguments(commands.add_parser("stream"))
+    parser, commands = stream_case_commands(__doc__, "stream")
     table_parser = commands.add_parser("table")
     table_parser.add_argument("log")
     table_parser.add_argument("--launch", type=int, default=None)

@@ -20,7 +20,6 @@ A script, not a test: nothing is asserted.
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 # Run as a script from anywhere: the repository root holds the benchmarks package.
 if str(Path(__file__).resolve().parents[2]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.cli_common import add_stream_case_arguments  # noqa: E402
+from benchmarks.cli_common import stream_case_commands  # noqa: E402
 
 _UNITS_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
 
@@ -111,10 +110,7 @@ def compare(base_path: str, candidate_path: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
-    add_stream_case_arguments(commands.add_parser("run"))
+    parser, commands = stream_case_commands(__doc__, "run")
     summary_parser = commands.add_parser("summarize")
     summary_parser.add_argument("log")
     compare_parser = commands.add_parser("compare")
