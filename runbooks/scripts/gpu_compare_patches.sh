@@ -2,7 +2,7 @@
 # A change to the engines judged on a GPU host in one command, before it is committed: the
 # checkout is the baseline, and each PATCH (a unified diff against the checkout, `git diff`
 # output) makes one candidate, a copy of the checkout with the patch applied. Every tree is
-# built (engines and C tests, CUDA on). Each candidate then takes the checks an engine change
+# built by its own build_engines.sh (engines and C tests, CUDA on). Each candidate then takes the checks an engine change
 # needs: the CUDA ctests (a CUDA test that skips fails the check), the conformance kit on its
 # librh_cuda, and compute-sanitizer racecheck and memcheck on one update per linear-solve path
 # (engines/cuda/tests/sanitizer_solve_paths.py). Cold native_cuda streams
@@ -124,11 +124,12 @@ for label in base "${labels[@]}"; do
   build="$COMPARE_DIR/build-$label"
   build_dir[$label]="$build"
   step "build $label -> $build"
-  if cmake -S "${tree[$label]}" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRH_BUILD_CUDA=ON \
-      -DRH_BUILD_TESTS=ON >"$RESULTS/build-$label.log" 2>&1 &&
-    cmake --build "$build" -j "$JOBS" >>"$RESULTS/build-$label.log" 2>&1; then
-    cuda_lib[$label]="$(find "$build" -name librh_cuda.so -print -quit)"
-    cpu_lib[$label]="$(find "$build" -name librh_cpu.so -print -quit)"
+  # The tree's own build_engines.sh (its build settings), which prints the libraries' exports.
+  if exports="$(BUILD_DIR="$build" JOBS="$JOBS" \
+      bash "${tree[$label]}/runbooks/scripts/build_engines.sh" ON 2>"$RESULTS/build-$label.log")"
+  then
+    cuda_lib[$label]="$(sed -n 's/^export RH_CUDA_LIBRARY=//p' <<<"$exports")"
+    cpu_lib[$label]="$(sed -n 's/^export RH_CPU_LIBRARY=//p' <<<"$exports")"
   fi
   if [ -n "${cuda_lib[$label]:-}" ]; then
     verdict "$label" build PASS "$build"
