@@ -2,10 +2,10 @@
 # A change to the engines judged on a GPU host in one command, before it is committed: the
 # checkout is the baseline, and each PATCH (a unified diff against the checkout, `git diff`
 # output) makes one candidate, a copy of the checkout with the patch applied. Every tree is
-# built by its own build_engines.sh (engines and C tests, CUDA on). Each candidate then takes the checks an engine change
-# needs: the CUDA ctests (a CUDA test that skips fails the check), the conformance kit on its
-# librh_cuda, and compute-sanitizer racecheck and memcheck on one update per linear-solve path
-# (engines/cuda/tests/sanitizer_solve_paths.py). Cold native_cuda streams
+# built by its own build_engines.sh (engines and C tests, CUDA on). Each candidate then takes
+# the checks an engine change needs: the CUDA ctests (a CUDA test that skips fails the
+# check), the conformance kit on its librh_cuda, and compute-sanitizer racecheck and memcheck on
+# one update per linear-solve path (engines/cuda/tests/sanitizer_solve_paths.py). Cold native_cuda streams
 # (benchmarks/micro/cuda_cold_streams.py) then run round by round, the baseline and the
 # candidates in a rotating order, and are summarised per candidate against the baseline: the
 # medians, the rounds won, and whether iterations, first coefficient and state digest agree (a
