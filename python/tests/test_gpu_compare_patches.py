@@ -158,8 +158,9 @@ def test_a_candidate_is_built_checked_and_timed_against_the_checkout(host, tmp_p
     assert ("wide float64 none: base ['2.000', '2.000'] fix-x ['1.000', '1.000']; medians "
             "2.000 -> 1.000 (2.000x), fix-x faster in 2/2 rounds; iterations, coef0 and state "
             "digest equal: True") in summary
-    results = list((tmp_path / "out").iterdir())
-    assert sorted(p.name for p in results if p.is_file()) == sorted(
+    results = list((tmp_path / "out").iterdir())  # two files only: a GPU host returns few
+    assert all(p.is_file() for p in results)
+    assert sorted(p.name for p in results) == sorted(
         ["compare-summary.txt", next(p.name for p in results if p.name.endswith(".tar.gz"))])
 
 

@@ -25,10 +25,10 @@
 # cluster kernel solves, e.g. wide:float32:none; default none), COMPARE_DIR (the trees and
 # every build, default /tmp/rh-compare), JOBS (build jobs, default nproc).
 # A candidate is named after its patch file (`fix-x.patch` -> fix-x); the baseline is `base`.
-# Everything lands in $OUT/compare-DATE-HOST/ (summary.txt first), packed into one tarball beside
-# it. Timings are reported, never judged. Exit status: 0 every candidate built and passed its
-# checks, 1 a check failed, 2 a usage error (no patch, a patch that does not apply, two patches
-# of one name), 3 a build failed.
+# Everything is gathered in COMPARE_DIR/compare-DATE-HOST/ (summary.txt first) and lands in $OUT
+# as two files: that folder packed into one tarball, and its summary. Timings are reported, never
+# judged. Exit status: 0 every candidate built and passed its checks, 1 a check failed, 2 a usage
+# error (no patch, a patch that does not apply, two patches of one name), 3 a build failed.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 usage() {
   echo "usage: OUT=DIR bash runbooks/scripts/gpu_compare_patches.sh PATCH [PATCH...]" >&2
@@ -79,9 +79,9 @@ for patch_file in "$@"; do
   patches+=("$(cd "$(dirname "$patch_file")" && pwd)/$(basename "$patch_file")")
 done
 
-RESULTS="$OUT/compare-$DATE-$HOST_TAG"
+RESULTS="$COMPARE_DIR/compare-$DATE-$HOST_TAG"
 rm -rf "$RESULTS"
-mkdir -p "$RESULTS" "$COMPARE_DIR"
+mkdir -p "$RESULTS" "$OUT"
 SUMMARY="$RESULTS/summary.txt"
 : >"$SUMMARY"
 note() { echo "$*" | tee -a "$SUMMARY"; }
@@ -112,10 +112,10 @@ verdict() {  # label check PASS|FAIL detail
   note "$(printf '%-28s %-12s %-4s %s' "$1" "$2" "$3" "$4")"
   [ "$3" = PASS ] || status=1
 }
-finish() {  # the results folder packed beside itself, the summary beside it
+finish() {  # the results folder packed into $OUT, its summary beside the tarball
   note ""
   note "gpu_compare_patches.sh exit $status (0 all checks passed, 1 a check failed, 3 a build failed)"
-  tar -C "$OUT" -czf "$RESULTS.tar.gz" "$(basename "$RESULTS")"
+  tar -C "$COMPARE_DIR" -czf "$OUT/$(basename "$RESULTS").tar.gz" "$(basename "$RESULTS")"
   cp "$SUMMARY" "$OUT/compare-summary.txt"
   exit "$status"
 }
