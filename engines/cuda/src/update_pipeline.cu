@@ -122,7 +122,8 @@ struct ChunkSizes {
 // alone (2 n P^2 flops) outweighs a synchronisation many times over (above kHeavyGramFlops, about
 // 50 us on an H200). Later chunks: a few LAMM iterations (launches that return at once are cheap),
 // Newton one or two. The cluster Cholesky skips like the one-block kernel, but its range keeps
-// the cap: queuing more there has not been measured.
+// the cap: a fixed 1, 2 or 3 iterations per synchronisation was no faster there, nor on the
+// reference shape (docs/decisions.md, "The cluster Cholesky").
 constexpr double kHeavyGramFlops = 2e9;
 
 bool heavy_gram(const Engine& e, int64_t n_rows) {
