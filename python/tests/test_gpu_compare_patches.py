@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -120,6 +121,7 @@ def verdicts(summary: str) -> dict[tuple[str, str], str]:
     for line in summary.splitlines():
         fields = line.split()
         if len(fields) >= 3 and fields[2] in ("PASS", "FAIL"):
+            assert re.search(r" \(\d+ s\)$", line), line  # every part says how long it took
             found[(fields[0], fields[1])] = fields[2]
     return found
 
@@ -158,6 +160,7 @@ def test_a_candidate_is_built_checked_and_timed_against_the_checkout(host, tmp_p
     assert ("wide float64 none: base ['2.000', '2.000'] fix-x ['1.000', '1.000']; medians "
             "2.000 -> 1.000 (2.000x), fix-x faster in 2/2 rounds; iterations, coef0 and state "
             "digest equal: True") in summary
+    assert re.search(r"^cold streams: 2 rounds in \d+ s$", summary, re.MULTILINE)
     results = list((tmp_path / "out").iterdir())  # two files only: a GPU host returns few
     assert all(p.is_file() for p in results)
     assert sorted(p.name for p in results) == sorted(
@@ -199,7 +202,8 @@ def test_phases_come_from_a_diagnostic_build_of_every_tree(host, tmp_path):
         # The tree's own phase script, on the diagnostic library, one stream of the case.
         assert (f"phases {tree}/benchmarks/micro/cluster_cholesky_phases.py stream wide float32 "
                 f"none with {build}/engines/cuda/librh_cuda.so") in calls
-        assert f"phases of {side} (wide:float32:none): phases-{side}.txt" in summary
+        assert re.search(rf"phases of {side} \(wide:float32:none\): phases-{side}.txt \(\d+ s\)",
+                         summary)
     with tarfile.open(next((tmp_path / "out").glob("*.tar.gz"))) as packed:
         table = next(m for m in packed.getmembers() if m.name.endswith("phases-c.txt"))
         text = packed.extractfile(table).read().decode()

@@ -108,8 +108,15 @@ done
 
 declare -A cuda_lib cpu_lib build_dir
 status=0
+# Each part's wall time goes into the summary, so that a run can be planned within a host's
+# time limit.
+begin() {  # what step prints
+  step "$@"
+  part_start=$SECONDS
+}
+took() { echo "($((SECONDS - part_start)) s)"; }
 verdict() {  # label check PASS|FAIL detail
-  note "$(printf '%-28s %-12s %-4s %s' "$1" "$2" "$3" "$4")"
+  note "$(printf '%-28s %-12s %-4s %s %s' "$1" "$2" "$3" "$4" "$(took)")"
   [ "$3" = PASS ] || status=1
 }
 finish() {  # the results folder packed into $OUT, its summary beside the tarball
@@ -123,7 +130,7 @@ built=1
 for label in base "${labels[@]}"; do
   build="$COMPARE_DIR/build-$label"
   build_dir[$label]="$build"
-  step "build $label -> $build"
+  begin "build $label -> $build"
   # The tree's own build_engines.sh (its build settings), which prints the libraries' exports.
   if exports="$(BUILD_DIR="$build" JOBS="$JOBS" \
       bash "${tree[$label]}/runbooks/scripts/build_engines.sh" ON 2>"$RESULTS/build-$label.log")"
@@ -156,7 +163,7 @@ for label in "${labels[@]}"; do
   build="${build_dir[$label]}"
   for check in $CHECKS; do
     log="$RESULTS/$check-$label.log"
-    step "$check: $label"
+    begin "$check: $label"
     case "$check" in
       ctest)
         rc=0
@@ -204,6 +211,7 @@ streams="$RESULTS/streams.jsonl"
 : >"$streams"
 stream_args=(--repetitions "$REPETITIONS" --penalties "$PENALTIES" --dtypes "$DTYPES")
 [ -z "$SHAPES" ] || stream_args+=(--shapes "$SHAPES")
+streams_start=$SECONDS
 for ((round = 0; round < ROUNDS; round++)); do
   step "cold streams, round $((round + 1)) of $ROUNDS"
   for ((k = 0; k < ${#sides[@]}; k++)); do
@@ -215,6 +223,8 @@ for ((round = 0; round < ROUNDS; round++)); do
     fi
   done
 done
+note ""
+note "cold streams: $ROUNDS rounds in $((SECONDS - streams_start)) s"
 for label in "${labels[@]}"; do
   note ""
   note "cold streams, base against $label (ms per stream; ratio = base / $label):"
@@ -224,17 +234,17 @@ done
 
 if [ -n "$TIMELINES" ]; then
   for label in "${sides[@]}"; do
-    step "timelines: $label"
+    begin "timelines: $label"
     # shellcheck disable=SC2086 # TIMELINES is a list of cases
     with_tree "$label" python3 "$REPO_ROOT/benchmarks/micro/cuda_stream_timeline.py" run \
       "$RESULTS/timelines-$label" $TIMELINES >"$RESULTS/timelines-$label.txt" 2>&1 ||
-      note "timelines of $label failed (see timelines-$label.txt)"
+      note "timelines of $label failed (see timelines-$label.txt) $(took)"
   done
 fi
 
 if [ -n "$PHASES" ]; then
   for label in "${sides[@]}"; do
-    step "cluster Cholesky phases: $label"
+    begin "cluster Cholesky phases: $label"
     build="${build_dir[$label]}-phases"
     log="$RESULTS/phases-$label.log"
     phases_tool="${tree[$label]}/benchmarks/micro/cluster_cholesky_phases.py"
@@ -249,9 +259,9 @@ if [ -n "$PHASES" ]; then
         ${PHASES//:/ } >"$RESULTS/phases-$label.stamps" 2>>"$log" &&
       python3 "$phases_tool" table "$RESULTS/phases-$label.stamps" \
         >"$RESULTS/phases-$label.txt" 2>>"$log"; then
-      note "phases of $label ($PHASES): phases-$label.txt"
+      note "phases of $label ($PHASES): phases-$label.txt $(took)"
     else
-      note "phases of $label failed (see phases-$label.log)"
+      note "phases of $label failed (see phases-$label.log) $(took)"
       status=1
     fi
   done
