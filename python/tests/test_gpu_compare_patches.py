@@ -182,12 +182,15 @@ def test_two_candidates_rotate_and_each_is_summarised(host, tmp_path):
 
 
 def test_timelines_record_every_side(host, tmp_path):
-    done, _, calls = host(readme_patch(tmp_path / "c.patch"), CHECKS="",
-                          TIMELINES="wide:float32:none streaming:float64:none")
+    done, summary, calls = host(readme_patch(tmp_path / "c.patch"), CHECKS="",
+                                TIMELINES="wide:float32:none streaming:float64:none")
     assert done.returncode == 0, done.stdout + done.stderr
     timelines = [line for line in calls.splitlines() if line.startswith("timeline ")]
     assert len(timelines) == 2
     assert all(line.endswith("wide:float32:none streaming:float64:none") for line in timelines)
+    for side in ("base", "c"):
+        assert re.search(rf"^timelines of {side}: timelines-{side}.txt \(\d+ s\)$", summary,
+                         re.MULTILINE)
 
 
 def test_phases_come_from_a_diagnostic_build_of_every_tree(host, tmp_path):

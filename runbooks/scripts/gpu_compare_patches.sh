@@ -110,7 +110,7 @@ declare -A cuda_lib cpu_lib build_dir
 status=0
 # Each part's wall time goes into the summary, so that a run can be planned within a host's
 # time limit.
-begin() {  # what step prints
+begin() {  # the part's name, as step prints it
   step "$@"
   part_start=$SECONDS
 }
@@ -236,9 +236,12 @@ if [ -n "$TIMELINES" ]; then
   for label in "${sides[@]}"; do
     begin "timelines: $label"
     # shellcheck disable=SC2086 # TIMELINES is a list of cases
-    with_tree "$label" python3 "$REPO_ROOT/benchmarks/micro/cuda_stream_timeline.py" run \
-      "$RESULTS/timelines-$label" $TIMELINES >"$RESULTS/timelines-$label.txt" 2>&1 ||
+    if with_tree "$label" python3 "$REPO_ROOT/benchmarks/micro/cuda_stream_timeline.py" run \
+      "$RESULTS/timelines-$label" $TIMELINES >"$RESULTS/timelines-$label.txt" 2>&1; then
+      note "timelines of $label: timelines-$label.txt $(took)"
+    else
       note "timelines of $label failed (see timelines-$label.txt) $(took)"
+    fi
   done
 fi
 
