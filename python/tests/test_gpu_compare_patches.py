@@ -61,6 +61,11 @@ case "$*" in
     ;;
   *cuda_cold_streams.py*)
     echo "streams $2 with $RH_CUDA_LIBRARY and $PYTHONPATH" >> "$CALLS"
+    if [ -n "${STUB_STREAMS_SIGNAL:-}" ]; then
+      # A host's time limit: the signal to the whole process group, this stand-in included.
+      kill -s "$STUB_STREAMS_SIGNAL" 0
+      sleep 30
+    fi
     ms=2.0; [ "$2" = base ] || ms=1.0
     printf '{"side": "%s", "case": "wide float64 none", "ms": %s, ' "$2" "$ms"
     echo '"iters": 5, "coef0": 0.25, "state": "ab"}'
@@ -106,9 +111,10 @@ def host(tmp_path):
             OUT=str(out), COMPARE_DIR=str(tmp_path / "compare"), ROUNDS="2", JOBS="1",
         )
         environment.update(env)
+        # A session of its own: a stand-in may signal its whole process group.
         done = subprocess.run(
             ["bash", str(SCRIPT), *map(str, patches)], env=environment, capture_output=True,
-            text=True, timeout=120, check=False,
+            text=True, timeout=120, check=False, start_new_session=True,
         )
         summary = out / "compare-summary.txt"
         return done, summary.read_text() if summary.exists() else "", calls.read_text()
@@ -227,6 +233,25 @@ def test_a_failed_build_stops_before_checks_and_streams(host, tmp_path):
     assert verdicts(summary) == {("base", "build"): "PASS", ("c", "build"): "FAIL"}
     assert "exit 3" in summary
     assert "ctest" not in calls and "streams " not in calls
+
+
+@pytest.mark.parametrize("signal_name", ["TERM", "INT"])
+def test_a_stopped_run_packs_what_it_gathered(host, tmp_path, signal_name):
+    done, summary, calls = host(readme_patch(tmp_path / "c.patch"), CHECKS="ctest",
+                                PHASES="wide:float32:none", STUB_STREAMS_SIGNAL=signal_name)
+    assert done.returncode == 4, done.stdout + done.stderr
+    # The checks before the cut keep their verdicts; the part cut is named; nothing later ran.
+    assert verdicts(summary) == {("base", "build"): "PASS", ("c", "build"): "PASS",
+                                 ("c", "ctest"): "PASS"}
+    assert re.search(rf"^stopped by SIG{signal_name} after \d+ s, during: cold streams, round 1 "
+                     r"of 2; nothing after it ran$", summary, re.MULTILINE)
+    assert "exit 4" in summary
+    assert len([line for line in calls.splitlines() if line.startswith("streams ")]) == 1
+    assert "phases " not in calls and "cold streams: " not in summary
+    results = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert len(results) == 2 and "compare-summary.txt" in results
+    with tarfile.open(next((tmp_path / "out").glob("*.tar.gz"))) as packed:
+        assert any(m.name.endswith("ctest-c.log") for m in packed.getmembers())
 
 
 @pytest.mark.parametrize(

@@ -27,8 +27,11 @@
 # A candidate is named after its patch file (`fix-x.patch` -> fix-x); the baseline is `base`.
 # Everything is gathered in COMPARE_DIR/compare-DATE-HOST/ (summary.txt first) and lands in $OUT
 # as two files: that folder packed into one tarball, and its summary. Timings are reported, never
-# judged. Exit status: 0 every candidate built and passed its checks, 1 a check failed, 2 a usage
-# error (no patch, a patch that does not apply, two patches of one name), 3 a build failed.
+# judged. A run stopped by SIGTERM, SIGINT or SIGHUP (a host's time limit: run the script under
+# `timeout` with a margin for the packing) still packs what it gathered, and its summary names
+# the part that was cut. Exit status: 0 every candidate built and passed its checks, 1 a check
+# failed, 2 a usage error (no patch, a patch that does not apply, two patches of one name), 3 a
+# build failed, 4 stopped by a signal before the end.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 usage() {
   echo "usage: OUT=DIR bash runbooks/scripts/gpu_compare_patches.sh PATCH [PATCH...]" >&2
@@ -110,8 +113,10 @@ declare -A cuda_lib cpu_lib build_dir
 status=0
 # Each part's wall time goes into the summary, so that a run can be planned within a host's
 # time limit.
+part="the start"
 begin() {  # the part's name, as step prints it
   step "$@"
+  part="$*"
   part_start=$SECONDS
 }
 took() { echo "($((SECONDS - part_start)) s)"; }
@@ -121,11 +126,24 @@ verdict() {  # label check PASS|FAIL detail
 }
 finish() {  # the results folder packed into $OUT, its summary beside the tarball
   note ""
-  note "gpu_compare_patches.sh exit $status (0 all checks passed, 1 a check failed, 3 a build failed)"
+  note "gpu_compare_patches.sh exit $status (0 all checks passed, 1 a check failed, 3 a build" \
+    "failed, 4 stopped by a signal)"
   tar -C "$COMPARE_DIR" -czf "$OUT/$(basename "$RESULTS").tar.gz" "$(basename "$RESULTS")"
   cp "$SUMMARY" "$OUT/compare-summary.txt"
   exit "$status"
 }
+# A signal ends the run with what it has. Bash runs the handler once the command in the
+# foreground returns; `timeout` signals that command's whole process group, so it returns at once.
+stopped() {  # the signal's name
+  trap - TERM INT HUP
+  note ""
+  note "stopped by SIG$1 after $SECONDS s, during: $part; nothing after it ran"
+  status=4
+  finish
+}
+trap 'stopped TERM' TERM
+trap 'stopped INT' INT
+trap 'stopped HUP' HUP
 built=1
 for label in base "${labels[@]}"; do
   build="$COMPARE_DIR/build-$label"
@@ -213,7 +231,7 @@ stream_args=(--repetitions "$REPETITIONS" --penalties "$PENALTIES" --dtypes "$DT
 [ -z "$SHAPES" ] || stream_args+=(--shapes "$SHAPES")
 streams_start=$SECONDS
 for ((round = 0; round < ROUNDS; round++)); do
-  step "cold streams, round $((round + 1)) of $ROUNDS"
+  begin "cold streams, round $((round + 1)) of $ROUNDS"
   for ((k = 0; k < ${#sides[@]}; k++)); do
     label="${sides[$(((round + k) % ${#sides[@]}))]}"
     if ! with_tree "$label" python3 "$REPO_ROOT/benchmarks/micro/cuda_cold_streams.py" "$label" \
