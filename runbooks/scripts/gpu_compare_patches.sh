@@ -5,16 +5,16 @@
 # built by its own build_engines.sh (engines and C tests, CUDA on). Each candidate then takes
 # the checks an engine change needs: the CUDA ctests (a CUDA test that skips fails the
 # check), the conformance kit on its librh_cuda, and compute-sanitizer racecheck and memcheck on
-# one update per linear-solve path (engines/cuda/tests/sanitizer_solve_paths.py). Cold native_cuda streams
-# (benchmarks/micro/cuda_cold_streams.py) then run round by round, the baseline and the
-# candidates in a rotating order, and are summarised per candidate against the baseline: the
-# medians, the rounds won, and whether iterations, first coefficient and state digest agree (a
-# change meant to keep the arithmetic must give the same bits). With TIMELINES, each tree also
-# records the CUDA activity of those cases (benchmarks/micro/cuda_stream_timeline.py): kernel
-# times, which decide a kernel change better than cold-stream wall times on a shared host. With
-# PHASES, each tree is also built with its cluster Cholesky's phase stamps
+# one update per linear-solve path (engines/cuda/tests/sanitizer_solve_paths.py). With TIMELINES,
+# each tree then records the CUDA activity of those cases (benchmarks/micro/cuda_stream_timeline.py):
+# kernel times, which decide a kernel change better than cold-stream wall times on a shared host.
+# With PHASES, each tree is also built with its cluster Cholesky's phase stamps
 # (-DRH_CUDA_CLUSTER_PHASES=ON, a diagnostic build) and one stream of that case is tabulated
-# phase by phase (benchmarks/micro/cluster_cholesky_phases.py, each tree's own copy).
+# phase by phase (benchmarks/micro/cluster_cholesky_phases.py, each tree's own copy). Cold
+# native_cuda streams (benchmarks/micro/cuda_cold_streams.py) run last, round by round, the
+# baseline and the candidates in a rotating order, and are summarised per candidate against the
+# baseline: the medians, the rounds won, and whether iterations, first coefficient and state
+# digest agree (a change meant to keep the arithmetic must give the same bits).
 #
 #   OUT=DIR bash runbooks/scripts/gpu_compare_patches.sh PATCH [PATCH...]
 #
@@ -222,34 +222,9 @@ for label in "${labels[@]}"; do
   done
 done
 
-# Cold streams, round by round; round k starts at side k - 1 of (base, candidates...), so each
-# side runs first in some rounds and the drift of the host lands on all of them.
+# The timelines and phase tables (short, and decided by the kernels, not the host's drift) come
+# before the cold streams, so a run cut short by a time limit keeps them.
 sides=(base "${labels[@]}")
-streams="$RESULTS/streams.jsonl"
-: >"$streams"
-stream_args=(--repetitions "$REPETITIONS" --penalties "$PENALTIES" --dtypes "$DTYPES")
-[ -z "$SHAPES" ] || stream_args+=(--shapes "$SHAPES")
-streams_start=$SECONDS
-for ((round = 0; round < ROUNDS; round++)); do
-  begin "cold streams, round $((round + 1)) of $ROUNDS"
-  for ((k = 0; k < ${#sides[@]}; k++)); do
-    label="${sides[$(((round + k) % ${#sides[@]}))]}"
-    if ! with_tree "$label" python3 "$REPO_ROOT/benchmarks/micro/cuda_cold_streams.py" "$label" \
-        "${stream_args[@]}" >>"$streams" 2>>"$RESULTS/streams.log"; then
-      note "cold streams of $label failed in round $((round + 1)) (see streams.log)"
-      status=1
-    fi
-  done
-done
-note ""
-note "cold streams: $ROUNDS rounds in $((SECONDS - streams_start)) s"
-for label in "${labels[@]}"; do
-  note ""
-  note "cold streams, base against $label (ms per stream; ratio = base / $label):"
-  with_tree base python3 "$REPO_ROOT/benchmarks/micro/cuda_cold_streams.py" --summarize \
-    "$streams" --baseline base --candidate "$label" | tee -a "$SUMMARY" || status=1
-done
-
 if [ -n "$TIMELINES" ]; then
   for label in "${sides[@]}"; do
     begin "timelines: $label"
@@ -287,5 +262,32 @@ if [ -n "$PHASES" ]; then
     fi
   done
 fi
+
+# Cold streams, round by round; round k starts at side k - 1 of (base, candidates...), so each
+# side runs first in some rounds and the drift of the host lands on all of them.
+streams="$RESULTS/streams.jsonl"
+: >"$streams"
+stream_args=(--repetitions "$REPETITIONS" --penalties "$PENALTIES" --dtypes "$DTYPES")
+[ -z "$SHAPES" ] || stream_args+=(--shapes "$SHAPES")
+streams_start=$SECONDS
+for ((round = 0; round < ROUNDS; round++)); do
+  begin "cold streams, round $((round + 1)) of $ROUNDS"
+  for ((k = 0; k < ${#sides[@]}; k++)); do
+    label="${sides[$(((round + k) % ${#sides[@]}))]}"
+    if ! with_tree "$label" python3 "$REPO_ROOT/benchmarks/micro/cuda_cold_streams.py" "$label" \
+        "${stream_args[@]}" >>"$streams" 2>>"$RESULTS/streams.log"; then
+      note "cold streams of $label failed in round $((round + 1)) (see streams.log)"
+      status=1
+    fi
+  done
+done
+note ""
+note "cold streams: $ROUNDS rounds in $((SECONDS - streams_start)) s"
+for label in "${labels[@]}"; do
+  note ""
+  note "cold streams, base against $label (ms per stream; ratio = base / $label):"
+  with_tree base python3 "$REPO_ROOT/benchmarks/micro/cuda_cold_streams.py" --summarize \
+    "$streams" --baseline base --candidate "$label" | tee -a "$SUMMARY" || status=1
+done
 
 finish
