@@ -5,9 +5,10 @@
 # built by its own build_engines.sh (engines and C tests, CUDA on). Each candidate then takes
 # the checks an engine change needs: the CUDA ctests (a CUDA test that skips fails the
 # check), the conformance kit on its librh_cuda, and compute-sanitizer racecheck and memcheck on
-# one update per linear-solve path (engines/cuda/tests/sanitizer_solve_paths.py). With TIMELINES,
-# each tree then records the CUDA activity of those cases (benchmarks/micro/cuda_stream_timeline.py):
-# kernel times, which decide a kernel change better than cold-stream wall times on a shared host.
+# one update per linear-solve path (engines/cuda/tests/sanitizer_solve_paths.py). With
+# TIMELINES, each tree then records the CUDA activity of those cases
+# (benchmarks/micro/cuda_stream_timeline.py): kernel times, which decide a kernel change better
+# than cold-stream wall times on a shared host.
 # With PHASES, each tree is also built with its cluster Cholesky's phase stamps
 # (-DRH_CUDA_CLUSTER_PHASES=ON, a diagnostic build) and one stream of that case is tabulated
 # phase by phase (benchmarks/micro/cluster_cholesky_phases.py, each tree's own copy). Cold
@@ -125,6 +126,7 @@ verdict() {  # label check PASS|FAIL detail
   [ "$3" = PASS ] || status=1
 }
 finish() {  # the results folder packed into $OUT, its summary beside the tarball
+  trap - TERM INT HUP  # packed once, whatever comes now
   note ""
   note "gpu_compare_patches.sh exit $status (0 all checks passed, 1 a check failed, 3 a build" \
     "failed, 4 stopped by a signal)"
@@ -135,7 +137,6 @@ finish() {  # the results folder packed into $OUT, its summary beside the tarbal
 # A signal ends the run with what it has. Bash runs the handler once the command in the
 # foreground returns; `timeout` signals that command's whole process group, so it returns at once.
 stopped() {  # the signal's name
-  trap - TERM INT HUP
   note ""
   note "stopped by SIG$1 after $SECONDS s, during: $part; nothing after it ran"
   status=4
