@@ -187,10 +187,11 @@ void rh_gram_at_row_weights(RhProblem* problem, const double* row_weights, doubl
 void rh_gram_and_meat(RhProblem* problem, int reuse_weighted, double* gram, double* meat);
 
 /* ---- dense_solve.c: x = H^{-1} g through Cholesky -> LU -> minimum-norm SVD. Sets
- * *used_fallback when the SVD ran. Clobbers ws->factor, ws->right_vectors, ws->singular_values
- * and ws->scratch. */
-void rh_dense_solve(const double* hessian, const double* rhs, int64_t P, double eps,
-                    RhWorkspace* ws, double* solution, int* used_fallback);
+ * *used_fallback when the SVD ran, and returns 1 when it kept fewer than P singular values (x
+ * then ignores g's part in the dropped directions), else 0. Clobbers ws->factor,
+ * ws->right_vectors, ws->singular_values and ws->scratch. */
+int rh_dense_solve(const double* hessian, const double* rhs, int64_t P, double eps, RhWorkspace* ws,
+                   double* solution, int* used_fallback);
 
 /* ---- objective.c: f(beta) and, when gradient != NULL, g(beta) and c(r) into curvature. */
 double rh_objective(const RhProblem* problem, const double* beta, double* gradient,

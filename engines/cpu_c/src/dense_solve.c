@@ -579,12 +579,12 @@ static void min_norm_solve(const double* a, const double* rhs, int64_t P, double
   }
 }
 
-void rh_dense_solve(const double* hessian, const double* rhs, int64_t P, double eps,
-                    RhWorkspace* ws, double* solution, int* used_fallback) {
+int rh_dense_solve(const double* hessian, const double* rhs, int64_t P, double eps, RhWorkspace* ws,
+                   double* solution, int* used_fallback) {
   const int symmetric = is_bitwise_symmetric(hessian, P);
   if (symmetric && cholesky(hessian, P, eps, ws->factor)) {
     cholesky_solve(ws->factor, P, rhs, solution);
-    return;
+    return 0;
   }
   /* LU's pivot test and the SVD's rank cutoff compare columns with each other, so both run on
    * the equilibrated system diag(d) H diag(d) y = d rhs, x = d y: raw units alone never make H
@@ -602,9 +602,9 @@ void rh_dense_solve(const double* hessian, const double* rhs, int64_t P, double 
   for (int64_t i = 0; i < P; ++i) {
     scaled_rhs[i] = d[i] * rhs[i];
   }
+  int64_t rank = P;
   if (!lu_solve(ws->equilibrated, P, eps, ws->factor, scaled_rhs, solution)) {
     *used_fallback = 1;
-    int64_t rank = 0;
     min_norm_solve(ws->equilibrated, scaled_rhs, P, eps, symmetric, ws, solution, &rank);
     if (rank < P && scaled) { /* unscaled, the SVD above was already H's own */
       /* Rank deficient after equilibration. Where the cutoff on H itself keeps the same rank
@@ -615,7 +615,7 @@ void rh_dense_solve(const double* hessian, const double* rhs, int64_t P, double 
       int64_t raw_rank = 0;
       min_norm_solve(hessian, rhs, P, eps, symmetric, ws, solution, &raw_rank);
       if (raw_rank == rank) {
-        return;
+        return 1;
       }
       memcpy(solution, equilibrated_solution, (size_t)P * sizeof(double));
     }
@@ -623,4 +623,5 @@ void rh_dense_solve(const double* hessian, const double* rhs, int64_t P, double 
   for (int64_t i = 0; i < P; ++i) {
     solution[i] *= d[i];
   }
+  return rank < P;
 }

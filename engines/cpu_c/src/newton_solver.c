@@ -36,11 +36,16 @@ static void build_majoriser(RhProblem* problem) {
   finish_matrix(problem);
 }
 
-static RhCudaStatus solve_step(RhProblem* problem, const char* which, int64_t it,
+/* ws->step = ws->hessian^{-1} ws->gradient; *truncated (when not NULL): the SVD dropped
+ * singular values (rh_dense_solve). */
+static RhCudaStatus solve_step(RhProblem* problem, const char* which, int64_t it, int* truncated,
                                RhErrorBuffer* err) {
   RhWorkspace* ws = problem->ws;
-  rh_dense_solve(ws->hessian, ws->gradient, problem->P, problem->ladder_eps, ws, ws->step,
-                 &problem->used_fallback);
+  const int dropped = rh_dense_solve(ws->hessian, ws->gradient, problem->P, problem->ladder_eps, ws,
+                                     ws->step, &problem->used_fallback);
+  if (truncated != NULL) {
+    *truncated = dropped;
+  }
   if (!rh_all_finite(ws->step, problem->P)) {
     return rh_fail(err, RH_CUDA_NUMERICAL_ERROR, "%s step is not finite at iteration %" PRId64,
                    which, it);
@@ -80,34 +85,65 @@ static int all_zero(const double* v, int64_t P) {
   return 1;
 }
 
+/* The majoriser's direction at the accepted ws->beta into ws->step, and whether it passes the
+ * test of a rejected direction (rh_rejected_direction_converged): the confirmation of
+ * docs/algorithm.md ("Unpenalised", rule 5) a step along a truncated Newton direction needs
+ * before it ends the solve. ws->gradient and ws->curvature are the new beta's. */
+static RhCudaStatus majoriser_confirms(RhProblem* problem, double objective, int64_t it,
+                                       int* confirmed, RhErrorBuffer* err) {
+  RhWorkspace* ws = problem->ws;
+  const int64_t P = problem->P;
+  build_majoriser(problem);
+  RH_TRY(solve_step(problem, "majoriser", it, NULL, err));
+  double predicted = 0.0;
+  for (int64_t j = 0; j < P; ++j) {
+    predicted += ws->gradient[j] * ws->step[j];
+  }
+  *confirmed = rh_rejected_direction_converged(0.5 * predicted, objective, problem->machine_eps,
+                                               rh_norm2(ws->step, P), rh_norm2(ws->beta, P),
+                                               problem->tolerance);
+  return RH_CUDA_SUCCESS;
+}
+
 RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorBuffer* err) {
   RhWorkspace* ws = problem->ws;
   const int64_t P = problem->P;
   double objective = 0.0;
   RH_TRY(rh_start_at_previous(problem, &objective, err));
   result->converged = 0;
+  /* ws->step holds the majoriser's direction at beta that a confirmation refused to end the
+   * solve on: the next iteration searches along it instead of solving with H. */
+  int pending = 0;
   for (int64_t it = 1; it <= problem->max_iter; ++it) {
     result->iterations = it;
-    build_hessian(problem);
-    RH_TRY(solve_step(problem, "Newton", it, err));
     double candidate_objective = 0.0;
-    int accepted = line_search(problem, objective, 0, &candidate_objective);
-    /* A zero Newton direction (a singular H, e.g. ridge 0 with every residual beyond tau + h)
-     * gives way to a majoriser step that strictly decreases f; without one the zero step stands
-     * (beta is then optimal to rounding). */
-    const int stalled = accepted && all_zero(ws->step, P);
-    if (!accepted || stalled) {
-      build_majoriser(problem);
-      RH_TRY(solve_step(problem, "majoriser", it, err));
-      accepted = line_search(problem, objective, stalled, &candidate_objective);
-      if (stalled && !accepted) {
-        /* Back to the zero step: candidate = beta, with its f; the gradient and curvature at
-         * beta are the current ones. */
-        memcpy(ws->candidate, ws->beta, (size_t)P * sizeof(double));
-        memcpy(ws->gradient_next, ws->gradient, (size_t)P * sizeof(double));
-        memcpy(ws->curvature_next, ws->curvature, (size_t)problem->data.n_rows * sizeof(double));
-        candidate_objective = objective;
-        accepted = 1;
+    int accepted = 0;
+    int newton_truncated = 0; /* the step is along a Newton direction the SVD truncated */
+    if (pending) {
+      pending = 0;
+      accepted = line_search(problem, objective, 0, &candidate_objective);
+    } else {
+      build_hessian(problem);
+      RH_TRY(solve_step(problem, "Newton", it, &newton_truncated, err));
+      accepted = line_search(problem, objective, 0, &candidate_objective);
+      /* A zero Newton direction (a singular H, e.g. ridge 0 with every residual beyond
+       * tau + h) gives way to a majoriser step that strictly decreases f; without one the zero
+       * step stands (beta is then optimal to rounding). */
+      const int stalled = accepted && all_zero(ws->step, P);
+      if (!accepted || stalled) {
+        newton_truncated = 0;
+        build_majoriser(problem);
+        RH_TRY(solve_step(problem, "majoriser", it, NULL, err));
+        accepted = line_search(problem, objective, stalled, &candidate_objective);
+        if (stalled && !accepted) {
+          /* Back to the zero step: candidate = beta, with its f; the gradient and curvature
+           * at beta are the current ones. */
+          memcpy(ws->candidate, ws->beta, (size_t)P * sizeof(double));
+          memcpy(ws->gradient_next, ws->gradient, (size_t)P * sizeof(double));
+          memcpy(ws->curvature_next, ws->curvature, (size_t)problem->data.n_rows * sizeof(double));
+          candidate_objective = objective;
+          accepted = 1;
+        }
       }
     }
     if (!accepted) {
@@ -143,8 +179,18 @@ RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorB
     }
     if (settled &&
         rh_step_converged(rh_norm2(delta, P), rh_norm2(ws->beta, P), problem->tolerance)) {
-      result->converged = 1;
-      break;
+      /* A direction the SVD truncated ignores g's part in the dropped directions, so its short
+       * step says nothing of the distance to the optimum: the majoriser, whose matrix weights
+       * every row, confirms it or gives the next iteration's direction. */
+      int confirmed = 1;
+      if (newton_truncated) {
+        RH_TRY(majoriser_confirms(problem, objective, it, &confirmed, err));
+      }
+      if (confirmed) {
+        result->converged = 1;
+        break;
+      }
+      pending = 1;
     }
   }
   result->objective = objective;

@@ -204,7 +204,7 @@ static void check_spectral_case(int P, int rank, int negative, int with_jacobi) 
      * tests refuse it depends on its rounding; exactly singular matrices are checked through
      * the ladder below, with collinear columns.) */
     int used_fallback = 0;
-    rh_dense_solve(A, B, P, DBL_EPSILON, &ws, X, &used_fallback);
+    CHECK(rh_dense_solve(A, B, P, DBL_EPSILON, &ws, X, &used_fallback) == 0); /* nothing dropped */
     CHECK(used_fallback == 0);
     CHECK(relative_error(X, REF, P) <= tol);
   }
@@ -301,7 +301,7 @@ static void check_collinear_case(int P) {
 
   RhWorkspace ws = workspace(P);
   int used_fallback = 0;
-  rh_dense_solve(A, B, P, DBL_EPSILON, &ws, X, &used_fallback);
+  CHECK(rh_dense_solve(A, B, P, DBL_EPSILON, &ws, X, &used_fallback) == 1); /* rank P - 2 */
   CHECK(used_fallback == 1);
   CHECK(all_finite_vector(X, P));
   double x_norm = norm2(X, P);
@@ -360,7 +360,7 @@ static void test_one_and_two_parameters_by_hand(void) {
   CHECK(rh_min_norm_symmetric_solve(a1, b1, 1, DBL_EPSILON, &ws, x1, &rank_kept) == 1);
   CHECK(x1[0] == 0.0);
   x1[0] = 1.0;
-  rh_dense_solve(a1, b1, 1, DBL_EPSILON, &ws, x1, &used_fallback);
+  CHECK(rh_dense_solve(a1, b1, 1, DBL_EPSILON, &ws, x1, &used_fallback) == 1);
   CHECK(x1[0] == 0.0);
   CHECK(used_fallback == 1);
   a1[0] = -2.0;
@@ -371,7 +371,7 @@ static void test_one_and_two_parameters_by_hand(void) {
   /* [[1, 1], [1, 1]]: eigenvalues 2 and 0, x = (b1 + b2) / 4 (1, 1). */
   double ones[4] = {1.0, 1.0, 1.0, 1.0};
   used_fallback = 0;
-  rh_dense_solve(ones, b2, 2, DBL_EPSILON, &ws, x2, &used_fallback);
+  CHECK(rh_dense_solve(ones, b2, 2, DBL_EPSILON, &ws, x2, &used_fallback) == 1);
   CHECK(used_fallback == 1);
   CHECK_CLOSE(x2[0], 1.5, 1e-14, 0.0);
   CHECK_CLOSE(x2[1], 1.5, 1e-14, 0.0);
@@ -413,7 +413,7 @@ static void test_asymmetric_matrix_keeps_the_general_svd(void) {
   random_vector(B, P);
   analytic_min_norm(U, V, LAMBDA, P, B, REF);
   int used_fallback = 0;
-  rh_dense_solve(A, B, P, DBL_EPSILON, &ws, X, &used_fallback);
+  CHECK(rh_dense_solve(A, B, P, DBL_EPSILON, &ws, X, &used_fallback) == 1); /* rank 11 of 17 */
   CHECK(used_fallback == 1);
   CHECK(relative_error(X, REF, P) <= min_norm_tolerance(P, 10.0));
   release(&ws);
@@ -452,7 +452,8 @@ static void test_raw_unit_columns_are_solved_not_truncated(void) {
     REF[i] = inner[i] / scale[i];
   }
   int used_fallback = 0;
-  rh_dense_solve(A, B, P, FLT_EPSILON, &ws, X, &used_fallback);
+  /* The SVD ran (LU refused) and kept every singular value: nothing was dropped. */
+  CHECK(rh_dense_solve(A, B, P, FLT_EPSILON, &ws, X, &used_fallback) == 0);
   CHECK(used_fallback == 1);
   /* ||D (x - ref)|| / ||D ref||: the error in S's units (double arithmetic, kappa 2e5). */
   for (int i = 0; i < P; ++i) {

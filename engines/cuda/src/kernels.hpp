@@ -216,13 +216,14 @@ void launch_scale_vector(double* v, const double* d, int64_t P, cudaStream_t s);
 // --- Newton (newton_kernels.cu) ---------------------------------------------------------------
 // While running: the first of the 27 trials along dir (partials from launch_newton_trials)
 // that does not increase f moves beta and counts the iteration, with the convergence test.
-// None: along the Newton direction the state becomes kNeedsMajoriser (iteration not counted);
-// along the majoriser's direction (majoriser) the iteration is counted and the solve ends,
-// kConverged when g'dir / 2 is within rounding of F or dir passes the step test
-// (rh_rejected_direction_converged), else kStalled.
+// None: along a Newton direction the state becomes kNeedsMajoriser (iteration not counted);
+// along the majoriser's direction the iteration is counted and the solve ends, kConverged when
+// g'dir / 2 is within rounding of F or dir passes the step test (rh_rejected_direction_converged),
+// else kStalled. A step along a truncated Newton direction that passes the convergence test
+// pauses for the majoriser's confirmation instead (DeviceScalars.confirming, newton_choose_step).
 void launch_newton_select(const double* partials, int blocks, const double* dir,
                           const double* jdelta, const double* jdir, const double* beta0,
-                          const double* g, bool majoriser, const BatchConstants& k,
+                          const double* g, StepDirection direction, const BatchConstants& k,
                           DeviceScalars* sc, double* beta, cudaStream_t s);
 
 // --- LAMM (lamm_kernels.cu) -------------------------------------------------------------------

@@ -86,7 +86,7 @@ void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram, double* cand
 // rung one for its rank and, when the equilibrated system is rank deficient, one for the rank of H
 // itself.
 template <class T>
-void solve_without_cholesky(UpdateContext<T>& ctx, const T* gram) {
+bool solve_without_cholesky(UpdateContext<T>& ctx, const T* gram) {
   refuse_if_injected(ctx);
   Engine& e = ctx.e;
   const int64_t P = ctx.k.P;
@@ -133,7 +133,7 @@ void solve_without_cholesky(UpdateContext<T>& ctx, const T* gram) {
         cusolverDnDgetrs(e.solver, CUBLAS_OP_N, n, 1, H, n, e.ws.pivots.as<int>(), dir, n, info),
         "cusolverDnDgetrs");
     launch_scale_vector(dir, d, P, e.stream);
-    return;
+    return false;
   }
   ctx.used_svd = true;
   auto svd_solve = [&](const double* rhs) {
@@ -161,17 +161,18 @@ void solve_without_cholesky(UpdateContext<T>& ctx, const T* gram) {
                "cudaMemcpyAsync (equilibrated solution)");
     assemble(ctx, gram);
     if (svd_solve(ctx.grad()) == rank)
-      return;
+      return true;
     check_cuda(cudaMemcpyAsync(dir, equilibrated_dir, P * sizeof(double), cudaMemcpyDeviceToDevice,
                                e.stream),
                "cudaMemcpyAsync (equilibrated solution)");
   }
   launch_scale_vector(dir, d, P, e.stream);
+  return rank < n;
 }
 
 #define RH_INSTANTIATE_LINEAR_SOLVE(T)                                             \
   template void enqueue_cholesky_attempt<T>(UpdateContext<T>&, const T*, double*); \
-  template void solve_without_cholesky<T>(UpdateContext<T>&, const T*);
+  template bool solve_without_cholesky<T>(UpdateContext<T>&, const T*);
 
 RH_INSTANTIATE_LINEAR_SOLVE(float)
 RH_INSTANTIATE_LINEAR_SOLVE(double)

@@ -20,10 +20,10 @@ static_assert(kSelectThreads / 32 >= kLineSearchTrials, "a warp per trial");
 __global__ void __launch_bounds__(kSelectThreads)
     newton_select_kernel(const double* partials, int blocks, const double* dir,
                          const double* jdelta, const double* jdir, const double* beta0,
-                         const double* g, int majoriser, BatchConstants k, DeviceScalars* sc,
+                         const double* g, int direction, BatchConstants k, DeviceScalars* sc,
                          double* beta) {
   enter_stream_order();
-  newton_choose_step<kSelectThreads>(partials, blocks, dir, jdelta, jdir, beta0, g, majoriser, 0, k,
+  newton_choose_step<kSelectThreads>(partials, blocks, dir, jdelta, jdir, beta0, g, direction, 0, k,
                                      sc, beta);
 }
 
@@ -31,10 +31,10 @@ __global__ void __launch_bounds__(kSelectThreads)
 
 void launch_newton_select(const double* partials, int blocks, const double* dir,
                           const double* jdelta, const double* jdir, const double* beta0,
-                          const double* g, bool majoriser, const BatchConstants& k,
+                          const double* g, StepDirection direction, const BatchConstants& k,
                           DeviceScalars* sc, double* beta, cudaStream_t s) {
   launch_kernel("newton_select_kernel", newton_select_kernel, 1, kSelectThreads, s, partials,
-                blocks, dir, jdelta, jdir, beta0, g, majoriser ? 1 : 0, k, sc, beta);
+                blocks, dir, jdelta, jdir, beta0, g, static_cast<int>(direction), k, sc, beta);
 }
 
 }  // namespace rh

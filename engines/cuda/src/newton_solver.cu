@@ -22,10 +22,11 @@ namespace rh {
 namespace {
 
 // The line search along dir and the row pass and Gram at the new beta. jdir_ready: the
-// one-block Cholesky solve already formed J dir. majoriser: dir is the majoriser's direction,
-// whose rejection ends the solve (else it pauses the iteration in kNeedsMajoriser).
+// one-block Cholesky solve already formed J dir. direction: what dir is (StepDirection); the
+// majoriser's rejection ends the solve, a Newton direction's pauses the iteration in
+// kNeedsMajoriser.
 template <class T>
-void enqueue_step(UpdateContext<T>& ctx, bool jdir_ready, bool majoriser) {
+void enqueue_step(UpdateContext<T>& ctx, bool jdir_ready, StepDirection direction) {
   Engine& e = ctx.e;
   if (!jdir_ready) {
     launch_matvec(ctx.information64(), e.ws.dir.as<double>(), ctx.device_scalars(),
@@ -35,7 +36,7 @@ void enqueue_step(UpdateContext<T>& ctx, bool jdir_ready, bool majoriser) {
                           ctx.device_scalars(), e.ws.trial_partials.as<double>(), e.stream);
   launch_newton_select(e.ws.trial_partials.as<double>(), row_blocks(ctx.rows.n, ctx.rows.ncols_x),
                        e.ws.dir.as<double>(), ctx.jdelta(), e.ws.jdir.as<double>(), ctx.beta0(),
-                       ctx.grad(), majoriser, ctx.k, ctx.device_scalars(), ctx.beta(), e.stream);
+                       ctx.grad(), direction, ctx.k, ctx.device_scalars(), ctx.beta(), e.stream);
   // The Gram at the final beta is needed even when this step ended the solve.
   ctx.row_pass_then_gradient(kRunWhileFresh, kRunWhileRunning, false);
 }
@@ -46,7 +47,7 @@ void enqueue_step(UpdateContext<T>& ctx, bool jdir_ready, bool majoriser) {
 template <class T>
 void enqueue_cholesky_iteration(UpdateContext<T>& ctx) {
   enqueue_cholesky_attempt(ctx, ctx.gram());
-  enqueue_step(ctx, ctx.small_dense(), false);
+  enqueue_step(ctx, ctx.small_dense(), kNewtonDirection);
 }
 
 // The same iteration with the speculative whole step (UpdateContext::speculative_newton): the
@@ -80,13 +81,15 @@ void enqueue_line_search_iteration(UpdateContext<T>& ctx) {
     ctx.wait_for_status();
     ctx.apply_gram_flips();
   }
-  enqueue_step(ctx, ctx.small_dense(), false);
+  enqueue_step(ctx, ctx.small_dense(), kNewtonDirection);
 }
 
 // The rest of an iteration paused in kNeedsMajoriser (beta, its residuals, g and F unchanged):
 // the majoriser's Gram at beta, the direction M^-1 g from the same ladder, and the same line
-// search along it. Cholesky's verdict is read back before the step (one synchronisation, on a
-// path that runs only far from the optimum), so a refusal goes on to LU / SVD at once.
+// search along it; or, after a step along a truncated Newton direction that would have ended
+// the solve (DeviceScalars.confirming), the same direction at the new beta for its confirmation.
+// Cholesky's verdict is read back before the step (one synchronisation, on a path that runs only
+// far from the optimum), so a refusal goes on to LU / SVD at once.
 template <class T>
 void enqueue_majoriser_iteration(UpdateContext<T>& ctx) {
   launch_resume(ctx.device_scalars(), ctx.e.stream);
@@ -105,7 +108,7 @@ void enqueue_majoriser_iteration(UpdateContext<T>& ctx) {
   } else {
     solve_without_cholesky(ctx, ctx.majoriser_gram());
   }
-  enqueue_step(ctx, jdir_ready, true);
+  enqueue_step(ctx, jdir_ready, kMajoriserDirection);
 }
 
 }  // namespace
@@ -136,8 +139,8 @@ void solve_newton(UpdateContext<T>& ctx) {
     } else if (paused == kNeedsFallback || !ctx.information_symmetric) {
       // LU / SVD, decided on the host: a refused Cholesky attempt, or asymmetric information.
       launch_resume(ctx.device_scalars(), ctx.e.stream);
-      solve_without_cholesky(ctx, ctx.gram());
-      enqueue_step(ctx, false, false);
+      const bool truncated = solve_without_cholesky(ctx, ctx.gram());
+      enqueue_step(ctx, false, truncated ? kTruncatedNewtonDirection : kNewtonDirection);
     } else {
       const int64_t queued = std::min(chunk, ctx.max_iter - done);
       for (int64_t i = 0; i < queued; ++i) {

@@ -62,10 +62,15 @@ __device__ __forceinline__ void sums_to_thread0(const double (&v)[N], int larges
 // like the reference does, from the fresh residual of the last row pass; a trial whose candidate
 // equals beta bitwise has objective exactly F and is accepted, as in the reference: the fused
 // r + t (x . d) form would otherwise compare F with a rounding-perturbed copy of itself near the
-// optimum. All 27 trials rejected: along the Newton direction (majoriser == 0) the iteration
-// pauses in kNeedsMajoriser, uncounted, for the host's fallback step; along the majoriser's
-// direction it ends the solve, converged when g'd / 2 is within rounding of F or d passes the
-// step test (rh_rejected_direction_converged).
+// optimum. All 27 trials rejected: along a Newton direction the iteration pauses in
+// kNeedsMajoriser, uncounted, for the host's fallback step; along the majoriser's direction it
+// ends the solve, converged when g'd / 2 is within rounding of F or d passes the step test
+// (rh_rejected_direction_converged). A step along a truncated Newton direction
+// (kTruncatedNewtonDirection) that passes the convergence test pauses in kNeedsMajoriser with
+// DeviceScalars.confirming instead of ending the solve; the majoriser's direction then comes here
+// first for that same test (rule 5 of docs/algorithm.md, "Unpenalised"), which ends the solve
+// converged at beta unmoved, and otherwise is searched as any majoriser step (counted), unless
+// max_iter iterations have run.
 // speculative (the last block of the gradient's launch after the row pass at the candidate,
 // launch_gradient's NewtonAccept): the row pass and gradient ran at the candidate beta - dir,
 // so the whole step is the only trial. Its f comes from that pass as F would at the next
@@ -76,13 +81,15 @@ __device__ __forceinline__ void sums_to_thread0(const double (&v)[N], int larges
 template <int Threads>
 __device__ void newton_choose_step(const double* partials, int blocks, const double* dir,
                                    const double* jdelta, const double* jdir, const double* beta0,
-                                   const double* g, int majoriser, int speculative,
+                                   const double* g, int direction, int speculative,
                                    const BatchConstants& k, DeviceScalars* sc, double* beta) {
   __shared__ double shared[Threads];
   __shared__ int shared_index[Threads];
   __shared__ double trial_sums[kLineSearchTrials];
   __shared__ double chosen_step;
   __shared__ int zero_step;
+  __shared__ int unmoved_end;  // a confirmation ended the solve without a step
+  const int majoriser = direction == kMajoriserDirection;
   if (sc->state != kRunning) {
     // A step queued after the solve ended: nothing moved, so the row pass after it has
     // nothing to refresh.
@@ -120,6 +127,21 @@ __device__ void newton_choose_step(const double* partials, int blocks, const dou
   int vanishes_from = 0;
   sums_to_thread0<4, Threads>(mine, vanishes_mine, shared, shared_index, line, vanishes_from);
   const double a = line[0], b = line[1], c = line[2], nonzero = line[3];
+  // A confirmation's test needs g'd, ||d||^2 and ||beta||^2 before any trial. Every thread reads
+  // the flag before thread 0 clears it (after the barriers of the sums).
+  const bool confirming = majoriser && sc->confirming;
+  double verdict[3] = {0.0, 0.0, 0.0};
+  if (confirming) {
+    double terms[3] = {0.0, 0.0, 0.0};
+    for (int64_t j = threadIdx.x; j < k.P; j += Threads) {
+      terms[0] += g[j] * dir[j];
+      terms[1] += dir[j] * dir[j];
+      terms[2] += beta[j] * beta[j];
+    }
+    __syncthreads();  // thread 0 has read the line's sums out of `shared`
+    int no_index = 0;
+    sums_to_thread0<3, Threads>(terms, 0, shared, shared_index, verdict, no_index);
+  }
   // Thread 0's: a step the line search cut short ends the solve only when it also changed f by
   // at most tol |f| (short because of the cut, it says nothing of the distance to the optimum,
   // which a first-order decrease of f reveals).
@@ -133,7 +155,19 @@ __device__ void newton_choose_step(const double* partials, int blocks, const dou
     int chosen = -1;
     chosen_step = 0.0;
     sc->objective = F;
-    for (int trial = 0; trial < trials; ++trial) {
+    bool search = true;
+    if (confirming) {
+      sc->confirming = 0;
+      if (rh_rejected_direction_converged(0.5 * verdict[0], F, k.dtype_epsilon, sqrt(verdict[1]),
+                                          sqrt(verdict[2]), k.tolerance)) {
+        sc->state = kConverged;
+        search = false;
+      } else if (sc->iterations >= sc->max_iter) {
+        search = false;  // no iteration left: the solve ends unconverged (solve_ended)
+      }
+    }
+    unmoved_end = search ? 0 : 1;
+    for (int trial = 0; search && trial < trials; ++trial) {
       double f = F;
       if (trial < vanishes_from) {
         f = speculative ? (sc->rho_sum + 0.5 * a) / N
@@ -155,10 +189,14 @@ __device__ void newton_choose_step(const double* partials, int blocks, const dou
       sc->objective = F;
     }
     settled = chosen == 0 || rh_decrease_settled(F, sc->objective, k.tolerance);
-    if (chosen_step != 0.0 || majoriser)
+    if (search && (chosen_step != 0.0 || majoriser))
       sc->iterations += 1;
+    if (!search)
+      sc->fresh = 0;  // beta did not move: the row pass after this has nothing to refresh
   }
   __syncthreads();
+  if (unmoved_end)
+    return;
   const double t = chosen_step;
   if (t == 0.0) {
     if (!majoriser) {
@@ -218,7 +256,9 @@ __device__ void newton_choose_step(const double* partials, int blocks, const dou
     if (!isfinite(norm2) || !isfinite(sc->objective)) {
       sc->state = kNonFinite;
     } else if (settled && rh_step_converged(sqrt(step2), sqrt(norm2), k.tolerance)) {
-      sc->state = kConverged;
+      const bool confirm = direction == kTruncatedNewtonDirection;
+      sc->state = confirm ? kNeedsMajoriser : kConverged;
+      sc->confirming = confirm ? 1 : 0;
     }
   }
 }

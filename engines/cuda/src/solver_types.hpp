@@ -167,12 +167,25 @@ struct DeviceScalars {
   int commit_nonfinite;     // the state built by the commit kernels has a non-finite value
   int equilibrated_finite;  // the linear solve's diag(d) H diag(d) is finite (linear_solve.cu)
   int svd_rank;             // singular values kept by the last SVD solve
+  int confirming;           // kNeedsMajoriser after a step along a truncated Newton direction
+                            // that would have ended the solve: the majoriser's direction at the
+                            // new beta confirms it or gives the next step (newton_choose_step)
   int meat_rows_final;      // the last row pass that ran wrote K's scaled rows, the solve having
                             // ended at its beta (meat.cu reads them instead of a pass of its own)
   int max_iter;             // the update's iteration limit (set with the rest at the start)
   int gram_flips;           // rows whose curvature weight changed in the last row pass that
                             // left its Gram to UpdateContext::apply_gram_flips
   unsigned int accept_arrivals;  // blocks of a gradient launch with a NewtonAccept done so far
+};
+
+// What a line search's direction is (newton_choose_step): Newton's from Cholesky or LU, Newton's
+// from an SVD solve that dropped singular values (it ignores g's part in the dropped directions,
+// so a step along it that would end the solve asks the majoriser first: DeviceScalars.confirming),
+// or the majoriser's.
+enum StepDirection : int {
+  kNewtonDirection = 0,
+  kTruncatedNewtonDirection = 1,
+  kMajoriserDirection = 2,
 };
 
 // The speculative Newton step's verdict, run by the last block of the gradient's launch after
@@ -223,9 +236,10 @@ inline RH_HOST_DEVICE bool needs_host(int state) {
 // stops queueing chunks on it (solve_newton, solve_lamm) and the commit kernels and the finish's
 // row pass skip their work unless it holds. needs_host: the host finishes the paused iteration
 // and the solve goes on (its iteration is not counted yet, so max_iter cannot have been
-// reached); kInvalidData: the host refuses the batch first.
+// reached), and so does a confirmation (DeviceScalars.confirming), which follows a counted
+// iteration and may come after the last one; kInvalidData: the host refuses the batch first.
 inline RH_HOST_DEVICE bool solve_ended(const DeviceScalars& s) {
-  if (s.state == kInvalidData)
+  if (s.state == kInvalidData || s.confirming)
     return false;
   return s.iterations >= s.max_iter || (s.state != kRunning && !needs_host(s.state));
 }

@@ -27,8 +27,9 @@ void enqueue_cholesky_attempt(UpdateContext<T>& ctx, const T* gram, double* cand
 
 // dir = H^-1 g (or M^-1 g) without Cholesky (state kRunning): assembles from gram and factors
 // with LU with partial pivoting, then falls back to the minimum-norm SVD solve (one
-// synchronisation to read the LU pivot test; the SVD sets UpdateContext::used_svd).
+// synchronisation to read the LU pivot test; the SVD sets UpdateContext::used_svd). Returns
+// whether the SVD dropped singular values (dir then ignores g's part in those directions).
 template <class T>
-void solve_without_cholesky(UpdateContext<T>& ctx, const T* gram);
+bool solve_without_cholesky(UpdateContext<T>& ctx, const T* gram);
 
 }  // namespace rh

@@ -19,10 +19,13 @@ from .rules import equilibration_factors, pivot_floor, rank_cutoff
 
 @dataclasses.dataclass(frozen=True)
 class LinearSolution:
-    """x solving A x = b, and which rung of the ladder produced it ("cholesky", "lu", "svd")."""
+    """x solving A x = b, which rung of the ladder produced it ("cholesky", "lu", "svd"), and
+    whether that rung dropped singular values (an SVD solve of numerical rank below n: x then
+    ignores b's part in the dropped directions)."""
 
     x: Any
     method: str
+    truncated: bool = False
 
     @property
     def used_regularized_fallback(self) -> bool:
@@ -150,5 +153,5 @@ def solve_linear(xp, A, b, eps: float | None = None) -> LinearSolution:
         # norm of beta; where raw units make it cut more, the equilibrated one.
         x, raw_rank = minimum_norm_solve(xp, A, b, eps)
         if raw_rank == rank:
-            return LinearSolution(x, "svd")
-    return LinearSolution(d * y, "svd")
+            return LinearSolution(x, "svd", truncated=True)
+    return LinearSolution(d * y, "svd", truncated=rank < A.shape[0])

@@ -57,6 +57,17 @@ def _line_search(problem: RenewableProblem, beta, F: float, direction, strict: b
     return None
 
 
+def _majoriser_check(problem: RenewableProblem, beta, r, F: float, eps: float, tol: float):
+    """The confirmation of docs/algorithm.md ("Unpenalised", rule 5) at an accepted beta: the
+    majoriser's direction there, solve(M(beta), g(beta)), and whether it passes the test of a
+    rejected direction (rules.rejected_direction_converged), which lets the solve end."""
+    g = gradient(problem, beta, r, in_float64=True)
+    check = solve_linear(problem.xp, majoriser_matrix(problem, r), g, problem.ladder_epsilon)
+    confirmed = rejected_direction_converged(problem.xp, 0.5 * float(g @ check.x), F, eps,
+                                             check.x, beta, tol)
+    return check, confirmed
+
+
 def solve_newton(problem: RenewableProblem, max_iter: int, tol: float) -> SolverResult:
     xp = problem.xp
     eps = float(numpy.finfo(problem.dtype).eps)
@@ -64,21 +75,32 @@ def solve_newton(problem: RenewableProblem, max_iter: int, tol: float) -> Solver
     r = residual(problem, beta)
     F = objective(problem, beta, r)
     used_fallback = False
+    # The majoriser's direction at beta when a confirmation refused to end the solve: the next
+    # iteration searches along it instead of solving with H.
+    pending = None
     for iteration in range(1, max_iter + 1):
         g = gradient(problem, beta, r, in_float64=True)
-        solution = solve_linear(xp, hessian(problem, beta, r), g, problem.ladder_epsilon)
-        used_fallback = used_fallback or solution.used_regularized_fallback
-        accepted = _line_search(problem, beta, F, solution.x)
-        # A zero Newton direction (a singular H, e.g. ridge 0 with every residual beyond
-        # tau + h) gives way to a majoriser step that strictly decreases f; without one the
-        # zero step stands (beta is then optimal to rounding).
-        stalled = accepted is not None and not bool(xp.any(solution.x))
-        if accepted is None or stalled:
-            fallback = solve_linear(xp, majoriser_matrix(problem, r), g, problem.ladder_epsilon)
-            used_fallback = used_fallback or fallback.used_regularized_fallback
-            retry = _line_search(problem, beta, F, fallback.x, strict=stalled)
-            if retry is not None or not stalled:
-                solution, accepted = fallback, retry
+        if pending is not None:
+            solution, pending = pending, None
+            newton_direction = False
+            accepted = _line_search(problem, beta, F, solution.x)
+        else:
+            solution = solve_linear(xp, hessian(problem, beta, r), g, problem.ladder_epsilon)
+            used_fallback = used_fallback or solution.used_regularized_fallback
+            newton_direction = True
+            accepted = _line_search(problem, beta, F, solution.x)
+            # A zero Newton direction (a singular H, e.g. ridge 0 with every residual beyond
+            # tau + h) gives way to a majoriser step that strictly decreases f; without one the
+            # zero step stands (beta is then optimal to rounding).
+            stalled = accepted is not None and not bool(xp.any(solution.x))
+            if accepted is None or stalled:
+                newton_direction = False
+                fallback = solve_linear(xp, majoriser_matrix(problem, r), g,
+                                        problem.ladder_epsilon)
+                used_fallback = used_fallback or fallback.used_regularized_fallback
+                retry = _line_search(problem, beta, F, fallback.x, strict=stalled)
+                if retry is not None or not stalled:
+                    solution, accepted = fallback, retry
         if accepted is None:
             converged = rejected_direction_converged(xp, 0.5 * float(g @ solution.x), F, eps,
                                                      solution.x, beta, tol)
@@ -91,5 +113,14 @@ def solve_newton(problem: RenewableProblem, max_iter: int, tol: float) -> Solver
         settled = t == 1.0 or decrease_settled(F, candidate_F, tol)
         beta, r, F = candidate, candidate_r, candidate_F
         if settled and step_converged(xp, step, beta, tol):
-            return SolverResult(beta, r, iteration, True, F, used_fallback)
+            if not (newton_direction and solution.truncated):
+                return SolverResult(beta, r, iteration, True, F, used_fallback)
+            # A direction the SVD truncated ignores g's part in the dropped directions, so its
+            # short step says nothing of the distance to the optimum: the majoriser, whose
+            # matrix weights every row, confirms it or gives the next direction.
+            check, confirmed = _majoriser_check(problem, beta, r, F, eps, tol)
+            used_fallback = used_fallback or check.used_regularized_fallback
+            if confirmed:
+                return SolverResult(beta, r, iteration, True, F, used_fallback)
+            pending = check
     return SolverResult(beta, r, max_iter, False, F, used_fallback)
