@@ -85,23 +85,30 @@ static int all_zero(const double* v, int64_t P) {
   return 1;
 }
 
-/* The majoriser's direction at the accepted ws->beta into ws->step, and whether it passes the
- * test of a rejected direction (rh_rejected_direction_converged): the confirmation of
- * docs/algorithm.md ("Unpenalised", rule 5) a step along a truncated Newton direction needs
- * before it ends the solve. ws->gradient and ws->curvature are the new beta's. */
-static RhCudaStatus majoriser_confirms(RhProblem* problem, double objective, int64_t it,
-                                       int* confirmed, RhErrorBuffer* err) {
-  RhWorkspace* ws = problem->ws;
+/* Rule 3's test of ws->step as a direction at ws->beta (rh_rejected_direction_converged): the
+ * decrease it predicts, g'd / 2, within rounding of F, or the direction itself short enough to
+ * pass the step test. */
+static int direction_converged(const RhProblem* problem, double objective) {
+  const RhWorkspace* ws = problem->ws;
   const int64_t P = problem->P;
-  build_majoriser(problem);
-  RH_TRY(solve_step(problem, "majoriser", it, NULL, err));
   double predicted = 0.0;
   for (int64_t j = 0; j < P; ++j) {
     predicted += ws->gradient[j] * ws->step[j];
   }
-  *confirmed = rh_rejected_direction_converged(0.5 * predicted, objective, problem->machine_eps,
-                                               rh_norm2(ws->step, P), rh_norm2(ws->beta, P),
-                                               problem->tolerance);
+  return rh_rejected_direction_converged(0.5 * predicted, objective, problem->machine_eps,
+                                         rh_norm2(ws->step, P), rh_norm2(ws->beta, P),
+                                         problem->tolerance);
+}
+
+/* The majoriser's direction at the accepted ws->beta into ws->step, and whether it passes rule
+ * 3's test: the confirmation of docs/algorithm.md ("Unpenalised", rule 5) that a step along a
+ * truncated Newton direction needs before it ends the solve. ws->gradient and ws->curvature are
+ * the new beta's. */
+static RhCudaStatus majoriser_confirms(RhProblem* problem, double objective, int64_t it,
+                                       int* confirmed, RhErrorBuffer* err) {
+  build_majoriser(problem);
+  RH_TRY(solve_step(problem, "majoriser", it, NULL, err));
+  *confirmed = direction_converged(problem, objective);
   return RH_CUDA_SUCCESS;
 }
 
@@ -148,15 +155,8 @@ RhCudaStatus rh_solve_newton(RhProblem* problem, RhSolveResult* result, RhErrorB
     }
     if (!accepted) {
       /* No representable step along the majoriser's direction decreases f: beta is optimal
-       * when the decrease that direction predicted is within rounding of F, or the direction
-       * itself passes the step test (rh_rejected_direction_converged). */
-      double predicted = 0.0;
-      for (int64_t j = 0; j < P; ++j) {
-        predicted += ws->gradient[j] * ws->step[j];
-      }
-      result->converged = rh_rejected_direction_converged(
-          0.5 * predicted, objective, problem->machine_eps, rh_norm2(ws->step, P),
-          rh_norm2(ws->beta, P), problem->tolerance);
+       * when that direction passes rule 3's test. */
+      result->converged = direction_converged(problem, objective);
       result->objective = objective;
       return RH_CUDA_SUCCESS;
     }
