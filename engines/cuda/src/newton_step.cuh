@@ -58,6 +58,31 @@ __device__ __forceinline__ void sums_to_thread0(const double (&v)[N], int larges
   }
 }
 
+// Rule 3's test of dir as a direction at beta (rh_rejected_direction_converged) needs g'd (the
+// decrease the majoriser's quadratic model predicts for the whole step is half of it), ||d||^2
+// and ||beta||^2: thread 0's sums of them. Every thread calls it (block-wide sums, after a
+// barrier that frees `shared`).
+template <int Threads>
+__device__ void direction_terms(const double* g, const double* dir, const double* beta, int64_t P,
+                                double* shared, int* shared_index, double (&totals)[3]) {
+  double terms[3] = {0.0, 0.0, 0.0};
+  for (int64_t j = threadIdx.x; j < P; j += Threads) {
+    terms[0] += g[j] * dir[j];
+    terms[1] += dir[j] * dir[j];
+    terms[2] += beta[j] * beta[j];
+  }
+  __syncthreads();
+  int no_index = 0;
+  sums_to_thread0<3, Threads>(terms, 0, shared, shared_index, totals, no_index);
+}
+
+// Thread 0's verdict of rule 3 from direction_terms' sums at F.
+__device__ __forceinline__ bool direction_converged(const double (&totals)[3], double F,
+                                                    const BatchConstants& k) {
+  return rh_rejected_direction_converged(0.5 * totals[0], F, k.dtype_epsilon, sqrt(totals[1]),
+                                         sqrt(totals[2]), k.tolerance);
+}
+
 // The line search of docs/algorithm.md ("Unpenalised"). F is the objective at beta evaluated
 // like the reference does, from the fresh residual of the last row pass; a trial whose candidate
 // equals beta bitwise has objective exactly F and is accepted, as in the reference: the fused
@@ -88,7 +113,8 @@ __device__ void newton_choose_step(const double* partials, int blocks, const dou
   __shared__ double trial_sums[kLineSearchTrials];
   __shared__ double chosen_step;
   __shared__ int zero_step;
-  __shared__ int unmoved_end;  // a confirmation ended the solve without a step
+  __shared__ int unmoved_end;    // a confirmation ended the solve without a step
+  __shared__ double verdict[3];  // thread 0's direction_terms for a confirmation
   const int majoriser = direction == kMajoriserDirection;
   if (sc->state != kRunning) {
     // A step queued after the solve ended: nothing moved, so the row pass after it has
@@ -96,6 +122,12 @@ __device__ void newton_choose_step(const double* partials, int blocks, const dou
     if (threadIdx.x == 0)
       sc->fresh = 0;
     return;
+  }
+  // A confirmation tests the direction before any trial; its sums come first, while few values
+  // are live. Every thread reads the flag before thread 0 clears it (after the sums' barriers).
+  if (majoriser && sc->confirming) {
+    direction_terms<Threads>(g, dir, beta, k.P, shared, shared_index, verdict);
+    __syncthreads();  // thread 0 has read its sums out of `shared` before the line's sums reuse it
   }
   const int warp = threadIdx.x >> 5;
   const int trials = speculative ? 1 : kLineSearchTrials;
@@ -127,21 +159,6 @@ __device__ void newton_choose_step(const double* partials, int blocks, const dou
   int vanishes_from = 0;
   sums_to_thread0<4, Threads>(mine, vanishes_mine, shared, shared_index, line, vanishes_from);
   const double a = line[0], b = line[1], c = line[2], nonzero = line[3];
-  // A confirmation's test needs g'd, ||d||^2 and ||beta||^2 before any trial. Every thread reads
-  // the flag before thread 0 clears it (after the barriers of the sums).
-  const bool confirming = majoriser && sc->confirming;
-  double verdict[3] = {0.0, 0.0, 0.0};
-  if (confirming) {
-    double terms[3] = {0.0, 0.0, 0.0};
-    for (int64_t j = threadIdx.x; j < k.P; j += Threads) {
-      terms[0] += g[j] * dir[j];
-      terms[1] += dir[j] * dir[j];
-      terms[2] += beta[j] * beta[j];
-    }
-    __syncthreads();  // thread 0 has read the line's sums out of `shared`
-    int no_index = 0;
-    sums_to_thread0<3, Threads>(terms, 0, shared, shared_index, verdict, no_index);
-  }
   // Thread 0's: a step the line search cut short ends the solve only when it also changed f by
   // at most tol |f| (short because of the cut, it says nothing of the distance to the optimum,
   // which a first-order decrease of f reveals).
@@ -155,19 +172,23 @@ __device__ void newton_choose_step(const double* partials, int blocks, const dou
     int chosen = -1;
     chosen_step = 0.0;
     sc->objective = F;
-    bool search = true;
-    if (confirming) {
+    // A confirmed direction ends the solve converged; an unconfirmed one with no iteration left
+    // ends it unconverged (solve_ended). beta does not move either way: the row pass after this
+    // has nothing to refresh.
+    int trials_run = trials;
+    unmoved_end = 0;
+    if (majoriser && sc->confirming) {  // read again: thread 0 alone clears it
       sc->confirming = 0;
-      if (rh_rejected_direction_converged(0.5 * verdict[0], F, k.dtype_epsilon, sqrt(verdict[1]),
-                                          sqrt(verdict[2]), k.tolerance)) {
+      const bool confirmed = direction_converged(verdict, F, k);
+      if (confirmed)
         sc->state = kConverged;
-        search = false;
-      } else if (sc->iterations >= sc->max_iter) {
-        search = false;  // no iteration left: the solve ends unconverged (solve_ended)
+      if (confirmed || sc->iterations >= sc->max_iter) {
+        unmoved_end = 1;
+        sc->fresh = 0;
+        trials_run = 0;
       }
     }
-    unmoved_end = search ? 0 : 1;
-    for (int trial = 0; search && trial < trials; ++trial) {
+    for (int trial = 0; trial < trials_run; ++trial) {
       double f = F;
       if (trial < vanishes_from) {
         f = speculative ? (sc->rho_sum + 0.5 * a) / N
@@ -189,10 +210,8 @@ __device__ void newton_choose_step(const double* partials, int blocks, const dou
       sc->objective = F;
     }
     settled = chosen == 0 || rh_decrease_settled(F, sc->objective, k.tolerance);
-    if (search && (chosen_step != 0.0 || majoriser))
+    if (trials_run > 0 && (chosen_step != 0.0 || majoriser))
       sc->iterations += 1;
-    if (!search)
-      sc->fresh = 0;  // beta did not move: the row pass after this has nothing to refresh
   }
   __syncthreads();
   if (unmoved_end)
@@ -218,22 +237,11 @@ __device__ void newton_choose_step(const double* partials, int blocks, const dou
       }
       return;
     }
-    // The decrease the majoriser's quadratic model predicts for the full step (g'd / 2), and
-    // the norms of the step test on that step (rh_rejected_direction_converged).
-    double terms[3] = {0.0, 0.0, 0.0};
-    for (int64_t j = threadIdx.x; j < k.P; j += Threads) {
-      terms[0] += g[j] * dir[j];
-      terms[1] += dir[j] * dir[j];
-      terms[2] += beta[j] * beta[j];
-    }
+    // Rule 3 on the majoriser's rejected direction (F is sc->objective: no trial moved it).
     double totals[3];
-    int no_index = 0;
-    sums_to_thread0<3, Threads>(terms, 0, shared, shared_index, totals, no_index);
+    direction_terms<Threads>(g, dir, beta, k.P, shared, shared_index, totals);
     if (threadIdx.x == 0) {
-      sc->state = rh_rejected_direction_converged(0.5 * totals[0], sc->objective, k.dtype_epsilon,
-                                                  sqrt(totals[1]), sqrt(totals[2]), k.tolerance)
-                      ? kConverged
-                      : kStalled;
+      sc->state = direction_converged(totals, sc->objective, k) ? kConverged : kStalled;
       sc->fresh = 0;
     }
     return;
