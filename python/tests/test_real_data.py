@@ -27,20 +27,23 @@ sklearn_datasets = pytest.importorskip("sklearn.datasets")
 DEFAULT_TAU = 1.345
 
 
+def _statsmodels_columns(dataset: str, features: list[str], target: str):
+    """X from the named feature columns of a statsmodels dataset, y from its target column."""
+    data = getattr(statsmodels_datasets, dataset).load_pandas().data
+    return data[features].to_numpy(float), data[target].to_numpy(float)
+
+
 def _engel():
-    data = statsmodels_datasets.engel.load_pandas().data
-    return data[["income"]].to_numpy(float), data["foodexp"].to_numpy(float)
+    return _statsmodels_columns("engel", ["income"], "foodexp")
 
 
 def _grunfeld():
-    data = statsmodels_datasets.grunfeld.load_pandas().data
-    return data[["value", "capital"]].to_numpy(float), data["invest"].to_numpy(float)
+    return _statsmodels_columns("grunfeld", ["value", "capital"], "invest")
 
 
 def _macrodata():
-    data = statsmodels_datasets.macrodata.load_pandas().data
     columns = ["realcons", "realinv", "realgovt", "realdpi", "cpi", "m1", "tbilrate", "unemp"]
-    return data[columns].to_numpy(float), data["realgdp"].to_numpy(float)
+    return _statsmodels_columns("macrodata", columns, "realgdp")
 
 
 def _diabetes():
@@ -57,15 +60,12 @@ def _star98():
 
 
 def _ccard():
-    data = statsmodels_datasets.ccard.load_pandas().data
-    columns = ["AGE", "INCOME", "INCOMESQ", "OWNRENT"]
-    return data[columns].to_numpy(float), data["AVGEXP"].to_numpy(float)
+    return _statsmodels_columns("ccard", ["AGE", "INCOME", "INCOMESQ", "OWNRENT"], "AVGEXP")
 
 
 def _copper():
-    data = statsmodels_datasets.copper.load_pandas().data
     columns = ["COPPERPRICE", "INCOMEINDEX", "ALUMPRICE", "INVENTORYINDEX", "TIME"]
-    return data[columns].to_numpy(float), data["WORLDCONSUMPTION"].to_numpy(float)
+    return _statsmodels_columns("copper", columns, "WORLDCONSUMPTION")
 
 
 def _linnerud():
@@ -556,20 +556,17 @@ def test_the_documented_l1_standardisation_recipe_runs_and_its_raw_coefficients_
 
 
 def _committee():
-    data = statsmodels_datasets.committee.load_pandas().data
     columns = ["SIZE", "SUBS", "STAFF", "PRESTIGE", "BILLS103"]
-    return data[columns].to_numpy(float), data["BILLS104"].to_numpy(float)
+    return _statsmodels_columns("committee", columns, "BILLS104")
 
 
 def _heart():
-    data = statsmodels_datasets.heart.load_pandas().data
-    return data[["age"]].to_numpy(float), data["survival"].to_numpy(float)
+    return _statsmodels_columns("heart", ["age"], "survival")
 
 
 def _longley():
-    data = statsmodels_datasets.longley.load_pandas().data
     columns = ["GNPDEFL", "GNP", "UNEMP", "ARMED", "POP", "YEAR"]
-    return data[columns].to_numpy(float), data["TOTEMP"].to_numpy(float)
+    return _statsmodels_columns("longley", columns, "TOTEMP")
 
 
 # Tables whose ridge-0 float64 fits at tau = 1.345 reported convergence 1% to 217% from the
