@@ -173,8 +173,8 @@ __device__ void newton_choose_step(const double* partials, int blocks, const dou
     chosen_step = 0.0;
     sc->objective = F;
     // A confirmed direction ends the solve converged; an unconfirmed one with no iteration left
-    // ends it unconverged (solve_ended). beta does not move either way: the row pass after this
-    // has nothing to refresh.
+    // ends it unconverged (kRunning at max_iter: solve_ended). beta does not move either way
+    // (fresh cleared; at max_iter the row pass after this still runs, at the same beta).
     int trials_run = trials;
     unmoved_end = 0;
     if (majoriser && sc->confirming) {  // read again: thread 0 alone clears it
