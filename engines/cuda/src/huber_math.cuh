@@ -15,6 +15,8 @@ __device__ __forceinline__ bool should_run(const DeviceScalars* sc, int when) {
     return state == kRunning || sc->fresh;
   if (when == kRunWhenEnded)
     return solve_ended(*sc);
+  if (when == kRunWhileConfirming)
+    return state == kRunning || sc->confirming;
   return state != kInvalidData;
 }
 

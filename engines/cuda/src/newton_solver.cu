@@ -37,8 +37,9 @@ void enqueue_step(UpdateContext<T>& ctx, bool jdir_ready, StepDirection directio
   launch_newton_select(e.ws.trial_partials.as<double>(), row_blocks(ctx.rows.n, ctx.rows.ncols_x),
                        e.ws.dir.as<double>(), ctx.jdelta(), e.ws.jdir.as<double>(), ctx.beta0(),
                        ctx.grad(), direction, ctx.k, ctx.device_scalars(), ctx.beta(), e.stream);
-  // The Gram at the final beta is needed even when this step ended the solve.
-  ctx.row_pass_then_gradient(kRunWhileFresh, kRunWhileRunning, false);
+  // The Gram at the final beta is needed even when this step ended the solve, and the gradient
+  // at the new beta when the step paused for its confirmation (rule 5: d_M = M^-1 g there).
+  ctx.row_pass_then_gradient(kRunWhileFresh, kRunWhileConfirming, false);
 }
 
 // One iteration on the Cholesky path: the attempt on H(beta) comes first, so an iteration

@@ -121,11 +121,14 @@ enum SolverState : int {
 // several at a time (one host synchronisation per chunk), so every kernel of an iteration checks
 // the state on the device first.
 enum RunWhen : int {
-  kRunUnlessInvalid = 0,  // always, except on refused data
-  kRunWhileRunning = 1,   // only while the solve is still running
-  kRunWhileFresh = 2,     // while running, or right after the step that ended the solve moved
-                          // beta (the Gram at the final beta is still needed)
-  kRunWhenEnded = 3,      // only once the solve has ended (solve_ended): the finish's Gram
+  kRunUnlessInvalid = 0,    // always, except on refused data
+  kRunWhileRunning = 1,     // only while the solve is still running
+  kRunWhileFresh = 2,       // while running, or right after the step that ended the solve moved
+                            // beta (the Gram at the final beta is still needed)
+  kRunWhenEnded = 3,        // only once the solve has ended (solve_ended): the finish's Gram
+  kRunWhileConfirming = 4,  // while running, or paused for the majoriser's confirmation of a
+                            // truncated Newton step (DeviceScalars.confirming): g, J delta and
+                            // the rho sum at the new beta, which the confirmation reads
 };
 
 // The curvature weights w c(r) a row pass records for the incremental Gram

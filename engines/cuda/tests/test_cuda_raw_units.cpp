@@ -442,6 +442,73 @@ void test_tiny_first_batch() {
   tiny_first_batch<float>(RH_CUDA_DTYPE_FLOAT32, std::ldexp(1.0, -24), 1e-3, Expect::kProgress);
 }
 
+// The Longley (1967) table of US economic series, 1947-1962, in its raw units (the one statsmodels
+// ships as `longley`): GNP deflator, GNP, unemployed, armed forces, population, year; the
+// target is total employment.
+constexpr int64_t kLongleyRows = 16;
+constexpr int64_t kLongleyFeatures = 6;
+constexpr double kLongley[kLongleyRows][kLongleyFeatures + 1] = {
+    {83.0, 234289.0, 2356.0, 1590.0, 107608.0, 1947.0, 60323.0},
+    {88.5, 259426.0, 2325.0, 1456.0, 108632.0, 1948.0, 61122.0},
+    {88.2, 258054.0, 3682.0, 1616.0, 109773.0, 1949.0, 60171.0},
+    {89.5, 284599.0, 3351.0, 1650.0, 110929.0, 1950.0, 61187.0},
+    {96.2, 328975.0, 2099.0, 3099.0, 112075.0, 1951.0, 63221.0},
+    {98.1, 346999.0, 1932.0, 3594.0, 113270.0, 1952.0, 63639.0},
+    {99.0, 365385.0, 1870.0, 3547.0, 115094.0, 1953.0, 64989.0},
+    {100.0, 363112.0, 3578.0, 3350.0, 116219.0, 1954.0, 63761.0},
+    {101.2, 397469.0, 2904.0, 3048.0, 117388.0, 1955.0, 66019.0},
+    {104.6, 419180.0, 2822.0, 2857.0, 118734.0, 1956.0, 67857.0},
+    {108.4, 442769.0, 2936.0, 2798.0, 120445.0, 1957.0, 68169.0},
+    {110.8, 444546.0, 4681.0, 2637.0, 121950.0, 1958.0, 66513.0},
+    {112.6, 482704.0, 3813.0, 2552.0, 123366.0, 1959.0, 68655.0},
+    {114.2, 502601.0, 3931.0, 2514.0, 125368.0, 1960.0, 69564.0},
+    {115.7, 518173.0, 4806.0, 2572.0, 127852.0, 1961.0, 69331.0},
+    {116.9, 554894.0, 4007.0, 2827.0, 130081.0, 1962.0, 70551.0},
+};
+
+// Longley at tau = 1.345 with ridge 0, weights 1, 2, 3 repeating: few rows lie inside tau + h,
+// H is singular, the ladder's SVD drops singular values, and a step along such a truncated
+// Newton direction once passed the step test far from the optimum (first-order ratio 250 in
+// librh_cpu before rule 5 of docs/algorithm.md, "Unpenalised"). The majoriser's direction at
+// the new beta must confirm the end (it needs g there) or carry the solve on, to the optimum:
+// the first-order condition, on host and device input, every chunk size and CUDA Graphs alike.
+void test_ridge_zero_truncated_steps_are_confirmed() {
+  const int64_t p = kLongleyFeatures;
+  const int64_t P = p + 1;
+  Batch<double> longley;
+  longley.n = kLongleyRows;
+  longley.cols = p;
+  for (int64_t i = 0; i < kLongleyRows; ++i) {
+    longley.x.insert(longley.x.end(), kLongley[i], kLongley[i] + p);
+    longley.y.push_back(kLongley[i][p]);
+    longley.w.push_back(static_cast<double>(1 + i % 3));
+  }
+  const std::vector<Batch<double>> batches = {longley};
+  RhCudaUpdateConfig c = config(p, RH_CUDA_PENALTY_NONE, kTau);
+  c.ridge = 0.0;
+  const std::vector<Step> host = run_stream<double>(RH_CUDA_DTYPE_FLOAT64, P, batches, c, false);
+  const std::vector<Step> device = run_stream<double>(RH_CUDA_DTYPE_FLOAT64, P, batches, c, true);
+  if (host.size() != 1 || device.size() != 1) {
+    RH_CHECK(false);
+    return;
+  }
+  std::printf("ridge 0 on the Longley table (float64):\n");
+  // The premise: the SVD rung solved at least one direction.
+  RH_CHECK(host[0].diag.used_regularized_fallback == 1);
+  check_newton_batch("host input", longley, P, zero_state(P), host[0], 0.0, 1e-10);
+  RH_CHECK(same_results(host[0], device[0]));
+  for (const char* chunk : {"1", "3"}) {
+    setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
+    const std::vector<Step> chunked =
+        run_stream<double>(RH_CUDA_DTYPE_FLOAT64, P, batches, c, false);
+    unsetenv("RH_CUDA_TEST_CHUNK");
+    RH_CHECK(chunked.size() == 1 && same_results(chunked[0], host[0]));
+  }
+  const std::vector<Step> graphs = run_stream<double>(RH_CUDA_DTYPE_FLOAT64, P, batches, c, false,
+                                                      RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS);
+  RH_CHECK(graphs.size() == 1 && same_results(graphs[0], host[0]));
+}
+
 // Asymmetric information restored from a checkpoint takes LU for every solve, the majoriser's
 // included. The asymmetry is one rounding-sized entry, so the objective the test evaluates
 // (which only sees J's symmetric part) and the engine's gradient (J delta) agree.
@@ -661,6 +728,7 @@ int main() {
   test_pauses_do_not_depend_on_chunks_or_graphs();
   test_residuals_beyond_the_ramp_at_beta0();
   test_tiny_first_batch();
+  test_ridge_zero_truncated_steps_are_confirmed();
   test_asymmetric_information_takes_the_majoriser_through_lu();
   test_l1_with_features_near_1e6_does_not_stall();
   test_l1_pauses_do_not_depend_on_chunks_or_graphs();
