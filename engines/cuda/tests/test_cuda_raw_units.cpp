@@ -232,6 +232,26 @@ bool same_results(const Step& a, const Step& b) {
          a.diag.used_regularized_fallback == b.diag.used_regularized_fallback;
 }
 
+// The same stream (host input, float64) with RH_CUDA_TEST_CHUNK 1 and 3 and with CUDA Graphs:
+// each must give `reference` bit for bit, wherever a pause falls inside a chunk.
+void check_chunks_and_graphs_agree(int64_t P, const std::vector<Batch<double>>& batches,
+                                   const RhCudaUpdateConfig& c,
+                                   const std::vector<Step>& reference) {
+  auto check = [&](const std::vector<Step>& steps) {
+    RH_CHECK(steps.size() == reference.size());
+    for (size_t k = 0; k < steps.size() && k < reference.size(); ++k) {
+      RH_CHECK(same_results(steps[k], reference[k]));
+    }
+  };
+  for (const char* chunk : {"1", "3"}) {
+    setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
+    check(run_stream<double>(RH_CUDA_DTYPE_FLOAT64, P, batches, c, false));
+    unsetenv("RH_CUDA_TEST_CHUNK");
+  }
+  check(run_stream<double>(RH_CUDA_DTYPE_FLOAT64, P, batches, c, false,
+                           RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS));
+}
+
 RhCudaUpdateConfig newton_config(int64_t p) {
   RhCudaUpdateConfig c = config(p, RH_CUDA_PENALTY_NONE, kTau);
   c.ridge = kRidge;
@@ -342,22 +362,7 @@ void test_pauses_do_not_depend_on_chunks_or_graphs() {
   const RhCudaUpdateConfig c = newton_config(p);
   const std::vector<Step> reference =
       run_stream<double>(RH_CUDA_DTYPE_FLOAT64, P, newton, c, false);
-  for (const char* chunk : {"1", "3"}) {
-    setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
-    const std::vector<Step> chunked =
-        run_stream<double>(RH_CUDA_DTYPE_FLOAT64, P, newton, c, false);
-    unsetenv("RH_CUDA_TEST_CHUNK");
-    RH_CHECK(chunked.size() == reference.size());
-    for (size_t k = 0; k < chunked.size() && k < reference.size(); ++k) {
-      RH_CHECK(same_results(chunked[k], reference[k]));
-    }
-  }
-  const std::vector<Step> graphs = run_stream<double>(RH_CUDA_DTYPE_FLOAT64, P, newton, c, false,
-                                                      RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS);
-  RH_CHECK(graphs.size() == reference.size());
-  for (size_t k = 0; k < graphs.size() && k < reference.size(); ++k) {
-    RH_CHECK(same_results(graphs[k], reference[k]));
-  }
+  check_chunks_and_graphs_agree(P, newton, c, reference);
   // The second batch's targets moved by 2e5: every residual at its beta0 is beyond tau + h
   // too, now with J from the first batch in the objective.
   if (reference.size() == 2) {
@@ -497,16 +502,7 @@ void test_ridge_zero_truncated_steps_are_confirmed() {
   RH_CHECK(host[0].diag.used_regularized_fallback == 1);
   check_newton_batch("host input", longley, P, zero_state(P), host[0], 0.0, 1e-10);
   RH_CHECK(same_results(host[0], device[0]));
-  for (const char* chunk : {"1", "3"}) {
-    setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
-    const std::vector<Step> chunked =
-        run_stream<double>(RH_CUDA_DTYPE_FLOAT64, P, batches, c, false);
-    unsetenv("RH_CUDA_TEST_CHUNK");
-    RH_CHECK(chunked.size() == 1 && same_results(chunked[0], host[0]));
-  }
-  const std::vector<Step> graphs = run_stream<double>(RH_CUDA_DTYPE_FLOAT64, P, batches, c, false,
-                                                      RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS);
-  RH_CHECK(graphs.size() == 1 && same_results(graphs[0], host[0]));
+  check_chunks_and_graphs_agree(P, batches, c, host);
 }
 
 // Asymmetric information restored from a checkpoint takes LU for every solve, the majoriser's
@@ -702,22 +698,7 @@ void test_l1_pauses_do_not_depend_on_chunks_or_graphs() {
   c.max_iter = 200;
   const std::vector<Step> reference =
       run_stream<double>(RH_CUDA_DTYPE_FLOAT64, 1, batches, c, false);
-  for (const char* chunk : {"1", "3"}) {
-    setenv("RH_CUDA_TEST_CHUNK", chunk, 1);
-    const std::vector<Step> chunked =
-        run_stream<double>(RH_CUDA_DTYPE_FLOAT64, 1, batches, c, false);
-    unsetenv("RH_CUDA_TEST_CHUNK");
-    RH_CHECK(chunked.size() == reference.size());
-    for (size_t k = 0; k < chunked.size() && k < reference.size(); ++k) {
-      RH_CHECK(same_results(chunked[k], reference[k]));
-    }
-  }
-  const std::vector<Step> graphs = run_stream<double>(RH_CUDA_DTYPE_FLOAT64, 1, batches, c, false,
-                                                      RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS);
-  RH_CHECK(graphs.size() == reference.size());
-  for (size_t k = 0; k < graphs.size() && k < reference.size(); ++k) {
-    RH_CHECK(same_results(graphs[k], reference[k]));
-  }
+  check_chunks_and_graphs_agree(1, batches, c, reference);
 }
 
 }  // namespace
