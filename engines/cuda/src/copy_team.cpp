@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -56,6 +57,22 @@ class CopyWorkers {
   static CopyWorkers& instance() {
     static CopyWorkers* workers = new CopyWorkers();
     return *workers;
+  }
+
+  void standby(int parts, std::chrono::microseconds hold) {
+    if (parts <= 1)
+      return;
+    start_workers(parts - 1);
+    const int64_t until = ticks(std::chrono::steady_clock::now() + hold);
+    int64_t current = standby_until_.load(std::memory_order_relaxed);
+    while (current < until &&
+           !standby_until_.compare_exchange_weak(current, until, std::memory_order_release)) {
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++standby_calls_;
+    }
+    wake_.notify_all();
   }
 
   // One part: the caller copies alone, without touching the team.
@@ -147,18 +164,29 @@ class CopyWorkers {
     }
   }
 
+  static int64_t ticks(std::chrono::steady_clock::time_point t) {
+    return t.time_since_epoch().count();
+  }
+
+  // An idle worker polls until kWorkerSpin after its last slice or the standby deadline,
+  // whichever is later, then sleeps until a job or a standby call wakes it.
   void work() {
     std::unique_lock<std::mutex> lock(mutex_);
     for (;;) {
       if (queue_.empty()) {
+        const unsigned standby_seen = standby_calls_;
         lock.unlock();
-        const auto until = std::chrono::steady_clock::now() + kWorkerSpin;
-        while (queued_.load(std::memory_order_acquire) == 0 &&
-               std::chrono::steady_clock::now() < until) {
+        const int64_t spin_end = ticks(std::chrono::steady_clock::now() + kWorkerSpin);
+        while (queued_.load(std::memory_order_acquire) == 0) {
+          const int64_t now = ticks(std::chrono::steady_clock::now());
+          if (now >= spin_end && now >= standby_until_.load(std::memory_order_acquire))
+            break;
           cpu_relax();
         }
         lock.lock();
-        wake_.wait(lock, [this] { return !queue_.empty(); });
+        wake_.wait(lock, [&] { return !queue_.empty() || standby_calls_ != standby_seen; });
+        if (queue_.empty())
+          continue;  // a standby call: poll again
       }
       Job* job = queue_.front();
       const int part = job->claimed++;
@@ -175,7 +203,9 @@ class CopyWorkers {
   std::deque<Job*> queue_;      // jobs with unclaimed slices
   std::atomic<int> queued_{0};  // queue_.size(), read without the lock while spinning
   std::atomic<int> started_{0};
-  bool spawn_failed_ = false;  // guarded by mutex_
+  bool spawn_failed_ = false;              // guarded by mutex_
+  std::atomic<int64_t> standby_until_{0};  // steady_clock ticks: poll, do not sleep, until then
+  unsigned standby_calls_ = 0;             // guarded by mutex_; wakes sleeping workers
 };
 
 }  // namespace
@@ -196,6 +226,10 @@ int usable_cpus() {
 
 void team_copy(char* dst, const char* src, size_t len, int parts) {
   CopyWorkers::instance().copy(dst, src, len, parts);
+}
+
+void team_standby(int parts, std::chrono::microseconds hold) {
+  CopyWorkers::instance().standby(parts, hold);
 }
 
 }  // namespace rh

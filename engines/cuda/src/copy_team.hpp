@@ -3,6 +3,7 @@
 // started on first use, never stopped. Plain host C++, no CUDA.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 
 namespace rh {
@@ -20,5 +21,13 @@ int usable_cpus();
 // the caller copies alone, without touching the team. Always completes, even when no worker
 // could be started.
 void team_copy(char* dst, const char* src, size_t len, int parts);
+
+// Keeps the team awake for `hold` from now (starting the workers a copy of `parts` slices uses,
+// if need be): they poll for work until then instead of sleeping, so a copy queued in that time
+// does not wait for their wake-up (a futex wake costs about as long as a 64 KiB slice's copy).
+// For a copy the caller knows is coming, such as a state export right after the synchronisation
+// it is about to wait in. A later call extends the deadline, never shortens it. parts <= 1: no
+// effect.
+void team_standby(int parts, std::chrono::microseconds hold);
 
 }  // namespace rh

@@ -3,6 +3,7 @@
 #include "test_switches.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -23,6 +24,10 @@ constexpr size_t kMinBytesPerThread = size_t{256} << 10;
 // pinned memory the CPU wrote; at 518 KiB the team and one thread took the same time per update,
 // and at 8.4 MB (P = 1,025) the team saved about 0.6 ms (benchmarks/records/gpu-2026-12-04-h200-e).
 constexpr size_t kMinExportBytesPerThread = size_t{64} << 10;
+// How long the copy threads poll for an export expected after a synchronisation
+// (expect_export): longer than one chunk's wait on the standard shapes (about 110-230 us at
+// P = 257 on an H100). A longer wait finds them asleep again, as without the call.
+constexpr auto kExportStandby = std::chrono::microseconds(400);
 constexpr size_t kMinChunk = size_t{1} << 20;
 constexpr size_t kMaxChunk = size_t{16} << 20;
 constexpr size_t kChunkGrain = size_t{64} << 10;
@@ -165,6 +170,10 @@ void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
 void copy_export(const Engine& e, void* dst, const void* src, size_t len) {
   team_copy(static_cast<char*>(dst), static_cast<const char*>(src), len,
             copy_parts(e, len, kMinExportBytesPerThread));
+}
+
+void expect_export(const Engine& e, size_t len) {
+  team_standby(copy_parts(e, len, kMinExportBytesPerThread), kExportStandby);
 }
 
 double device_element(const void* data, int64_t index, size_t elem) {

@@ -311,6 +311,9 @@ void UpdateContext<T>::enqueue_readback() {
 
 template <class T>
 void UpdateContext<T>::wait_for_status() {
+  // Any synchronisation may be the solve's last, which the state's export follows at once.
+  if (export_state)
+    expect_export(e, static_cast<size_t>(k.P * k.P) * (with_meat ? sizeof(double) : sizeof(T)));
   e.synchronize();
   if (data_checked)
     return;

@@ -3,6 +3,7 @@
 // for lengths around the cache line, the streaming-store threshold and a staging chunk, source
 // and destination at every alignment within a cache line, and 1 to 64 slices; two threads
 // copying at once share the team's workers and each gets its own bytes.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <thread>
@@ -66,5 +67,25 @@ int main() {
   for (unsigned s = 2000; s < 2040; ++s)
     copy_and_check(524288 + 3, 8, 16, 8, s);
   other.join();
+
+  // team_standby: with one part it does nothing; with more the workers poll until its deadline
+  // and then sleep again. Copies stay exact under a standby, after one has run out, and while
+  // another thread keeps extending the deadline (which must neither deadlock nor lose a wake-up).
+  using std::chrono::microseconds;
+  rh::team_standby(1, microseconds(1000));
+  copy_and_check(300001, 8, 61, 1, 3000);
+  rh::team_standby(16, microseconds(2000));
+  for (int parts : parts_list)
+    copy_and_check(1048576 + 13, 33, 8, parts, 3100 + static_cast<unsigned>(parts));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // past the deadline: asleep
+  copy_and_check(3 * 1048576 + 7, 0, 0, 12, 3200);
+  std::thread standby([] {
+    for (int i = 0; i < 2000; ++i)
+      rh::team_standby(1 + i % 20, microseconds(i % 7 == 0 ? 0 : 50));
+  });
+  for (unsigned s = 3300; s < 3340; ++s)
+    copy_and_check(65536 * (1 + s % 5) + s % 3, s % 2 ? 8 : 0, s % 3 ? 61 : 0, 2 + s % 11, s);
+  standby.join();
+  copy_and_check(1048576 + 13, 0, 8, 7, 3400);
   return rhtest::finish("test_copy_team");
 }
