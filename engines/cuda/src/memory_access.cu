@@ -172,8 +172,10 @@ void copy_export(const Engine& e, void* dst, const void* src, size_t len) {
             copy_parts(e, len, kMinExportBytesPerThread));
 }
 
-void expect_export(const Engine& e, size_t len) {
-  team_standby(copy_parts(e, len, kMinExportBytesPerThread), kExportStandby);
+void expect_export(const Engine& e, bool with_meat) {
+  const size_t largest =
+      static_cast<size_t>(e.P * e.P) * (with_meat ? sizeof(double) : e.elem_size);
+  team_standby(copy_parts(e, largest, kMinExportBytesPerThread), kExportStandby);
 }
 
 double device_element(const void* data, int64_t index, size_t elem) {

@@ -53,11 +53,11 @@ void stage_rows_to_device(Engine& e, const HostRows& src, const DeviceRows& dst,
 // memory no cache holds.
 void copy_export(const Engine& e, void* dst, const void* src, size_t len);
 
-// Called before a synchronisation that an export of up to `len` bytes per array may follow:
-// where copy_export would split such an array over the copy threads, they poll instead of
-// sleeping for the next few hundred microseconds (team_standby), so the export after the wait
-// does not start with their wake-up.
-void expect_export(const Engine& e, size_t len);
+// Called before a synchronisation that the export of the P x P state may follow (the
+// information, and K in doubles `with_meat`): where copy_export would split such an array over
+// the copy threads, they poll instead of sleeping for the next few hundred microseconds
+// (team_standby), so the export after the wait does not start with their wake-up.
+void expect_export(const Engine& e, bool with_meat);
 
 // Element `index` of a device (or managed) array of `elem`-byte floats (4: float, 8: double),
 // read back with one synchronous copy: for the messages of refused values, after the engine

@@ -313,7 +313,7 @@ template <class T>
 void UpdateContext<T>::wait_for_status() {
   // Any synchronisation may be the solve's last, which the state's export follows at once.
   if (export_state)
-    expect_export(e, static_cast<size_t>(k.P * k.P) * (with_meat ? sizeof(double) : sizeof(T)));
+    expect_export(e, with_meat);
   e.synchronize();
   if (data_checked)
     return;
