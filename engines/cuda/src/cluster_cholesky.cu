@@ -30,7 +30,10 @@
 //   moves the state to kNeedsFallback (the host's LU) and leaves dir alone.
 // - The back substitution runs a tile row at a time in the block owning it, on its own tiles,
 //   the remainder vector handed on through distributed shared memory with a cluster barrier per
-//   tile row (back_substitute_step); the factor never goes to global memory.
+//   tile row (back_substitute_step); the factor never goes to global memory. Each diagonal tile
+//   but the last is inverted by its owner in the trailing-update phase of its step, behind the
+//   next diagonal tile's factor, so a back-substitution step multiplies by the inverse instead
+//   of waiting on a chain of 32 shuffles.
 #include <cooperative_groups.h>
 
 #include <climits>
@@ -119,6 +122,10 @@ constexpr int kClusterWarps = kClusterThreads / 32;
 constexpr int kDiagonalPairs = (kInverseColumn + 2) / 2;
 constexpr int kPanelPairs = kTile / 2;
 constexpr int kCopyTiles = 3;
+// Where x_t of a back-substitution step sits in the `diagonal` slot, after r (P < kMaxTiles
+// kTile doubles).
+constexpr int kSolvedAt = kMaxTiles * kTile;
+static_assert(kSolvedAt + kTile <= kTileElems, "r and x_t share the diagonal slot");
 
 // The diagonal tile D (tile t) replaced by its Cholesky factor, lower, by one warp; 1 / L_rr in
 // column kInverseColumn. Lane r holds row r; at step j every later row takes a_rc -= (a_rj / d_j)
@@ -191,17 +198,9 @@ __device__ __forceinline__ void factor_diagonal_tile(double* D, int t, int64_t P
   __syncwarp();
 }
 
-// X = A_ik replaced by L_ik = A_ik L_kk^-T (Lkk a factored diagonal tile), by one warp: lane r
-// solves row r forward, x_c = (a_c - sum_{m < c} x_m L_cm) / L_cc, column by column.
-__device__ __forceinline__ void solve_panel_tile(double* X, const double* Lkk) {
-  const int lane = threadIdx.x & 31;
-  double x[kTile];
-#pragma unroll
-  for (int c = 0; c < kTile; c += 2) {  // in pairs, as factor_diagonal_tile reads its rows
-    const double2 pair = *reinterpret_cast<const double2*>(X + lane * kLd + c);
-    x[c] = pair.x;
-    x[c + 1] = pair.y;
-  }
+// x = a L_kk^-T for the row a of one lane in registers (Lkk a factored diagonal tile):
+// x_c = (a_c - sum_{m < c} x_m L_cm) / L_cc, column by column.
+__device__ __forceinline__ void forward_row(double (&x)[kTile], const double* Lkk) {
   // Two columns at a time, so each later row's two entries come in one 16-byte load; every
   // x_m still takes column c's term before column c + 1's.
 #pragma unroll
@@ -216,9 +215,40 @@ __device__ __forceinline__ void solve_panel_tile(double* X, const double* Lkk) {
       x[m] = fma(-pair.y, x[c + 1], x[m]);
     }
   }
+}
+
+__device__ __forceinline__ void store_rows(double* X, const double (&x)[kTile]) {
+  const int lane = threadIdx.x & 31;
 #pragma unroll
   for (int c = 0; c < kTile; c += 2)
     *reinterpret_cast<double2*>(X + lane * kLd + c) = make_double2(x[c], x[c + 1]);
+}
+
+// X = A_ik replaced by L_ik = A_ik L_kk^-T (Lkk a factored diagonal tile), by one warp: lane r
+// solves row r forward.
+__device__ __forceinline__ void solve_panel_tile(double* X, const double* Lkk) {
+  const int lane = threadIdx.x & 31;
+  double x[kTile];
+#pragma unroll
+  for (int c = 0; c < kTile; c += 2) {  // in pairs, as factor_diagonal_tile reads its rows
+    const double2 pair = *reinterpret_cast<const double2*>(X + lane * kLd + c);
+    x[c] = pair.x;
+    x[c + 1] = pair.y;
+  }
+  forward_row(x, Lkk);
+  store_rows(X, x);
+}
+
+// Z = L_kk^-T into the tile Z, by one warp: the panel solve of the identity (lane r: row r of
+// Z, column r of L_kk^-1), for the back substitution (back_substitute_step).
+__device__ __noinline__ void invert_diagonal_tile(double* Z, const double* Lkk) {
+  const int lane = threadIdx.x & 31;
+  double x[kTile];
+#pragma unroll
+  for (int c = 0; c < kTile; ++c)
+    x[c] = c == lane ? 1.0 : 0.0;
+  forward_row(x, Lkk);
+  store_rows(Z, x);
 }
 
 // A -= Li Lj' on the tensor cores, by one warp: 4 x 4 blocks of 8 x 8, eight steps of 4 columns.
@@ -340,36 +370,55 @@ __device__ __forceinline__ void copy_tiles(const cg::cluster_group& cluster, dou
 
 // One step of the back substitution L' dir = y, by the block owning tile row t, on its own
 // tiles (`row`: tiles (t, 0..t), one after the other): r (P doubles, this block's) holds y less
-// the later tiles' shares. Warp 0 solves
-// L_tt' x_t = r_t, a lane per row of x_t in registers (lane l keeps column l of L_tt and
-// 1 / L_ll), x_c = r_c / L_cc and r_l -= L_cl x_c, one shuffle per row, into dir and `solved`;
-// after a block barrier warp w takes r_j -= L_tj' x_t for the tiles j = w, w + 8, .. below t
+// the later tiles' shares. Warp 0 forms x_t with L_tt' x_t = r_t, a lane per row of x_t, into dir
+// and `solved`:
+// - with `inverse` (Z = L_tt^-T, invert_diagonal_tile; whole tiles only), as x_t = Z r_t, lane l
+//   summing row l of Z times r_t, so the step waits on no chain of 32 shuffles;
+// - without (the last tile, which may hold row P and the identity's rows), by substitution:
+//   lane l keeps column l of L_tt and 1 / L_ll, x_c = r_c / L_cc and r_l -= L_cl x_c, one
+//   shuffle per row. Rows of the tile at or beyond P (row P is y, the rows after it the
+//   identity's, in NaNs where y' y > 1) are skipped, not multiplied by zero.
+// After a block barrier warp w takes r_j -= L_tj' x_t for the tiles j = w, w + 8, .. below t
 // (lane l: column l). Then r's first 32 t entries go to the owner of row t - 1 (`next_r`, null
-// when that is this block). Rows of tile t at or beyond P (row P is y, the rows after it the
-// identity's, in NaNs where y' y > 1) are skipped, not multiplied by zero.
+// when that is this block).
 __device__ __noinline__ void back_substitute_step(const double* row, int t, int64_t P, double* r,
-                                                  double* solved, double* next_r, double* dir) {
+                                                  double* solved, double* next_r, double* dir,
+                                                  const double* inverse) {
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
   const int rows =
       P - int64_t{t} * kTile < kTile ? static_cast<int>(P - int64_t{t} * kTile) : kTile;
   if (warp == 0) {
-    const double* D = row + t * kTileElems;
-    double column[kTile];
-#pragma unroll
-    for (int c = 0; c < kTile; ++c)
-      column[c] = D[c * kLd + lane];
-    const double inverse = D[lane * kLd + kInverseColumn];
-    double remainder = lane < rows ? r[t * kTile + lane] : 0.0;
     double x = 0.0;
+    if (inverse != nullptr) {
+      const double* z = inverse + lane * kLd;
+      const double* rt = r + t * kTile;
+      double acc[4] = {0.0, 0.0, 0.0, 0.0};
 #pragma unroll
-    for (int c = kTile - 1; c >= 0; --c) {
-      if (c >= rows)
-        continue;
-      const double xc = __shfl_sync(0xffffffffu, remainder * inverse, c);
-      x = lane == c ? xc : x;
-      remainder = fma(-column[c], xc, remainder);  // L_cl = 0 for l > c
+      for (int c = 0; c < kTile; c += 2) {
+        const double2 zc = *reinterpret_cast<const double2*>(z + c);
+        const double2 rc = *reinterpret_cast<const double2*>(rt + c);
+        acc[c & 3] = fma(zc.x, rc.x, acc[c & 3]);
+        acc[(c + 1) & 3] = fma(zc.y, rc.y, acc[(c + 1) & 3]);
+      }
+      x = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    } else {
+      const double* D = row + t * kTileElems;
+      double column[kTile];
+#pragma unroll
+      for (int c = 0; c < kTile; ++c)
+        column[c] = D[c * kLd + lane];
+      const double reciprocal = D[lane * kLd + kInverseColumn];
+      double remainder = lane < rows ? r[t * kTile + lane] : 0.0;
+#pragma unroll
+      for (int c = kTile - 1; c >= 0; --c) {
+        if (c >= rows)
+          continue;
+        const double xc = __shfl_sync(0xffffffffu, remainder * reciprocal, c);
+        x = lane == c ? xc : x;
+        remainder = fma(-column[c], xc, remainder);  // L_cl = 0 for l > c
+      }
     }
     solved[lane] = lane < rows ? x : 0.0;
     if (lane < rows)
@@ -570,14 +619,22 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
       copy_tiles<kPanelPairs>(cluster, owned, wanted, step, C, panel, false, 32 * first_warp);
     __syncthreads();
     RH_CLUSTER_PHASE(kPhaseStep + 5 * step + 3);
+    // Meanwhile the owner of this step's diagonal tile (never the next one's: C >= 2 here)
+    // inverts it in its last warp for the back substitution, into its panel slot of that row
+    // (only other blocks' rows are ever copied to a slot). The phase waits on the next owner's
+    // update and factor, which take longer, and this block has at most one row of trailing
+    // tiles for its other warps. (Inverted during the panel solves instead, it slowed them.)
+    const bool owns_step = step % C == rank;
     if (owns_next && warp == 0) {
       double* D = own_tile(next, next);
       const double* Li = own_tile(next, step);
       const double diagonal = diagonal_of(next);
       update_tile<true>(D, Li, Li);
       factor_diagonal_tile(D, next, P, diagonal, floor, column, inverse_root, &bad);
+    } else if (owns_step && warp == kClusterWarps - 1) {
+      invert_diagonal_tile(panel + step * kTileElems, own_tile(step, step));
     } else {
-      const int warps = kClusterWarps - first_warp;
+      const int warps = kClusterWarps - first_warp - (owns_step ? 1 : 0);
       int n = 0;
       for (int i = rank; i < tiles; i += C) {
         if (i <= step)
@@ -620,11 +677,13 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     return;
   }
   // Back substitution L' dir = y, a tile row at a time by its owner on its own tiles (its own
-  // shared memory), r handed from owner to owner in their `panel` slots with a cluster barrier
-  // per step: the tiles of L never cross blocks.
+  // shared memory), r handed from owner to owner in their `diagonal` slots (free now: the panel
+  // slots of a block's own rows hold the inverses of its diagonal tiles) with a cluster barrier
+  // per step: the tiles of L never cross blocks. Every tile but the last was inverted at its step.
   const int bordered = static_cast<int>(P / kTile);
   const int last = static_cast<int>((P - 1) / kTile);
-  double* r = panel;
+  double* r = diagonal;
+  double* solved = diagonal + kSolvedAt;
   if (rank == bordered % C) {
     double* target = cluster.map_shared_rank(r, static_cast<unsigned>(last % C));
     const int y_row = static_cast<int>(P % kTile);
@@ -641,7 +700,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
       double* next_r = t > 0 && next_owner != rank
                            ? cluster.map_shared_rank(r, static_cast<unsigned>(next_owner))
                            : nullptr;
-      back_substitute_step(own_tile(t, 0), t, P, r, diagonal, next_r, dir);
+      const double* inverse = t + 1 < tiles ? panel + t * kTileElems : nullptr;
+      back_substitute_step(own_tile(t, 0), t, P, r, solved, next_r, dir, inverse);
     }
     RH_CLUSTER_PHASE(kPhaseBack + last - t);
   }
