@@ -28,12 +28,14 @@
 // - A pivot that fails the acceptance test (not finite, or not above rh_pivot_floor times H's own
 //   diagonal entry) is recorded and the factorisation goes on in NaNs; at the end a refused factor
 //   moves the state to kNeedsFallback (the host's LU) and leaves dir alone.
-// - The back substitution runs a tile row at a time in the block owning it, on its own tiles,
-//   the remainder vector handed on through distributed shared memory with a cluster barrier per
-//   tile row (back_substitute_step); the factor never goes to global memory. Each diagonal tile
-//   but the last is inverted by its owner in the trailing-update phase of its step, behind the
-//   next diagonal tile's factor, so a back-substitution step multiplies by the inverse instead
-//   of waiting on a chain of 32 shuffles.
+// - The back substitution runs a tile row at a time in the block owning it, on its own tiles
+//   (the factor never goes to global memory): with x_t known, the owner of tile row t sends the
+//   owner of each earlier row j its share L_tj' x_t through distributed shared memory and an
+//   mbarrier arrival, and a step waits for its own shares, not on a cluster barrier
+//   (back_substitute_step). Each diagonal tile but the last is inverted by its owner in the
+//   trailing-update phase of its step, behind the next diagonal tile's factor, so a
+//   back-substitution step multiplies by the inverse instead of waiting on a chain of 32
+//   shuffles.
 #include <cooperative_groups.h>
 
 #include <climits>
@@ -122,10 +124,6 @@ constexpr int kClusterWarps = kClusterThreads / 32;
 constexpr int kDiagonalPairs = (kInverseColumn + 2) / 2;
 constexpr int kPanelPairs = kTile / 2;
 constexpr int kCopyTiles = 3;
-// Where x_t of a back-substitution step sits in the `diagonal` slot, after r (P < kMaxTiles
-// kTile doubles).
-constexpr int kSolvedAt = kMaxTiles * kTile;
-static_assert(kSolvedAt + kTile <= kTileElems, "r and x_t share the diagonal slot");
 
 // The diagonal tile D (tile t) replaced by its Cholesky factor, lower, by one warp; 1 / L_rr in
 // column kInverseColumn. Lane r holds row r; at step j every later row takes a_rc -= (a_rj / d_j)
@@ -369,32 +367,96 @@ __device__ __forceinline__ void copy_tiles(const cg::cluster_group& cluster, dou
   }
 }
 
+// The back substitution's state in a block's `diagonal` slot (free once the factor is done), for
+// its tile rows t (m = t / C: a block holds at most kMaxOwnedRows, C being 8 or more, or T):
+// the shares of r_t, 32 doubles from the owner of each later tile row s (L_st' x_s) at slot s
+// and y_t at slot t; x_t (`solved`); r_t for the product by the inverse.
+constexpr int kMaxOwnedRows = 2;
+constexpr int kSolvedAt = kMaxOwnedRows * kMaxTiles * kTile;
+constexpr int kRemainderAt = kSolvedAt + kMaxOwnedRows * kTile;
+static_assert(kRemainderAt + kMaxOwnedRows * kTile <= kTileElems,
+              "the back substitution's state fits the diagonal slot");
+__device__ __forceinline__ double* share_slot(double* state, int t, int C, int s) {
+  return state + ((t / C) * kMaxTiles + s) * kTile;
+}
+
+// mbarrier `barrier` (this block's shared memory) expecting `count` arrivals; the fence makes the
+// initialisation visible to the other blocks' arrivals (PTX ISA, fence.mbarrier_init).
+__device__ __forceinline__ void init_share_barrier(unsigned long long* barrier, unsigned count) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(barrier));
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(address), "r"(count) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// One arrival on the mbarrier at `barrier`'s place in block `rank`'s shared memory, releasing
+// this thread's earlier writes (its share, stored there) to whoever waits on it.
+__device__ __forceinline__ void arrive_remote(unsigned long long* barrier, unsigned rank) {
+  const unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(barrier));
+  unsigned remote = 0;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote)
+               : "memory");
+}
+
+// Waits for phase 0 of this block's mbarrier to complete, acquiring the writes released by its
+// arrivals.
+__device__ __forceinline__ void wait_share_barrier(unsigned long long* barrier) {
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(barrier));
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n"
+        " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], 0;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(address)
+        : "memory");
+  } while (done == 0);
+}
+
 // One step of the back substitution L' dir = y, by the block owning tile row t, on its own
-// tiles (`row`: tiles (t, 0..t), one after the other): r (P doubles, this block's) holds y less
-// the later tiles' shares. Warp 0 forms x_t with L_tt' x_t = r_t, a lane per row of x_t, into dir
-// and `solved`:
+// tiles (`row`: tiles (t, 0..t), one after the other). Warp 0 waits until the owners of the
+// later tile rows have delivered their shares of r_t (barriers[t / C]), sums them in the order of
+// those rows from the last (r_t = y_t - the shares), and forms x_t with L_tt' x_t = r_t, a lane
+// per row of x_t, into dir and `solved`:
 // - with `inverse` (Z = L_tt^-T, invert_diagonal_tile; whole tiles only), as x_t = Z r_t, lane l
 //   summing row l of Z times r_t, so the step waits on no chain of 32 shuffles;
 // - without (the last tile, which may hold row P and the identity's rows), by substitution:
 //   lane l keeps column l of L_tt and 1 / L_ll, x_c = r_c / L_cc and r_l -= L_cl x_c, one
 //   shuffle per row. Rows of the tile at or beyond P (row P is y, the rows after it the
 //   identity's, in NaNs where y' y > 1) are skipped, not multiplied by zero.
-// After a block barrier warp w takes r_j -= L_tj' x_t for the tiles j = w, w + 8, .. below t
-// (lane l: column l). Then r's first 32 t entries go to the owner of row t - 1 (`next_r`, null
-// when that is this block).
-__device__ __noinline__ void back_substitute_step(const double* row, int t, int64_t P, double* r,
-                                                  double* solved, double* next_r, double* dir,
+// After a block barrier warp w takes the shares L_tj' x_t of the tile rows j = t - 1 - w,
+// t - 1 - w - 8, .. (lane l: column l; warp 0 the next step's), each stored into its owner's
+// share slot and announced by an arrival of every lane on that owner's barrier. No cluster
+// barrier between steps: a step waits on the shares it needs, not on every block.
+__device__ __noinline__ void back_substitute_step(const cg::cluster_group& cluster,
+                                                  const double* row, int t, int last, int C,
+                                                  int64_t P, double* state,
+                                                  unsigned long long* barriers, double* dir,
                                                   const double* inverse) {
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
   const int rows =
       P - int64_t{t} * kTile < kTile ? static_cast<int>(P - int64_t{t} * kTile) : kTile;
+  const int m = t / C;
+  double* solved = state + kSolvedAt + m * kTile;
   if (warp == 0) {
+    if (t < last)
+      wait_share_barrier(barriers + m);
+    const double* shares = share_slot(state, t, C, 0);
+    double remainder = 0.0;
+    if (lane < rows) {
+      remainder = shares[t * kTile + lane];
+      for (int s = last; s > t; --s)
+        remainder -= shares[s * kTile + lane];
+    }
     double x = 0.0;
     if (inverse != nullptr) {
+      double* rt = state + kRemainderAt + m * kTile;
+      rt[lane] = remainder;
+      __syncwarp();
       const double* z = inverse + lane * kLd;
-      const double* rt = r + t * kTile;
       double acc[4] = {0.0, 0.0, 0.0, 0.0};
 #pragma unroll
       for (int c = 0; c < kTile; c += 2) {
@@ -411,7 +473,6 @@ __device__ __noinline__ void back_substitute_step(const double* row, int t, int6
       for (int c = 0; c < kTile; ++c)
         column[c] = D[c * kLd + lane];
       const double reciprocal = D[lane * kLd + kInverseColumn];
-      double remainder = lane < rows ? r[t * kTile + lane] : 0.0;
 #pragma unroll
       for (int c = kTile - 1; c >= 0; --c) {
         if (c >= rows)
@@ -426,7 +487,7 @@ __device__ __noinline__ void back_substitute_step(const double* row, int t, int6
       dir[int64_t{t} * kTile + lane] = x;
   }
   __syncthreads();  // x_t in `solved`
-  for (int j = warp; j < t; j += kClusterWarps) {
+  for (int j = t - 1 - warp; j >= 0; j -= kClusterWarps) {
     const double* tile = row + j * kTileElems;
     double acc[4] = {0.0, 0.0, 0.0, 0.0};
 #pragma unroll
@@ -434,12 +495,10 @@ __device__ __noinline__ void back_substitute_step(const double* row, int t, int6
       if (c < rows)
         acc[c & 3] = fma(tile[c * kLd + lane], solved[c], acc[c & 3]);
     }
-    r[j * kTile + lane] -= (acc[0] + acc[1]) + (acc[2] + acc[3]);
-  }
-  if (next_r != nullptr) {
-    __syncthreads();  // r's first 32 t entries are final
-    for (int c = tid; c < t * kTile; c += kClusterThreads)
-      next_r[c] = r[c];
+    const unsigned owner = static_cast<unsigned>(j % C);
+    *cluster.map_shared_rank(share_slot(state, j, C, t) + lane, owner) =
+        (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    arrive_remote(barriers + j / C, owner);
   }
 }
 
@@ -492,6 +551,8 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   __shared__ __align__(16) double inverse_root[kTile];
   __shared__ int bad;          // this block's first refused pivot
   __shared__ int cluster_bad;  // every block: the cluster's
+  // The back substitution's: one per tile row of this block's, its shares delivered.
+  __shared__ __align__(8) unsigned long long share_barriers[kMaxOwnedRows];
 #if defined(RH_CUDA_CLUSTER_PHASES)
   __shared__ long long phase_stamps[kPhases];
   for (int e = threadIdx.x; e < kPhases; e += kClusterThreads)
@@ -506,6 +567,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   const int warp = tid >> 5;
   const int64_t P = k.P;
   const int tiles = tile_count(P);
+  const int last = static_cast<int>((P - 1) / kTile);  // the last tile row of H
   int owned_count = 0;  // this block's rows rank, rank + C, ...: tiles (i, 0..i) each
   for (int i = rank; i < tiles; i += C)
     owned_count += i + 1;
@@ -516,6 +578,9 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   if (tid == 0) {
     bad = INT_MAX;
     cluster_bad = INT_MAX;
+    // Tile row t < last waits on one arrival per lane of each later tile row's share.
+    for (int t = rank; t < last; t += C)
+      init_share_barrier(share_barriers + t / C, static_cast<unsigned>(kTile * (last - t)));
   }
   // H's lower triangle as potrf would read it (hessian_entry), g' as row P,
   // the identity beyond, zeros above the diagonal and in the padding columns. Every thread works on
@@ -662,6 +727,18 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   __syncthreads();  // as at the top of each step
   RH_CLUSTER_PHASE(kPhaseLoopEnd);
 
+  // y (row P of the factor) into its share slots, before the verdict's barrier orders it: y_t in
+  // slot t of tile row t's owner.
+  const int bordered = static_cast<int>(P / kTile);
+  if (rank == bordered % C) {
+    const int y_row = static_cast<int>(P % kTile);
+    for (int64_t c = tid; c < P; c += kClusterThreads) {
+      const int t = static_cast<int>(c / kTile);
+      *cluster.map_shared_rank(share_slot(diagonal, t, C, t) + c % kTile,
+                               static_cast<unsigned>(t % C)) =
+          own_tile(bordered, t)[y_row * kLd + c % kTile];
+    }
+  }
   // The verdict, in every block: a refused factor leaves dir alone and the state to the host's
   // LU (kNeedsFallback), as cholesky_verdict_solve_kernel does after cuSOLVER's.
   if (tid == 0 && bad != INT_MAX) {
@@ -678,34 +755,24 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     return;
   }
   // Back substitution L' dir = y, a tile row at a time by its owner on its own tiles (its own
-  // shared memory), r handed from owner to owner in their `diagonal` slots (free now: the panel
-  // slots of a block's own rows hold the inverses of its diagonal tiles) with a cluster barrier
-  // per step: the tiles of L never cross blocks. Every tile but the last was inverted at its step.
-  const int bordered = static_cast<int>(P / kTile);
-  const int last = static_cast<int>((P - 1) / kTile);
-  double* r = diagonal;
-  double* solved = diagonal + kSolvedAt;
-  if (rank == bordered % C) {
-    double* target = cluster.map_shared_rank(r, static_cast<unsigned>(last % C));
-    const int y_row = static_cast<int>(P % kTile);
-    for (int64_t c = tid; c < P; c += kClusterThreads)
-      target[c] = own_tile(bordered, static_cast<int>(c / kTile))[y_row * kLd + c % kTile];
-  }
+  // shared memory), the shares of r sent from owner to owner into their `diagonal` slots (free
+  // now: the panel slots of a block's own rows hold the inverses of its diagonal tiles), each
+  // step waiting on its own shares only: the tiles of L never cross blocks. Every tile but the
+  // last was inverted at its step.
   if (rank == 0 && tid == 0)
     sc->factor_ok = 1;
   for (int t = last; t >= 0; --t) {
-    cluster.sync();
-    __syncthreads();  // as at the top of each factor step
     if (rank == t % C) {
-      const int next_owner = (t - 1 + C) % C;
-      double* next_r = t > 0 && next_owner != rank
-                           ? cluster.map_shared_rank(r, static_cast<unsigned>(next_owner))
-                           : nullptr;
       const double* inverse = t + 1 < tiles ? panel + t * kTileElems : nullptr;
-      back_substitute_step(own_tile(t, 0), t, P, r, solved, next_r, dir, inverse);
+      back_substitute_step(cluster, own_tile(t, 0), t, last, C, P, diagonal, share_barriers, dir,
+                           inverse);
+      RH_CLUSTER_PHASE(kPhaseBack + last - t);
     }
-    RH_CLUSTER_PHASE(kPhaseBack + last - t);
   }
+  // A block leaves only once every block has sent its last share (a cluster barrier): no
+  // distributed shared memory access is outstanding when one does.
+  cluster_arrive();
+  cluster_wait();
 #if defined(RH_CUDA_CLUSTER_PHASES)
   RH_CLUSTER_PHASE(kPhaseEnd);
   if (threadIdx.x == 0) {
@@ -724,7 +791,6 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
     }
   }
 #endif
-  // The last remote write (r into row 0's owner) came before the last barrier: blocks may leave.
 #endif  // RH_CLUSTER_CODE
 }
 
