@@ -509,7 +509,7 @@ __device__ __noinline__ void back_substitute_step(const cg::cluster_group& clust
 // phase boundary and prints the stamps, as cycles since its block began, when the kernel ends.
 // Stamp kPhaseStep + 5 s + {0..4} ends step s's wait for the diagonal factor, its panel solves,
 // the barrier after them, the copies and the updates (the next owner's: its factor); the back
-// substitution's tile row t ends at kPhaseBack + last - t.
+// substitution's tile row t ends at kPhaseBack + last - t, stamped by its owner alone.
 constexpr int kPhaseAssembled = 1;
 constexpr int kPhaseFirstFactor = 2;
 constexpr int kPhaseStep = 3;
@@ -551,7 +551,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   __shared__ __align__(16) double inverse_root[kTile];
   __shared__ int bad;          // this block's first refused pivot
   __shared__ int cluster_bad;  // every block: the cluster's
-  // The back substitution's: one per tile row of this block's, its shares delivered.
+  // The back substitution's mbarriers, one per tile row of this block's: its shares delivered.
   __shared__ __align__(8) unsigned long long share_barriers[kMaxOwnedRows];
 #if defined(RH_CUDA_CLUSTER_PHASES)
   __shared__ long long phase_stamps[kPhases];
