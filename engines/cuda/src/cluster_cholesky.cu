@@ -509,18 +509,20 @@ __device__ __noinline__ void back_substitute_step(const cg::cluster_group& clust
 // phase boundary and prints the stamps, as cycles since its block began, when the kernel ends.
 // Stamp kPhaseStep + 5 s + {0..4} ends step s's wait for the diagonal factor, its panel solves,
 // the barrier after them, the copies and the updates (the next owner's: its factor); the back
-// substitution's tile row t ends at kPhaseBack + last - t, stamped by its owner alone.
-constexpr int kPhaseAssembled = 1;
-constexpr int kPhaseFirstFactor = 2;
-constexpr int kPhaseStep = 3;
-constexpr int kPhaseLoopEnd = kPhaseStep + 5 * (kMaxTiles - 1);
-constexpr int kPhaseVerdict = kPhaseLoopEnd + 1;
-constexpr int kPhaseBack = kPhaseVerdict + 1;
+// substitution's tile row t ends at kPhaseBack + last - t, stamped by its owner alone. (Before
+// sm_90 the kernel's body is a trap, and these go unused.)
+[[maybe_unused]] constexpr int kPhaseAssembled = 1;
+[[maybe_unused]] constexpr int kPhaseFirstFactor = 2;
+[[maybe_unused]] constexpr int kPhaseStep = 3;
+[[maybe_unused]] constexpr int kPhaseLoopEnd = kPhaseStep + 5 * (kMaxTiles - 1);
+[[maybe_unused]] constexpr int kPhaseVerdict = kPhaseLoopEnd + 1;
+[[maybe_unused]] constexpr int kPhaseBack = kPhaseVerdict + 1;
 #if defined(RH_CUDA_CLUSTER_PHASES)
-constexpr int kPhaseEnd = kPhaseBack + kMaxTiles;
-constexpr int kPhases = kPhaseEnd + 1;
-constexpr int kPhasesPerLine = 8;
-__device__ unsigned cluster_phase_blocks;  // blocks that printed so far: launch = count / C
+[[maybe_unused]] constexpr int kPhaseEnd = kPhaseBack + kMaxTiles;
+[[maybe_unused]] constexpr int kPhases = kPhaseEnd + 1;
+[[maybe_unused]] constexpr int kPhasesPerLine = 8;
+// Blocks that printed so far: launch = count / C.
+[[maybe_unused]] __device__ unsigned cluster_phase_blocks;
 #define RH_CLUSTER_PHASE(e)        \
   do {                             \
     if (threadIdx.x == 0)          \
