@@ -368,10 +368,12 @@ __device__ __forceinline__ void copy_tiles(const cg::cluster_group& cluster, dou
 }
 
 // The back substitution's state in a block's `diagonal` slot (free once the factor is done), for
-// its tile rows t (m = t / C: a block holds at most kMaxOwnedRows, C being 8 or more, or T):
-// the shares of r_t, 32 doubles from the owner of each later tile row s (L_st' x_s) at slot s
-// and y_t at slot t; x_t (`solved`); r_t for the product by the inverse.
+// its tile rows t (m = t / C: a block holds at most kMaxOwnedRows, C being T or at least the
+// smallest cluster size): the shares of r_t, 32 doubles from the owner of each later tile row s
+// (L_st' x_s) at slot s and y_t at slot t; x_t (`solved`); r_t for the product by the inverse.
 constexpr int kMaxOwnedRows = 2;
+static_assert((kMaxTiles + kClusterSizes[0] - 1) / kClusterSizes[0] <= kMaxOwnedRows,
+              "no block of the smallest cluster holds more tile rows than the state has room for");
 constexpr int kSolvedAt = kMaxOwnedRows * kMaxTiles * kTile;
 constexpr int kRemainderAt = kSolvedAt + kMaxOwnedRows * kTile;
 static_assert(kRemainderAt + kMaxOwnedRows * kTile <= kTileElems,
@@ -773,8 +775,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   }
   // A block leaves only once every block has sent its last share (a cluster barrier): no
   // distributed shared memory access is outstanding when one does.
-  cluster_arrive();
-  cluster_wait();
+  cluster.sync();
 #if defined(RH_CUDA_CLUSTER_PHASES)
   RH_CLUSTER_PHASE(kPhaseEnd);
   if (threadIdx.x == 0) {
