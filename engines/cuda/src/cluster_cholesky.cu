@@ -30,10 +30,10 @@
 //   moves the state to kNeedsFallback (the host's LU) and leaves dir alone.
 // - The back substitution runs a tile row at a time in the block owning it, on its own tiles
 //   (the factor never goes to global memory): with x_t known, the owner of tile row t sends the
-//   owner of each earlier row j its share L_tj' x_t through distributed shared memory and an
-//   mbarrier arrival, and a step waits for its own shares, not on a cluster barrier
-//   (back_substitute_step). Each diagonal tile but the last is inverted by its owner in the
-//   trailing-update phase of its step, behind the next diagonal tile's factor, so a
+//   owner of each earlier row j its share L_tj' x_t through distributed shared memory (st.async,
+//   counted on the receiver's mbarrier), and a step waits for its own shares, not on a cluster
+//   barrier (back_substitute_step). Each diagonal tile but the last is inverted by its owner in
+//   the trailing-update phase of its step, behind the next diagonal tile's factor, so a
 //   back-substitution step multiplies by the inverse instead of waiting on a chain of 32
 //   shuffles.
 #include <cooperative_groups.h>
@@ -382,26 +382,42 @@ __device__ __forceinline__ double* share_slot(double* state, int t, int C, int s
   return state + ((t / C) * kMaxTiles + s) * kTile;
 }
 
-// mbarrier `barrier` (this block's shared memory) expecting `count` arrivals; the fence makes the
-// initialisation visible to the other blocks' arrivals (PTX ISA, fence.mbarrier_init).
-__device__ __forceinline__ void init_share_barrier(unsigned long long* barrier, unsigned count) {
+// mbarrier `barrier` (this block's shared memory) completing once `bytes` have been stored into
+// this block by st.async (send_share): one arrival, this thread's, which also sets the
+// transaction count it waits for. The fence makes the initialisation visible to the other
+// blocks' stores (PTX ISA, fence.mbarrier_init).
+__device__ __forceinline__ void init_share_barrier(unsigned long long* barrier, unsigned bytes) {
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(barrier));
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(address), "r"(count) : "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(address) : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(address), "r"(bytes)
+               : "memory");
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
 
-// One arrival on the mbarrier at `barrier`'s place in block `rank`'s shared memory, releasing
-// this thread's earlier writes (its share, stored there) to whoever waits on it.
-__device__ __forceinline__ void arrive_remote(unsigned long long* barrier, unsigned rank) {
-  const unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(barrier));
-  unsigned remote = 0;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote)
+// `value` stored at `target`'s place in block `rank`'s shared memory by st.async, which counts
+// its 8 bytes against the mbarrier at `barrier`'s place there: the receiver's wait on that
+// mbarrier sees the store, and the sender needs no release fence (a cluster-scope release is a
+// GPU-scope memory barrier on sm_90, which would also wait for this block's global stores).
+__device__ __forceinline__ void send_share(double* target, unsigned long long* barrier,
+                                           unsigned rank, double value) {
+  const unsigned local_target = static_cast<unsigned>(__cvta_generic_to_shared(target));
+  const unsigned local_barrier = static_cast<unsigned>(__cvta_generic_to_shared(barrier));
+  unsigned remote_target = 0;
+  unsigned remote_barrier = 0;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote_target)
+               : "r"(local_target), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote_barrier)
+               : "r"(local_barrier), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f64 [%0], %1, [%2];\n" ::"r"(
+                   remote_target),
+               "d"(value), "r"(remote_barrier)
                : "memory");
 }
 
-// Waits for phase 0 of this block's mbarrier to complete, acquiring the writes released by its
-// arrivals.
+// Waits for phase 0 of this block's mbarrier to complete: every byte it expects stored (the
+// shares' st.async), and visible to this thread.
 __device__ __forceinline__ void wait_share_barrier(unsigned long long* barrier) {
   const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(barrier));
   unsigned done = 0;
@@ -429,10 +445,9 @@ __device__ __forceinline__ void wait_share_barrier(unsigned long long* barrier) 
 //   identity's, in NaNs where y' y > 1) are skipped, not multiplied by zero.
 // After a block barrier warp w takes the shares L_tj' x_t of the tile rows j = t - 1 - w,
 // t - 1 - w - 8, .. (lane l: column l; warp 0 the next step's), each stored into its owner's
-// share slot and announced by an arrival of every lane on that owner's barrier. No cluster
+// share slot by st.async, which counts its bytes against that owner's barrier. No cluster
 // barrier between steps: a step waits on the shares it needs, not on every block.
-__device__ __noinline__ void back_substitute_step(const cg::cluster_group& cluster,
-                                                  const double* row, int t, int last, int C,
+__device__ __noinline__ void back_substitute_step(const double* row, int t, int last, int C,
                                                   int64_t P, double* state,
                                                   unsigned long long* barriers, double* dir,
                                                   const double* inverse) {
@@ -497,10 +512,8 @@ __device__ __noinline__ void back_substitute_step(const cg::cluster_group& clust
       if (c < rows)
         acc[c & 3] = fma(tile[c * kLd + lane], solved[c], acc[c & 3]);
     }
-    const unsigned owner = static_cast<unsigned>(j % C);
-    *cluster.map_shared_rank(share_slot(state, j, C, t) + lane, owner) =
-        (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    arrive_remote(barriers + j / C, owner);
+    send_share(share_slot(state, j, C, t) + lane, barriers + j / C, static_cast<unsigned>(j % C),
+               (acc[0] + acc[1]) + (acc[2] + acc[3]));
   }
 }
 
@@ -582,9 +595,10 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   if (tid == 0) {
     bad = INT_MAX;
     cluster_bad = INT_MAX;
-    // Tile row t < last waits on one arrival per lane of each later tile row's share.
+    // Tile row t < last waits on the 32 doubles of each later tile row's share.
     for (int t = rank; t < last; t += C)
-      init_share_barrier(share_barriers + t / C, static_cast<unsigned>(kTile * (last - t)));
+      init_share_barrier(share_barriers + t / C,
+                         static_cast<unsigned>(kTile * sizeof(double) * (last - t)));
   }
   // H's lower triangle as potrf would read it (hessian_entry), g' as row P,
   // the identity beyond, zeros above the diagonal and in the padding columns. Every thread works on
@@ -768,8 +782,7 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
   for (int t = last; t >= 0; --t) {
     if (rank == t % C) {
       const double* inverse = t + 1 < tiles ? panel + t * kTileElems : nullptr;
-      back_substitute_step(cluster, own_tile(t, 0), t, last, C, P, diagonal, share_barriers, dir,
-                           inverse);
+      back_substitute_step(own_tile(t, 0), t, last, C, P, diagonal, share_barriers, dir, inverse);
       RH_CLUSTER_PHASE(kPhaseBack + last - t);
     }
   }
