@@ -786,8 +786,9 @@ __global__ void __launch_bounds__(kClusterThreads, 1)
       RH_CLUSTER_PHASE(kPhaseBack + last - t);
     }
   }
-  // A block leaves only once every block has sent its last share (a cluster barrier): no
-  // distributed shared memory access is outstanding when one does.
+  // A block leaves only after this cluster barrier, which every block reaches once its own
+  // shares have all arrived (each step waits on its mbarrier's full byte count): no st.async into
+  // a block is outstanding when it leaves.
   cluster.sync();
 #if defined(RH_CUDA_CLUSTER_PHASES)
   RH_CLUSTER_PHASE(kPhaseEnd);
