@@ -32,7 +32,7 @@ from ._validation import aligned
 from .config import UpdateConfig
 from .diagnostics import Diagnostics
 from .exceptions import BackendUnavailableError, ValidationError
-from .state import COUNTER_NAMES, RenewableState, counters_of
+from .state import RenewableState, counters_of
 
 #: The device_id of an engine that computes on the host (librh_cpu's only id).
 HOST_DEVICE_ID = -1
@@ -43,8 +43,10 @@ def _header(struct_type) -> dict[str, int]:
     return {"abi_version": _abi.ABI_VERSION, "struct_size": ctypes.sizeof(struct_type)}
 
 
-# The structs built for every batch skip _abi.make's field-name checks (their fields are
-# spelled once, below, and covered by the tests); the header is the same.
+# The structs built for every batch, engine and restore skip _abi.make's field-name checks
+# (their fields are spelled once, below, and covered by the tests); the header is the same.
+_ENGINE_OPTIONS_HEADER = _header(_abi.RhCudaEngineOptions)
+_STATE_VIEW_HEADER = _header(_abi.RhCudaHostStateView)
 _HOST_BATCH_HEADER = _header(_abi.RhCudaHostBatch)
 _DEVICE_BATCH_HEADER = _header(_abi.RhCudaDeviceBatch)
 _HOST_STATE_HEADER = _header(_abi.RhCudaHostState)
@@ -95,8 +97,8 @@ def dtype_code(dtype) -> int:
 def engine_options(dtype, n_parameters: int, device_id: int, flags: int = 0):
     """The RhCudaEngineOptions of an engine in `dtype` for `n_parameters` parameters on
     `device_id` (HOST_DEVICE_ID for a host engine), with the RH_CUDA_ENGINE_FLAG_* `flags`."""
-    return _abi.make(
-        _abi.RhCudaEngineOptions,
+    return _abi.RhCudaEngineOptions(
+        **_ENGINE_OPTIONS_HEADER,
         dtype=dtype_code(dtype),
         device_id=int(device_id),
         n_parameters=int(n_parameters),
@@ -127,12 +129,16 @@ def state_view(state: RenewableState, dtype, n_parameters: int):
             f"{information.shape} and meat {None if meat is None else meat.shape}; this "
             f"engine needs ({P},), ({P}, {P}) and ({P}, {P}) or None"
         )
-    view = _abi.make(
-        _abi.RhCudaHostStateView,
+    n_samples_seen, batch_count, previous_lambda, weight_sum = counters_of(state)
+    view = _abi.RhCudaHostStateView(
+        **_STATE_VIEW_HEADER,
         coefficients=host_address(coefficients),
         information=host_address(information),
+        n_samples_seen=n_samples_seen,
+        batch_count=batch_count,
+        previous_lambda=previous_lambda,
+        weight_sum=weight_sum,
         meat=host_address(meat),
-        **dict(zip(COUNTER_NAMES, counters_of(state), strict=True)),
     )
     return view, (coefficients, information, meat)
 
@@ -199,6 +205,10 @@ class StateLanding:
 
 # -------------------------------------------------------------------------------- handle
 FailureHandler = Callable[..., None]
+
+# (UpdateConfig, its RhCudaUpdateConfig) that config_struct built last, in any handle; a tuple
+# replaced whole (atomic for a reader in another thread).
+_last_config_struct: tuple[UpdateConfig, ctypes.Structure] | None = None
 
 
 class EngineHandle:
@@ -279,8 +289,11 @@ class EngineHandle:
 
     def config_struct(self, config: UpdateConfig):
         """The RhCudaUpdateConfig of `config`, for this engine's parameter count. The same
-        UpdateConfig object gives the same struct (the engine only reads it, and it is never
-        handed out to be modified)."""
+        UpdateConfig object gives the same struct, in this engine and in the next one made
+        (a cold stream's engine takes the struct of the last stream's config when the estimator
+        hands it the same config object): engines only read it, and it is never handed out to
+        be modified."""
+        global _last_config_struct
         cached = self._config_cache
         if cached is not None and cached[0] is config:
             return cached[1]
@@ -290,9 +303,11 @@ class EngineHandle:
                 f"{config.n_features_in}, fit_intercept {config.fit_intercept}); this engine "
                 f"was created for {self.n_parameters}"
             )
-        cfg = _abi.make_update_config(config)
-        self._config_cache = (config, cfg)
-        return cfg
+        cached = _last_config_struct
+        if cached is None or cached[0] is not config:
+            cached = _last_config_struct = (config, _abi.make_update_config(config))
+        self._config_cache = cached
+        return cached[1]
 
     def restore(self, state: RenewableState) -> None:
         """Make `state` the engine's committed state (cast to the working dtype on the host)."""

@@ -189,7 +189,7 @@ class RenewableHuberRegressor:
         self.standardize = standardize
         self._lock = threading.RLock()  # serialises calls (class docstring, "Threads")
         self._params_cache = None  # (parameter values, their ValidatedParams)
-        self._config_cache = None  # (ValidatedParams, n_features, UpdateConfig)
+        self._config_cache = None  # (ValidatedParams, n_features, tau, UpdateConfig)
         self._clear_fit()
 
     # -- scikit-learn parameter protocol ------------------------------------------------
@@ -309,6 +309,12 @@ class RenewableHuberRegressor:
         cached = getattr(self, "_params_cache", None)
         if cached is not None and all(map(operator.is_, cached[0], values)):
             return cached[1]
+        # A new estimator built with the very objects of the last shared validation (cold
+        # streams made by the same code) takes it without building a key by value.
+        cached = _last_validated_by_value
+        if cached is not None and all(map(operator.is_, cached[0], values)):
+            self._params_cache = cached
+            return cached[1]
         if all(map(_immutable_parameter, values)):
             params = _validated_by_value(values)
             self._params_cache = (values, params)
@@ -357,6 +363,7 @@ class RenewableHuberRegressor:
                     RenewableState.empty(
                         config.n_parameters, params.dtype, with_meat=params.inference
                     ),
+                    available=True,  # _stream_so_far chose it
                 )
             feature_names = batch.feature_names
         else:
@@ -523,18 +530,18 @@ class RenewableHuberRegressor:
 
     def _update_config(self, params: ValidatedParams, n_features: int, tau: float):
         # The same UpdateConfig object while params, p and tau stay: a native backend then
-        # reuses the ABI struct it built from it.
+        # reuses the ABI struct it built from it. The last one made in the process is tried
+        # next: cold streams with the same settings (a new estimator each, sharing their
+        # ValidatedParams through _validated_params) share one config, and one struct.
+        global _last_config
         cached = getattr(self, "_config_cache", None)
-        if (
-            cached is not None
-            and cached[0] is params
-            and cached[1] == n_features
-            and cached[2] == tau
-        ):
-            return cached[3]
-        config = UpdateConfig.from_settings(params, n_features, tau)
-        self._config_cache = (params, n_features, tau, config)
-        return config
+        if not _config_of(cached, params, n_features, tau):
+            cached = _last_config
+            if not _config_of(cached, params, n_features, tau):
+                config = UpdateConfig.from_settings(params, n_features, tau)
+                cached = _last_config = (params, n_features, tau, config)
+            self._config_cache = cached
+        return cached[3]
 
     def _check_same_stream(self, params: ValidatedParams) -> None:
         if params.stream_layout() != self._stream_layout:
@@ -871,7 +878,7 @@ class RenewableHuberRegressor:
         params = validate_params(estimator.get_params())
         backend_name, _ = choose_backend(params.backend, params.device)
         state = _state_from_payload(payload, params.dtype)
-        engine = _new_backend(params, backend_name, state)
+        engine = _new_backend(params, backend_name, state, available=True)
         names = payload["feature_names_in"]
         estimator._commit(
             engine,
@@ -886,8 +893,10 @@ class RenewableHuberRegressor:
         return estimator
 
 
-def _new_backend(params: ValidatedParams, backend_name: str, state: RenewableState):
-    """A new backend for `params`, holding `state`."""
+def _new_backend(params: ValidatedParams, backend_name: str, state: RenewableState, *,
+                 available: bool = False):
+    """A new backend for `params`, holding `state`. available=True: choose_backend has just
+    returned `backend_name` in this call, so its availability is not asked again."""
     backend = create_backend(
         backend_name,
         dtype=params.dtype,
@@ -895,6 +904,7 @@ def _new_backend(params: ValidatedParams, backend_name: str, state: RenewableSta
         n_jobs=params.n_jobs,
         cuda_graphs=params.cuda_graphs,
         cuda_fast_math=params.cuda_fast_math,
+        available=available,
     )
     backend.restore(state)
     return backend
@@ -987,14 +997,39 @@ def _value_key(value):
     return type(value), value
 
 
+# (values, ValidatedParams) of the last lookup of _validated_by_value that found or stored
+# its values in _VALIDATED_BY_VALUE: a tuple holding its values (so their identities stay
+# theirs), replaced whole, which is atomic for a reader in another thread.
+_last_validated_by_value: tuple[tuple, ValidatedParams] | None = None
+
+
 def _validated_by_value(values: tuple) -> ValidatedParams:
+    global _last_validated_by_value
     key = tuple(map(_value_key, values))
     params = _VALIDATED_BY_VALUE.get(key)
     if params is None:
         params = validate_params(dict(zip(PARAM_NAMES, values, strict=True)))
-        if len(_VALIDATED_BY_VALUE) < _VALIDATED_BY_VALUE_LIMIT:
-            _VALIDATED_BY_VALUE[key] = params
+        if len(_VALIDATED_BY_VALUE) >= _VALIDATED_BY_VALUE_LIMIT:
+            return params  # not kept, so validated again next time, by any estimator
+        _VALIDATED_BY_VALUE[key] = params
+    _last_validated_by_value = (values, params)
     return params
+
+
+# (ValidatedParams, n_features, tau, UpdateConfig) of the last config _update_config made, in
+# any estimator; a tuple replaced whole (atomic for a reader in another thread).
+_last_config: tuple[ValidatedParams, int, float, UpdateConfig] | None = None
+
+
+def _config_of(cached, params: ValidatedParams, n_features: int, tau: float) -> bool:
+    """Whether `cached`, an entry of _update_config's caches or None, is the config of
+    `params` (that very object: validated parameters are immutable), p and tau."""
+    return (
+        cached is not None
+        and cached[0] is params
+        and cached[1] == n_features
+        and cached[2] == tau
+    )
 
 
 def _same_value(value, default) -> bool:

@@ -45,6 +45,24 @@ def test_missing_cupy_gives_a_reason_with_the_fix(monkeypatch):
     assert not hasattr(estimator, "coef_")
 
 
+def test_a_new_stream_asks_whether_its_backend_is_available_once(monkeypatch):
+    asked = []
+    real = backends.unavailable_reason
+
+    def counted(name):
+        asked.append(name)
+        return real(name)
+
+    monkeypatch.setattr(backends, "unavailable_reason", counted)
+    estimator = RenewableHuberRegressor(backend="numpy").fit(np.eye(3), np.ones(3))
+    assert asked == ["numpy"]  # choose_backend's; the construction that follows trusts it
+    estimator.partial_fit(np.eye(3), np.ones(3))
+    assert asked == ["numpy"]
+    backends.create_backend("numpy", dtype=np.float64, n_parameters=3, n_jobs=None,
+                            cuda_graphs=False, cuda_fast_math=False)
+    assert asked == ["numpy", "numpy"]  # on its own, construction still asks
+
+
 def test_native_binding_that_cannot_import_is_unavailable(monkeypatch):
     def broken_import():
         raise ImportError("librh symbols missing")

@@ -208,6 +208,23 @@ def test_config_struct_is_reused_for_the_same_config_object(cpu_library):
     handle.close()
 
 
+def test_a_new_handle_takes_the_struct_of_the_same_config_object_for_its_own_p(cpu_library):
+    config = _config(penalty="l1", lambda_scale=0.5)
+    first, second = _handle(cpu_library), _handle(cpu_library)
+    cfg = first.config_struct(config)
+    assert second.config_struct(config) is cfg  # a cold stream's engine: built once
+    lib = _loader.load_library_path(str(cpu_library))
+    wider = EngineHandle(lib, name="wider engine", dtype=np.float64, n_parameters=P + 1,
+                         device_id=HOST_DEVICE_ID)
+    with pytest.raises(ValidationError, match=f"this engine was created for {P + 1}"):
+        wider.config_struct(config)
+    other = second.config_struct(_config(penalty="l1", lambda_scale=0.25))
+    assert other is not cfg and other.lambda_scale == 0.25 and cfg.lambda_scale == 0.5
+    assert first.config_struct(config) is cfg
+    for handle in (first, second, wider):
+        handle.close()
+
+
 def test_a_closed_handle_refuses_every_call(cpu_library):
     handle = _handle(cpu_library)
     handle.close()

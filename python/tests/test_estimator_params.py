@@ -274,6 +274,7 @@ def _counting_validation(monkeypatch):
 
     monkeypatch.setattr(estimator_module, "validate_params", counted)
     monkeypatch.setattr(estimator_module, "_VALIDATED_BY_VALUE", {})
+    monkeypatch.setattr(estimator_module, "_last_validated_by_value", None)
     return calls
 
 
@@ -322,3 +323,61 @@ def test_the_shared_validations_are_bounded(monkeypatch):
     RenewableHuberRegressor(tau=5.0)._validated_params()  # not kept: validated again
     RenewableHuberRegressor(tau=1.0)._validated_params()  # kept
     assert len(calls) == 6
+
+
+def test_the_last_shared_validation_serves_only_its_very_objects(monkeypatch):
+    calls = _counting_validation(monkeypatch)
+    first = RenewableHuberRegressor(tau=2.5, max_iter=40)._validated_params()
+    assert RenewableHuberRegressor(tau=2.5, max_iter=40)._validated_params() is first
+    assert len(calls) == 1
+    assert RenewableHuberRegressor(tau=2.0, max_iter=40)._validated_params().tau == 2.0
+    assert RenewableHuberRegressor(max_iter=40)._validated_params().tau == 1.345
+    # A value that can change in place is never shared, so the change is seen.
+    tau = _TunableFloat(1.5)
+    assert RenewableHuberRegressor(tau=tau)._validated_params().tau == 1.5
+    tau.value = float("nan")
+    with pytest.raises(ValidationError, match="tau must be a finite real number > 0"):
+        RenewableHuberRegressor(tau=tau)._validated_params()
+
+
+def test_set_params_on_an_estimator_sharing_its_validation_starts_its_own_stream(monkeypatch):
+    _counting_validation(monkeypatch)
+    first = RenewableHuberRegressor(tau=2.5).partial_fit(X, Y)
+    second = RenewableHuberRegressor(tau=2.5).partial_fit(X, Y)
+    second.set_params(tau=0.5).partial_fit(X, Y)
+    assert (first.tau_, second.tau_, second.n_samples_seen_) == (2.5, 0.5, 6)
+    np.testing.assert_array_equal(second.coef_, RenewableHuberRegressor(tau=0.5).fit(X, Y).coef_)
+    first.partial_fit(X, Y)
+    assert (first.tau_, first.n_samples_seen_) == (2.5, 12)
+
+
+# --------------------------------------- update configs shared between estimators (cold streams)
+def test_cold_streams_share_an_update_config_only_where_it_is_theirs(engine, monkeypatch):
+    """Each stream's config (and with it a native engine's ABI struct) is the one its own
+    parameters, p and tau give, whatever stream ran just before it in the process."""
+    from renewable_huber import estimator as estimator_module
+
+    def stream(X_, Y_, **params):
+        model = RenewableHuberRegressor(**engine, **params).partial_fit(X_, Y_)
+        return model.partial_fit(X_, Y_), model._config_cache[3]
+
+    def alone(X_, Y_, **params):
+        monkeypatch.setattr(estimator_module, "_last_config", None)
+        return stream(X_, Y_, **params)[0].coef_
+
+    first, config = stream(X, Y, tau=2.5)
+    assert stream(X, Y, tau=2.5)[1] is config  # a cold stream with the same settings
+    # Each differs from the stream before it in one thing only.
+    for X_, Y_, params in [(X[:, :1], Y, {"tau": 2.5}), (X[:, :1], Y, {"tau": 2.0}),
+                           (X[:, :1], Y, {"tau": 2.0, "max_iter": 7}),
+                           (X, Y, {"tau": "auto"}), (X, Y * 10.0, {"tau": "auto"})]:
+        model, other = stream(X_, Y_, **params)
+        assert other is not config
+        assert (other.n_features_in, other.tau, other.max_iter) == (
+            X_.shape[1], model.tau_, params.get("max_iter", 100))
+        np.testing.assert_array_equal(model.coef_, alone(X_, Y_, **params))
+        config = other
+    model, _ = stream(X, Y, tau=2.5)
+    np.testing.assert_array_equal(model.coef_, first.coef_)
+    model.set_params(tau=0.5).partial_fit(X, Y)
+    assert model._config_cache[3].tau == 0.5

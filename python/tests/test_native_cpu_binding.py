@@ -12,7 +12,7 @@ import pytest
 
 from renewable_huber import _abi
 from renewable_huber._loader import load_engine_library
-from renewable_huber.backends.native import NativeBackend, unavailable_reason
+from renewable_huber.backends.native import NativeBackend, _OpenMPThreads, unavailable_reason
 from renewable_huber.config import UpdateConfig
 from renewable_huber.exceptions import (
     BackendContractError,
@@ -148,6 +148,19 @@ def test_n_jobs_is_applied_in_the_calling_thread():
     backend.close()
     assert backend_for(2, n_jobs=-1).n_jobs == (os.cpu_count() or 1)
     assert backend_for(2).n_jobs >= 1
+
+
+def test_the_openmp_calls_are_declared_once_per_library():
+    lib = load_engine_library("native_cpu")
+    threads = _OpenMPThreads.of(lib)
+    assert _OpenMPThreads.of(lib) is threads
+    if threads.setter(1) is None:
+        pytest.skip("librh_cpu was built without OpenMP (RH_OPENMP=OFF): one thread only")
+    one, two = backend_for(2, n_jobs=1), backend_for(2, n_jobs=2)
+    assert (one.n_jobs, two.n_jobs) == (1, 2)
+    assert one._engine._set_threads is two._engine._set_threads is threads.setter(1)[0]
+    one.close()
+    two.close()
 
 
 @pytest.mark.parametrize("n_jobs", [0, -2, 1.5, True, "2"])

@@ -14,10 +14,19 @@ from .base import Backend
 _DEVICES = ("auto", "cpu", "cuda")
 
 
-def _native_module():
-    from . import native
+_native = None  # the native module, once imported
 
-    return native
+
+def _native_module():
+    # Imported at the first call, then kept: an import statement costs a module lookup and
+    # importlib's fromlist handling at every call, and a new stream makes two (availability,
+    # construction). A failed import is not kept, so it is tried again.
+    global _native
+    if _native is None:
+        from . import native
+
+        _native = native
+    return _native
 
 
 def unavailable_reason(name: str) -> str | None:
@@ -101,11 +110,18 @@ def create_backend(
     n_jobs: int | None,
     cuda_graphs: bool,
     cuda_fast_math: bool,
+    available: bool = False,
 ) -> Backend:
-    """Construct backend `name` for `n_parameters` parameters (P, intercept included)."""
-    reason = unavailable_reason(name)
-    if reason is not None:
-        raise BackendUnavailableError(f"backend {name!r} is unavailable: {reason}")
+    """Construct backend `name` for `n_parameters` parameters (P, intercept included).
+
+    available=True: the caller has just had `name` from choose_backend, which asked
+    unavailable_reason; asking again would repeat the library's probes (a new stream's
+    first batch makes both calls).
+    """
+    if not available:
+        reason = unavailable_reason(name)
+        if reason is not None:
+            raise BackendUnavailableError(f"backend {name!r} is unavailable: {reason}")
     if name == "numpy":
         from .numpy_backend import NumpyBackend
 

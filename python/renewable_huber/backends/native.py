@@ -108,8 +108,22 @@ def unavailable_reason(kind: str) -> str | None:
     return None
 
 
+# The attribute of a library that holds its _OpenMPThreads (as _abi.bind marks a library).
+_OPENMP_MARK = "_renewable_huber_openmp"
+
+
 class _OpenMPThreads:
     """omp_set_num_threads / omp_get_max_threads of the runtime the engine loaded, if any."""
+
+    @classmethod
+    def of(cls, lib: ctypes.CDLL) -> _OpenMPThreads:
+        """The library's own, made at its first engine: the functions' prototypes are declared
+        once per library (as _abi.bind declares the engine's), not once per engine."""
+        threads = getattr(lib, _OPENMP_MARK, None)
+        if threads is None:
+            threads = cls(lib)
+            setattr(lib, _OPENMP_MARK, threads)
+        return threads
 
     def __init__(self, lib: ctypes.CDLL):
         self._set = self._get = None
@@ -188,7 +202,7 @@ class NativeBackend:
         self._device_id = HOST_DEVICE_ID if self.device == "cpu" else int(device_id)
         threads = None
         if self.device == "cpu":
-            openmp = _OpenMPThreads(lib)
+            openmp = _OpenMPThreads.of(lib)
             self.n_jobs = openmp.effective(n_jobs)
             threads = openmp.setter(self.n_jobs)
         else:
