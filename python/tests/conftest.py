@@ -7,6 +7,7 @@ need one skip with the reason when none exists; CI always has librh_cpu, so they
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,14 @@ def engine(request):
         return {"backend": "native_cpu"}
     request.getfixturevalue("cuda_engine")
     return {"backend": "native_cuda", "device": "cuda"}
+
+
+@pytest.fixture
+def interruptible():
+    """Python's own SIGINT handler for the test. A runner started with SIGINT ignored (as a
+    background job is) passes that on: Ctrl-C tests would never stop, and a subprocess could not
+    even trap the signal. A caught signal is reset to its default by exec, an ignored one stays
+    ignored, so the test's subprocesses start with SIGINT at its default too."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

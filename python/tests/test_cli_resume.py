@@ -59,13 +59,8 @@ def source_of(path):
     return checkpoint_module.load_checkpoint(path)["source"]
 
 
-@pytest.fixture(autouse=True)
-def interruptible():
-    """Python's own SIGINT handler for the test: a runner started with SIGINT ignored (as a
-    background job is) would otherwise turn the Ctrl-C tests into runs that never stop."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
+# Python's own SIGINT handler for every test here (conftest.interruptible).
+pytestmark = pytest.mark.usefixtures("interruptible")
 
 
 class StopAtBatch:

@@ -235,6 +235,9 @@ def test_a_failed_build_stops_before_checks_and_streams(host, tmp_path):
     assert "ctest" not in calls and "streams " not in calls
 
 
+# With SIGINT at its default in the script (conftest.interruptible): a runner that ignores it
+# would pass that on, and the script could not trap it.
+@pytest.mark.usefixtures("interruptible")
 @pytest.mark.parametrize("signal_name", ["TERM", "INT"])
 def test_a_stopped_run_packs_what_it_gathered(host, tmp_path, signal_name):
     done, summary, calls = host(readme_patch(tmp_path / "c.patch"), CHECKS="ctest",
