@@ -14,19 +14,10 @@ from .base import Backend
 _DEVICES = ("auto", "cpu", "cuda")
 
 
-_native = None  # the native module, once imported
-
-
 def _native_module():
-    # Imported at the first call, then kept: an import statement costs a module lookup and
-    # importlib's fromlist handling at every call, and a new stream makes two (availability,
-    # construction). A failed import is not kept, so it is tried again.
-    global _native
-    if _native is None:
-        from . import native
+    from . import native
 
-        _native = native
-    return _native
+    return native
 
 
 def unavailable_reason(name: str) -> str | None:
