@@ -304,17 +304,14 @@ class RenewableHuberRegressor:
     def _validated_params(self) -> ValidatedParams:
         """validate_params(self.get_params()), reusing the last result while every parameter
         is still the very same immutable object (the check is a pure function of them), and
-        for immutable values another estimator already validated (_validated_by_value)."""
+        for immutable values another estimator already validated (_validated_by_value). A new
+        estimator built with the very objects of the last shared validation (cold streams made
+        by the same code) takes that one without building a key by value."""
         values = _param_values(self)
-        cached = getattr(self, "_params_cache", None)
-        if cached is not None and all(map(operator.is_, cached[0], values)):
-            return cached[1]
-        # A new estimator built with the very objects of the last shared validation (cold
-        # streams made by the same code) takes it without building a key by value.
-        cached = _last_validated_by_value
-        if cached is not None and all(map(operator.is_, cached[0], values)):
-            self._params_cache = cached
-            return cached[1]
+        for cached in (getattr(self, "_params_cache", None), _last_validated_by_value):
+            if cached is not None and all(map(operator.is_, cached[0], values)):
+                self._params_cache = cached
+                return cached[1]
         if all(map(_immutable_parameter, values)):
             params = _validated_by_value(values)
             self._params_cache = (values, params)
