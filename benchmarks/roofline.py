@@ -132,7 +132,8 @@ HEAVY_GRAM_FLOPS = 2e9
 LAMM_MERGED_TRIALS_MAX_VALUES = 1 << 22
 INCREMENTAL_GRAM = True  # Newton's heavy cuBLAS Gram kept incrementally (UpdateContext)
 # Its changed rows added on the device up to the one-block limit (the test build's
-# RH_CUDA_TEST_GRAM_FLIPS=device; the shipped library adds them on the host)
+# RH_CUDA_TEST_GRAM_FLIPS=device; measured, not faster: the shipped library adds them on the
+# host)
 DEVICE_GRAM_FLIPS = False
 FUSED_GRAM_MAX_P = 128  # the row pass forms the Gram itself up to this P
 FUSED_GRAM_SLOTS = (2, 3, 5, 8, 12, 16)  # its padded widths, in 8-column blocks

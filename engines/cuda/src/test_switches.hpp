@@ -47,7 +47,8 @@ bool deferred_device_checks_setting();
 // RH_CUDA_TEST_GRAM_FLIPS=device: the incremental Gram's changed rows are added on the device
 // right after each row pass (launch_gram_flip_update) up to the one-block limit, in the chunks
 // of any Newton update, instead of by the host after each iteration's synchronisation (cuBLAS,
-// chunks of one iteration; the shipped library's way until the device's is measured).
+// chunks of one iteration; the shipped library's way: the device's was not faster on the
+// large-stream shape, docs/decisions.md, "The incremental Gram").
 bool device_gram_flips_setting();
 // RH_CUDA_TEST_GRAM_FLIP_MAX=N: where the host adds them, the incremental Gram adds the update
 // of at most min(N, limit) changed rows (0: it forms the Gram again in full whenever a row
