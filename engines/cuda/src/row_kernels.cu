@@ -74,7 +74,7 @@ constexpr int fused_rows_per_team(int slots) {
 int64_t fused_gram_rows_per_block(int64_t n_rows, int64_t P) {
   // About two blocks per SM of an H200 while the per-block partial Grams stay small next to the
   // rows; one block per SM above 64 columns. Whole tiles.
-  const int64_t target = fused_gram_padded(P) <= 64 ? 264 : 132;
+  const int64_t target = fused_gram_padded(P) <= 64 ? kFusedGramMaxBlocks : kFusedGramMaxBlocks / 2;
   const int64_t tile = int64_t{kFusedTeams} * fused_rows_per_team(fused_gram_slots(P));
   const int64_t rows = (n_rows + target - 1) / target;
   return (rows + tile - 1) / tile * tile;

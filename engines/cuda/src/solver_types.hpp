@@ -78,6 +78,9 @@ struct ClusterCholeskyLimits {
 // cuBLAS over scaled rows.
 constexpr int64_t kFusedGramMaxP = 128;
 constexpr int kFusedTeams = kThreads / 8;
+// Its grid: about two blocks per SM of an H200 up to 64 padded columns, one above
+// (fused_gram_rows_per_block), so never more than kFusedGramMaxBlocks blocks and partial Grams.
+constexpr int kFusedGramMaxBlocks = 264;
 // The Gram X' diag(v) X is split over row chunks (one strided-batched GEMM, then a fixed-order
 // sum) so tall-skinny batches use many SMs: chunks of at least kGramChunkRows rows, and about
 // kGramTargetTiles output tiles of 64 x 64 in flight.

@@ -133,26 +133,59 @@ __device__ void sum_gram_chunks_by_warps(const T* partials, int chunks, int64_t 
 // Above this many chunks a warp sums each element (sum_gram_chunks_by_warps).
 constexpr int kChunksByThread = 16;
 
-// One warp per entry of the upper triangle: lane l adds blocks l, l + 32, ..., then the fixed
-// shuffle tree; the entry is written to both triangles.
+// The fused row pass's partial Grams (at most kFusedGramMaxBlocks, padded column-major, pad a
+// multiple of 8): one warp per four entries of a column, rows 4 q .. 4 q + 3, those on or above
+// the diagonal kept. Lane l adds blocks l, l + 32, ... of each entry in block order, then the
+// fixed shuffle tree, as one warp per entry did (the same bits); the entry is written to both
+// triangles. A lane reads a block's four entries as one 32-byte sector (two 16-byte loads), and
+// every block's loads are written before the additions, so several are in flight at once.
+constexpr int kFusedSumRows = 4;
+
 template <class T>
 __device__ void sum_fused_gram(const double* partials, int blocks, int64_t P, int64_t pad, T* out,
                                int64_t block, int64_t grid) {
+  constexpr int kPerLane = (kFusedGramMaxBlocks + 31) / 32;
   const int lane = threadIdx.x & 31;
   const int64_t warps = grid * (blockDim.x >> 5);
+  const int64_t groups = (P + kFusedSumRows - 1) / kFusedSumRows;
   const int64_t stride = pad * pad;
-  for (int64_t idx = (block * blockDim.x + threadIdx.x) >> 5; idx < P * P; idx += warps) {
-    const int64_t row = idx % P;
-    const int64_t col = idx / P;
-    if (row > col)
+  for (int64_t idx = (block * blockDim.x + threadIdx.x) >> 5; idx < groups * P; idx += warps) {
+    const int64_t first_row = kFusedSumRows * (idx % groups);
+    const int64_t col = idx / groups;
+    if (first_row > col)
       continue;
-    double acc = 0.0;
-    for (int b = lane; b < blocks; b += 32)
-      acc += partials[b * stride + row + col * pad];
-    acc = warp_sum(acc);
-    if (lane == 0) {
-      out[row + col * P] = static_cast<T>(acc);
-      out[col + row * P] = static_cast<T>(acc);
+    const double* entry = partials + first_row + col * pad;
+    double2 loaded[kPerLane][kFusedSumRows / 2];
+#pragma unroll
+    for (int m = 0; m < kPerLane; ++m) {
+      // Past the last block a lane reloads the last block's entries, added nowhere.
+      const int b = min(lane + 32 * m, blocks - 1);
+#pragma unroll
+      for (int h = 0; h < kFusedSumRows / 2; ++h)
+        loaded[m][h] = reinterpret_cast<const double2*>(entry + b * stride)[h];
+    }
+    double acc[kFusedSumRows];
+#pragma unroll
+    for (int r = 0; r < kFusedSumRows; ++r)
+      acc[r] = 0.0;
+#pragma unroll
+    for (int m = 0; m < kPerLane; ++m) {
+      if (lane + 32 * m < blocks) {
+#pragma unroll
+        for (int h = 0; h < kFusedSumRows / 2; ++h) {
+          acc[2 * h] += loaded[m][h].x;
+          acc[2 * h + 1] += loaded[m][h].y;
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kFusedSumRows; ++r) {
+      const double total = warp_sum(acc[r]);
+      const int64_t row = first_row + r;
+      if (lane == 0 && row <= col) {
+        out[row + col * P] = static_cast<T>(total);
+        out[col + row * P] = static_cast<T>(total);
+      }
     }
   }
 }
@@ -162,7 +195,13 @@ template <class T>
 int gram_sum_blocks(const GramSum<T>& sum) {
   if (sum.kind == GramSum<T>::kNone)
     return 0;
-  if (sum.kind == GramSum<T>::kFused || sum.count > kChunksByThread)
+  if (sum.kind == GramSum<T>::kFused) {
+    if (sum.count > kFusedGramMaxBlocks)  // sum_fused_gram reads that many at most
+      fail(RH_CUDA_INTERNAL_ERROR, "the fused row pass wrote %d partial Grams, more than %d",
+           sum.count, kFusedGramMaxBlocks);
+    return warp_rows_blocks(sum.P * ((sum.P + kFusedSumRows - 1) / kFusedSumRows));
+  }
+  if (sum.count > kChunksByThread)
     return warp_rows_blocks(sum.P * sum.P);
   return elementwise_blocks(sum.P * sum.P);
 }
