@@ -61,6 +61,7 @@ case "$*" in
     ;;
   *cuda_cold_streams.py*)
     echo "streams $2 with $RH_CUDA_LIBRARY and $PYTHONPATH" >> "$CALLS"
+    echo "stream arguments $(echo "$*" | cut -d' ' -f3-)" >> "$CALLS"
     if [ -n "${STUB_STREAMS_SIGNAL:-}" ]; then
       # A host's time limit: the signal to the whole process group, this stand-in included.
       kill -s "$STUB_STREAMS_SIGNAL" 0
@@ -187,6 +188,19 @@ def test_two_candidates_rotate_and_each_is_summarised(host, tmp_path):
     assert "compute-sanitizer" not in calls and "ctest" not in calls
 
 
+def test_the_cold_streams_take_the_profile_and_settings(host, tmp_path):
+    done, _, calls = host(readme_patch(tmp_path / "c.patch"), CHECKS="", ROUNDS="1",
+                          PROFILE="large", SHAPES="large-stream", PENALTIES="l1",
+                          DTYPES="float32", REPETITIONS="3")
+    assert done.returncode == 0, done.stdout + done.stderr
+    arguments = [line for line in calls.splitlines() if line.startswith("stream arguments ")]
+    assert arguments == ["stream arguments --profile large --repetitions 3 --penalties l1 "
+                         "--dtypes float32 --shapes large-stream"] * 2
+    done, _, calls = host(readme_patch(tmp_path / "c.patch"), CHECKS="", ROUNDS="1")
+    assert "stream arguments --profile standard --repetitions 9 --penalties none,l1 " \
+           "--dtypes float32,float64" in calls
+
+
 def test_timelines_record_every_side(host, tmp_path):
     done, summary, calls = host(readme_patch(tmp_path / "c.patch"), CHECKS="",
                                 TIMELINES="wide:float32:none streaming:float64:none")
@@ -269,6 +283,7 @@ def test_a_stopped_run_packs_what_it_gathered(host, tmp_path, signal_name):
         (["dup/x.patch", "x.patch"], {}, "two patches are named x"),
         (["x.patch"], {"CHECKS": "ctest lint"}, "unknown check 'lint'"),
         (["x.patch"], {"ROUNDS": "0"}, "ROUNDS must be a positive whole number"),
+        (["x.patch"], {"PROFILE": "huge"}, "PROFILE must be standard or large, got 'huge'"),
         (["x.patch"], {"OUT": ""}, "OUT must name the folder"),
         (["x.patch"], {"PHASES": "wide:float16:none"}, "PHASES must be one case"),
     ],

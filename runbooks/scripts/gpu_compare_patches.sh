@@ -19,7 +19,8 @@
 #
 #   OUT=DIR bash runbooks/scripts/gpu_compare_patches.sh PATCH [PATCH...]
 #
-# Settings (environment): SHAPES (standard shapes, comma-separated; default all), PENALTIES
+# Settings (environment): SHAPES (shapes of PROFILE, comma-separated; default all), PROFILE
+# (the cold streams' benchmark profile: standard, the default, or large), PENALTIES
 # (none,l1), DTYPES (float32,float64), ROUNDS (4), REPETITIONS (9 streams a round and side),
 # CHECKS (default "ctest conformance racecheck memcheck"; empty for none), TIMELINES (cases
 # SHAPE:DTYPE:PENALTY, space-separated; default none), PHASES (one such case of a shape the
@@ -42,6 +43,7 @@ usage() {
 [ -n "${OUT:-}" ] || usage "OUT must name the folder for the results"
 [ $# -gt 0 ] || usage "no patch given: each PATCH is a unified diff against this checkout"
 SHAPES="${SHAPES:-}"
+PROFILE="${PROFILE:-standard}"
 PENALTIES="${PENALTIES:-none,l1}"
 DTYPES="${DTYPES:-float32,float64}"
 ROUNDS="${ROUNDS:-4}"
@@ -58,6 +60,10 @@ for check in $CHECKS; do
   esac
 done
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || usage "ROUNDS must be a positive whole number, got '$ROUNDS'"
+case "$PROFILE" in
+  standard | large) ;;
+  *) usage "PROFILE must be standard or large, got '$PROFILE'" ;;
+esac
 [[ "$REPETITIONS" =~ ^[1-9][0-9]*$ ]] ||
   usage "REPETITIONS must be a positive whole number, got '$REPETITIONS'"
 [[ -z "$PHASES" || "$PHASES" =~ ^[a-z-]+:float(32|64):(none|l1)$ ]] ||
@@ -268,7 +274,8 @@ fi
 # side runs first in some rounds and the drift of the host lands on all of them.
 streams="$RESULTS/streams.jsonl"
 : >"$streams"
-stream_args=(--repetitions "$REPETITIONS" --penalties "$PENALTIES" --dtypes "$DTYPES")
+stream_args=(--profile "$PROFILE" --repetitions "$REPETITIONS" --penalties "$PENALTIES"
+  --dtypes "$DTYPES")
 [ -z "$SHAPES" ] || stream_args+=(--shapes "$SHAPES")
 streams_start=$SECONDS
 for ((round = 0; round < ROUNDS; round++)); do
