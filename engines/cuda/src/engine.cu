@@ -71,7 +71,7 @@ struct ResourceSet {
   int64_t small_dense_max = 0;
   int cholesky_solve_shared = 0;  // likewise for the Cholesky solve (configure_cholesky_solve)
   ClusterCholeskyLimits cluster_cholesky;  // and the cluster Cholesky
-  int64_t fused_gram_max = 0;              // the fused row pass's limit (configure_fused_gram)
+  bool float64_mma = false;  // the device has the float64 tensor cores (has_float64_mma)
 
   ResourceSet() = default;
   ResourceSet(const ResourceSet&) = delete;
@@ -217,7 +217,7 @@ std::unique_ptr<ResourceSet> make_resource_set(int device) {
   set->small_dense_max = configure_small_dense(device, kSmallDenseCap);
   set->cholesky_solve_shared = configure_cholesky_solve(device);
   set->cluster_cholesky = configure_cluster_cholesky(device);
-  set->fused_gram_max = configure_fused_gram(device);
+  set->float64_mma = has_float64_mma(device);
   set->ws.blas_work.bind(set->stream, set->memory);
   // A fixed workspace keeps cuBLAS from allocating during graph capture.
   set->ws.blas_work.reserve(kBlasWorkspaceBytes, "cuBLAS workspace");
@@ -350,7 +350,8 @@ void lease_resources(Engine& e) {
   e.cholesky_solve_shared = cholesky_solve_shared_setting(r.cholesky_solve_shared);
   e.cluster_cholesky = r.cluster_cholesky;
   e.cluster_cholesky.max_p = cluster_cholesky_limit_setting(r.cluster_cholesky.max_p);
-  e.fused_gram_max = fused_gram_limit_setting(r.fused_gram_max);
+  e.fused_gram_max = fused_gram_limit_setting(fused_gram_limit(r.float64_mma));
+  e.lamm_mma = r.float64_mma && lamm_mma_setting();
   for_each_carried(r, e, [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
   e.ws.for_each([&](GrowingBuffer& b) {
     if (b.kind() == MemoryKind::Device)

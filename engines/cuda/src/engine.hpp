@@ -264,9 +264,13 @@ struct Engine {
   // cuSOLVER.
   ClusterCholeskyLimits cluster_cholesky;
   // Row passes with the Gram at most this many parameters wide form it themselves, unless they
-  // also write K's rows (the resource set's limit, configure_fused_gram: kFusedGramMaxP, or 0
-  // without float64 tensor cores; or the tests' lower cap; UpdateContext::fused_gram).
+  // also write K's rows (fused_gram_limit: kFusedGramMaxP, or 0 without float64 tensor cores;
+  // or the tests' lower cap; UpdateContext::fused_gram).
   int64_t fused_gram_max = 0;
+  // LAMM's trials form their dots on the float64 tensor cores where the device has them and the
+  // row holds 9 to 128 stored columns (launch_lamm_trials); the tests turn it off to run the
+  // kernel for devices without them (test_switches.hpp).
+  bool lamm_mma = false;
 
   bool graphs_enabled() const {
     return (enabled_flags & RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS) != 0;

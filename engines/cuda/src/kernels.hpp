@@ -69,10 +69,12 @@ void launch_gram_flip_update(const RowView<T>& rows, const int* rows_of, const D
 // column-major).
 int64_t fused_gram_padded(int64_t P);
 int fused_gram_blocks(int64_t n_rows, int64_t P);
-// The largest P the fused row pass forms the Gram for on this device: kFusedGramMaxP where the
-// float64 tensor cores exist (compute capability 8.0 and later), else 0 (cuBLAS's Gram). Called
-// when a resource set is made.
-int64_t configure_fused_gram(int device);
+// Whether `device` has the float64 tensor cores (`mma` m8n8k4: compute capability 8.0 and
+// later), which the fused row pass and LAMM's trials use. Called when a resource set is made.
+bool has_float64_mma(int device);
+// The largest P the fused row pass forms the Gram for on a device: kFusedGramMaxP with the
+// float64 tensor cores, else 0 (cuBLAS's Gram).
+int64_t fused_gram_limit(bool float64_mma);
 template <class T>
 void launch_row_pass_gram(const RowView<T>& rows, const double* beta, double tau, DeviceScalars* sc,
                           double* residual, T* score, double* partials, double* xtu_partials,
@@ -82,10 +84,12 @@ void launch_newton_trials(const RowView<T>& rows, const double* residual, const 
                           double tau, const DeviceScalars* sc, double* partials, cudaStream_t s);
 // The objective sums of `count` LAMM candidates, and J delta of their deltas (jdeltas) for
 // launch_lamm_pick: in the same launch while lamm_trials_with_quadratic, else just before it.
+// float64_mma: rows of 9 to 128 stored columns form their dots on the float64 tensor cores
+// (Engine::lamm_mma).
 template <class T>
 void launch_lamm_trials(const RowView<T>& rows, const double* candidates, int count, double tau,
                         const DeviceScalars* sc, double* partials, const double* J,
-                        const double* deltas, double* jdeltas, cudaStream_t s);
+                        const double* deltas, double* jdeltas, bool float64_mma, cudaStream_t s);
 // While running: scaled = sqrt(w m(r)) x with Newton's majoriser weight m (rh_algorithm.h) at
 // the residuals `residual` holds, for the Gram of the majoriser fallback.
 template <class T>

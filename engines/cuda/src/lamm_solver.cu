@@ -29,7 +29,7 @@ void enqueue_group(UpdateContext<T>& ctx, int first, int count, LammGroup group)
   launch_lamm_trials<T>(ctx.rows, e.ws.candidates.as<double>(), count, ctx.k.tau,
                         ctx.device_scalars(), e.ws.trial_partials.as<double>(), ctx.information64(),
                         e.ws.candidate_deltas.as<double>(), e.ws.candidate_jdeltas.as<double>(),
-                        e.stream);
+                        e.lamm_mma, e.stream);
   launch_lamm_pick(count, group, e.ws.trial_partials.as<double>(),
                    row_blocks(ctx.rows.n, ctx.rows.ncols_x), e.ws.candidates.as<double>(),
                    e.ws.candidate_deltas.as<double>(), e.ws.candidate_jdeltas.as<double>(),

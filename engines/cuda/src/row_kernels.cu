@@ -1180,6 +1180,115 @@ __global__ void __launch_bounds__(kThreads, Cached ? 2 : (Team == 1 ? 3 : 4))
   }
 }
 
+// lamm_trials_mma_kernel's rows: 8-row groups g0, g0 + stride, ... of the batch, this lane's
+// sums of w rho(y - dot) for its two candidates added to acc0 and acc1. kFull: every step's
+// columns exist; otherwise a column past the row's end reads the lane's last column of the row
+// (offset `last`). A row past the end reads the last row (finite: the validation pass refused
+// any other batch), and neither such a row nor such a column counts: the row is never summed,
+// and the candidates' side of the column is zero.
+template <bool kFull, int kSteps, class T>
+__device__ __forceinline__ void lamm_mma_rows(const RowView<T>& rows, const double* fragments,
+                                              int lane, int64_t g0, int64_t stride, int last,
+                                              double tau, double intercept0, double intercept1,
+                                              double& acc0, double& acc1) {
+  const int64_t groups = (rows.n + 7) / 8;
+  for (int64_t g = g0; g < groups; g += stride) {
+    const int64_t row = 8 * g + (lane >> 2);
+    const bool live = row < rows.n;
+    const int64_t read = live ? row : rows.n - 1;
+    const T* xi = rows.x + read * rows.ldx + (lane & 3);
+    T a[kSteps];
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s)
+      a[s] = xi[kFull ? 4 * s : min(4 * s, last)];
+    const double y = static_cast<double>(rows.y[read]);
+    const double w = row_weight(rows, read);
+    double d[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s)
+      mma_8x8x4(d[s & 1], static_cast<double>(a[s]), fragments[s * 32 + lane]);
+    if (live) {
+      acc0 += w * rh_huber_rho(y - ((d[0][0] + d[1][0]) + intercept0), tau);
+      acc1 += w * rh_huber_rho(y - ((d[0][1] + d[1][1]) + intercept1), tau);
+    }
+  }
+}
+
+// The LAMM trials' objective sums for rows of 9 to 128 stored columns, their dot products on the
+// float64 tensor cores: a warp takes 8 rows at a time and forms the 8 x kLammChunk products of
+// those rows with the chunk's candidates by kSteps `mma` m8n8k4 steps, 4 columns a step (column
+// 4 s + l % 4 of step s on lane l; a column past the row's end counts for nothing, its
+// candidates' side being zero), summed in two alternating accumulators. Lane l then holds the
+// dots of row 8 g + l / 4 with candidates 2 (l % 4) and 2 (l % 4) + 1, adds the intercept's
+// coefficients and sums w rho(y - dot) over its rows; the warp adds its lanes' sums over l / 4
+// with a fixed shuffle tree and the block its warps' in warp order. The candidates' fragments sit
+// in shared memory, a step's 32 lanes' values together. Every sum depends on the shape alone.
+template <class T, int kSteps, bool WithQuadratic>
+__global__ void __launch_bounds__(kThreads, 2)
+    lamm_trials_mma_kernel(RowView<T> rows, const double* candidates, int count, double tau,
+                           const DeviceScalars* sc, double* partials, int row_grid, const double* J,
+                           const double* deltas, double* jdeltas) {
+  enter_stream_order();
+  if (sc->state != kRunning || sc->lamm_accepted)
+    return;
+  if constexpr (WithQuadratic) {
+    if (static_cast<int>(blockIdx.x) >= row_grid) {
+      lamm_quadratic_block(J, deltas, count, rows.P, blockIdx.x - row_grid, jdeltas);
+      return;
+    }
+  }
+  __shared__ double fragments[kSteps * 32];
+  __shared__ double shared[kLammChunk * kWarps];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int quad = lane & 3;  // the column within a step; the pair of candidates in C
+  const int64_t warps = static_cast<int64_t>(row_grid) * kWarps;
+  const bool with_intercept = rows.ncols_x < rows.P;
+  // Every step's columns exist (the common shapes: 32 and 128 columns), or the offset of this
+  // lane's last column of the row (ncols_x > 8, so it is not negative).
+  const bool full = rows.ncols_x >= 4 * kSteps;
+  const int last = static_cast<int>(rows.ncols_x) - 1 - quad;
+  for (int first = 0; first < count; first += kLammChunk) {
+    const double* chunk = candidates + first * rows.P;
+    for (int f = threadIdx.x; f < kSteps * 32; f += kThreads) {
+      const int64_t j = 4 * (f >> 5) + (f & 3);
+      fragments[f] = j < rows.ncols_x ? chunk[((f & 31) >> 2) * rows.P + j] : 0.0;
+    }
+    const int c0 = 2 * quad;
+    const double intercept0 = with_intercept ? chunk[c0 * rows.P + rows.P - 1] : 0.0;
+    const double intercept1 = with_intercept ? chunk[(c0 + 1) * rows.P + rows.P - 1] : 0.0;
+    __syncthreads();
+    double acc0 = 0.0;
+    double acc1 = 0.0;
+    const int64_t g0 = blockIdx.x * int64_t{kWarps} + warp;
+    if (full) {
+      lamm_mma_rows<true, kSteps>(rows, fragments, lane, g0, warps, last, tau, intercept0,
+                                  intercept1, acc0, acc1);
+    } else {
+      lamm_mma_rows<false, kSteps>(rows, fragments, lane, g0, warps, last, tau, intercept0,
+                                   intercept1, acc0, acc1);
+    }
+#pragma unroll
+    for (int offset = 4; offset < 32; offset <<= 1) {
+      acc0 += __shfl_xor_sync(0xffffffffu, acc0, offset);
+      acc1 += __shfl_xor_sync(0xffffffffu, acc1, offset);
+    }
+    if (lane < 4) {
+      shared[warp * kLammChunk + c0] = acc0;
+      shared[warp * kLammChunk + c0 + 1] = acc1;
+    }
+    __syncthreads();
+    if (threadIdx.x < kLammChunk) {
+      double total = 0.0;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w)
+        total += shared[w * kLammChunk + threadIdx.x];
+      partials[blockIdx.x * count + first + threadIdx.x] = total;
+    }
+    __syncthreads();  // the next chunk rewrites `fragments` and `shared`
+  }
+}
+
 template <class T, int Team>
 __global__ void predict_kernel(RowView<T> rows, const T* coef, T* out) {
   enter_stream_order();
@@ -1264,11 +1373,15 @@ void launch_recorded_scaled_rows(const RowView<T>& rows, CurvatureTrack track, T
   RH_LAUNCH_ROWS(recorded_scaled_rows_kernel, T, rows, s, rows, track, scaled);
 }
 
-int64_t configure_fused_gram(int device) {
+bool has_float64_mma(int device) {
   int major = 0;
   check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
              "cudaDeviceGetAttribute (compute capability)");
-  return major >= 8 ? kFusedGramMaxP : 0;
+  return major >= 8;
+}
+
+int64_t fused_gram_limit(bool float64_mma) {
+  return float64_mma ? kFusedGramMaxP : 0;
 }
 
 template <class T>
@@ -1309,36 +1422,49 @@ template <class T, bool WithQuadratic>
 void launch_lamm_trials_kernel(int blocks, int row_grid, const RowView<T>& rows,
                                const double* candidates, int count, double tau,
                                const DeviceScalars* sc, double* partials, const double* J,
-                               const double* deltas, double* jdeltas, cudaStream_t s) {
-  auto launch = [&](auto kernel) {
-    launch_kernel("lamm_trials_kernel", kernel, blocks, kThreads, s, rows, candidates, count, tau,
-                  sc, partials, row_grid, J, deltas, jdeltas);
+                               const double* deltas, double* jdeltas, bool float64_mma,
+                               cudaStream_t s) {
+  auto launch = [&](auto kernel, const char* name = "lamm_trials_kernel") {
+    launch_kernel(name, kernel, blocks, kThreads, s, rows, candidates, count, tau, sc, partials,
+                  row_grid, J, deltas, jdeltas);
   };
   const int team = row_team(rows.ncols_x);
-  if (team == 32 && rows.ncols_x <= int64_t{kLammCachedSlots} * 32)
+  if (float64_mma && team != 1 && rows.ncols_x <= int64_t{kLammCachedSlots} * 32) {
+    const int64_t steps = (rows.ncols_x + 3) / 4;
+    if (steps <= 8)
+      launch(lamm_trials_mma_kernel<T, 8, WithQuadratic>, "lamm_trials_mma_kernel");
+    else if (steps <= 16)
+      launch(lamm_trials_mma_kernel<T, 16, WithQuadratic>, "lamm_trials_mma_kernel");
+    else if (steps <= 24)
+      launch(lamm_trials_mma_kernel<T, 24, WithQuadratic>, "lamm_trials_mma_kernel");
+    else
+      launch(lamm_trials_mma_kernel<T, 32, WithQuadratic>, "lamm_trials_mma_kernel");
+  } else if (team == 32 && rows.ncols_x <= int64_t{kLammCachedSlots} * 32) {
     launch(lamm_trials_kernel<T, 32, WithQuadratic, true>);
-  else if (team == 32)
+  } else if (team == 32) {
     launch(lamm_trials_kernel<T, 32, WithQuadratic, false>);
-  else if (team == 8)  // at most kWideRowColumns = kLammCachedSlots * 8 columns
+  } else if (team == 8) {  // at most kWideRowColumns = kLammCachedSlots * 8 columns
     launch(lamm_trials_kernel<T, 8, WithQuadratic, true>);
-  else
+  } else {
     launch(lamm_trials_kernel<T, 1, WithQuadratic, false>);
+  }
 }
 
 template <class T>
 void launch_lamm_trials(const RowView<T>& rows, const double* candidates, int count, double tau,
                         const DeviceScalars* sc, double* partials, const double* J,
-                        const double* deltas, double* jdeltas, cudaStream_t s) {
+                        const double* deltas, double* jdeltas, bool float64_mma, cudaStream_t s) {
   const int row_grid = row_blocks(rows.n, rows.ncols_x);
   if (lamm_trials_with_quadratic(rows.n, rows.ncols_x)) {
     launch_lamm_trials_kernel<T, true>(row_grid + warp_rows_blocks(rows.P), row_grid, rows,
-                                       candidates, count, tau, sc, partials, J, deltas, jdeltas, s);
+                                       candidates, count, tau, sc, partials, J, deltas, jdeltas,
+                                       float64_mma, s);
     return;
   }
   launch_kernel("lamm_quadratic_kernel", lamm_quadratic_kernel, warp_rows_blocks(rows.P), kThreads,
                 s, J, deltas, count, rows.P, sc, jdeltas);
   launch_lamm_trials_kernel<T, false>(row_grid, row_grid, rows, candidates, count, tau, sc,
-                                      partials, J, deltas, jdeltas, s);
+                                      partials, J, deltas, jdeltas, float64_mma, s);
 }
 
 template <class T>
@@ -1387,7 +1513,7 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
                                         const DeviceScalars*, double*, cudaStream_t);              \
   template void launch_lamm_trials<T>(const RowView<T>&, const double*, int, double,               \
                                       const DeviceScalars*, double*, const double*, const double*, \
-                                      double*, cudaStream_t);                                      \
+                                      double*, bool, cudaStream_t);                                \
   template void launch_majoriser_rows<T>(const RowView<T>&, const double*, double,                 \
                                          const DeviceScalars*, T*, cudaStream_t);                  \
   template void launch_meat_rows<T>(const RowView<T>&, const double*, double, T*, cudaStream_t);   \

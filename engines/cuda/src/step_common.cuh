@@ -95,7 +95,7 @@ __device__ __forceinline__ double pivot_reciprocal(double d) {
 // D += A B for one 8 x 8 x 4 step on the float64 tensor cores: lane l holds A[l / 4][l % 4],
 // B[l % 4][l / 4] and D[l / 4][2 (l % 4) + {0, 1}].
 // Before sm_80 there are none: the kernels that use them are never launched there
-// (configure_fused_gram, configure_cluster_cholesky), and the step traps if one were.
+// (has_float64_mma, configure_cluster_cholesky), and the step traps if one were.
 __device__ __forceinline__ void mma_8x8x4(double (&d)[2], double a, double b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   (void)d;

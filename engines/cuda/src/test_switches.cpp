@@ -76,6 +76,11 @@ bool newton_speculation_setting() {
   return value == nullptr || std::strcmp(value, "line-search") != 0;
 }
 
+bool lamm_mma_setting() {
+  const char* value = std::getenv("RH_CUDA_TEST_LAMM_TRIALS");
+  return value == nullptr || std::strcmp(value, "cuda-cores") != 0;
+}
+
 bool deferred_device_checks_setting() {
   const char* value = std::getenv("RH_CUDA_TEST_DEVICE_CHECKS");
   return value == nullptr || std::strcmp(value, "pass") != 0;
@@ -191,6 +196,9 @@ bool device_gram_flips_setting() {
   return false;
 }
 bool newton_speculation_setting() {
+  return true;
+}
+bool lamm_mma_setting() {
   return true;
 }
 bool deferred_device_checks_setting() {

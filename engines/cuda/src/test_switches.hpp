@@ -40,6 +40,9 @@ bool incremental_gram_setting();
 // RH_CUDA_TEST_NEWTON_STEP=line-search: every Newton iteration searches the 27 trials along
 // its direction, without the speculative whole step first (UpdateContext::speculative_newton).
 bool newton_speculation_setting();
+// RH_CUDA_TEST_LAMM_TRIALS=cuda-cores: LAMM's trials on the CUDA cores (the kernel for devices
+// without float64 tensor cores) wherever the engine would use the tensor cores.
+bool lamm_mma_setting();
 // RH_CUDA_TEST_DEVICE_CHECKS=pass: device input is checked by the validation pass over X, y and
 // the weights before the solve, as host input is, instead of by the objective at beta0
 // (BatchConstants::checks_deferred).

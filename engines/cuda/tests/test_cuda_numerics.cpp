@@ -1146,11 +1146,20 @@ void test_agrees_with_the_cpu_engine() {
     compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, penalty, 1e-8, 40);
     compare_with_cpu<float>(lib, RH_CUDA_DTYPE_FLOAT32, penalty, 4e-4, 40);
   }
-  // LAMM's trials keep a row's candidate columns in registers up to 128 columns (four per lane
-  // of a warp) and read them from memory above.
-  for (int64_t features : {128, 129}) {
-    compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_L1, 1e-8, features);
-    compare_with_cpu<float>(lib, RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_L1, 4e-4, features);
+  // LAMM's trials form their dots on the float64 tensor cores for 9 to 128 stored columns, 4
+  // columns a step (32 and 128 fill their steps, 16, 40 and 90 do not), and read the candidates
+  // from memory above; and on the CUDA cores (RH_CUDA_TEST_LAMM_TRIALS=cuda-cores: the kernel for
+  // devices without those tensor cores, which keeps a row's candidate columns in registers up to
+  // 128 columns).
+  for (const char* trials : {static_cast<const char*>(nullptr), "cuda-cores"}) {
+    if (trials != nullptr)
+      setenv("RH_CUDA_TEST_LAMM_TRIALS", trials, 1);
+    std::printf("LAMM trials: %s\n", trials != nullptr ? trials : "tensor cores");
+    for (int64_t features : {16, 32, 40, 90, 128, 129}) {
+      compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_L1, 1e-8, features);
+      compare_with_cpu<float>(lib, RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_L1, 4e-4, features);
+    }
+    unsetenv("RH_CUDA_TEST_LAMM_TRIALS");
   }
   // A Gram above kHeavyGramFlops (2 n P^2 > 2e9): LAMM queues its finish's Gram only after a
   // synchronisation showed the end, Newton one iteration per chunk.
