@@ -67,19 +67,11 @@ __device__ __forceinline__ double block_sum(double v, double* shared) {
   return total;
 }
 
-// N block sums at once (the line-search trials, the LAMM attempts): each warp reduces its N
-// values with the fixed shuffle tree, one barrier, then thread k adds the warp totals of value
-// k in warp order and writes it to out[k]. `shared` holds at least N * Threads / 32 doubles.
+// After the warps wrote their totals of N values to shared[warp * N + k]: one barrier, then
+// thread k adds value k's totals in warp order and writes the sum to out[k].
 template <int Threads, int N>
-__device__ __forceinline__ void block_sums_to(const double (&acc)[N], double* shared, double* out) {
+__device__ __forceinline__ void add_warp_totals(const double* shared, double* out) {
   constexpr int kBlockWarps = Threads / 32;
-  const int warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int k = 0; k < N; ++k) {
-    const double v = warp_sum(acc[k]);
-    if ((threadIdx.x & 31) == 0)
-      shared[warp * N + k] = v;
-  }
   __syncthreads();
   if (threadIdx.x < N) {
     double total = 0.0;
@@ -88,6 +80,21 @@ __device__ __forceinline__ void block_sums_to(const double (&acc)[N], double* sh
       total += shared[w * N + threadIdx.x];
     out[threadIdx.x] = total;
   }
+}
+
+// N block sums at once (the line-search trials, the LAMM attempts): each warp reduces its N
+// values with the fixed shuffle tree, then add_warp_totals. `shared` holds at least
+// N * Threads / 32 doubles.
+template <int Threads, int N>
+__device__ __forceinline__ void block_sums_to(const double (&acc)[N], double* shared, double* out) {
+  const int warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int k = 0; k < N; ++k) {
+    const double v = warp_sum(acc[k]);
+    if ((threadIdx.x & 31) == 0)
+      shared[warp * N + k] = v;
+  }
+  add_warp_totals<Threads, N>(shared, out);
 }
 
 // Entry idx (row-major, idx = row P + col) of the symmetric matrix whose upper triangle cuBLAS's

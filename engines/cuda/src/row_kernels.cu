@@ -963,6 +963,24 @@ __global__ void lamm_quadratic_kernel(const double* J, const double* deltas, int
   lamm_quadratic_block(J, deltas, count, P, blockIdx.x, jdeltas);
 }
 
+// The start both trials kernels share: whether this block sums rows. None does once an attempt
+// was accepted or the solve is not running; WithQuadratic, the blocks after the first row_grid
+// form J delta (lamm_quadratic_block) instead.
+template <bool WithQuadratic>
+__device__ __forceinline__ bool lamm_trials_rows_block(const DeviceScalars* sc, int row_grid,
+                                                       const double* J, const double* deltas,
+                                                       int count, int64_t P, double* jdeltas) {
+  if (sc->state != kRunning || sc->lamm_accepted)
+    return false;
+  if constexpr (WithQuadratic) {
+    if (static_cast<int>(blockIdx.x) >= row_grid) {
+      lamm_quadratic_block(J, deltas, count, P, blockIdx.x - row_grid, jdeltas);
+      return false;
+    }
+  }
+  return true;
+}
+
 // The candidate whose sum lane `lane` of a team holds after lamm_spread_sum.
 template <int Team>
 __device__ __forceinline__ int lamm_spread_candidate(int lane) {
@@ -1121,14 +1139,8 @@ __global__ void __launch_bounds__(kThreads, Cached ? 2 : (Team == 1 ? 3 : 4))
                        const DeviceScalars* sc, double* partials, int row_grid, const double* J,
                        const double* deltas, double* jdeltas) {
   enter_stream_order();
-  if (sc->state != kRunning || sc->lamm_accepted)
+  if (!lamm_trials_rows_block<WithQuadratic>(sc, row_grid, J, deltas, count, rows.P, jdeltas))
     return;
-  if constexpr (WithQuadratic) {
-    if (static_cast<int>(blockIdx.x) >= row_grid) {
-      lamm_quadratic_block(J, deltas, count, rows.P, blockIdx.x - row_grid, jdeltas);
-      return;
-    }
-  }
   __shared__ double shared[kLammChunk * (kThreads / 32)];
   const RowTeam<Team> team(row_grid);
   for (int first = 0; first < count; first += kLammChunk) {
@@ -1167,14 +1179,7 @@ __global__ void __launch_bounds__(kThreads, Cached ? 2 : (Team == 1 ? 3 : 4))
       const int lane = threadIdx.x & 31;
       if (lane < Team && lane % (Team / kLammChunk) == 0)
         shared[(threadIdx.x >> 5) * kLammChunk + lamm_spread_candidate<Team>(lane)] = acc;
-      __syncthreads();
-      if (threadIdx.x < kLammChunk) {
-        double total = 0.0;
-#pragma unroll
-        for (int w = 0; w < kThreads / 32; ++w)
-          total += shared[w * kLammChunk + threadIdx.x];
-        partials[blockIdx.x * count + first + threadIdx.x] = total;
-      }
+      add_warp_totals<kThreads, kLammChunk>(shared, partials + blockIdx.x * count + first);
     }
     __syncthreads();  // the next chunk reuses `shared`
   }
@@ -1229,14 +1234,8 @@ __global__ void __launch_bounds__(kThreads, 2)
                            const DeviceScalars* sc, double* partials, int row_grid, const double* J,
                            const double* deltas, double* jdeltas) {
   enter_stream_order();
-  if (sc->state != kRunning || sc->lamm_accepted)
+  if (!lamm_trials_rows_block<WithQuadratic>(sc, row_grid, J, deltas, count, rows.P, jdeltas))
     return;
-  if constexpr (WithQuadratic) {
-    if (static_cast<int>(blockIdx.x) >= row_grid) {
-      lamm_quadratic_block(J, deltas, count, rows.P, blockIdx.x - row_grid, jdeltas);
-      return;
-    }
-  }
   __shared__ double fragments[kSteps * 32];
   __shared__ double shared[kLammChunk * kWarps];
   const int lane = threadIdx.x & 31;
@@ -1277,14 +1276,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       shared[warp * kLammChunk + c0] = acc0;
       shared[warp * kLammChunk + c0 + 1] = acc1;
     }
-    __syncthreads();
-    if (threadIdx.x < kLammChunk) {
-      double total = 0.0;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w)
-        total += shared[w * kLammChunk + threadIdx.x];
-      partials[blockIdx.x * count + first + threadIdx.x] = total;
-    }
+    add_warp_totals<kThreads, kLammChunk>(shared, partials + blockIdx.x * count + first);
     __syncthreads();  // the next chunk rewrites `fragments` and `shared`
   }
 }
