@@ -1132,7 +1132,8 @@ __device__ __forceinline__ double lamm_chunk_by_team(const RowView<T>& rows, con
 // block's sums are block_sums_to's, bit for bit, the warps in order. The kernel that reads the
 // candidates from memory is a kernel of its own: the registers of the cached one would halve its
 // occupancy. At least two blocks per multiprocessor: the cached kernel's registers fit 128 a thread
-// without spilling.
+// without spilling. Where the device has the float64 tensor cores, rows of 9 to 128 columns go to
+// lamm_trials_mma_kernel instead (the same partials; launch_lamm_trials_kernel).
 template <class T, int Team, bool WithQuadratic, bool Cached>
 __global__ void __launch_bounds__(kThreads, Cached ? 2 : (Team == 1 ? 3 : 4))
     lamm_trials_kernel(RowView<T> rows, const double* candidates, int count, double tau,
