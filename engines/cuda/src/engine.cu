@@ -350,7 +350,7 @@ void lease_resources(Engine& e) {
   e.cholesky_solve_shared = cholesky_solve_shared_setting(r.cholesky_solve_shared);
   e.cluster_cholesky = r.cluster_cholesky;
   e.cluster_cholesky.max_p = cluster_cholesky_limit_setting(r.cluster_cholesky.max_p);
-  e.fused_gram_max = fused_gram_limit_setting(fused_gram_limit(r.float64_mma));
+  e.fused_gram_max = fused_gram_limit_setting(r.float64_mma ? kFusedGramMaxP : 0);
   e.lamm_mma = r.float64_mma && lamm_mma_setting();
   for_each_carried(r, e, [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
   e.ws.for_each([&](GrowingBuffer& b) {

@@ -264,7 +264,7 @@ struct Engine {
   // cuSOLVER.
   ClusterCholeskyLimits cluster_cholesky;
   // Row passes with the Gram at most this many parameters wide form it themselves, unless they
-  // also write K's rows (fused_gram_limit: kFusedGramMaxP, or 0 without float64 tensor cores;
+  // also write K's rows (kFusedGramMaxP, or 0 without float64 tensor cores: has_float64_mma;
   // or the tests' lower cap; UpdateContext::fused_gram).
   int64_t fused_gram_max = 0;
   // LAMM's trials form their dots on the float64 tensor cores where the device has them and the

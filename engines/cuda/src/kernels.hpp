@@ -70,11 +70,9 @@ void launch_gram_flip_update(const RowView<T>& rows, const int* rows_of, const D
 int64_t fused_gram_padded(int64_t P);
 int fused_gram_blocks(int64_t n_rows, int64_t P);
 // Whether `device` has the float64 tensor cores (`mma` m8n8k4: compute capability 8.0 and
-// later), which the fused row pass and LAMM's trials use. Called when a resource set is made.
+// later), which the fused row pass (up to kFusedGramMaxP parameters; cuBLAS's Gram without them)
+// and LAMM's trials use. Called when a resource set is made.
 bool has_float64_mma(int device);
-// The largest P the fused row pass forms the Gram for on a device: kFusedGramMaxP with the
-// float64 tensor cores, else 0 (cuBLAS's Gram).
-int64_t fused_gram_limit(bool float64_mma);
 template <class T>
 void launch_row_pass_gram(const RowView<T>& rows, const double* beta, double tau, DeviceScalars* sc,
                           double* residual, T* score, double* partials, double* xtu_partials,

@@ -1220,6 +1220,9 @@ __device__ __forceinline__ void lamm_mma_rows(const RowView<T>& rows, const doub
   }
 }
 
+// The tensor-core trials' widest instance: 32 steps of 4 columns, rows of up to 128 columns.
+constexpr int kLammMmaMaxSteps = 32;
+
 // The LAMM trials' objective sums for rows of 9 to 128 stored columns, their dot products on the
 // float64 tensor cores: a warp takes 8 rows at a time and forms the 8 x kLammChunk products of
 // those rows with the chunk's candidates by kSteps `mma` m8n8k4 steps, 4 columns a step (column
@@ -1373,10 +1376,6 @@ bool has_float64_mma(int device) {
   return major >= 8;
 }
 
-int64_t fused_gram_limit(bool float64_mma) {
-  return float64_mma ? kFusedGramMaxP : 0;
-}
-
 template <class T>
 void launch_row_pass_gram(const RowView<T>& rows, const double* beta, double tau, DeviceScalars* sc,
                           double* residual, T* score, double* partials, double* xtu_partials,
@@ -1422,8 +1421,8 @@ void launch_lamm_trials_kernel(int blocks, int row_grid, const RowView<T>& rows,
                   row_grid, J, deltas, jdeltas);
   };
   const int team = row_team(rows.ncols_x);
-  if (float64_mma && team != 1 && rows.ncols_x <= int64_t{kLammCachedSlots} * 32) {
-    const int64_t steps = (rows.ncols_x + 3) / 4;
+  const int64_t steps = (rows.ncols_x + 3) / 4;  // of the tensor-core kernel
+  if (float64_mma && team != 1 && steps <= kLammMmaMaxSteps) {
     if (steps <= 8)
       launch(lamm_trials_mma_kernel<T, 8, WithQuadratic>, "lamm_trials_mma_kernel");
     else if (steps <= 16)
@@ -1431,7 +1430,7 @@ void launch_lamm_trials_kernel(int blocks, int row_grid, const RowView<T>& rows,
     else if (steps <= 24)
       launch(lamm_trials_mma_kernel<T, 24, WithQuadratic>, "lamm_trials_mma_kernel");
     else
-      launch(lamm_trials_mma_kernel<T, 32, WithQuadratic>, "lamm_trials_mma_kernel");
+      launch(lamm_trials_mma_kernel<T, kLammMmaMaxSteps, WithQuadratic>, "lamm_trials_mma_kernel");
   } else if (team == 32 && rows.ncols_x <= int64_t{kLammCachedSlots} * 32) {
     launch(lamm_trials_kernel<T, 32, WithQuadratic, true>);
   } else if (team == 32) {
