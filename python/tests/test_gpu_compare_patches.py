@@ -189,10 +189,11 @@ def test_two_candidates_rotate_and_each_is_summarised(host, tmp_path):
 
 
 def test_the_cold_streams_take_the_profile_and_settings(host, tmp_path):
-    done, _, calls = host(readme_patch(tmp_path / "c.patch"), CHECKS="", ROUNDS="1",
-                          PROFILE="large", SHAPES="large-stream", PENALTIES="l1",
-                          DTYPES="float32", REPETITIONS="3")
+    done, summary, calls = host(readme_patch(tmp_path / "c.patch"), CHECKS="", ROUNDS="1",
+                                PROFILE="large", SHAPES="large-stream", PENALTIES="l1",
+                                DTYPES="float32", REPETITIONS="3")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "streams: shapes large-stream of the large profile, penalties l1" in summary
     arguments = [line for line in calls.splitlines() if line.startswith("stream arguments ")]
     assert arguments == ["stream arguments --profile large --repetitions 3 --penalties l1 "
                          "--dtypes float32 --shapes large-stream"] * 2

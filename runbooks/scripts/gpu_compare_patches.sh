@@ -98,7 +98,7 @@ note() { echo "$*" | tee -a "$SUMMARY"; }
 note "checkout: $REPO_ROOT ($(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo no git))"
 note "gpu: $(nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
 note "candidates: ${labels[*]} (patches: $*)"
-note "streams: shapes ${SHAPES:-all standard}, penalties $PENALTIES, dtypes $DTYPES, rounds $ROUNDS, streams a round and side $REPETITIONS"
+note "streams: shapes ${SHAPES:-all} of the $PROFILE profile, penalties $PENALTIES, dtypes $DTYPES, rounds $ROUNDS, streams a round and side $REPETITIONS"
 
 # The trees: the checkout, and per candidate a copy of it (without builds, virtual environments,
 # git data and records) with its patch applied.
