@@ -6,6 +6,7 @@ each kernel's own time, from the CUDA activity records (CUPTI) of an unserialise
         python3 benchmarks/micro/cuda_stream_timeline.py run OUT wide:float64:none
     python3 benchmarks/micro/cuda_stream_timeline.py summarize \
         OUT/timeline-wide-float64-none.json.gz
+    python3 benchmarks/micro/cuda_stream_timeline.py compare BASE_OUT CANDIDATE_OUT LABEL
 
 `run` folds every batch of each shape into a new estimator (device input, CuPy), three streams
 to warm up, nine timed without the profiler (their median wall time), then one under PyTorch's
@@ -18,7 +19,10 @@ export, the package's bookkeeping) and from its end to the next call (the stream
 writes that record as OUT/timeline-SHAPE-DTYPE-PENALTY.json.gz and prints its summary. Unlike
 Nsight Compute (cuda_stream_kernels.py), kernels run as they do unprofiled, overlapped launches
 included, so a kernel's time here may include the wait at its start for the one before it; the
-idle gaps are the GPU's real idle time. Needs CuPy and PyTorch
+idle gaps are the GPU's real idle time. `compare` sets the records of two runs of the same
+cases (a baseline's and a candidate's OUT) side by side, case by case: GPU busy time, the
+unprofiled wall medians, and the kernels that took the most time on either side with the
+ratio of their totals. `run` needs CuPy and PyTorch
 (its profiler is the CUPTI client) on the GPU host. A script, not a test: nothing is asserted.
 """
 
@@ -100,33 +104,51 @@ def _short(name: str, width: int) -> str:
     return name.split("(")[0].strip()[:width]
 
 
-def summary(events: list[dict], title: str) -> str:
-    """GPU busy and idle time, the largest idle gaps by the kernels around them, each kernel's
-    launches and time, and the host's CUDA calls, from one stream's trace events."""
-    work = sorted((e for e in events if e.get("cat") in _DEVICE_WORK), key=lambda e: e["ts"])
-    if not work:
-        return f"## {title}\nno device activity in the trace\n"
-    busy, end, previous = 0.0, float("-inf"), None
-    gaps: collections.Counter = collections.Counter()
-    gap_counts: collections.Counter = collections.Counter()
-    for event in work:
-        start, stop = event["ts"], event["ts"] + event["dur"]
-        if start > end:
-            if previous is not None:
-                key = (_short(previous["name"], 36), _short(event["name"], 36))
-                gaps[key] += start - end
-                gap_counts[key] += 1
-            busy += stop - start
-        elif stop > end:
-            busy += stop - end
-        if stop >= end:
-            end, previous = stop, event
-    span = end - work[0]["ts"]
+def device_work(events: list[dict]) -> list[dict]:
+    """The trace's kernels, copies and memsets, by start time."""
+    return sorted((e for e in events if e.get("cat") in _DEVICE_WORK), key=lambda e: e["ts"])
+
+
+def kernel_times(work: list[dict]) -> dict[str, list[float]]:
+    """[launches, total us] of each kernel (or copy) of device_work, by its short name."""
     kernels: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
     for event in work:
         entry = kernels[_short(event["name"], 60)]
         entry[0] += 1
         entry[1] += event["dur"]
+    return kernels
+
+
+def busy_time(work: list[dict]) -> float:
+    """The us in which some device work of device_work runs (overlaps counted once)."""
+    busy, end = 0.0, float("-inf")
+    for event in work:
+        start, stop = event["ts"], event["ts"] + event["dur"]
+        busy += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return busy
+
+
+def summary(events: list[dict], title: str) -> str:
+    """GPU busy and idle time, the largest idle gaps by the kernels around them, each kernel's
+    launches and time, and the host's CUDA calls, from one stream's trace events."""
+    work = device_work(events)
+    if not work:
+        return f"## {title}\nno device activity in the trace\n"
+    end, previous = float("-inf"), None
+    gaps: collections.Counter = collections.Counter()
+    gap_counts: collections.Counter = collections.Counter()
+    for event in work:
+        start, stop = event["ts"], event["ts"] + event["dur"]
+        if start > end and previous is not None:
+            key = (_short(previous["name"], 36), _short(event["name"], 36))
+            gaps[key] += start - end
+            gap_counts[key] += 1
+        if stop >= end:
+            end, previous = stop, event
+    span = end - work[0]["ts"]
+    busy = busy_time(work)
+    kernels = kernel_times(work)
     calls: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
     for event in events:
         if event.get("cat") in _HOST_CALLS:
@@ -148,6 +170,81 @@ def summary(events: list[dict], title: str) -> str:
     if rows:
         lines.extend(_batch_lines(rows))
     return "\n".join(lines) + "\n"
+
+
+def _wall(title: str) -> str:
+    """The unprofiled wall median a run's title gives, or '-'."""
+    found = re.search(r"unprofiled wall median ([0-9.]+ ms)", title)
+    return found.group(1) if found else "-"
+
+
+def comparison(base: dict, candidate: dict, label: str, top: int = 15) -> str:
+    """One case's saved records (title and traceEvents), the base's against `label`'s: GPU busy
+    time, the unprofiled wall medians of the titles, and the `top` kernels (or copies) by the
+    larger of their two totals, each side's launches, mean and total us, and the ratio of the
+    totals (base / label); the other kernels' totals on one line."""
+    sides = []
+    for record in (base, candidate):
+        work = device_work(record["traceEvents"])
+        sides.append((busy_time(work), kernel_times(work)))
+    (base_busy, base_kernels), (busy, kernels) = sides
+
+    def ratio(before: float, after: float) -> str:
+        return f"{before / after:.3f}x" if before > 0 and after > 0 else "-"
+
+    def side(entry) -> str:
+        if entry is None:
+            return f"{'-':>6} {'-':>9} {'-':>10}"
+        count, total = entry
+        return f"{count:6d} {total / count:9.2f} {total:10.1f}"
+
+    lines = [f"## {base['title']}",
+             f"   {label}: {candidate['title']}",
+             f"GPU busy us: base {base_busy:.1f}, {label} {busy:.1f} ({ratio(base_busy, busy)}); "
+             f"unprofiled wall median: base {_wall(base['title'])}, {label} "
+             f"{_wall(candidate['title'])}",
+             f"  {'kernel (or copy)':44s} {'base: n':>6} {'mean us':>9} {'total us':>10} "
+             f"{label[:6] + ': n':>6} {'mean us':>9} {'total us':>10}  base / {label}"]
+    def total(times: dict[str, list[float]], name: str) -> float:
+        return times[name][1] if name in times else 0.0
+
+    names = sorted(set(base_kernels) | set(kernels),
+                   key=lambda n: -max(total(base_kernels, n), total(kernels, n)))
+    for name in names[:top]:
+        lines.append(f"  {name[:44]:44s} {side(base_kernels.get(name))} {side(kernels.get(name))}"
+                     f"  {ratio(total(base_kernels, name), total(kernels, name))}")
+    rest = names[top:]
+    if rest:
+        before = sum(total(base_kernels, n) for n in rest)
+        after = sum(total(kernels, n) for n in rest)
+        lines.append(f"  {len(rest)} other kernels: base {before:.1f} us, {label} {after:.1f} us")
+    return "\n".join(lines) + "\n"
+
+
+def compare(base_dir: str, candidate_dir: str, label: str) -> int:
+    """comparison() of every saved record of base_dir (run's timeline-*.json.gz) with the record
+    of the same case in candidate_dir, printed; a case missing on either side is named. Returns
+    1 when base_dir holds no record, else 0."""
+    def load(path: Path) -> dict:
+        with gzip.open(path, "rt") as f:
+            return json.load(f)
+
+    base_files = sorted(Path(base_dir).glob("timeline-*.json.gz"))
+    if not base_files:
+        print(f"no timeline-*.json.gz in {base_dir}")
+        return 1
+    candidate = Path(candidate_dir)
+    names = {path.name for path in base_files}
+    for path in base_files:
+        other = candidate / path.name
+        if other.exists():
+            print(comparison(load(path), load(other), label), flush=True)
+        else:
+            print(f"## {path.name}: no timeline of {label} in {candidate_dir}")
+    for other in sorted(candidate.glob("timeline-*.json.gz")):
+        if other.name not in names:
+            print(f"## {other.name}: no timeline of the base in {base_dir}")
+    return 0
 
 
 def parse_cases(cases: list[str]) -> list[tuple]:
@@ -213,6 +310,10 @@ def main() -> None:
     run_parser.add_argument("cases", nargs="+", help="SHAPE:DTYPE:PENALTY, e.g. wide:float64:none")
     summary_parser = commands.add_parser("summarize")
     summary_parser.add_argument("trace")
+    compare_parser = commands.add_parser("compare")
+    compare_parser.add_argument("base_dir", help="run's OUT folder of the baseline")
+    compare_parser.add_argument("candidate_dir", help="run's OUT folder of the candidate")
+    compare_parser.add_argument("label", help="the candidate's name in the table")
     args = parser.parse_args()
     if args.command == "run":
         try:
@@ -220,6 +321,8 @@ def main() -> None:
         except ValueError as error:
             parser.error(str(error))
         run(args.out_dir, cases)
+    elif args.command == "compare":
+        sys.exit(compare(args.base_dir, args.candidate_dir, args.label))
     else:
         summarize(args.trace)
 

@@ -131,3 +131,75 @@ def test_summary_gives_the_first_batch_and_the_median_of_the_others():
     ]
     # Without ranges the summary has no such section.
     assert "host time per" not in cuda_stream_timeline.summary(EVENTS, "plain")
+
+
+# A candidate's run of the same case: a_kernel twice at 4 us (8 us instead of 13), b_kernel as
+# before, the gemv gone, a new c_kernel; busy 100 -> 104 (a_kernel), 104 -> 114 (b_kernel)
+# and 120 -> 126 (c_kernel, after 6 us idle): 20 us.
+CANDIDATE = [
+    {"cat": "kernel", "name": "void rh::(anonymous namespace)::a_kernel<double>(int)",
+     "ts": 100.0, "dur": 4.0},
+    {"cat": "kernel", "name": "void rh::(anonymous namespace)::b_kernel(int)",
+     "ts": 104.0, "dur": 10.0},
+    # Inside b_kernel's time: adds nothing to busy.
+    {"cat": "kernel", "name": "void rh::(anonymous namespace)::a_kernel<double>(int)",
+     "ts": 106.0, "dur": 4.0},
+    {"cat": "kernel", "name": "void rh::c_kernel(int)", "ts": 120.0, "dur": 6.0},
+]
+
+
+def test_busy_time_counts_overlapping_work_once():
+    work = cuda_stream_timeline.device_work(EVENTS)
+    assert cuda_stream_timeline.busy_time(work) == 22.0  # as the summary's test works it out
+    assert cuda_stream_timeline.busy_time(cuda_stream_timeline.device_work(CANDIDATE)) == 20.0
+    assert cuda_stream_timeline.busy_time([]) == 0.0
+
+
+def _record(title, events):
+    return {"title": f"{title}: 5 iterations; unprofiled wall median {len(events)}.000 ms "
+                     "(lowest 1.000), profiled 9.000 ms", "traceEvents": events}
+
+
+def test_comparison_sets_each_kernel_of_both_runs_side_by_side():
+    text = cuda_stream_timeline.comparison(_record("case", EVENTS), _record("case", CANDIDATE),
+                                           "cand", top=4)
+    lines = text.splitlines()
+    assert lines[0].startswith("## case: 5 iterations; unprofiled wall median 9.000 ms")
+    assert lines[1].startswith("   cand: case: 5 iterations; unprofiled wall median 4.000 ms")
+    # Busy 22 and 20 us; the walls the titles give.
+    assert lines[2] == ("GPU busy us: base 22.0, cand 20.0 (1.100x); unprofiled wall median: "
+                        "base 9.000 ms, cand 4.000 ms")
+    rows = [line.split() for line in lines[4:]]
+    # By the larger of the two totals: a_kernel (13 / 8), b_kernel (10 / 10), c_kernel (- / 6),
+    # the gemv (5 / -); the copy (2 us) is the one left over.
+    assert rows[0] == ["a_kernel<double>", "2", "6.50", "13.0", "2", "4.00", "8.0", "1.625x"]
+    assert rows[1] == ["b_kernel", "1", "10.00", "10.0", "1", "10.00", "10.0", "1.000x"]
+    assert rows[2] == ["c_kernel", "-", "-", "-", "1", "6.00", "6.0", "-"]
+    assert rows[3] == ["internal::gemvx::kernel<int,", "double>", "1", "5.00", "5.0", "-", "-",
+                       "-", "-"]
+    assert lines[-1] == "  1 other kernels: base 2.0 us, cand 0.0 us"
+
+
+def _save(path, record):
+    with gzip.open(path, "wt") as f:
+        json.dump(record, f)
+
+
+def test_compare_reads_the_cases_of_two_runs(tmp_path, capsys):
+    base, candidate = tmp_path / "base", tmp_path / "cand"
+    base.mkdir()
+    candidate.mkdir()
+    _save(base / "timeline-wide-float64-none.json.gz", _record("wide", EVENTS))
+    _save(base / "timeline-streaming-float64-l1.json.gz", _record("streaming", EVENTS))
+    _save(candidate / "timeline-wide-float64-none.json.gz", _record("wide", CANDIDATE))
+    _save(candidate / "timeline-latency-float32-none.json.gz", _record("latency", CANDIDATE))
+    assert cuda_stream_timeline.compare(str(base), str(candidate), "cand") == 0
+    out = capsys.readouterr().out
+    assert out == (
+        f"## timeline-streaming-float64-l1.json.gz: no timeline of cand in {candidate}\n"
+        + cuda_stream_timeline.comparison(_record("wide", EVENTS), _record("wide", CANDIDATE),
+                                          "cand") + "\n"
+        + f"## timeline-latency-float32-none.json.gz: no timeline of the base in {base}\n")
+    # A base folder without records: named, and a failure.
+    assert cuda_stream_timeline.compare(str(candidate / "none"), str(candidate), "cand") == 1
+    assert capsys.readouterr().out == f"no timeline-*.json.gz in {candidate / 'none'}\n"

@@ -75,6 +75,12 @@ case "$*" in
     echo "conformance $* with $PYTHONPATH" >> "$CALLS"
     echo "CONFORMS: 1 passed, 0 failed, 0 skipped"
     ;;
+  *"cuda_stream_timeline.py compare"*)
+    echo "timeline comparison $*" >> "$CALLS"
+    if [ -n "${STUB_COMPARE_FAILS:-}" ]; then echo "no timeline-*.json.gz in $3"; exit 1; fi
+    for last in "$@"; do :; done
+    echo "stand-in comparison of $last"
+    ;;
   *cuda_stream_timeline.py*) echo "timeline $*" >> "$CALLS" ;;
   *"cluster_cholesky_phases.py stream"*)
     echo "phases $* with $RH_CUDA_LIBRARY" >> "$CALLS"
@@ -206,12 +212,27 @@ def test_timelines_record_every_side(host, tmp_path):
     done, summary, calls = host(readme_patch(tmp_path / "c.patch"), CHECKS="",
                                 TIMELINES="wide:float32:none streaming:float64:none")
     assert done.returncode == 0, done.stdout + done.stderr
-    timelines = [line for line in calls.splitlines() if line.startswith("timeline ")]
+    timelines = [line for line in calls.splitlines()
+                 if line.startswith("timeline ") and " run " in line]
     assert len(timelines) == 2
     assert all(line.endswith("wide:float32:none streaming:float64:none") for line in timelines)
     for side in ("base", "c"):
         assert re.search(rf"^timelines of {side}: timelines-{side}.txt \(\d+ s\)$", summary,
                          re.MULTILINE)
+    # The candidate's records beside the baseline's, in the summary.
+    compared = [line for line in calls.splitlines() if line.startswith("timeline comparison ")]
+    assert len(compared) == 1
+    assert compared[0].endswith("/timelines-base " + compared[0].split()[-2] + " c")
+    assert compared[0].split()[-2].endswith("/timelines-c")
+    assert "timelines, base against c (us; ratio = base / c):\nstand-in comparison of c\n" \
+        in summary
+
+
+def test_a_failed_timeline_comparison_is_named_and_judges_nothing(host, tmp_path):
+    done, summary, _ = host(readme_patch(tmp_path / "c.patch"), CHECKS="",
+                            TIMELINES="wide:float32:none", STUB_COMPARE_FAILS="1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no comparison of the timelines of base and c\n" in summary
 
 
 def test_phases_come_from_a_diagnostic_build_of_every_tree(host, tmp_path):

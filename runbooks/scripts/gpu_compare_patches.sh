@@ -8,7 +8,8 @@
 # one update per linear-solve path (engines/cuda/tests/sanitizer_solve_paths.py). With
 # TIMELINES, each tree then records the CUDA activity of those cases
 # (benchmarks/micro/cuda_stream_timeline.py): kernel times, which decide a kernel change better
-# than cold-stream wall times on a shared host.
+# than cold-stream wall times on a shared host; the summary sets each candidate's kernels beside
+# the baseline's, case by case (its `compare`).
 # With PHASES, each tree is also built with its cluster Cholesky's phase stamps
 # (-DRH_CUDA_CLUSTER_PHASES=ON, a diagnostic build) and one stream of that case is tabulated
 # phase by phase (benchmarks/micro/cluster_cholesky_phases.py, each tree's own copy). Cold
@@ -242,6 +243,13 @@ if [ -n "$TIMELINES" ]; then
     else
       note "timelines of $label failed (see timelines-$label.txt) $(took)"
     fi
+  done
+  for label in "${labels[@]}"; do
+    note ""
+    note "timelines, base against $label (us; ratio = base / $label):"
+    with_tree base python3 "$REPO_ROOT/benchmarks/micro/cuda_stream_timeline.py" compare \
+      "$RESULTS/timelines-base" "$RESULTS/timelines-$label" "$label" | tee -a "$SUMMARY" ||
+      note "no comparison of the timelines of base and $label"
   done
 fi
 
