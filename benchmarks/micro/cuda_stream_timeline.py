@@ -198,6 +198,9 @@ def comparison(base: dict, candidate: dict, label: str, top: int = 15) -> str:
         count, total = entry
         return f"{count:6d} {total / count:9.2f} {total:10.1f}"
 
+    def total(times: dict[str, list[float]], name: str) -> float:
+        return times[name][1] if name in times else 0.0
+
     lines = [f"## {base['title']}",
              f"   {label}: {candidate['title']}",
              f"GPU busy us: base {base_busy:.1f}, {label} {busy:.1f} ({ratio(base_busy, busy)}); "
@@ -205,9 +208,6 @@ def comparison(base: dict, candidate: dict, label: str, top: int = 15) -> str:
              f"{_wall(candidate['title'])}",
              f"  {'kernel (or copy)':44s} {'base: n':>6} {'mean us':>9} {'total us':>10} "
              f"{label[:6] + ': n':>6} {'mean us':>9} {'total us':>10}  base / {label}"]
-    def total(times: dict[str, list[float]], name: str) -> float:
-        return times[name][1] if name in times else 0.0
-
     names = sorted(set(base_kernels) | set(kernels),
                    key=lambda n: -max(total(base_kernels, n), total(kernels, n)))
     for name in names[:top]:
@@ -221,14 +221,16 @@ def comparison(base: dict, candidate: dict, label: str, top: int = 15) -> str:
     return "\n".join(lines) + "\n"
 
 
+def load_record(path) -> dict:
+    """A record run saved (timeline-*.json.gz): its title and traceEvents."""
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
+
+
 def compare(base_dir: str, candidate_dir: str, label: str) -> int:
     """comparison() of every saved record of base_dir (run's timeline-*.json.gz) with the record
     of the same case in candidate_dir, printed; a case missing on either side is named. Returns
     1 when base_dir holds no record, else 0."""
-    def load(path: Path) -> dict:
-        with gzip.open(path, "rt") as f:
-            return json.load(f)
-
     base_files = sorted(Path(base_dir).glob("timeline-*.json.gz"))
     if not base_files:
         print(f"no timeline-*.json.gz in {base_dir}")
@@ -238,7 +240,7 @@ def compare(base_dir: str, candidate_dir: str, label: str) -> int:
     for path in base_files:
         other = candidate / path.name
         if other.exists():
-            print(comparison(load(path), load(other), label), flush=True)
+            print(comparison(load_record(path), load_record(other), label), flush=True)
         else:
             print(f"## {path.name}: no timeline of {label} in {candidate_dir}")
     for other in sorted(candidate.glob("timeline-*.json.gz")):
@@ -296,8 +298,7 @@ def run(out_dir: str, cases: list[tuple]) -> None:
 
 
 def summarize(path: str) -> None:
-    with gzip.open(path, "rt") as f:
-        record = json.load(f)
+    record = load_record(path)
     print(summary(record["traceEvents"], record["title"]), end="")
 
 
