@@ -222,8 +222,9 @@ def test_timelines_record_every_side(host, tmp_path):
     # The candidate's records beside the baseline's, in the summary.
     compared = [line for line in calls.splitlines() if line.startswith("timeline comparison ")]
     assert len(compared) == 1
-    assert compared[0].endswith("/timelines-base " + compared[0].split()[-2] + " c")
-    assert compared[0].split()[-2].endswith("/timelines-c")
+    *_, command, base_dir, candidate_dir, label = compared[0].split()
+    assert command == "compare" and label == "c"
+    assert base_dir.endswith("/timelines-base") and candidate_dir.endswith("/timelines-c")
     assert "timelines, base against c (us; ratio = base / c):\nstand-in comparison of c\n" \
         in summary
 
