@@ -91,7 +91,9 @@ launches, inference off), mirrored from engines/cuda/src:
   its launches (the kernels return at once), and its cuBLAS GEMM / gemv run in full;
 - host input: the pinned-copy term, as in the ideal floor.
 
-Not modelled: engine creation (cold lifecycle: a new engine inside the timer), the latency of
+Not modelled: on host input, the host's copy of pageable rows into the pinned chunks (host
+memory bandwidth; the transfer term prices only the DMA), engine creation (cold lifecycle: a
+new engine inside the timer), the latency of
 the factor above the one-block limit (the cluster Cholesky's kernel or cuSOLVER's potrf, each
 counted as one launch), Python's per-call overhead, the
 fallback paths (majoriser, LU / SVD, LAMM's curvature bound). The table's gap column names the
@@ -504,6 +506,10 @@ def gap_text(case: dict, floors: dict) -> str:
     if beyond <= 0:
         return text + "; at the engine floor"
     causes = []
+    if case["transport"] == "host":
+        # The transfer term prices the batch at the pinned DMA rate; pageable rows first go
+        # through the host's own copy into the pinned chunks, bound by host memory bandwidth.
+        causes.append("the host's copy of pageable rows into pinned chunks")
     if case["lifecycle"] == "cold":
         causes.append("engine creation")
     if floors["factor"] is not None:

@@ -460,6 +460,10 @@ def test_gap_at_or_beyond_the_engine_floor():
     slow = _case(samples=[1.0], iterations=[6])
     [row] = roofline.table_rows([slow], device())
     assert "beyond it" in row["gap"] and "engine creation" in row["gap"]
+    # host input: the staging copy is named first; device input never names it
+    assert "beyond it (100%: the host's copy of pageable rows into pinned chunks, " in row["gap"]
+    [row] = roofline.table_rows([{**slow, "transport": "device"}], device())
+    assert "beyond it" in row["gap"] and "pageable" not in row["gap"]
 
 
 def test_bad_inputs_are_refused_with_a_reason(tmp_path, capsys):
