@@ -93,11 +93,10 @@ launches, inference off), mirrored from engines/cuda/src:
 
 Not modelled: on host input, the host's copy of pageable rows into the pinned chunks (host
 memory bandwidth; the transfer term prices only the DMA), engine creation (cold lifecycle: a
-new engine inside the timer), the latency of
-the factor above the one-block limit (the cluster Cholesky's kernel or cuSOLVER's potrf, each
-counted as one launch), Python's per-call overhead, the
-fallback paths (majoriser, LU / SVD, LAMM's curvature bound). The table's gap column names the
-largest term of the engine floor and what the achieved time leaves beyond it.
+new engine inside the timer), the latency of the factor above the one-block limit (the cluster
+Cholesky's kernel or cuSOLVER's potrf, each counted as one launch), Python's per-call
+overhead, the fallback paths (majoriser, LU / SVD, LAMM's curvature bound). The table's gap
+column names the largest term of the engine floor and what the achieved time leaves beyond it.
 """
 
 from __future__ import annotations
