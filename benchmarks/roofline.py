@@ -43,7 +43,7 @@ launches, inference off), mirrored from engines/cuda/src:
   pass unweighted, is checked by the objective at beta0 instead), then a row pass at the
   starting beta;
 - a row pass reads X and y, writes the residuals (8 n bytes) and forms X'u itself (per-block
-  partials, not counted) up to c = 512 (the fused row pass, which forms the Gram too: for every
+  partials, not counted) up to c = 1,024 (the fused row pass, which forms the Gram too: for every
   P it takes); otherwise it writes the scores (n s) that cuBLAS's gemv then reads with X again;
 - the Gram (Newton's at every iteration, LAMM's once): up to P = 128 the row pass forms it
   itself (2 n P^2 flops on the tensor cores) and writes one padded partial Gram per block
@@ -124,7 +124,7 @@ DEVICE_VERSION = 1
 # librh_cuda's constants that decide its passes and launches (engines/cuda/src).
 # X'u inside the row pass up to this many stored columns (the fused row pass, which forms the
 # Gram, forms X'u for every P it takes)
-ROW_PASS_XTU_MAX_COLUMNS = 512
+ROW_PASS_XTU_MAX_COLUMNS = 1024
 SMALL_DENSE_MAX = 160  # the one-block Cholesky's limit on an H200 (device dependent)
 CLUSTER_CHOLESKY_MAX = 383  # the cluster Cholesky's limit on an H200 (device dependent)
 # above it: one iteration per chunk above the one-block limit, LAMM's Gram once

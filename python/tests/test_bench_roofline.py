@@ -234,11 +234,11 @@ def test_engine_floor_above_the_one_block_limit(monkeypatch):
     beyond = roofline.engine_work(n, c, s, 4, l1=False, host=False, hint=0,
                                   cluster_cholesky_max=256)
     assert beyond.launches == 5 + 3 + 4 * 10 == 48
-    # Above 512 stored columns the row pass leaves the scores (n s) to cuBLAS's gemv, which
+    # Above 1,024 stored columns the row pass leaves the scores (n s) to cuBLAS's gemv, which
     # reads X and them again: 5 row passes, one launch each.
-    n2, c2 = 2_000, 513
+    n2, c2 = 2_000, 1_025
     wider = roofline.engine_work(n2, c2, s, 4, l1=False, host=False, hint=0)
-    monkeypatch.setattr(roofline, "ROW_PASS_XTU_MAX_COLUMNS", 513)
+    monkeypatch.setattr(roofline, "ROW_PASS_XTU_MAX_COLUMNS", 1_025)
     in_pass = roofline.engine_work(n2, c2, s, 4, l1=False, host=False, hint=0)
     assert wider.bytes - in_pass.bytes == 5 * (n2 * s + n2 * c2 * s + n2 * s)
     assert wider.launches - in_pass.launches == 5

@@ -80,6 +80,10 @@ void launch_row_pass_gram(const RowView<T>& rows, const double* beta, double tau
 template <class T>
 void launch_newton_trials(const RowView<T>& rows, const double* residual, const double* dir,
                           double tau, const DeviceScalars* sc, double* partials, cudaStream_t s);
+// The blocks of launch_lamm_trials' row sums, a partial per candidate each: the row grid, or
+// on the float64 tensor cores at most kFusedGramMaxBlocks (one wave), every warp taking at
+// least kLammMmaGroupsPerWarp groups of 8 rows where the batch has them.
+int lamm_trial_blocks(int64_t n_rows, int64_t ncols_x, bool float64_mma);
 // The objective sums of `count` LAMM candidates, and J delta of their deltas (jdeltas) for
 // launch_lamm_pick: in the same launch while lamm_trials_with_quadratic, else just before it.
 // float64_mma: rows of 9 to 128 stored columns form their dots on the float64 tensor cores

@@ -31,10 +31,10 @@ void enqueue_group(UpdateContext<T>& ctx, int first, int count, LammGroup group)
                         e.ws.candidate_deltas.as<double>(), e.ws.candidate_jdeltas.as<double>(),
                         e.lamm_mma, e.stream);
   launch_lamm_pick(count, group, e.ws.trial_partials.as<double>(),
-                   row_blocks(ctx.rows.n, ctx.rows.ncols_x), e.ws.candidates.as<double>(),
-                   e.ws.candidate_deltas.as<double>(), e.ws.candidate_jdeltas.as<double>(),
-                   e.ws.trial_terms.as<double>(), ctx.k, ctx.device_scalars(), ctx.beta(),
-                   e.stream);
+                   lamm_trial_blocks(ctx.rows.n, ctx.rows.ncols_x, e.lamm_mma),
+                   e.ws.candidates.as<double>(), e.ws.candidate_deltas.as<double>(),
+                   e.ws.candidate_jdeltas.as<double>(), e.ws.trial_terms.as<double>(), ctx.k,
+                   ctx.device_scalars(), ctx.beta(), e.stream);
 }
 
 template <class T>

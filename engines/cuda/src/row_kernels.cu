@@ -23,6 +23,30 @@ int row_blocks(int64_t n_rows, int64_t ncols_x) {
   return static_cast<int>(wanted < kMaxRowBlocks ? wanted : kMaxRowBlocks);
 }
 
+namespace {
+
+// The tensor-core trials' widest instance: 32 steps of 4 columns, rows of up to 128 columns.
+constexpr int kLammMmaMaxSteps = 32;
+// The fewest 8-row groups a warp of the tensor-core trials takes, where the batch has them.
+constexpr int64_t kLammMmaGroupsPerWarp = 4;
+
+// Whether LAMM's trials form their dots on the float64 tensor cores: rows of 9 to
+// 4 kLammMmaMaxSteps stored columns.
+bool lamm_trials_on_mma(int64_t ncols_x, bool float64_mma) {
+  return float64_mma && ncols_x > kNarrowRowColumns && ncols_x <= 4 * int64_t{kLammMmaMaxSteps};
+}
+
+}  // namespace
+
+int lamm_trial_blocks(int64_t n_rows, int64_t ncols_x, bool float64_mma) {
+  if (!lamm_trials_on_mma(ncols_x, float64_mma))
+    return row_blocks(n_rows, ncols_x);
+  const int64_t groups = (n_rows + 7) / 8;
+  const int64_t per_block = int64_t{kWarps} * kLammMmaGroupsPerWarp;
+  const int64_t blocks = (groups + per_block - 1) / per_block;
+  return static_cast<int>(blocks < kFusedGramMaxBlocks ? blocks : kFusedGramMaxBlocks);
+}
+
 bool lamm_trials_with_quadratic(int64_t n_rows, int64_t ncols_x) {
   return n_rows * ncols_x <= kLammMergedTrialsMaxValues;
 }
@@ -451,13 +475,15 @@ constexpr bool row_pass_in_slots() {
 // registers allowed (64-72 a thread for the narrow teams and for a warp per row without X'u
 // slots, 80 for 256 columns, 123-125 for 512). The split teams' 16 slots and 16 X'u sums take
 // 128 registers (two blocks); bounded to three blocks (80) they spilled 334 bytes (float64).
+// The 32 X'u sums of 1,024 columns fit two blocks' 128 registers without spilling (bounded to
+// three, 366 bytes spilled).
 // One bound expression serves every instance: left unbounded, the 8-slot instance's registers
 // rose from 80 to 82 (two blocks instead of three) once its body was shared with an in-slots
 // path.
 constexpr int row_pass_blocks_per_sm(int team, int wide_slots) {
   if (team < 32)
     return wide_slots == kSplitRowSlots ? 2 : 3;
-  return wide_slots == 16 ? 2 : (wide_slots == 1 ? 4 : 3);
+  return wide_slots >= 16 ? 2 : (wide_slots == 1 ? 4 : 3);
 }
 
 template <class T, int Team, int WideSlots = 1>
@@ -1186,42 +1212,75 @@ __global__ void __launch_bounds__(kThreads, Cached ? 2 : (Team == 1 ? 3 : 4))
   }
 }
 
+// One 8-row group of lamm_mma_rows, as this lane reads it: its kSteps columns of row
+// 8 g + lane / 4 (the last row for a row past the end), that row's y and weight.
+template <bool kFull, int kSteps, class T>
+struct LammMmaGroup {
+  T a[kSteps];
+  double y;
+  double w;
+
+  __device__ __forceinline__ void load(const RowView<T>& rows, int lane, int64_t g, int last) {
+    const int64_t row = 8 * g + (lane >> 2);
+    const int64_t read = row < rows.n ? row : rows.n - 1;
+    const T* xi = rows.x + read * rows.ldx + (lane & 3);
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s)
+      a[s] = xi[kFull ? 4 * s : min(4 * s, last)];
+    y = static_cast<double>(rows.y[read]);
+    w = row_weight(rows, read);
+  }
+};
+
+// lamm_mma_rows' products and sums for the group `at` holds (group g).
+template <bool kFull, int kSteps, class T>
+__device__ __forceinline__ void lamm_mma_sum(const RowView<T>& rows,
+                                             const LammMmaGroup<kFull, kSteps, T>& at,
+                                             const double* fragments, int lane, int64_t g,
+                                             double tau, double intercept0, double intercept1,
+                                             double& acc0, double& acc1) {
+  double d[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s)
+    mma_8x8x4(d[s & 1], static_cast<double>(at.a[s]), fragments[s * 32 + lane]);
+  if (8 * g + (lane >> 2) < rows.n) {
+    acc0 += at.w * rh_huber_rho(at.y - ((d[0][0] + d[1][0]) + intercept0), tau);
+    acc1 += at.w * rh_huber_rho(at.y - ((d[0][1] + d[1][1]) + intercept1), tau);
+  }
+}
+
 // lamm_trials_mma_kernel's rows: 8-row groups g0, g0 + stride, ... of the batch, this lane's
 // sums of w rho(y - dot) for its two candidates added to acc0 and acc1. kFull: every step's
 // columns exist; otherwise a column past the row's end reads the lane's last column of the row
 // (offset `last`). A row past the end reads the last row (finite: the validation pass refused
 // any other batch), and neither such a row nor such a column counts: the row is never summed,
-// and the candidates' side of the column is zero.
+// and the candidates' side of the column is zero. Float32 rows (half the registers) load the
+// next group before the products of this one, so a warp's loads stay in flight through them.
 template <bool kFull, int kSteps, class T>
 __device__ __forceinline__ void lamm_mma_rows(const RowView<T>& rows, const double* fragments,
                                               int lane, int64_t g0, int64_t stride, int last,
                                               double tau, double intercept0, double intercept1,
                                               double& acc0, double& acc1) {
   const int64_t groups = (rows.n + 7) / 8;
-  for (int64_t g = g0; g < groups; g += stride) {
-    const int64_t row = 8 * g + (lane >> 2);
-    const bool live = row < rows.n;
-    const int64_t read = live ? row : rows.n - 1;
-    const T* xi = rows.x + read * rows.ldx + (lane & 3);
-    T a[kSteps];
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s)
-      a[s] = xi[kFull ? 4 * s : min(4 * s, last)];
-    const double y = static_cast<double>(rows.y[read]);
-    const double w = row_weight(rows, read);
-    double d[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s)
-      mma_8x8x4(d[s & 1], static_cast<double>(a[s]), fragments[s * 32 + lane]);
-    if (live) {
-      acc0 += w * rh_huber_rho(y - ((d[0][0] + d[1][0]) + intercept0), tau);
-      acc1 += w * rh_huber_rho(y - ((d[0][1] + d[1][1]) + intercept1), tau);
+  if constexpr (sizeof(T) == sizeof(float)) {
+    if (g0 >= groups)
+      return;
+    LammMmaGroup<kFull, kSteps, T> next;
+    next.load(rows, lane, g0, last);
+    for (int64_t g = g0; g < groups; g += stride) {
+      const LammMmaGroup<kFull, kSteps, T> at = next;
+      if (g + stride < groups)
+        next.load(rows, lane, g + stride, last);
+      lamm_mma_sum(rows, at, fragments, lane, g, tau, intercept0, intercept1, acc0, acc1);
+    }
+  } else {
+    for (int64_t g = g0; g < groups; g += stride) {
+      LammMmaGroup<kFull, kSteps, T> at;
+      at.load(rows, lane, g, last);
+      lamm_mma_sum(rows, at, fragments, lane, g, tau, intercept0, intercept1, acc0, acc1);
     }
   }
 }
-
-// The tensor-core trials' widest instance: 32 steps of 4 columns, rows of up to 128 columns.
-constexpr int kLammMmaMaxSteps = 32;
 
 // The LAMM trials' objective sums for rows of 9 to 128 stored columns, their dot products on the
 // float64 tensor cores: a warp takes 8 rows at a time and forms the 8 x kLammChunk products of
@@ -1343,13 +1402,15 @@ void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, Dev
                     score, scaled, meat_scaled, partials, xtu_partials, track,
                     static_cast<int>(when));
     };
-    static_assert(kRowPassXtuMaxColumns == 16 * 32, "the widest X'u slots below");
+    static_assert(kRowPassXtuMaxColumns == 32 * 32, "the widest X'u slots below");
     if (rows.ncols_x <= kSplitRowSlots * kWideRowColumns)
       launch(row_pass_kernel<T, kSplitRowTeam, kSplitRowSlots>);
     else if (rows.ncols_x <= 256)
       launch(row_pass_kernel<T, 32, 8>);
-    else
+    else if (rows.ncols_x <= 512)
       launch(row_pass_kernel<T, 32, 16>);
+    else
+      launch(row_pass_kernel<T, 32, 32>);
     return;
   }
   RH_LAUNCH_ROWS(row_pass_kernel, T, rows, s, rows, beta, tau, sc, residual, score, scaled,
@@ -1422,7 +1483,7 @@ void launch_lamm_trials_kernel(int blocks, int row_grid, const RowView<T>& rows,
   };
   const int team = row_team(rows.ncols_x);
   const int64_t steps = (rows.ncols_x + 3) / 4;  // of the tensor-core kernel
-  if (float64_mma && team != 1 && steps <= kLammMmaMaxSteps) {
+  if (lamm_trials_on_mma(rows.ncols_x, float64_mma)) {
     if (steps <= 8)
       launch(lamm_trials_mma_kernel<T, 8, WithQuadratic>, "lamm_trials_mma_kernel");
     else if (steps <= 16)
@@ -1446,7 +1507,7 @@ template <class T>
 void launch_lamm_trials(const RowView<T>& rows, const double* candidates, int count, double tau,
                         const DeviceScalars* sc, double* partials, const double* J,
                         const double* deltas, double* jdeltas, bool float64_mma, cudaStream_t s) {
-  const int row_grid = row_blocks(rows.n, rows.ncols_x);
+  const int row_grid = lamm_trial_blocks(rows.n, rows.ncols_x, float64_mma);
   if (lamm_trials_with_quadratic(rows.n, rows.ncols_x)) {
     launch_lamm_trials_kernel<T, true>(row_grid + warp_rows_blocks(rows.P), row_grid, rows,
                                        candidates, count, tau, sc, partials, J, deltas, jdeltas,

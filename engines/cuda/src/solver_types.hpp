@@ -29,8 +29,8 @@ constexpr int64_t kNarrowRowColumns = 8;
 // the gradient kernel) for rows of at most kRowPassXtuMaxColumns stored columns, and the fused
 // row pass (launch_row_pass_gram) for every row it takes; wider rows leave scores for cuBLAS's
 // gemv. Lane l of a row's team owns columns l, l + Team, ... (kRowPassXtuMaxColumns / 32
-// registers at most).
-constexpr int64_t kRowPassXtuMaxColumns = 512;
+// double sums at most).
+constexpr int64_t kRowPassXtuMaxColumns = 1024;
 // Columns per block in the X'u partials: kWideRowColumns up to that many columns, else ncols_x
 // rounded up to a whole warp.
 constexpr int64_t xtu_partials_stride(int64_t ncols_x) {

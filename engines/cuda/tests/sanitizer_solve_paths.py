@@ -5,9 +5,10 @@ one-block limit (docs/decisions.md, "Linear solve ladder"). P = 17, 91, 129 and 
 one-block kernel (160 its limit on an H200; at 91 the fused row pass forms X'u in three rounds
 of 32 columns; at 129 the row pass's teams of 8 lanes hold a row's 128 columns); 257, 289
 and 383: the cluster kernel with 9 tile rows on 8 blocks, 10 rows with two on some blocks, and
-its limit; 384: cuSOLVER's. Float64, host input, two iterations each (the cap's convergence
-warnings are silenced), without a penalty and, at P = 17 and 257, with the L1 penalty (its LAMM
-kernels). Then the incremental Gram (a heavy Gram, 2 n P^2 > 2e9): two batches of
+its limit; 384: cuSOLVER's; 1,025: cuSOLVER's, and the row pass's 32 X'u slots a lane (rows
+of 513 to 1,024 columns). Float64, host input, two iterations each (the cap's convergence
+warnings are silenced), without a penalty and, at P = 17, 257 and 1,025, with the L1 penalty
+(its LAMM kernels). Then the incremental Gram (a heavy Gram, 2 n P^2 > 2e9): two batches of
 16,000 x 256 (P = 257, the cluster Cholesky) and of 64,000 x 128 (P = 129, the one-block
 Cholesky), four iterations each, so rows change weight between row passes; the second batch
 takes the speculative whole step on it.
@@ -30,11 +31,11 @@ from renewable_huber import RenewableHuberRegressor
 
 def main(incremental_only: bool) -> int:
     rng = np.random.default_rng(5)
-    for parameters in () if incremental_only else (17, 91, 129, 160, 257, 289, 383, 384):
+    for parameters in () if incremental_only else (17, 91, 129, 160, 257, 289, 383, 384, 1025):
         features = parameters - 1
         X = rng.standard_normal((2 * parameters + 64, features))
         y = X @ rng.uniform(-1, 1, features) + rng.standard_t(3, X.shape[0])
-        for penalty in ("none", "l1") if parameters in (17, 257) else ("none",):
+        for penalty in ("none", "l1") if parameters in (17, 257, 1025) else ("none",):
             model = RenewableHuberRegressor(backend="native_cuda", device="cuda",
                                             dtype="float64", penalty=penalty, max_iter=2)
             batches = 2 if penalty == "none" and parameters in (17, 257, 384) else 1

@@ -303,8 +303,9 @@ RhCudaDiagnostics least_squares_update(const DensePath& path, const Batch<double
 // Gram by column blocks of the upper triangle (two blocks at 512, uneven ones at 600, four at
 // 1,025, the large-profile wide shape's P) and, where P is one past whole 64-column tiles
 // (129, 257, 513, 1,025), its last column by a gemv; X'u formed by the row pass with each width of
-// its column slots (up to 128, 256 and 512 stored columns: 128, 149, 288, 511, 512) and by cuBLAS's
-// gemv beyond (513, 599, 1,024, 1,025) and after the fused row pass (33 to 127 columns).
+// its column slots (up to 128, 256, 512 and 1,024 stored columns: 128, 149, 288, 511, 512, 513,
+// 599, 1,024) and by cuBLAS's gemv beyond (1,025) and after the fused row pass (33 to 127
+// columns).
 void test_large_tau_reproduces_ordinary_least_squares() {
   for (int64_t features :
        {kFeatures,    int64_t{15},  int64_t{16},   int64_t{23},  int64_t{31},  int64_t{32},
@@ -1161,6 +1162,10 @@ void test_agrees_with_the_cpu_engine() {
     }
     unsetenv("RH_CUDA_TEST_LAMM_TRIALS");
   }
+  // X'u of rows of 513 to 1,024 columns from the row pass's 32 column slots a lane, of wider
+  // rows from cuBLAS's gemv over the scores: LAMM's gradient at every iteration.
+  for (int64_t features : {1024, 1025})
+    compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_L1, 1e-8, features, 3000);
   // A Gram above kHeavyGramFlops (2 n P^2 > 2e9): LAMM queues its finish's Gram only after a
   // synchronisation showed the end, Newton one iteration per chunk.
   compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_L1, 1e-8, 256, 20000);
