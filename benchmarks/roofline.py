@@ -71,7 +71,10 @@ launches, inference off), mirrored from engines/cuda/src:
 - LAMM iteration: two groups of three launches for the 40 attempts (four above 2^22 stored
   values a batch, J delta then launched apart from the trials; the first group's 8
   candidates read X and y once; the second group returns at once), the row pass without the
-  Gram, the gradient kernel; after every chunk the Gram's GEMM (and, in the chunk that ended
+  Gram, the gradient kernel; for rows of 9 to 128 stored columns the first group's trials
+  also form X'psi at their 8 candidates (per-block partials, not counted) and the row pass
+  returns at once (counted as a launch, every iteration taken as accepted in the first group:
+  a lower bound); after every chunk the Gram's GEMM (and, in the chunk that ended
   the solve, its row pass), or, when cuBLAS forms it (P > 128) and 2 n P^2 > 2e9, a status
   readback after every chunk and the final row pass, GEMM and commit once, after the
   synchronisation that showed the end;
@@ -131,6 +134,9 @@ CLUSTER_CHOLESKY_MAX = 383  # the cluster Cholesky's limit on an H200 (device de
 HEAVY_GRAM_FLOPS = 2e9
 # LAMM's trials form J delta in their launch up to this many stored values a batch
 LAMM_MERGED_TRIALS_MAX_VALUES = 1 << 22
+# LAMM's first trials on the float64 tensor cores (rows of 9 to 128 stored columns) also form
+# X'psi at their candidates: an iteration that accepts among them runs no row pass
+LAMM_TRIALS_GRADIENT_COLUMNS = (9, 128)
 INCREMENTAL_GRAM = True  # Newton's heavy cuBLAS Gram kept incrementally (UpdateContext)
 # Its changed rows added on the device up to the one-block limit (the test build's
 # RH_CUDA_TEST_GRAM_FLIPS=device; measured, not faster: the shipped library adds them on the
@@ -389,11 +395,19 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     work.add(Work(launches=syncs))  # the commit after every chunk
     if l1:
         # Real iterations: the two attempt groups' launches (the first group's trials read the
-        # batch), the row pass with X'u, the gradient.
+        # batch), the row pass with X'u, the gradient. Where the first trials form X'psi
+        # (LAMM_TRIALS_GRADIENT_COLUMNS) the row pass returns at once: every iteration is counted
+        # as accepted in the first group (the record does not say which group accepted), so the
+        # engine floor is a lower bound there.
         group_launches = lamm_group_launches(n, c)
+        low, high = LAMM_TRIALS_GRADIENT_COLUMNS
+        trials_gradient = low <= c <= high
         for _ in range(k):
             work.add(Work(bytes=batch_bytes, launches=2 * group_launches))
-            work.add(row_pass(with_gram=False, with_xtu=True))
+            if trials_gradient:
+                work.add(Work(launches=1))
+            else:
+                work.add(row_pass(with_gram=False, with_xtu=True))
             work.add(Work(launches=1))
         # Iterations queued past the end: every launch, and cuBLAS's gemv in full.
         lamm_gemv = 0 if xtu_in_pass(False) else 1

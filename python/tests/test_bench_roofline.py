@@ -149,26 +149,34 @@ def test_fused_row_pass_forms_x_u_at_every_width_it_takes():
     assert wide.bytes > work.bytes
 
 
-def test_engine_floor_of_a_lamm_batch_on_host_input():
+def test_engine_floor_of_a_lamm_batch_on_host_input(monkeypatch):
     # 4,096 x 16 float32 L1, 3 iterations, new engine: one chunk of 4 (one queued past the end).
     n, c, s = 4096, 16, 4
     batch = n * (c + 1) * s
     partials = 8 * 64 * 24 * 24
     row_pass = batch + 8 * n  # X'u inside the pass, no Gram
     final_row_pass = batch + 8 * n + n * s + 2 * partials  # scores, and the fused Gram
+    # 16 stored columns: the first attempt group's trials form X'psi too, so an iteration's
+    # row pass returns at once (its launch stays).
     expected_bytes = (batch  # validation
                       + row_pass  # at the starting beta
-                      + 3 * (batch + row_pass)  # first attempt group's trials + row pass
+                      + 3 * batch  # first attempt group's trials
                       + final_row_pass)
     # validation, begin, row pass, gradient, commit; 4 queued iterations of 6 attempt-group
     # launches (candidates, trials with J delta, pick; twice), row pass, gradient; after the
     # chunk: the final row pass and its Gram sum.
     expected_launches = 5 + 4 * 8 + 2
     work = roofline.engine_work(n, c, s, 3, l1=True, host=True, hint=0)
-    assert work.bytes == expected_bytes == 3_276_800
+    assert work.bytes == expected_bytes == 2_342_912
     assert work.flops == 2 * 4096 * 17 * 17
     assert (work.launches, work.syncs) == (expected_launches, 1) == (39, 1)
     assert work.transfer_bytes == batch
+    # Where the trials form no X'psi (outside 9 to 128 columns), each iteration's row pass reads
+    # the batch again and writes the residuals.
+    monkeypatch.setattr(roofline, "LAMM_TRIALS_GRADIENT_COLUMNS", (17, 128))
+    by_row_pass = roofline.engine_work(n, c, s, 3, l1=True, host=True, hint=0)
+    assert by_row_pass.bytes - work.bytes == 3 * row_pass
+    assert (by_row_pass.launches, by_row_pass.flops) == (work.launches, work.flops)
 
 
 def test_lamm_groups_launch_j_delta_apart_on_large_batches():

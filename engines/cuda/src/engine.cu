@@ -71,7 +71,8 @@ struct ResourceSet {
   int64_t small_dense_max = 0;
   int cholesky_solve_shared = 0;  // likewise for the Cholesky solve (configure_cholesky_solve)
   ClusterCholeskyLimits cluster_cholesky;  // and the cluster Cholesky
-  bool float64_mma = false;  // the device has the float64 tensor cores (has_float64_mma)
+  bool float64_mma = false;           // the device has the float64 tensor cores (has_float64_mma)
+  bool lamm_trials_gradient = false;  // configure_lamm_trials_gradient
 
   ResourceSet() = default;
   ResourceSet(const ResourceSet&) = delete;
@@ -218,6 +219,7 @@ std::unique_ptr<ResourceSet> make_resource_set(int device) {
   set->cholesky_solve_shared = configure_cholesky_solve(device);
   set->cluster_cholesky = configure_cluster_cholesky(device);
   set->float64_mma = has_float64_mma(device);
+  set->lamm_trials_gradient = set->float64_mma && configure_lamm_trials_gradient(device);
   set->ws.blas_work.bind(set->stream, set->memory);
   // A fixed workspace keeps cuBLAS from allocating during graph capture.
   set->ws.blas_work.reserve(kBlasWorkspaceBytes, "cuBLAS workspace");
@@ -352,6 +354,7 @@ void lease_resources(Engine& e) {
   e.cluster_cholesky.max_p = cluster_cholesky_limit_setting(r.cluster_cholesky.max_p);
   e.fused_gram_max = fused_gram_limit_setting(r.float64_mma ? kFusedGramMaxP : 0);
   e.lamm_mma = r.float64_mma && lamm_mma_setting();
+  e.lamm_trials_gradient = e.lamm_mma && r.lamm_trials_gradient && lamm_trials_gradient_setting();
   for_each_carried(r, e, [](GrowingBuffer& pooled, GrowingBuffer& mine) { mine.swap(pooled); });
   e.ws.for_each([&](GrowingBuffer& b) {
     if (b.kind() == MemoryKind::Device)
@@ -410,6 +413,11 @@ void reserve_workspace(Engine& e, int64_t PP) {
   reserve_elems(ws.xtu_partials,
                 int64_t{kMaxRowBlocks} * xtu_partials_stride(std::min(P, kRowPassXtuMaxColumns)),
                 sizeof(double), "X'u partials");
+  if (e.lamm_trials_gradient &&
+      (lamm_trials_form_gradient(P, true) || lamm_trials_form_gradient(P - 1, true)))
+    reserve_elems(ws.lamm_gradient_partials,
+                  int64_t{kLammChunk} * kFusedGramMaxBlocks * lamm_gradient_stride(P),
+                  sizeof(double), "LAMM trials' X'psi partials");
   reserve_elems(ws.bad_partials, int64_t{kMaxRowBlocks} * kBadKinds, sizeof(unsigned long long),
                 "validation partials");
   reserve_elems(ws.commit_flags, kMaxElementwiseBlocks, sizeof(int), "commit flags");

@@ -90,6 +90,8 @@ struct Workspace {
   // reserved only for updates that keep K.
   GrowingBuffer meat_rows;
   GrowingBuffer xtu_partials;  // per row-pass block, xtu_partials_stride(ncols_x) each
+  // LAMM's first trials' X'psi: per candidate and trials block, lamm_gradient_stride(ncols_x)
+  GrowingBuffer lamm_gradient_partials;
   GrowingBuffer bad_partials;  // per validation block, kBadKinds first bad indices
   GrowingBuffer commit_flags;  // per commit block, a non-finite flag
   // Per-chunk partial Grams (split over rows), reduced in a fixed order.
@@ -161,6 +163,7 @@ struct Workspace {
                              &row_partials,
                              &meat_rows,
                              &xtu_partials,
+                             &lamm_gradient_partials,
                              &bad_partials,
                              &commit_flags,
                              &gram_partials,
@@ -182,7 +185,7 @@ struct Workspace {
     }
   }
 };
-constexpr size_t kWorkspaceBuffers = 53;
+constexpr size_t kWorkspaceBuffers = 54;
 static_assert(sizeof(Workspace) == kWorkspaceBuffers * sizeof(GrowingBuffer),
               "Workspace gained or lost a member: list it in Workspace::for_each and update "
               "kWorkspaceBuffers");
@@ -271,6 +274,10 @@ struct Engine {
   // row holds 9 to 128 stored columns (launch_lamm_trials); the tests turn it off to run the
   // kernel for devices without them (test_switches.hpp).
   bool lamm_mma = false;
+  // With lamm_mma, LAMM's first group of trials also forms X'psi at its candidates, so an
+  // iteration that accepts among them needs no row pass (lamm_solver.cu); off where the device
+  // cannot give the kernel its shared memory, and in the tests that run the row pass instead.
+  bool lamm_trials_gradient = false;
 
   bool graphs_enabled() const {
     return (enabled_flags & RH_CUDA_ENGINE_FLAG_CUDA_GRAPHS) != 0;

@@ -17,6 +17,8 @@ __device__ __forceinline__ bool should_run(const DeviceScalars* sc, int when) {
     return solve_ended(*sc);
   if (when == kRunWhileConfirming)
     return state == kRunning || sc->confirming;
+  if (when == kRunUnlessTrialsGradient)
+    return state == kRunning && sc->lamm_trials_gradient == 0;
   return state != kInvalidData;
 }
 

@@ -87,11 +87,20 @@ int lamm_trial_blocks(int64_t n_rows, int64_t ncols_x, bool float64_mma);
 // The objective sums of `count` LAMM candidates, and J delta of their deltas (jdeltas) for
 // launch_lamm_pick: in the same launch while lamm_trials_with_quadratic, else just before it.
 // float64_mma: rows of 9 to 128 stored columns form their dots on the float64 tensor cores
-// (Engine::lamm_mma).
+// (Engine::lamm_mma). gradient_partials (not null: a group of one chunk, on the tensor cores,
+// lamm_trials_form_gradient): the launch also forms each candidate's X'psi there, kLammChunk
+// x lamm_trial_blocks x lamm_gradient_stride(ncols_x) doubles, for the gradient at the beta the
+// pick accepts (launch_gradient's trials_xtu). Returns whether it did.
 template <class T>
-void launch_lamm_trials(const RowView<T>& rows, const double* candidates, int count, double tau,
+bool launch_lamm_trials(const RowView<T>& rows, const double* candidates, int count, double tau,
                         const DeviceScalars* sc, double* partials, const double* J,
-                        const double* deltas, double* jdeltas, bool float64_mma, cudaStream_t s);
+                        const double* deltas, double* jdeltas, bool float64_mma,
+                        double* gradient_partials, cudaStream_t s);
+// Whether launch_lamm_trials can form X'psi for rows of ncols_x stored columns (its
+// tensor-core kernel), and, once per device, the shared memory that takes
+// (configure_lamm_trials_gradient: false where the device cannot give it).
+bool lamm_trials_form_gradient(int64_t ncols_x, bool float64_mma);
+bool configure_lamm_trials_gradient(int device);
 // While running: scaled = sqrt(w m(r)) x with Newton's majoriser weight m (rh_algorithm.h) at
 // the residuals `residual` holds, for the Gram of the majoriser fallback.
 template <class T>
@@ -138,7 +147,7 @@ void launch_gradient(const double* J, const double* beta, const double* beta0, c
                      const double* xtu_partials, int64_t ncols_x, const BatchConstants& k,
                      const double* partials, int blocks, bool set_objective, DeviceScalars* sc,
                      double* g, double* jdelta, RunWhen when, const GramSum<T>& gram_sum,
-                     const NewtonAccept& accept, cudaStream_t s);
+                     const NewtonAccept& accept, const LammTrialsXtu& trials_xtu, cudaStream_t s);
 // While running: H = (G + J) / N + ridge I, column-major for cuSOLVER, G mirrored from its
 // upper triangle.
 template <class T>
@@ -241,10 +250,12 @@ void launch_lamm_candidates(int first_attempt, int count, const double* beta, co
                             const double* g, const BatchConstants& k, const DeviceScalars* sc,
                             double* candidates, double* deltas, double* trial_terms,
                             cudaStream_t s);
+// trials_gradient (the first group's pick only): the trials formed each candidate's X'psi
+// (launch_lamm_trials), so an accepted attempt is named in DeviceScalars.lamm_trials_gradient.
 void launch_lamm_pick(int count, LammGroup group, const double* partials, int blocks,
                       const double* candidates, const double* deltas, const double* jdeltas,
                       const double* trial_terms, const BatchConstants& k, DeviceScalars* sc,
-                      double* beta, cudaStream_t s);
+                      double* beta, bool trials_gradient, cudaStream_t s);
 // While running, after LAMM's 40th rejection: with partials (launch_weighted_square_norms,
 // `blocks` of them) computes and keeps the curvature bound L in lamm_bound; with null reuses
 // the kept one. Then phi = max(2^40 phi, L), the start of the curvature-bound group.

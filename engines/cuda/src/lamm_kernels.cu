@@ -71,7 +71,7 @@ __global__ void lamm_candidates_kernel(int first_attempt, int count, const doubl
 __global__ void lamm_pick_kernel(int count, int group, const double* partials, int blocks,
                                  const double* candidates, const double* deltas,
                                  const double* jdeltas, const double* trial_terms, BatchConstants k,
-                                 DeviceScalars* sc, double* beta) {
+                                 DeviceScalars* sc, double* beta, int trials_gradient) {
   enter_stream_order();
   if (sc->state != kRunning || sc->lamm_accepted)
     return;
@@ -117,6 +117,8 @@ __global__ void lamm_pick_kernel(int count, int group, const double* partials, i
         break;
       }
     }
+    if (group == kLammGroupFirst)
+      sc->lamm_trials_gradient = trials_gradient && chosen >= 0 ? chosen + 1 : 0;
     if (chosen >= 0 || group == kLammGroupBound)
       sc->iterations += 1;
     if (chosen < 0 && group == kLammGroupRest)
@@ -189,10 +191,10 @@ void launch_lamm_candidates(int first_attempt, int count, const double* beta, co
 void launch_lamm_pick(int count, LammGroup group, const double* partials, int blocks,
                       const double* candidates, const double* deltas, const double* jdeltas,
                       const double* trial_terms, const BatchConstants& k, DeviceScalars* sc,
-                      double* beta, cudaStream_t s) {
+                      double* beta, bool trials_gradient, cudaStream_t s) {
   launch_kernel("lamm_pick_kernel", lamm_pick_kernel, 1, kThreads, s, count,
                 static_cast<int>(group), partials, blocks, candidates, deltas, jdeltas, trial_terms,
-                k, sc, beta);
+                k, sc, beta, trials_gradient ? 1 : 0);
 }
 
 void launch_lamm_bound(const double* partials, int blocks, const double* J, int64_t P,

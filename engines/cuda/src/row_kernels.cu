@@ -38,6 +38,10 @@ bool lamm_trials_on_mma(int64_t ncols_x, bool float64_mma) {
 
 }  // namespace
 
+bool lamm_trials_form_gradient(int64_t ncols_x, bool float64_mma) {
+  return lamm_trials_on_mma(ncols_x, float64_mma);
+}
+
 int lamm_trial_blocks(int64_t n_rows, int64_t ncols_x, bool float64_mma) {
   if (!lamm_trials_on_mma(ncols_x, float64_mma))
     return row_blocks(n_rows, ncols_x);
@@ -1232,20 +1236,80 @@ struct LammMmaGroup {
   }
 };
 
-// lamm_mma_rows' products and sums for the group `at` holds (group g).
+// lamm_mma_rows' products and sums for the group `at` holds (group g); u0 and u1 get w psi(r)
+// of the lane's row at its two candidates (zero for a row past the end).
 template <bool kFull, int kSteps, class T>
 __device__ __forceinline__ void lamm_mma_sum(const RowView<T>& rows,
                                              const LammMmaGroup<kFull, kSteps, T>& at,
                                              const double* fragments, int lane, int64_t g,
                                              double tau, double intercept0, double intercept1,
-                                             double& acc0, double& acc1) {
+                                             double& acc0, double& acc1, double& u0, double& u1) {
   double d[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
 #pragma unroll
   for (int s = 0; s < kSteps; ++s)
     mma_8x8x4(d[s & 1], static_cast<double>(at.a[s]), fragments[s * 32 + lane]);
+  u0 = 0.0;
+  u1 = 0.0;
   if (8 * g + (lane >> 2) < rows.n) {
-    acc0 += at.w * rh_huber_rho(at.y - ((d[0][0] + d[1][0]) + intercept0), tau);
-    acc1 += at.w * rh_huber_rho(at.y - ((d[0][1] + d[1][1]) + intercept1), tau);
+    const double r0 = at.y - ((d[0][0] + d[1][0]) + intercept0);
+    const double r1 = at.y - ((d[0][1] + d[1][1]) + intercept1);
+    acc0 += at.w * rh_huber_rho(r0, tau);
+    acc1 += at.w * rh_huber_rho(r1, tau);
+    u0 = at.w * huber_psi(r0, tau);
+    u1 = at.w * huber_psi(r1, tau);
+  }
+}
+
+// The 8-column tiles of X'psi a warp of lamm_trials_mma_kernel accumulates for kSteps steps
+// of 4 columns: the row's columns and the appended intercept's.
+template <int kSteps>
+constexpr int lamm_gradient_tiles() {
+  return kSteps / 2 + 1;
+}
+
+// Adds X'psi of one 8-row group (group g) to a warp's accumulators `acc` (shared memory, tile
+// t's 8 columns x 8 candidates at acc[64 t ..], lane l's two entries at 2 l): per tile, two mma
+// m8n8k4 over rows 0-3 and 4-7 of the group. A product over rows needs a row per lane within
+// the quad, where the dots read a row per quad, so the rows are read again (from the cache: the
+// warp has just read them). A: lane l takes column 8 t + l / 4 of row 4 h + l % 4; columns past
+// the row's end are zeros, and the column after it, where the rows have an appended intercept,
+// ones; a row past the batch's end reads the last row (its psi is zero). B: psi of row 4 h + l
+// % 4 at candidate l / 4, lane 4 (4 h + l % 4) + l / 8's u0 or u1. Lane l then holds the sums
+// of column 8 t + l / 4 at candidates 2 (l % 4) and 2 (l % 4) + 1.
+template <int kSteps, class T>
+__device__ __forceinline__ void lamm_mma_gradient(const RowView<T>& rows, int64_t g, double u0,
+                                                  double u1, int lane, bool with_intercept,
+                                                  double* acc) {
+  constexpr unsigned kAll = 0xffffffffu;
+  const int column = lane >> 2;  // within the tile
+  const int row = lane & 3;      // within the half
+  double b[2];
+  const T* x[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int from = 4 * (4 * h + row) + (lane >> 3);
+    const double v0 = __shfl_sync(kAll, u0, from);
+    const double v1 = __shfl_sync(kAll, u1, from);
+    b[h] = (column & 1) != 0 ? v1 : v0;
+    const int64_t i = 8 * g + 4 * h + row;
+    x[h] = rows.x + (i < rows.n ? i : rows.n - 1) * rows.ldx;
+  }
+  const int64_t ncols_x = rows.ncols_x;
+#pragma unroll
+  for (int t = 0; t < lamm_gradient_tiles<kSteps>(); ++t) {
+    if (8 * t > ncols_x)
+      break;
+    const int64_t j = 8 * t + column;
+    double d[2] = {acc[64 * t + 2 * lane], acc[64 * t + 2 * lane + 1]};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const double value = j < ncols_x                      ? static_cast<double>(x[h][j])
+                           : with_intercept && j == ncols_x ? 1.0
+                                                            : 0.0;
+      mma_8x8x4(d, value, b[h]);
+    }
+    acc[64 * t + 2 * lane] = d[0];
+    acc[64 * t + 2 * lane + 1] = d[1];
   }
 }
 
@@ -1256,12 +1320,17 @@ __device__ __forceinline__ void lamm_mma_sum(const RowView<T>& rows,
 // any other batch), and neither such a row nor such a column counts: the row is never summed,
 // and the candidates' side of the column is zero. Float32 rows (half the registers) load the
 // next group before the products of this one, so a warp's loads stay in flight through them.
-template <bool kFull, int kSteps, class T>
+// kGradient: each group's X'psi is added to `gradient` too (the warp's accumulators of
+// lamm_mma_gradient).
+template <bool kFull, int kSteps, bool kGradient, class T>
 __device__ __forceinline__ void lamm_mma_rows(const RowView<T>& rows, const double* fragments,
                                               int lane, int64_t g0, int64_t stride, int last,
                                               double tau, double intercept0, double intercept1,
-                                              double& acc0, double& acc1) {
+                                              double& acc0, double& acc1, double* gradient) {
   const int64_t groups = (rows.n + 7) / 8;
+  const bool with_intercept = rows.ncols_x < rows.P;
+  double u0 = 0.0;
+  double u1 = 0.0;
   if constexpr (sizeof(T) == sizeof(float)) {
     if (g0 >= groups)
       return;
@@ -1271,13 +1340,17 @@ __device__ __forceinline__ void lamm_mma_rows(const RowView<T>& rows, const doub
       const LammMmaGroup<kFull, kSteps, T> at = next;
       if (g + stride < groups)
         next.load(rows, lane, g + stride, last);
-      lamm_mma_sum(rows, at, fragments, lane, g, tau, intercept0, intercept1, acc0, acc1);
+      lamm_mma_sum(rows, at, fragments, lane, g, tau, intercept0, intercept1, acc0, acc1, u0, u1);
+      if constexpr (kGradient)
+        lamm_mma_gradient<kSteps>(rows, g, u0, u1, lane, with_intercept, gradient);
     }
   } else {
     for (int64_t g = g0; g < groups; g += stride) {
       LammMmaGroup<kFull, kSteps, T> at;
       at.load(rows, lane, g, last);
-      lamm_mma_sum(rows, at, fragments, lane, g, tau, intercept0, intercept1, acc0, acc1);
+      lamm_mma_sum(rows, at, fragments, lane, g, tau, intercept0, intercept1, acc0, acc1, u0, u1);
+      if constexpr (kGradient)
+        lamm_mma_gradient<kSteps>(rows, g, u0, u1, lane, with_intercept, gradient);
     }
   }
 }
@@ -1291,16 +1364,23 @@ __device__ __forceinline__ void lamm_mma_rows(const RowView<T>& rows, const doub
 // coefficients and sums w rho(y - dot) over its rows; the warp adds its lanes' sums over l / 4
 // with a fixed shuffle tree and the block its warps' in warp order. The candidates' fragments sit
 // in shared memory, a step's 32 lanes' values together. Every sum depends on the shape alone.
-template <class T, int kSteps, bool WithQuadratic>
+// kGradient (one chunk: LAMM's first group): the launch also forms X'psi at each candidate,
+// psi(r) weighted (lamm_mma_gradient), each warp's sums in the dynamic shared memory
+// (lamm_trials_gradient_bytes), then the block's in warp order, written as gradient_partials[(c
+// row_grid + block) lamm_gradient_stride(ncols_x) + j] for candidate c, column j < ncols_x, and
+// the sum of psi at j = ncols_x; so the iteration needs no row pass at the beta it accepts.
+template <class T, int kSteps, bool WithQuadratic, bool kGradient = false>
 __global__ void __launch_bounds__(kThreads, 2)
     lamm_trials_mma_kernel(RowView<T> rows, const double* candidates, int count, double tau,
                            const DeviceScalars* sc, double* partials, int row_grid, const double* J,
-                           const double* deltas, double* jdeltas) {
+                           const double* deltas, double* jdeltas, double* gradient_partials) {
   enter_stream_order();
   if (!lamm_trials_rows_block<WithQuadratic>(sc, row_grid, J, deltas, count, rows.P, jdeltas))
     return;
   __shared__ double fragments[kSteps * 32];
   __shared__ double shared[kLammChunk * kWarps];
+  extern __shared__ double gradient_sums[];  // kGradient: kWarps x lamm_gradient_tiles x 64
+  constexpr int kWarpSums = lamm_gradient_tiles<kSteps>() * 64;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int quad = lane & 3;  // the column within a step; the pair of candidates in C
@@ -1323,12 +1403,19 @@ __global__ void __launch_bounds__(kThreads, 2)
     double acc0 = 0.0;
     double acc1 = 0.0;
     const int64_t g0 = blockIdx.x * int64_t{kWarps} + warp;
+    double* gradient = nullptr;
+    if constexpr (kGradient) {
+      gradient = gradient_sums + warp * kWarpSums;
+      for (int e = lane; e < kWarpSums; e += 32)
+        gradient[e] = 0.0;
+      __syncwarp();
+    }
     if (full) {
-      lamm_mma_rows<true, kSteps>(rows, fragments, lane, g0, warps, last, tau, intercept0,
-                                  intercept1, acc0, acc1);
+      lamm_mma_rows<true, kSteps, kGradient>(rows, fragments, lane, g0, warps, last, tau,
+                                             intercept0, intercept1, acc0, acc1, gradient);
     } else {
-      lamm_mma_rows<false, kSteps>(rows, fragments, lane, g0, warps, last, tau, intercept0,
-                                   intercept1, acc0, acc1);
+      lamm_mma_rows<false, kSteps, kGradient>(rows, fragments, lane, g0, warps, last, tau,
+                                              intercept0, intercept1, acc0, acc1, gradient);
     }
 #pragma unroll
     for (int offset = 4; offset < 32; offset <<= 1) {
@@ -1341,6 +1428,23 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     add_warp_totals<kThreads, kLammChunk>(shared, partials + blockIdx.x * count + first);
     __syncthreads();  // the next chunk rewrites `fragments` and `shared`
+  }
+  if constexpr (kGradient) {
+    // One chunk (launch_lamm_trials): every warp's sums are in `gradient_sums` after the barrier
+    // above. Entry e of a warp's sums: tile e / 64, lane (e % 64) / 2, candidate 2 (lane % 4) +
+    // e % 2.
+    const int64_t stride = lamm_gradient_stride(rows.ncols_x);
+    const int entries = static_cast<int>((rows.ncols_x + 8) / 8) * 64;
+    for (int e = threadIdx.x; e < entries; e += kThreads) {
+      double total = 0.0;
+      for (int w = 0; w < kWarps; ++w)
+        total += gradient_sums[w * kWarpSums + e];
+      const int owner = (e & 63) >> 1;
+      const int64_t j = 8 * (e >> 6) + (owner >> 2);
+      const int c = 2 * (owner & 3) + (e & 1);
+      if (j <= rows.ncols_x)
+        gradient_partials[(c * int64_t{row_grid} + blockIdx.x) * stride + j] = total;
+    }
   }
 }
 
@@ -1469,29 +1573,58 @@ void launch_newton_trials(const RowView<T>& rows, const double* residual, const 
   RH_LAUNCH_ROWS(newton_trials_kernel, T, rows, s, rows, residual, dir, tau, sc, partials);
 }
 
+// The dynamic shared memory of lamm_trials_mma_kernel<T, kSteps, *, true>: every warp's X'psi
+// sums (at most 69,632 bytes, kSteps 32).
+template <int kSteps>
+constexpr int lamm_trials_gradient_bytes() {
+  return kWarps * lamm_gradient_tiles<kSteps>() * 64 * static_cast<int>(sizeof(double));
+}
+
+// The tensor-core trials' instance for `steps` steps of 4 columns; with gradient_partials (not
+// null) the one that forms X'psi too, on its dynamic shared memory.
+template <class T, bool WithQuadratic, class Launch>
+void launch_lamm_trials_mma(int64_t steps, double* gradient_partials, Launch launch) {
+  auto pick = [&](auto steps_constant) {
+    constexpr int kSteps = decltype(steps_constant)::value;
+    if (gradient_partials != nullptr)
+      launch(lamm_trials_mma_kernel<T, kSteps, WithQuadratic, true>,
+             lamm_trials_gradient_bytes<kSteps>());
+    else
+      launch(lamm_trials_mma_kernel<T, kSteps, WithQuadratic, false>, 0);
+  };
+  if (steps <= 8)
+    pick(std::integral_constant<int, 8>{});
+  else if (steps <= 16)
+    pick(std::integral_constant<int, 16>{});
+  else if (steps <= 24)
+    pick(std::integral_constant<int, 24>{});
+  else
+    pick(std::integral_constant<int, kLammMmaMaxSteps>{});
+}
+
 // lamm_trials_kernel<T, team, WithQuadratic, cached> on `blocks` blocks (row_grid of them over
-// rows).
+// rows), or on the float64 tensor cores lamm_trials_mma_kernel (with gradient_partials, not null
+// there only, the instance that forms X'psi).
 template <class T, bool WithQuadratic>
 void launch_lamm_trials_kernel(int blocks, int row_grid, const RowView<T>& rows,
                                const double* candidates, int count, double tau,
                                const DeviceScalars* sc, double* partials, const double* J,
                                const double* deltas, double* jdeltas, bool float64_mma,
-                               cudaStream_t s) {
-  auto launch = [&](auto kernel, const char* name = "lamm_trials_kernel") {
-    launch_kernel(name, kernel, blocks, kThreads, s, rows, candidates, count, tau, sc, partials,
-                  row_grid, J, deltas, jdeltas);
+                               double* gradient_partials, cudaStream_t s) {
+  auto launch = [&](auto kernel) {
+    launch_kernel("lamm_trials_kernel", kernel, blocks, kThreads, s, rows, candidates, count, tau,
+                  sc, partials, row_grid, J, deltas, jdeltas);
   };
   const int team = row_team(rows.ncols_x);
   const int64_t steps = (rows.ncols_x + 3) / 4;  // of the tensor-core kernel
   if (lamm_trials_on_mma(rows.ncols_x, float64_mma)) {
-    if (steps <= 8)
-      launch(lamm_trials_mma_kernel<T, 8, WithQuadratic>, "lamm_trials_mma_kernel");
-    else if (steps <= 16)
-      launch(lamm_trials_mma_kernel<T, 16, WithQuadratic>, "lamm_trials_mma_kernel");
-    else if (steps <= 24)
-      launch(lamm_trials_mma_kernel<T, 24, WithQuadratic>, "lamm_trials_mma_kernel");
-    else
-      launch(lamm_trials_mma_kernel<T, kLammMmaMaxSteps, WithQuadratic>, "lamm_trials_mma_kernel");
+    launch_lamm_trials_mma<T, WithQuadratic>(steps, gradient_partials, [&](auto kernel, int bytes) {
+      launch_kernel("lamm_trials_mma_kernel", kernel,
+                    LaunchShape{dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+                                static_cast<size_t>(bytes), 0},
+                    s, rows, candidates, count, tau, sc, partials, row_grid, J, deltas, jdeltas,
+                    gradient_partials);
+    });
   } else if (team == 32 && rows.ncols_x <= int64_t{kLammCachedSlots} * 32) {
     launch(lamm_trials_kernel<T, 32, WithQuadratic, true>);
   } else if (team == 32) {
@@ -1504,20 +1637,60 @@ void launch_lamm_trials_kernel(int blocks, int row_grid, const RowView<T>& rows,
 }
 
 template <class T>
-void launch_lamm_trials(const RowView<T>& rows, const double* candidates, int count, double tau,
+bool launch_lamm_trials(const RowView<T>& rows, const double* candidates, int count, double tau,
                         const DeviceScalars* sc, double* partials, const double* J,
-                        const double* deltas, double* jdeltas, bool float64_mma, cudaStream_t s) {
+                        const double* deltas, double* jdeltas, bool float64_mma,
+                        double* gradient_partials, cudaStream_t s) {
   const int row_grid = lamm_trial_blocks(rows.n, rows.ncols_x, float64_mma);
+  if (!lamm_trials_form_gradient(rows.ncols_x, float64_mma) || count != kLammChunk)
+    gradient_partials = nullptr;
   if (lamm_trials_with_quadratic(rows.n, rows.ncols_x)) {
     launch_lamm_trials_kernel<T, true>(row_grid + warp_rows_blocks(rows.P), row_grid, rows,
                                        candidates, count, tau, sc, partials, J, deltas, jdeltas,
-                                       float64_mma, s);
-    return;
+                                       float64_mma, gradient_partials, s);
+    return gradient_partials != nullptr;
   }
   launch_kernel("lamm_quadratic_kernel", lamm_quadratic_kernel, warp_rows_blocks(rows.P), kThreads,
                 s, J, deltas, count, rows.P, sc, jdeltas);
   launch_lamm_trials_kernel<T, false>(row_grid, row_grid, rows, candidates, count, tau, sc,
-                                      partials, J, deltas, jdeltas, float64_mma, s);
+                                      partials, J, deltas, jdeltas, float64_mma, gradient_partials,
+                                      s);
+  return gradient_partials != nullptr;
+}
+
+namespace {
+
+template <class T, bool WithQuadratic, int kSteps>
+void allow_lamm_trials_gradient_bytes() {
+  check_cuda(cudaFuncSetAttribute(lamm_trials_mma_kernel<T, kSteps, WithQuadratic, true>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  lamm_trials_gradient_bytes<kSteps>()),
+             "cudaFuncSetAttribute (LAMM trials with X'psi)");
+}
+
+template <class T, bool WithQuadratic>
+void allow_lamm_trials_gradient_all() {
+  allow_lamm_trials_gradient_bytes<T, WithQuadratic, 8>();
+  allow_lamm_trials_gradient_bytes<T, WithQuadratic, 16>();
+  allow_lamm_trials_gradient_bytes<T, WithQuadratic, 24>();
+  allow_lamm_trials_gradient_bytes<T, WithQuadratic, kLammMmaMaxSteps>();
+}
+
+}  // namespace
+
+bool configure_lamm_trials_gradient(int device) {
+  int optin = 0;
+  check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+             "cudaDeviceGetAttribute (shared memory per block)");
+  // The widest instance's static shared memory besides its dynamic sums.
+  constexpr int kStatic = (kLammMmaMaxSteps * 32 + kLammChunk * kWarps) * 8;
+  if (optin < lamm_trials_gradient_bytes<kLammMmaMaxSteps>() + kStatic)
+    return false;
+  allow_lamm_trials_gradient_all<float, true>();
+  allow_lamm_trials_gradient_all<float, false>();
+  allow_lamm_trials_gradient_all<double, true>();
+  allow_lamm_trials_gradient_all<double, false>();
+  return true;
 }
 
 template <class T>
@@ -1564,9 +1737,9 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
                                         cudaStream_t);                                             \
   template void launch_newton_trials<T>(const RowView<T>&, const double*, const double*, double,   \
                                         const DeviceScalars*, double*, cudaStream_t);              \
-  template void launch_lamm_trials<T>(const RowView<T>&, const double*, int, double,               \
+  template bool launch_lamm_trials<T>(const RowView<T>&, const double*, int, double,               \
                                       const DeviceScalars*, double*, const double*, const double*, \
-                                      double*, bool, cudaStream_t);                                \
+                                      double*, bool, double*, cudaStream_t);                       \
   template void launch_majoriser_rows<T>(const RowView<T>&, const double*, double,                 \
                                          const DeviceScalars*, T*, cudaStream_t);                  \
   template void launch_meat_rows<T>(const RowView<T>&, const double*, double, T*, cudaStream_t);   \

@@ -38,6 +38,12 @@ constexpr int64_t xtu_partials_stride(int64_t ncols_x) {
              ? kWideRowColumns
              : (ncols_x + kWideRowColumns - 1) / kWideRowColumns * kWideRowColumns;
 }
+// Columns per block and candidate in the partials of X'psi that LAMM's trials form
+// (launch_lamm_trials' gradient_partials): the ncols_x column sums, then sum psi (the appended
+// intercept's column).
+constexpr int64_t lamm_gradient_stride(int64_t ncols_x) {
+  return xtu_partials_stride(ncols_x + 1);
+}
 // The solver constants of docs/algorithm.md ("Solvers"), from rh_algorithm.h: the kernels
 // size registers and shared memory with them, so they are compile-time constants here.
 constexpr int kLineSearchTrials = RH_LINE_SEARCH_TRIALS;  // t = 1, 1/2, ..., 2^-26
@@ -132,6 +138,8 @@ enum RunWhen : int {
   kRunWhileConfirming = 4,  // while running, or paused for the majoriser's confirmation of a
                             // truncated Newton step (DeviceScalars.confirming): g, J delta and
                             // the rho sum at the new beta, which the confirmation reads
+  kRunUnlessTrialsGradient = 5,  // while running, unless LAMM's trials formed X'u at the beta
+                                 // they accepted (DeviceScalars.lamm_trials_gradient)
 };
 
 // The curvature weights w c(r) a row pass records for the incremental Gram
@@ -182,6 +190,11 @@ struct DeviceScalars {
   int gram_flips;           // rows whose curvature weight changed in the last row pass that
                             // left its Gram to UpdateContext::apply_gram_flips
   unsigned int accept_arrivals;  // blocks of a gradient launch with a NewtonAccept done so far
+  int lamm_trials_gradient;      // 1 + the attempt LAMM's first group accepted when its trials
+                                 // also formed each candidate's X'psi (launch_lamm_trials'
+                                 // gradient_partials): the gradient reads it from there and the
+                                 // iteration's row pass returns at once (kRunUnlessTrialsGradient);
+                                 // 0: the row pass forms X'u
 };
 
 // What a line search's direction is (newton_choose_step): Newton's from Cholesky or LU, Newton's
@@ -199,6 +212,14 @@ enum StepDirection : int {
 struct NewtonAccept {
   const double* dir = nullptr;
   double* beta = nullptr;
+};
+
+// X'u from LAMM's trials (launch_lamm_trials' gradient_partials, `blocks` per candidate), which
+// the gradient reads instead of the row pass's where DeviceScalars.lamm_trials_gradient names
+// the candidate the pick accepted; partials null: none.
+struct LammTrialsXtu {
+  const double* partials = nullptr;
+  int blocks = 0;
 };
 
 // A sum of partial Grams (launch_gram_sum, or the gradient's launch after a Newton row pass:

@@ -264,22 +264,30 @@ __global__ void gradient_kernel(const double* J, const double* beta, const doubl
                                 BatchConstants k, const double* partials, int blocks,
                                 int set_objective, DeviceScalars* sc, double* g, double* jdelta,
                                 int when, GramSum<T> gram_sum, int gradient_grid,
-                                NewtonAccept accept) {
+                                NewtonAccept accept, LammTrialsXtu trials_xtu) {
   enter_stream_order();
   const bool runs = should_run(sc, when);
   if (static_cast<int>(blockIdx.x) >= gradient_grid) {
     run_gram_sum(gram_sum, blockIdx.x - gradient_grid, gridDim.x - gradient_grid);
   } else if (runs) {
+    // X'u (and sum psi, after the ncols_x columns) of the candidate the trials formed it for
+    // and the pick accepted: the iteration's row pass returned at once.
+    const int trials_candidate = trials_xtu.partials != nullptr ? sc->lamm_trials_gradient - 1 : -1;
+    const int64_t trials_stride = lamm_gradient_stride(ncols_x);
+    const double* from_trials =
+        trials_candidate >= 0
+            ? trials_xtu.partials + int64_t{trials_candidate} * trials_xtu.blocks * trials_stride
+            : nullptr;
     __shared__ double sums[2];
     const int warp = threadIdx.x >> 5;
     const int lane = threadIdx.x & 31;
-    if (warp < 2) {
+    if (warp < 2 && from_trials == nullptr) {
       const double total = warp_column_sum(partials, blocks, 2, warp);
       if (lane == 0)
         sums[warp] = total;
     }
     __syncthreads();
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
+    if (blockIdx.x == 0 && threadIdx.x == 0 && from_trials == nullptr) {
       sc->rho_sum = sums[0];
       sc->score_sum = sums[1];
       if (set_objective) {
@@ -298,13 +306,19 @@ __global__ void gradient_kernel(const double* J, const double* beta, const doubl
       for (int64_t c = lane; c < k.P; c += 32)
         acc += J[j * k.P + c] * (beta[c] - beta0[c]);
       acc = warp_sum(acc);
-      double xtu_j = sums[1];  // the intercept column of an appended intercept is all ones
-      if (j < ncols_x) {
+      double xtu_j;
+      if (from_trials != nullptr) {
+        // Column j, or for the appended intercept (j = ncols_x) the sum of psi.
+        xtu_j = warp_column_sum(from_trials, trials_xtu.blocks, static_cast<int>(trials_stride),
+                                static_cast<int>(j));
+      } else if (j < ncols_x) {
         xtu_j = xtu_partials != nullptr
                     ? warp_column_sum(xtu_partials, blocks,
                                       static_cast<int>(xtu_partials_stride(ncols_x)),
                                       static_cast<int>(j))
                     : static_cast<double>(xtu[j]);
+      } else {
+        xtu_j = sums[1];  // the intercept column of an appended intercept is all ones
       }
       if (lane == 0) {
         g[j] = (-xtu_j + acc) / sc->total_weight -
@@ -385,12 +399,12 @@ void launch_gradient(const double* J, const double* beta, const double* beta0, c
                      const double* xtu_partials, int64_t ncols_x, const BatchConstants& k,
                      const double* partials, int blocks, bool set_objective, DeviceScalars* sc,
                      double* g, double* jdelta, RunWhen when, const GramSum<T>& gram_sum,
-                     const NewtonAccept& accept, cudaStream_t s) {
+                     const NewtonAccept& accept, const LammTrialsXtu& trials_xtu, cudaStream_t s) {
   const int gradient_grid = warp_rows_blocks(k.P);
   launch_kernel("gradient_kernel", gradient_kernel<T>, gradient_grid + gram_sum_blocks(gram_sum),
                 kThreads, s, J, beta, beta0, xtu, xtu_partials, ncols_x, k, partials, blocks,
                 set_objective ? 1 : 0, sc, g, jdelta, static_cast<int>(when), gram_sum,
-                gradient_grid, accept);
+                gradient_grid, accept, trials_xtu);
 }
 
 template <class T>
@@ -420,16 +434,16 @@ void launch_newton_candidate(const double* beta, const double* dir, const Device
                 s, beta, dir, sc, out, P);
 }
 
-#define RH_INSTANTIATE_STEP_KERNELS(T)                                                           \
-  template void launch_begin_update<T>(const double*, const unsigned long long*, int,            \
-                                       const BatchConstants&, const T*, const T*, double*,       \
-                                       double*, double*, DeviceScalars*, cudaStream_t);          \
-  template void launch_gradient<T>(const double*, const double*, const double*, const T*,        \
-                                   const double*, int64_t, const BatchConstants&, const double*, \
-                                   int, bool, DeviceScalars*, double*, double*, RunWhen,         \
-                                   const GramSum<T>&, const NewtonAccept&, cudaStream_t);        \
-  template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,       \
-                                           const DeviceScalars*, double*, cudaStream_t);         \
+#define RH_INSTANTIATE_STEP_KERNELS(T)                                                            \
+  template void launch_begin_update<T>(const double*, const unsigned long long*, int,             \
+                                       const BatchConstants&, const T*, const T*, double*,        \
+                                       double*, double*, DeviceScalars*, cudaStream_t);           \
+  template void launch_gradient<T>(                                                               \
+      const double*, const double*, const double*, const T*, const double*, int64_t,              \
+      const BatchConstants&, const double*, int, bool, DeviceScalars*, double*, double*, RunWhen, \
+      const GramSum<T>&, const NewtonAccept&, const LammTrialsXtu&, cudaStream_t);                \
+  template void launch_assemble_hessian<T>(const T*, const double*, const BatchConstants&,        \
+                                           const DeviceScalars*, double*, cudaStream_t);          \
   template void launch_gram_sum<T>(const GramSum<T>&, cudaStream_t);
 
 RH_INSTANTIATE_STEP_KERNELS(float)

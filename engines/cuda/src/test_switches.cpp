@@ -81,6 +81,11 @@ bool lamm_mma_setting() {
   return value == nullptr || std::strcmp(value, "cuda-cores") != 0;
 }
 
+bool lamm_trials_gradient_setting() {
+  const char* value = std::getenv("RH_CUDA_TEST_LAMM_GRADIENT");
+  return value == nullptr || std::strcmp(value, "row-pass") != 0;
+}
+
 bool deferred_device_checks_setting() {
   const char* value = std::getenv("RH_CUDA_TEST_DEVICE_CHECKS");
   return value == nullptr || std::strcmp(value, "pass") != 0;
@@ -199,6 +204,9 @@ bool newton_speculation_setting() {
   return true;
 }
 bool lamm_mma_setting() {
+  return true;
+}
+bool lamm_trials_gradient_setting() {
   return true;
 }
 bool deferred_device_checks_setting() {

@@ -43,6 +43,9 @@ bool newton_speculation_setting();
 // RH_CUDA_TEST_LAMM_TRIALS=cuda-cores: LAMM's trials on the CUDA cores (the kernel for devices
 // without float64 tensor cores) wherever the engine would use the tensor cores.
 bool lamm_mma_setting();
+// RH_CUDA_TEST_LAMM_GRADIENT=row-pass: every LAMM iteration forms X'u by its row pass, the first
+// group's trials forming none (Engine::lamm_trials_gradient).
+bool lamm_trials_gradient_setting();
 // RH_CUDA_TEST_DEVICE_CHECKS=pass: device input is checked by the validation pass over X, y and
 // the weights before the solve, as host input is, instead of by the objective at beta0
 // (BatchConstants::checks_deferred).

@@ -285,11 +285,13 @@ void UpdateContext<T>::row_pass_then_gradient(RunWhen pass_when, RunWhen gradien
 
 template <class T>
 void UpdateContext<T>::gradient(RunWhen when, bool set_objective, const GramSum<T>& gram_sum,
-                                const double* at, const NewtonAccept& accept) {
+                                const double* at, const NewtonAccept& accept,
+                                const LammTrialsXtu& trials_xtu) {
   launch_gradient<T>(information64(), at != nullptr ? at : beta(), beta0(), xtu(),
                      xtu_in_partials ? e.ws.xtu_partials.as<double>() : nullptr, rows.ncols_x, k,
                      e.ws.row_partials.as<double>(), row_partial_blocks, set_objective,
-                     device_scalars(), grad(), jdelta(), when, gram_sum, accept, e.stream);
+                     device_scalars(), grad(), jdelta(), when, gram_sum, accept, trials_xtu,
+                     e.stream);
 }
 
 template <class T>

@@ -180,7 +180,8 @@ struct UpdateContext {
   // The row pass's sums (with set_objective also F at beta0) and the gradient at beta (or at
   // `at`, not null: the point of that row pass).
   void gradient(RunWhen when, bool set_objective = false, const GramSum<T>& gram_sum = {},
-                const double* at = nullptr, const NewtonAccept& accept = {});
+                const double* at = nullptr, const NewtonAccept& accept = {},
+                const LammTrialsXtu& trials_xtu = {});
   void enqueue_readback();
   // The new state from beta and the Gram at beta into the engine's scratch state (and the
   // pinned export buffer), then the status readback. Queued after every chunk of iterations;

@@ -1151,16 +1151,29 @@ void test_agrees_with_the_cpu_engine() {
   // columns a step (32 and 128 fill their steps, 16, 40 and 90 do not), and read the candidates
   // from memory above; and on the CUDA cores (RH_CUDA_TEST_LAMM_TRIALS=cuda-cores: the kernel for
   // devices without those tensor cores, which keeps a row's candidate columns in registers up to
-  // 128 columns).
-  for (const char* trials : {static_cast<const char*>(nullptr), "cuda-cores"}) {
-    if (trials != nullptr)
-      setenv("RH_CUDA_TEST_LAMM_TRIALS", trials, 1);
-    std::printf("LAMM trials: %s\n", trials != nullptr ? trials : "tensor cores");
+  // 128 columns). On the tensor cores the first group's trials also form X'psi at their
+  // candidates, in place of the row pass at the beta they accept (8-column tiles: 16, 32, 40
+  // and 128 features fill theirs, the intercept's column in a tile of its own; 90 shares its
+  // last tile with it; 129 is past the tensor-core kernel); RH_CUDA_TEST_LAMM_GRADIENT=row-pass
+  // leaves X'u to the row pass there.
+  struct TrialsMode {
+    const char* variable;
+    const char* value;
+    const char* name;
+  };
+  for (const TrialsMode& mode :
+       {TrialsMode{nullptr, nullptr, "tensor cores, X'psi in the trials"},
+        TrialsMode{"RH_CUDA_TEST_LAMM_GRADIENT", "row-pass", "tensor cores, X'u by the row pass"},
+        TrialsMode{"RH_CUDA_TEST_LAMM_TRIALS", "cuda-cores", "CUDA cores"}}) {
+    if (mode.variable != nullptr)
+      setenv(mode.variable, mode.value, 1);
+    std::printf("LAMM trials: %s\n", mode.name);
     for (int64_t features : {16, 32, 40, 90, 128, 129}) {
       compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_L1, 1e-8, features);
       compare_with_cpu<float>(lib, RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_L1, 4e-4, features);
     }
-    unsetenv("RH_CUDA_TEST_LAMM_TRIALS");
+    if (mode.variable != nullptr)
+      unsetenv(mode.variable);
   }
   // X'u of rows of 513 to 1,024 columns from the row pass's 32 column slots a lane, of wider
   // rows from cuBLAS's gemv over the scores: LAMM's gradient at every iteration.
