@@ -18,19 +18,17 @@ namespace rh {
 namespace {
 
 // Attempts first .. first + count - 1 from the phi in DeviceScalars: candidates, their bound
-// terms, the objective sums with J delta (one launch), and the pick. With trials_xtu (the first
-// group, where Engine::lamm_trials_gradient) the trials also form each candidate's X'psi there
-// where they can (launch_lamm_trials); returns whether they do.
+// terms, the objective sums with J delta (one launch), and the pick. With gradient_partials (the
+// first group, where Engine::lamm_trials_gradient) the trials also form each candidate's X'psi
+// there where they can (launch_lamm_trials); returns whether they do.
 template <class T>
 bool enqueue_group(UpdateContext<T>& ctx, int first, int count, LammGroup group,
-                   const LammTrialsXtu* trials_xtu = nullptr) {
+                   double* gradient_partials = nullptr) {
   Engine& e = ctx.e;
   launch_lamm_candidates(first, count, ctx.beta(), ctx.beta0(), ctx.grad(), ctx.k,
                          ctx.device_scalars(), e.ws.candidates.as<double>(),
                          e.ws.candidate_deltas.as<double>(), e.ws.trial_terms.as<double>(),
                          e.stream);
-  double* gradient_partials =
-      trials_xtu != nullptr ? const_cast<double*>(trials_xtu->partials) : nullptr;
   const bool with_gradient = launch_lamm_trials<T>(
       ctx.rows, e.ws.candidates.as<double>(), count, ctx.k.tau, ctx.device_scalars(),
       e.ws.trial_partials.as<double>(), ctx.information64(), e.ws.candidate_deltas.as<double>(),
@@ -50,12 +48,14 @@ template <class T>
 void enqueue_iteration(UpdateContext<T>& ctx) {
   Engine& e = ctx.e;
   LammTrialsXtu trials_xtu;
+  double* gradient_partials = nullptr;
   if (e.lamm_trials_gradient && lamm_trials_form_gradient(ctx.rows.ncols_x, e.lamm_mma)) {
-    trials_xtu.partials = e.ws.lamm_gradient_partials.as<double>();
+    gradient_partials = e.ws.lamm_gradient_partials.as<double>();
+    trials_xtu.partials = gradient_partials;
     trials_xtu.blocks = lamm_trial_blocks(ctx.rows.n, ctx.rows.ncols_x, e.lamm_mma);
   }
-  const bool from_trials = enqueue_group(ctx, 0, kLammFirstGroup, kLammGroupFirst,
-                                         trials_xtu.partials != nullptr ? &trials_xtu : nullptr);
+  const bool from_trials =
+      enqueue_group(ctx, 0, kLammFirstGroup, kLammGroupFirst, gradient_partials);
   enqueue_group(ctx, kLammFirstGroup, kLammMaxGroup, kLammGroupRest);
   ctx.row_pass(false, from_trials ? kRunUnlessTrialsGradient : kRunWhileRunning);
   ctx.gradient(kRunWhileRunning, false, {}, nullptr, {},
