@@ -41,25 +41,23 @@ bool enqueue_group(UpdateContext<T>& ctx, int first, int count, LammGroup group,
   return with_gradient;
 }
 
-// An iteration: the first group's trials form X'psi at their candidates where they can, and
-// then the row pass runs only when the accepted attempt is not among them (the second group's,
-// or none: kRunUnlessTrialsGradient); the gradient reads X'u from where it was formed.
+// An iteration: the first group's trials form X'psi at their candidates where they can
+// (launch_lamm_trials decides), and then the row pass runs only when the accepted attempt is not
+// among them (the second group's, or none: kRunUnlessTrialsGradient); the gradient reads X'u
+// from where it was formed.
 template <class T>
 void enqueue_iteration(UpdateContext<T>& ctx) {
   Engine& e = ctx.e;
+  double* gradient_partials =
+      e.lamm_trials_gradient ? e.ws.lamm_gradient_partials.as<double>() : nullptr;
   LammTrialsXtu trials_xtu;
-  double* gradient_partials = nullptr;
-  if (e.lamm_trials_gradient && lamm_trials_form_gradient(ctx.rows.ncols_x, e.lamm_mma)) {
-    gradient_partials = e.ws.lamm_gradient_partials.as<double>();
+  if (enqueue_group(ctx, 0, kLammFirstGroup, kLammGroupFirst, gradient_partials)) {
     trials_xtu.partials = gradient_partials;
     trials_xtu.blocks = lamm_trial_blocks(ctx.rows.n, ctx.rows.ncols_x, e.lamm_mma);
   }
-  const bool from_trials =
-      enqueue_group(ctx, 0, kLammFirstGroup, kLammGroupFirst, gradient_partials);
   enqueue_group(ctx, kLammFirstGroup, kLammMaxGroup, kLammGroupRest);
-  ctx.row_pass(false, from_trials ? kRunUnlessTrialsGradient : kRunWhileRunning);
-  ctx.gradient(kRunWhileRunning, false, {}, nullptr, {},
-               from_trials ? trials_xtu : LammTrialsXtu{});
+  ctx.row_pass(false, trials_xtu.partials != nullptr ? kRunUnlessTrialsGradient : kRunWhileRunning);
+  ctx.gradient(kRunWhileRunning, false, {}, nullptr, {}, trials_xtu);
 }
 
 // The rest of an iteration paused in kNeedsLammBound: phi = max(2^40 phi, L), then
