@@ -54,7 +54,8 @@ launches, inference off), mirrored from engines/cuda/src:
   columns, over the rows up to the block's last column (the upper triangle: 2 n sum c1 (c1 -
   c0) flops, each block reading c1 / P of the scaled rows). Where P is one past whole 64-column
   tiles (129, 257, 513, 1,025) the GEMM forms the first P - 1 columns and a gemv, reading the
-  scaled rows once more (bytes, not GEMM flops), the last;
+  scaled rows once more (bytes, not GEMM flops), the last; LAMM's final row pass (no X'u) forms
+  that column itself up to P = 1,024 (per-block partials, not counted), so its Gram has no gemv;
 - Newton iteration: the Cholesky attempt and solve (one kernel for P <= the one-block limit,
   160 on an H200; above it the cluster kernel up to its limit, 383 on an H200, which also
   judges the factor and solves; beyond, assemble, cuSOLVER potrf and one kernel for the
@@ -348,6 +349,11 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     # The scaled rows written once, then read by each GEMM up to its block's last column, and
     # in full by the last column's gemv.
     gram_reads = sum(c1 for _, c1 in column_blocks) / P + int(last_by_gemv)
+    # LAMM's finish pass (the one row pass without X'u) forms that last column itself, up to
+    # ROW_PASS_XTU_MAX_COLUMNS parameters (row_pass_gram_column): no gemv, no read of the rows.
+    final_column_in_pass = last_by_gemv and not fused and P <= ROW_PASS_XTU_MAX_COLUMNS
+    final_gram_launches = gram_launches - int(final_column_in_pass)
+    final_gram_reads = gram_reads - int(final_column_in_pass)
 
     def row_pass(with_gram: bool, with_xtu: bool, sum_in_gradient: bool = False) -> Work:
         # residuals; scaled rows for cuBLAS's Gram; scores unless the pass forms X'u itself.
@@ -363,9 +369,12 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
                 work.launches -= 1
         return work
 
-    def gram_of_the_pass() -> Work:
+    def gram_of_the_pass(final: bool = False) -> Work:
         if fused:
             return Work(bytes=2 * partial_bytes, flops=gram_flops, launches=gram_launches)
+        if final:
+            return Work(bytes=(1 + final_gram_reads) * scaled_bytes, flops=gram_flops,
+                        launches=final_gram_launches)
         return Work(bytes=(1 + gram_reads) * scaled_bytes, flops=gram_flops,
                     launches=gram_launches)
 
@@ -416,7 +425,7 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
                       launches=wasted * per_iteration_launches))
         # The final Gram's row pass (residuals, scores; no X'u) runs once.
         final = Work(bytes=batch_bytes + 8 * n + n * s)
-        final.add(gram_of_the_pass())
+        final.add(gram_of_the_pass(final=True))
         if 2.0 * n * P * P > HEAVY_GRAM_FLOPS and not fused:
             # A heavy Gram waits for a status readback that shows the end: one more
             # synchronisation and one row pass + Gram + commit, once.
@@ -426,11 +435,11 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
         else:
             # Queued after every chunk: the row pass (and the fused pass's sum) return at once
             # but in the last chunk; cuBLAS's GEMM runs in full every time.
-            work.add(Work(launches=syncs * (1 + gram_launches)))
+            work.add(Work(launches=syncs * (1 + final_gram_launches)))
             final.launches = 0
             work.add(final)
             if not fused:
-                work.add(Work(bytes=(syncs - 1) * gram_reads * scaled_bytes,
+                work.add(Work(bytes=(syncs - 1) * final_gram_reads * scaled_bytes,
                               flops=(syncs - 1) * gram_flops))
         return work
     # the one-block kernel | the cluster kernel (factor, acceptance test and solves), J dir |

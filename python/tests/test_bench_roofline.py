@@ -214,6 +214,32 @@ def test_lamm_with_a_heavy_gram_forms_it_once_after_one_more_synchronisation():
     assert fused.syncs == 3
 
 
+def test_lamm_forms_the_grams_last_column_in_its_final_row_pass(monkeypatch):
+    # 262,144 x 128 float64 L1 (the large-stream shape), 20 iterations on an engine whose last
+    # update needed 4: P = 129 is one past two 64-column tiles, so the GEMM forms 128 columns.
+    # Newton's Gram passes leave the last column to a gemv that reads the scaled rows once more;
+    # LAMM's final row pass forms it itself (up to 1,024 parameters): per Gram the finish has
+    # one read of the scaled rows and one launch fewer. Above that limit (here: the limit moved
+    # below P) the finish has the gemv too.
+    n, c, s, P = 262_144, 128, 8, 129
+    in_pass = roofline.engine_work(n, c, s, 20, l1=True, host=False, hint=4)
+    monkeypatch.setattr(roofline, "ROW_PASS_XTU_MAX_COLUMNS", 128)
+    by_gemv = roofline.engine_work(n, c, s, 20, l1=True, host=False, hint=4)
+    # 2 n P^2 = 8.7e9 > 2e9: a heavy Gram, formed once after the readback that shows the end.
+    assert in_pass.flops == by_gemv.flops == 2 * n * (P - 1) * (P - 1)
+    assert by_gemv.bytes - in_pass.bytes == n * P * s
+    assert by_gemv.launches - in_pass.launches == 1
+    # A light Gram (2,000 rows) queued after each of its chunks: the GEMM (and the gemv, where
+    # there is one) runs in full after every chunk.
+    light_by_gemv = roofline.engine_work(2_000, c, s, 9, l1=True, host=False, hint=0)
+    monkeypatch.setattr(roofline, "ROW_PASS_XTU_MAX_COLUMNS", 1_024)
+    light_in_pass = roofline.engine_work(2_000, c, s, 9, l1=True, host=False, hint=0)
+    assert light_in_pass.syncs == light_by_gemv.syncs == 3
+    assert light_by_gemv.bytes - light_in_pass.bytes == 3 * 2_000 * P * s
+    assert light_by_gemv.launches - light_in_pass.launches == 3
+    # (Newton's Gram passes, which form X'u, keep the gemv: the tests of Newton's floors.)
+
+
 def test_engine_floor_above_the_one_block_limit(monkeypatch):
     # 4,096 x 256 float64 Newton: P = 257 > 160 so the cluster kernel factors and solves (P <=
     # 383); 2 n P^2 = 5.4e8 <= 2e9 so the first chunk is 2 and later chunks 1: 4 iterations in

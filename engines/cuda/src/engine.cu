@@ -416,7 +416,7 @@ void reserve_workspace(Engine& e, int64_t PP) {
   if (e.lamm_trials_gradient &&
       (lamm_trials_form_gradient(P, true) || lamm_trials_form_gradient(P - 1, true)))
     reserve_elems(ws.lamm_gradient_partials,
-                  int64_t{kLammChunk} * kFusedGramMaxBlocks * lamm_gradient_stride(P),
+                  int64_t{kLammChunk} * kFusedGramMaxBlocks * appended_column_stride(P),
                   sizeof(double), "LAMM trials' X'psi partials");
   reserve_elems(ws.bad_partials, int64_t{kMaxRowBlocks} * kBadKinds, sizeof(unsigned long long),
                 "validation partials");

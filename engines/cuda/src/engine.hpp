@@ -90,7 +90,7 @@ struct Workspace {
   // reserved only for updates that keep K.
   GrowingBuffer meat_rows;
   GrowingBuffer xtu_partials;  // per row-pass block, xtu_partials_stride(ncols_x) each
-  // LAMM's first trials' X'psi: per candidate and trials block, lamm_gradient_stride(ncols_x)
+  // LAMM's first trials' X'psi: per candidate and trials block, appended_column_stride(ncols_x)
   GrowingBuffer lamm_gradient_partials;
   GrowingBuffer bad_partials;  // per validation block, kBadKinds first bad indices
   GrowingBuffer commit_flags;  // per commit block, a non-finite flag

@@ -36,10 +36,15 @@ void launch_validate_rows(const RowView<T>& rows, int first_tile, int end_tile,
                           cudaStream_t s);
 // meat_scaled (nullptr: none): where the pass at the beta the solve ended on writes K's scaled
 // rows, setting DeviceScalars.meat_rows_final (meat.cu). track: see CurvatureTrack.
+// column_partials (nullptr: none; never with xtu_partials, only with scaled rows and the
+// appended intercept): the Gram's last column, sum_i w_i c_i (x_i, 1), as per-block partials,
+// appended_column_stride(ncols_x) per block (the corner at ncols_x), which GramSum.column_partials
+// sums in place of cuBLAS's gemv over the scaled rows.
 template <class T>
 void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, DeviceScalars* sc,
                      double* residual, T* score, T* scaled, T* meat_scaled, double* partials,
-                     double* xtu_partials, CurvatureTrack track, RunWhen when, cudaStream_t s);
+                     double* xtu_partials, double* column_partials, CurvatureTrack track,
+                     RunWhen when, cudaStream_t s);
 // The Gram update for the `count` rows whose curvature weight changed, rows_of[s] the s-th of
 // them in row order: u_s = sign(d) sqrt|d| x_i and v_s = sqrt|d| x_i (d = track.delta[i], the
 // appended intercept column as sqrt|d|), so that U'V = sum_i d_i x_i x_i'; rows count ..
@@ -89,7 +94,7 @@ int lamm_trial_blocks(int64_t n_rows, int64_t ncols_x, bool float64_mma);
 // float64_mma: rows of 9 to 128 stored columns form their dots on the float64 tensor cores
 // (Engine::lamm_mma). gradient_partials (not null: a group of one chunk, on the tensor cores,
 // lamm_trials_form_gradient): the launch also forms each candidate's X'psi there, kLammChunk
-// x lamm_trial_blocks x lamm_gradient_stride(ncols_x) doubles, for the gradient at the beta the
+// x lamm_trial_blocks x appended_column_stride(ncols_x) doubles, for the gradient at the beta the
 // pick accepts (launch_gradient's trials_xtu). Returns whether it did.
 template <class T>
 bool launch_lamm_trials(const RowView<T>& rows, const double* candidates, int count, double tau,

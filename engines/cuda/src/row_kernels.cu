@@ -3,6 +3,7 @@
 // partial per quantity, so every reduction is reproducible run to run.
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "engine_error.hpp"
 #include "huber_math.cuh"
@@ -319,13 +320,15 @@ constexpr int xtu_slots() {
 // A row pass block's partials: sum w rho and sum w psi at partials[2 block] and [2 block + 1]
 // and, when xtu_partials is not null, X'u from each lane's kSlots column sums (lane l of a team
 // of Team lanes owns columns l, l + Team, ...): the lanes that own the same columns summed with a
-// fixed butterfly, then the warps in order, column j at xtu_partials[block *
-// xtu_partials_stride(ncols_x) + j], kWideRowColumns columns a round. Every thread of the block
-// calls it; `shared` holds kThreads doubles.
+// fixed butterfly, then the warps in order, column j at xtu_partials[block * stride + j],
+// kWideRowColumns columns a round. With `corner` (the Gram column's pass, appended_column_stride)
+// the block's sum of `corner_value` goes to xtu_partials[block * stride + ncols_x]. Every thread
+// of the block calls it; `shared` holds kThreads doubles.
 template <int Team, int kSlots>
 __device__ void write_row_partials(double rho, double score, const double (&xtu)[kSlots],
                                    int64_t ncols_x, double* shared, double* partials,
-                                   double* xtu_partials) {
+                                   double* xtu_partials, int64_t stride, bool corner = false,
+                                   double corner_value = 0.0) {
   const double rho_total = block_sum<kThreads>(rho, shared);
   const double score_total = block_sum<kThreads>(score, shared);
   if (threadIdx.x == 0) {
@@ -334,9 +337,13 @@ __device__ void write_row_partials(double rho, double score, const double (&xtu)
   }
   if (xtu_partials == nullptr)
     return;
+  if (corner) {
+    const double corner_total = block_sum<kThreads>(corner_value, shared);
+    if (threadIdx.x == 0)
+      xtu_partials[blockIdx.x * stride + ncols_x] = corner_total;
+  }
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
-  const int64_t stride = xtu_partials_stride(ncols_x);
   // Round r takes columns 32 r .. 32 r + 31: the slots k of the round (kRound of them: one for a
   // warp per row, four for teams of 8 lanes, all 8 for a lane per row) hold columns 32 r +
   // (k mod kRound) Team + l. The lanes that own the same columns are summed with the butterfly
@@ -396,11 +403,13 @@ __device__ __forceinline__ void write_scaled_slots(const RowView<T>& rows, int64
     out[rows.P - 1] = static_cast<T>(root);
 }
 
-// The sums and row outputs of the row pass that accumulate over a thread's rows.
+// The sums and row outputs of the row pass that accumulate over a thread's rows. xtu holds X'u,
+// or in the Gram column's pass (with_column) sum_i w_i c_i x_i, with `curvature` sum_i w_i c_i.
 template <int kSlots>
 struct RowPassSums {
   double rho = 0.0;
   double score = 0.0;
+  double curvature = 0.0;
   double xtu[kSlots] = {};
 };
 
@@ -412,7 +421,8 @@ template <bool InSlots, int Team, int kSlots, class T, class Column>
 __device__ __forceinline__ void row_pass_row(const RowView<T>& rows, int64_t i, int lane, double r,
                                              double tau, double h, Column column, double* residual,
                                              T* score, T* scaled, T* meat_scaled, bool meat_here,
-                                             bool with_xtu, const CurvatureTrack& track,
+                                             bool with_xtu, bool with_column,
+                                             const CurvatureTrack& track,
                                              RowPassSums<kSlots>& sums) {
   const double w = row_weight(rows, i);
   const double psi = huber_psi(r, tau);
@@ -429,18 +439,23 @@ __device__ __forceinline__ void row_pass_row(const RowView<T>& rows, int64_t i, 
     write_scaled(sqrt(wc), scaled);
   if (meat_here)
     write_scaled(sqrt(w) * fabs(psi), meat_scaled);
-  if (with_xtu) {
+  // The Gram's last column (the appended intercept's) is sum_i (w c)_i x_i: the scaled row
+  // times its last entry, root.
+  if (with_xtu || with_column) {
+    const double v = with_xtu ? u : wc;
 #pragma unroll
     for (int k = 0; k < kSlots; ++k) {
       const int64_t j = lane + k * Team;
       if (j < rows.ncols_x)
-        sums.xtu[k] += column(k) * u;
+        sums.xtu[k] += column(k) * v;
     }
   }
   if (lane != 0)
     return;
   sums.rho += w * rh_huber_rho(r, tau);
   sums.score += u;
+  if (with_column)
+    sums.curvature += wc;
   residual[i] = r;
   if (!with_xtu)
     score[i] = static_cast<T>(u);
@@ -490,11 +505,14 @@ constexpr int row_pass_blocks_per_sm(int team, int wide_slots) {
   return wide_slots >= 16 ? 2 : (wide_slots == 1 ? 4 : 3);
 }
 
-template <class T, int Team, int WideSlots = 1>
+// kColumn: the instance that forms the Gram's last column (column_partials) instead of X'u; its
+// own, so that the instances forming X'u keep their registers (float32's split teams spilled 20
+// bytes when one instance did both).
+template <class T, int Team, int WideSlots = 1, bool kColumn = false>
 __global__ void __launch_bounds__(kThreads, row_pass_blocks_per_sm(Team, WideSlots))
     row_pass_kernel(RowView<T> rows, const double* beta, double tau, DeviceScalars* sc,
                     double* residual, T* score, T* scaled, T* meat_scaled, double* partials,
-                    double* xtu_partials, CurvatureTrack track, int when) {
+                    double* xtu_partials, double* column_partials, CurvatureTrack track, int when) {
   enter_stream_order();
   if (!should_run(sc, when))
     return;
@@ -508,7 +526,8 @@ __global__ void __launch_bounds__(kThreads, row_pass_blocks_per_sm(Team, WideSlo
   __shared__ double shared[kThreads];
   const RowTeam<Team> team;
   const double h = sc->bandwidth;
-  const bool with_xtu = xtu_partials != nullptr;
+  const bool with_xtu = !kColumn && xtu_partials != nullptr;
+  constexpr bool with_column = kColumn;  // never with X'u (launch_row_pass)
   RowPassSums<kSlots> sums;
   if constexpr (row_pass_in_slots<Team, WideSlots>()) {
     // The rows in the order of the plain loop, with row_dot's products and sums.
@@ -533,7 +552,8 @@ __global__ void __launch_bounds__(kThreads, row_pass_blocks_per_sm(Team, WideSlo
         dot += beta[rows.P - 1];
       const auto column = [&](int k) { return static_cast<double>(x[k]); };
       row_pass_row<true, Team, kSlots>(rows, i, team.lane, y - dot, tau, h, column, residual, score,
-                                       scaled, meat_scaled, meat_here, with_xtu, track, sums);
+                                       scaled, meat_scaled, meat_here, with_xtu, with_column, track,
+                                       sums);
     }
   } else {
     for (int64_t i = team.first; i < rows.n; i += team.stride) {
@@ -541,11 +561,17 @@ __global__ void __launch_bounds__(kThreads, row_pass_blocks_per_sm(Team, WideSlo
       const T* xi = rows.x + i * rows.ldx + team.lane;
       const auto column = [&](int k) { return static_cast<double>(xi[k * Team]); };
       row_pass_row<false, Team, kSlots>(rows, i, team.lane, r, tau, h, column, residual, score,
-                                        scaled, meat_scaled, meat_here, with_xtu, track, sums);
+                                        scaled, meat_scaled, meat_here, with_xtu, with_column,
+                                        track, sums);
     }
   }
-  write_row_partials<Team, kSlots>(sums.rho, sums.score, sums.xtu, rows.ncols_x, shared, partials,
-                                   xtu_partials);
+  if constexpr (with_column)
+    write_row_partials<Team, kSlots>(sums.rho, sums.score, sums.xtu, rows.ncols_x, shared, partials,
+                                     column_partials, appended_column_stride(rows.ncols_x), true,
+                                     sums.curvature);
+  else
+    write_row_partials<Team, kSlots>(sums.rho, sums.score, sums.xtu, rows.ncols_x, shared, partials,
+                                     xtu_partials, xtu_partials_stride(rows.ncols_x));
 }
 
 // launch_flipped_rows: row s of U and V from flipped row rows_of[s], a team per row.
@@ -796,7 +822,7 @@ __global__ void __launch_bounds__(kThreads)
     block_gram[row + (col + 1) * Shape::kPad] = acc[s][1];
   }
   write_row_partials<8, kSlots>(rho_acc, score_acc, xtu_acc, rows.ncols_x, shared, partials,
-                                xtu_partials);
+                                xtu_partials, xtu_partials_stride(rows.ncols_x));
 }
 
 // Newton's majoriser fallback (docs/algorithm.md, "Unpenalised"): sqrt(w m(r)) x for the Gram
@@ -1367,7 +1393,7 @@ __device__ __forceinline__ void lamm_mma_rows(const RowView<T>& rows, const doub
 // kGradient (one chunk: LAMM's first group): the launch also forms X'psi at each candidate,
 // psi(r) weighted (lamm_mma_gradient), each warp's sums in the dynamic shared memory
 // (lamm_trials_gradient_bytes), then the block's in warp order, written as gradient_partials[(c
-// row_grid + block) lamm_gradient_stride(ncols_x) + j] for candidate c, column j < ncols_x, and
+// row_grid + block) appended_column_stride(ncols_x) + j] for candidate c, column j < ncols_x, and
 // the sum of psi at j = ncols_x; so the iteration needs no row pass at the beta it accepts.
 template <class T, int kSteps, bool WithQuadratic, bool kGradient = false>
 __global__ void __launch_bounds__(kThreads, 2)
@@ -1433,7 +1459,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     // One chunk (launch_lamm_trials): every warp's sums are in `gradient_sums` after the barrier
     // above. Entry e of a warp's sums: tile e / 64, lane (e % 64) / 2, candidate 2 (lane % 4) +
     // e % 2.
-    const int64_t stride = lamm_gradient_stride(rows.ncols_x);
+    const int64_t stride = appended_column_stride(rows.ncols_x);
     const int entries = static_cast<int>((rows.ncols_x + 8) / 8) * 64;
     for (int e = threadIdx.x; e < entries; e += kThreads) {
       double total = 0.0;
@@ -1493,32 +1519,47 @@ void launch_validate_rows(const RowView<T>& rows, int first_tile, int end_tile,
 template <class T>
 void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, DeviceScalars* sc,
                      double* residual, T* score, T* scaled, T* meat_scaled, double* partials,
-                     double* xtu_partials, CurvatureTrack track, RunWhen when, cudaStream_t s) {
-  if (xtu_partials != nullptr && row_team(rows.ncols_x) == 32) {
-    // X'u in the row pass: split teams up to 128 columns, above that a warp per row with as
-    // few column slots per lane as the row needs.
+                     double* xtu_partials, double* column_partials, CurvatureTrack track,
+                     RunWhen when, cudaStream_t s) {
+  if (column_partials != nullptr && (xtu_partials != nullptr || scaled == nullptr ||
+                                     rows.ncols_x + 1 != rows.P || row_team(rows.ncols_x) != 32))
+    fail(RH_CUDA_INTERNAL_ERROR,
+         "row pass: the Gram's last column needs scaled rows, no X'u, an appended intercept and "
+         "a warp per row (%lld of %lld columns)",
+         static_cast<long long>(rows.ncols_x), static_cast<long long>(rows.P));
+  if ((xtu_partials != nullptr || column_partials != nullptr) && row_team(rows.ncols_x) == 32) {
+    // X'u (or the Gram's last column) in the row pass: split teams up to 128 columns, above
+    // that a warp per row with as few column slots per lane as the row needs.
     if (rows.ncols_x > kRowPassXtuMaxColumns)
       fail(RH_CUDA_INTERNAL_ERROR, "row pass: X'u partials for %lld columns",
            static_cast<long long>(rows.ncols_x));
     const int blocks = row_blocks(rows.n, rows.ncols_x);
     auto launch = [&](auto kernel) {
       launch_kernel("row_pass_kernel", kernel, blocks, kThreads, s, rows, beta, tau, sc, residual,
-                    score, scaled, meat_scaled, partials, xtu_partials, track,
+                    score, scaled, meat_scaled, partials, xtu_partials, column_partials, track,
                     static_cast<int>(when));
     };
     static_assert(kRowPassXtuMaxColumns == 32 * 32, "the widest X'u slots below");
-    if (rows.ncols_x <= kSplitRowSlots * kWideRowColumns)
-      launch(row_pass_kernel<T, kSplitRowTeam, kSplitRowSlots>);
-    else if (rows.ncols_x <= 256)
-      launch(row_pass_kernel<T, 32, 8>);
-    else if (rows.ncols_x <= 512)
-      launch(row_pass_kernel<T, 32, 16>);
+    auto dispatch = [&](auto column) {
+      constexpr bool kColumn = decltype(column)::value;
+      if (rows.ncols_x <= kSplitRowSlots * kWideRowColumns)
+        launch(row_pass_kernel<T, kSplitRowTeam, kSplitRowSlots, kColumn>);
+      else if (rows.ncols_x <= 256)
+        launch(row_pass_kernel<T, 32, 8, kColumn>);
+      else if (rows.ncols_x <= 512)
+        launch(row_pass_kernel<T, 32, 16, kColumn>);
+      else
+        launch(row_pass_kernel<T, 32, 32, kColumn>);
+    };
+    if (column_partials != nullptr)
+      dispatch(std::true_type{});
     else
-      launch(row_pass_kernel<T, 32, 32>);
+      dispatch(std::false_type{});
     return;
   }
   RH_LAUNCH_ROWS(row_pass_kernel, T, rows, s, rows, beta, tau, sc, residual, score, scaled,
-                 meat_scaled, partials, xtu_partials, track, static_cast<int>(when));
+                 meat_scaled, partials, xtu_partials, static_cast<double*>(nullptr), track,
+                 static_cast<int>(when));
 }
 
 template <class T>
@@ -1726,8 +1767,8 @@ void launch_predict(const RowView<T>& rows, const T* coef, T* out, cudaStream_t 
   template void launch_validate_rows<T>(const RowView<T>&, int, int, double*, unsigned long long*, \
                                         bool, cudaStream_t);                                       \
   template void launch_row_pass<T>(const RowView<T>&, const double*, double, DeviceScalars*,       \
-                                   double*, T*, T*, T*, double*, double*, CurvatureTrack, RunWhen, \
-                                   cudaStream_t);                                                  \
+                                   double*, T*, T*, T*, double*, double*, double*, CurvatureTrack, \
+                                   RunWhen, cudaStream_t);                                         \
   template void launch_flipped_rows<T>(const RowView<T>&, const int*, int64_t, int64_t,            \
                                        CurvatureTrack, T*, T*, cudaStream_t);                      \
   template void launch_recorded_scaled_rows<T>(const RowView<T>&, CurvatureTrack, T*,              \

@@ -38,10 +38,10 @@ constexpr int64_t xtu_partials_stride(int64_t ncols_x) {
              ? kWideRowColumns
              : (ncols_x + kWideRowColumns - 1) / kWideRowColumns * kWideRowColumns;
 }
-// Columns per block and candidate in the partials of X'psi that LAMM's trials form
-// (launch_lamm_trials' gradient_partials): the ncols_x column sums, then sum psi (the appended
-// intercept's column).
-constexpr int64_t lamm_gradient_stride(int64_t ncols_x) {
+// Columns per block in per-block partials of the ncols_x column sums and one more entry after
+// them: LAMM's trials' X'psi (launch_lamm_trials' gradient_partials; sum psi, the appended
+// intercept's column) and the Gram's last column (launch_row_pass' column_partials; its corner).
+constexpr int64_t appended_column_stride(int64_t ncols_x) {
   return xtu_partials_stride(ncols_x + 1);
 }
 // The solver constants of docs/algorithm.md ("Solvers"), from rh_algorithm.h: the kernels
@@ -244,6 +244,11 @@ struct GramSum {
   int when = kRunUnlessInvalid;
   bool accumulate = false;
   T* out = nullptr;
+  // kChunks whose GEMMs leave the last column out (gram_gemm_columns): that column's entries
+  // are the sums of the row pass's column_blocks partials, appended_column_stride(P - 1) apart
+  // (launch_row_pass' column_partials), instead of cuBLAS's gemv into chunk_partials.
+  const double* column_partials = nullptr;
+  int column_blocks = 0;
 };
 
 #if defined(__CUDACC__)

@@ -2,6 +2,7 @@
 // finish, the state loaded as doubles), the gradient and J delta from a row pass's sums, the
 // Hessian's assembly and the split Gram's sum, resuming a paused iteration, J v and the
 // speculative Newton step's candidate.
+#include <algorithm>
 #include <cmath>
 
 #include <cuda/atomic>
@@ -94,12 +95,15 @@ __device__ __forceinline__ bool gram_sum_runs(const DeviceScalars* gate, int whe
 // Sums the per-chunk partial Grams of a split Gram in chunk order (double accumulation), so the
 // result depends only on the batch shape. Only the upper triangle (row <= column, column-major):
 // the GEMMs may leave the rest unwritten (gram_upper's column blocks).
+// `columns`: the columns the GEMMs formed (the last one, where it is left out, is summed by
+// sum_gram_column).
 template <class T>
-__device__ void sum_gram_chunks(const T* partials, int chunks, int64_t P, bool accumulate, T* out,
-                                int64_t block, int64_t grid) {
-  const int64_t PP = P * P;
+__device__ void sum_gram_chunks(const T* partials, int chunks, int64_t P, int64_t columns,
+                                bool accumulate, T* out, int64_t block, int64_t grid) {
+  const int64_t PP = P * P;  // a chunk's partial Gram (its last columns unused without them)
+  const int64_t entries = P * columns;
   const int64_t stride = grid * blockDim.x;
-  for (int64_t idx = block * blockDim.x + threadIdx.x; idx < PP; idx += stride) {
+  for (int64_t idx = block * blockDim.x + threadIdx.x; idx < entries; idx += stride) {
     if (idx % P > idx / P)
       continue;
     double acc = accumulate ? static_cast<double>(out[idx]) : 0.0;
@@ -113,12 +117,13 @@ __device__ void sum_gram_chunks(const T* partials, int chunks, int64_t P, bool a
 // and then a fixed shuffle tree, so the sum is still fixed-order and every thread has little
 // to walk.
 template <class T>
-__device__ void sum_gram_chunks_by_warps(const T* partials, int chunks, int64_t P, bool accumulate,
-                                         T* out, int64_t block, int64_t grid) {
-  const int64_t PP = P * P;
+__device__ void sum_gram_chunks_by_warps(const T* partials, int chunks, int64_t P, int64_t columns,
+                                         bool accumulate, T* out, int64_t block, int64_t grid) {
+  const int64_t PP = P * P;  // a chunk's partial Gram (its last columns unused without them)
+  const int64_t entries = P * columns;
   const int lane = threadIdx.x & 31;
   const int64_t warps = grid * (blockDim.x >> 5);
-  for (int64_t idx = (block * blockDim.x + threadIdx.x) >> 5; idx < PP; idx += warps) {
+  for (int64_t idx = (block * blockDim.x + threadIdx.x) >> 5; idx < entries; idx += warps) {
     if (idx % P > idx / P)
       continue;
     double acc = 0.0;
@@ -132,6 +137,27 @@ __device__ void sum_gram_chunks_by_warps(const T* partials, int chunks, int64_t 
 
 // Above this many chunks a warp sums each element (sum_gram_chunks_by_warps).
 constexpr int kChunksByThread = 16;
+
+// The Gram's last column from the row pass's per-block partials (GramSum.column_partials): a
+// warp per entry, lane l adding blocks l, l + 32, ... in block order, then the fixed shuffle
+// tree; entry P - 1 is the corner the pass stored after the ncols_x = P - 1 column sums.
+template <class T>
+__device__ void sum_gram_column(const double* partials, int blocks, int64_t P, bool accumulate,
+                                T* out, int64_t block, int64_t grid) {
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = grid * (blockDim.x >> 5);
+  const int64_t stride = appended_column_stride(P - 1);
+  for (int64_t row = (block * blockDim.x + threadIdx.x) >> 5; row < P; row += warps) {
+    double acc = 0.0;
+    for (int b = lane; b < blocks; b += 32)
+      acc += partials[b * stride + row];
+    acc = warp_sum(acc);
+    if (lane == 0) {
+      T* entry = out + row + (P - 1) * P;
+      *entry = static_cast<T>(accumulate ? static_cast<double>(*entry) + acc : acc);
+    }
+  }
+}
 
 // The fused row pass's partial Grams (at most kFusedGramMaxBlocks, padded column-major, pad a
 // multiple of 8): one warp per four entries of a column, rows 4 q .. 4 q + 3, those on or above
@@ -201,9 +227,10 @@ int gram_sum_blocks(const GramSum<T>& sum) {
            sum.count, kFusedGramMaxBlocks);
     return warp_rows_blocks(sum.P * ((sum.P + kFusedSumRows - 1) / kFusedSumRows));
   }
+  // Either way at least P warps, one per entry of a last column summed from the row pass.
   if (sum.count > kChunksByThread)
     return warp_rows_blocks(sum.P * sum.P);
-  return elementwise_blocks(sum.P * sum.P);
+  return std::max(elementwise_blocks(sum.P * sum.P), warp_rows_blocks(sum.P));
 }
 
 template <class T>
@@ -212,12 +239,18 @@ __device__ void run_gram_sum(const GramSum<T>& sum, int64_t block, int64_t grid)
     return;
   if (sum.kind == GramSum<T>::kFused) {
     sum_fused_gram(sum.fused_partials, sum.count, sum.P, sum.pad, sum.out, block, grid);
-  } else if (sum.count > kChunksByThread) {
-    sum_gram_chunks_by_warps(sum.chunk_partials, sum.count, sum.P, sum.accumulate, sum.out, block,
-                             grid);
-  } else {
-    sum_gram_chunks(sum.chunk_partials, sum.count, sum.P, sum.accumulate, sum.out, block, grid);
+    return;
   }
+  const int64_t columns = sum.column_partials != nullptr ? sum.P - 1 : sum.P;
+  if (sum.count > kChunksByThread)
+    sum_gram_chunks_by_warps(sum.chunk_partials, sum.count, sum.P, columns, sum.accumulate, sum.out,
+                             block, grid);
+  else
+    sum_gram_chunks(sum.chunk_partials, sum.count, sum.P, columns, sum.accumulate, sum.out, block,
+                    grid);
+  if (sum.column_partials != nullptr)
+    sum_gram_column(sum.column_partials, sum.column_blocks, sum.P, sum.accumulate, sum.out, block,
+                    grid);
 }
 
 template <class T>
@@ -273,7 +306,7 @@ __global__ void gradient_kernel(const double* J, const double* beta, const doubl
     // X'u (and sum psi, after the ncols_x columns) of the candidate the trials formed it for
     // and the pick accepted: the iteration's row pass returned at once.
     const int trials_candidate = trials_xtu.partials != nullptr ? sc->lamm_trials_gradient - 1 : -1;
-    const int64_t trials_stride = lamm_gradient_stride(ncols_x);
+    const int64_t trials_stride = appended_column_stride(ncols_x);
     const double* from_trials =
         trials_candidate >= 0
             ? trials_xtu.partials + int64_t{trials_candidate} * trials_xtu.blocks * trials_stride

@@ -106,14 +106,23 @@ cublasStatus_t gemv_chunks(cublasHandle_t h, int m, int rows, const double* a, c
 // one (out += A B', the incremental Gram's update).
 // deferred (not null): the sum of the partials is described there instead of launched
 // (UpdateContext::row_pass_then_gradient); the Gram then always goes through the partials.
+// column_partials (not null, where the GEMM leaves the last column out): that column comes from
+// the row pass's column_blocks partials (launch_row_pass) instead of the gemv, which would read
+// the scaled rows once more; the Gram then goes through the partials too.
 template <class T>
 void gram_upper(Engine& e, int64_t P, int64_t n, const T* a, const T* b, T* out,
                 const DeviceScalars* gate = nullptr, RunWhen when = kRunUnlessInvalid,
-                bool accumulate = false, GramSum<T>* deferred = nullptr) {
+                bool accumulate = false, GramSum<T>* deferred = nullptr,
+                const double* column_partials = nullptr, int column_blocks = 0) {
   const GramSplit split = gram_split(n, P);
-  const bool direct = split.chunks == 1 && gate == nullptr && !accumulate && deferred == nullptr;
-  T* target = direct ? out : e.ws.gram_partials.as<T>();
   const int64_t columns = gram_gemm_columns(P);
+  if (column_partials != nullptr && columns == P)
+    fail(RH_CUDA_INTERNAL_ERROR,
+         "Gram: a last column from the row pass, but the GEMM forms all %lld",
+         static_cast<long long>(P));
+  const bool direct = split.chunks == 1 && gate == nullptr && !accumulate && deferred == nullptr &&
+                      column_partials == nullptr;
+  T* target = direct ? out : e.ws.gram_partials.as<T>();
   const int64_t blocks = std::max<int64_t>(1, columns / kGramColumnBlock);
   for (int64_t block = 0; block < blocks; ++block) {
     const int64_t c0 = block * columns / blocks / 64 * 64;
@@ -123,7 +132,7 @@ void gram_upper(Engine& e, int64_t P, int64_t n, const T* a, const T* b, T* out,
                              split.rows * P, target + c0 * P, P * P, split.chunks),
                  "cublasGemmStridedBatched (Gram)");
   }
-  if (columns < P) {
+  if (columns < P && column_partials == nullptr) {
     check_cublas(
         gemv_chunks(e.blas, static_cast<int>(P), static_cast<int>(split.rows), a, b + columns,
                     split.rows * P, target + columns * P, P * P, split.chunks),
@@ -140,6 +149,8 @@ void gram_upper(Engine& e, int64_t P, int64_t n, const T* a, const T* b, T* out,
   sum.when = static_cast<int>(when);
   sum.accumulate = accumulate;
   sum.out = out;
+  sum.column_partials = column_partials;
+  sum.column_blocks = column_blocks;
   sum_or_defer(sum, deferred, e.stream);
 }
 
@@ -154,6 +165,12 @@ template void gram_of_scaled_rows<float>(Engine&, int64_t, int64_t, const float*
 template void gram_of_scaled_rows<double>(Engine&, int64_t, int64_t, const double*, double*);
 
 template <class T>
+bool UpdateContext<T>::row_pass_gram_column() const {
+  return rows.ncols_x + 1 == rows.P && gram_gemm_columns(rows.P) == rows.P - 1 &&
+         rows.P <= kRowPassXtuMaxColumns;
+}
+
+template <class T>
 void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu, GramSum<T>* gram_sum,
                                 const double* at) {
   const double* point = at != nullptr ? at : beta();
@@ -164,6 +181,12 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu, Gra
     xtu_in_partials = row_pass_xtu(fused);
   double* xtu_partials = with_xtu && xtu_in_partials ? e.ws.xtu_partials.as<double>() : nullptr;
   T* scaled = with_gram && !fused && !leaves_gram ? e.ws.scaled_rows.as<T>() : nullptr;
+  // The Gram's last column from this pass (row_pass_gram_column), in the X'u partials' memory,
+  // which a pass without X'u leaves free: the gradient reads X'u only after a pass that formed
+  // it (xtu_in_partials), and LAMM's pass for the finish is the only one without X'u.
+  double* column_partials = scaled != nullptr && !with_xtu && row_pass_gram_column()
+                                ? e.ws.xtu_partials.as<double>()
+                                : nullptr;
   if (fused) {
     launch_row_pass_gram<T>(rows, point, k.tau, device_scalars(), e.ws.residual.as<double>(),
                             e.ws.score.as<T>(), e.ws.row_partials.as<double>(), xtu_partials,
@@ -173,7 +196,7 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu, Gra
     T* meat_scaled = with_gram && with_meat ? e.ws.meat_rows.as<T>() : nullptr;
     launch_row_pass<T>(rows, point, k.tau, device_scalars(), e.ws.residual.as<double>(),
                        e.ws.score.as<T>(), scaled, meat_scaled, e.ws.row_partials.as<double>(),
-                       xtu_partials, curvature_track(with_gram), when, e.stream);
+                       xtu_partials, column_partials, curvature_track(with_gram), when, e.stream);
     row_partial_blocks = row_blocks(rows.n, rows.ncols_x);
   }
   // cuBLAS cannot skip: queued past the end of a solve it recomputes X'u from unchanged scores,
@@ -194,7 +217,7 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu, Gra
     sum_or_defer(sum, gram_sum, e.stream);
   } else if (with_gram && !leaves_gram) {
     gram_upper<T>(e, rows.P, rows.n, scaled, scaled, gram(), device_scalars(), when, false,
-                  gram_sum);
+                  gram_sum, column_partials, row_partial_blocks);
   }
   if (leaves_gram) {
     // The rows whose weight changed, in row order, and their count: read by the update queued

@@ -7,8 +7,8 @@ of 32 columns; at 129 the row pass's teams of 8 lanes hold a row's 128 columns);
 and 383: the cluster kernel with 9 tile rows on 8 blocks, 10 rows with two on some blocks, and
 its limit; 384: cuSOLVER's; 1,025: cuSOLVER's, and the row pass's 32 X'u slots a lane (rows
 of 513 to 1,024 columns). Float64, host input, two iterations each (the cap's convergence
-warnings are silenced), without a penalty and, at P = 17, 257 and 1,025, with the L1 penalty
-(its LAMM kernels). Then the incremental Gram (a heavy Gram, 2 n P^2 > 2e9): two batches of
+warnings are silenced), without a penalty and, at P = 17, 129, 257 and 1,025, with the L1
+penalty (its LAMM kernels; at 129 and 257 the finish's row pass forms the Gram's last column). Then the incremental Gram (a heavy Gram, 2 n P^2 > 2e9): two batches of
 16,000 x 256 (P = 257, the cluster Cholesky) and of 64,000 x 128 (P = 129, the one-block
 Cholesky), four iterations each, so rows change weight between row passes; the second batch
 takes the speculative whole step on it.
@@ -35,7 +35,7 @@ def main(incremental_only: bool) -> int:
         features = parameters - 1
         X = rng.standard_normal((2 * parameters + 64, features))
         y = X @ rng.uniform(-1, 1, features) + rng.standard_t(3, X.shape[0])
-        for penalty in ("none", "l1") if parameters in (17, 257, 1025) else ("none",):
+        for penalty in ("none", "l1") if parameters in (17, 129, 257, 1025) else ("none",):
             model = RenewableHuberRegressor(backend="native_cuda", device="cuda",
                                             dtype="float64", penalty=penalty, max_iter=2)
             batches = 2 if penalty == "none" and parameters in (17, 257, 384) else 1

@@ -1179,6 +1179,14 @@ void test_agrees_with_the_cpu_engine() {
   // rows from cuBLAS's gemv over the scores: LAMM's gradient at every iteration.
   for (int64_t features : {1024, 1025})
     compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_L1, 1e-8, features, 3000);
+  // LAMM's finish pass forms the Gram's last column (the intercept's) itself where the GEMM
+  // leaves it out (P one past whole 64-column tiles; 128 features at 2,000 rows above, 15 Gram
+  // chunks summed a thread per entry): 3,000 rows (23 chunks, a warp per entry) on the split
+  // teams, and a warp per row with 8, 16 and 32 column slots (256, 384 and 640 features).
+  compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_L1, 1e-8, 128, 3000);
+  compare_with_cpu<float>(lib, RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_L1, 4e-4, 128, 3000);
+  for (int64_t features : {256, 384, 640})
+    compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_L1, 1e-8, features, 3000);
   // A Gram above kHeavyGramFlops (2 n P^2 > 2e9): LAMM queues its finish's Gram only after a
   // synchronisation showed the end, Newton one iteration per chunk.
   compare_with_cpu<double>(lib, RH_CUDA_DTYPE_FLOAT64, RH_CUDA_PENALTY_L1, 1e-8, 256, 20000);
