@@ -30,17 +30,19 @@ def positive_int(text: str) -> int:
 
 
 def add_stream_case_arguments(parser: argparse.ArgumentParser) -> None:
-    """The positional arguments of one standard-profile case: shape, dtype, penalty."""
+    """The positional arguments of one standard- or large-profile case: shape, dtype, penalty."""
     from .profiles import shapes_of
 
-    parser.add_argument("shape", choices=[s.name for s in shapes_of("standard")])
+    parser.add_argument("shape",
+                        choices=[s.name for p in ("standard", "large") for s in shapes_of(p)])
     parser.add_argument("dtype", choices=["float64", "float32"])
     parser.add_argument("penalty", choices=["none", "l1"])
 
 
 def stream_case_commands(description: str, stream_command: str):
     """(parser, its subcommands) of a micro script whose command `stream_command` runs one
-    standard-profile case (add_stream_case_arguments); the caller adds the other commands."""
+    standard- or large-profile case (add_stream_case_arguments); the caller adds the other
+    commands."""
     parser = argparse.ArgumentParser(description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)

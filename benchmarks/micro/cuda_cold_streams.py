@@ -54,8 +54,9 @@ def shape_data(shape):
 
 
 def device_rows(cp, shape_name: str, dtype: str):
-    """(shape, X, y) of a standard shape, its shape_data rows on the device in `dtype`."""
-    shape = {s.name: s for s in shapes_of("standard")}[shape_name]
+    """(shape, X, y) of a standard or large shape, its shape_data rows on the device in
+    `dtype`."""
+    shape = {s.name: s for p in ("standard", "large") for s in shapes_of(p)}[shape_name]
     X, y = shape_data(shape)
     return shape, cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
 

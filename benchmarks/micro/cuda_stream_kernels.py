@@ -1,4 +1,4 @@
-"""One cold stream of a standard-profile shape on native_cuda inside an NVTX range named
+"""One cold stream of a standard- or large-profile shape on native_cuda inside an NVTX range named
 "measure", for Nsight Compute's per-kernel view of where the stream's device time goes; and a
 summary of that view.
 

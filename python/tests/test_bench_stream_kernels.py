@@ -76,3 +76,17 @@ def test_compare_adds_the_entries_of_one_kernel(tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert "      94.0 us (   6)       94.0 us (   6)  row_gram_kernel<double, 5>" in lines
     assert lines[-1] == "kernel total 479.4 us -> 479.4 us (base / candidate 1.000)"
+
+
+@pytest.mark.parametrize("shape", ["streaming", "large-stream", "large-wide"])
+def test_run_takes_standard_and_large_shapes(shape):
+    parser, _ = cuda_stream_kernels.stream_case_commands("", "run")
+    args = parser.parse_args(["run", shape, "float32", "l1"])
+    assert (args.shape, args.dtype, args.penalty) == (shape, "float32", "l1")
+
+
+def test_run_refuses_an_unknown_shape(capsys):
+    parser, _ = cuda_stream_kernels.stream_case_commands("", "run")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["run", "large-streams", "float32", "l1"])
+    assert "invalid choice: 'large-streams'" in capsys.readouterr().err
