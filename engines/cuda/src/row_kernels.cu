@@ -1293,24 +1293,41 @@ constexpr int lamm_gradient_tiles() {
   return kSteps / 2 + 1;
 }
 
+// How many of lamm_mma_gradient's tiles take the rows' values from the group's registers; the
+// others read the rows again. Every tile for float32 rows. For float64 rows the first 6: the
+// most whose registers stay live past the products without spilling at 128 registers a thread
+// (sm_90, CUDA 13: 7 tiles spill 256 bytes in the instance with the quadratic, all 17 tiles of
+// 128 columns 124 bytes).
+template <class T, int kSteps>
+constexpr int lamm_gradient_shuffled_tiles() {
+  return sizeof(T) == sizeof(float) ? lamm_gradient_tiles<kSteps>() : 6;
+}
+
 // Adds X'psi of one 8-row group (group g) to a warp's accumulators `acc` (shared memory, tile
 // t's 8 columns x 8 candidates at acc[64 t ..], lane l's two entries at 2 l): per tile, two mma
-// m8n8k4 over rows 0-3 and 4-7 of the group. A product over rows needs a row per lane within
-// the quad, where the dots read a row per quad, so the rows are read again (from the cache: the
-// warp has just read them). A: lane l takes column 8 t + l / 4 of row 4 h + l % 4; columns past
-// the row's end are zeros, and the column after it, where the rows have an appended intercept,
-// ones; a row past the batch's end reads the last row (its psi is zero). B: psi of row 4 h + l
-// % 4 at candidate l / 4, lane 4 (4 h + l % 4) + l / 8's u0 or u1. Lane l then holds the sums
-// of column 8 t + l / 4 at candidates 2 (l % 4) and 2 (l % 4) + 1.
+// m8n8k4 over rows 0-3 and 4-7 of the group. A: lane l takes column 8 t + l / 4 of row 4 h +
+// l % 4, a row per lane within the quad, where the dots hold a row per quad (`a`, the group as
+// lamm_mma_rows loaded it: row r's column c on lane 4 r + c % 4, in a[c / 4]). The first
+// lamm_gradient_shuffled_tiles tiles move those values between the lanes by two shuffles: in
+// the first, a lane sends a[2 t] from the warp's first half and a[2 t + 1] from its second, and
+// takes row l % 4 (lanes 0-15) or 4 + l % 4 (lanes 16-31) from its own half; in the second, the
+// other register, from the other half. The other tiles read the rows again (from the cache: the
+// warp has just read them; a row past the batch's end reads the last row, as `a` holds it).
+// Either way the values, and so the sums, are the same. Columns past the row's end are zeros,
+// and the column after it, where the rows have an appended intercept, ones; a row past the
+// batch's end has psi zero. B: psi of row 4 h + l % 4 at candidate l / 4, lane 4 (4 h + l % 4)
+// + l / 8's u0 or u1. Lane l then holds the sums of column 8 t + l / 4 at candidates 2 (l % 4)
+// and 2 (l % 4) + 1.
 template <int kSteps, class T>
-__device__ __forceinline__ void lamm_mma_gradient(const RowView<T>& rows, int64_t g, double u0,
-                                                  double u1, int lane, bool with_intercept,
-                                                  double* acc) {
+__device__ __forceinline__ void lamm_mma_gradient(const RowView<T>& rows, const T (&a)[kSteps],
+                                                  int64_t g, double u0, double u1, int lane,
+                                                  bool with_intercept, double* acc) {
   constexpr unsigned kAll = 0xffffffffu;
   const int column = lane >> 2;  // within the tile
   const int row = lane & 3;      // within the half
+  const bool first_half = lane < 16;
   double b[2];
-  const T* x[2];
+  const T* x_row[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int from = 4 * (4 * h + row) + (lane >> 3);
@@ -1318,18 +1335,34 @@ __device__ __forceinline__ void lamm_mma_gradient(const RowView<T>& rows, int64_
     const double v1 = __shfl_sync(kAll, u1, from);
     b[h] = (column & 1) != 0 ? v1 : v0;
     const int64_t i = 8 * g + 4 * h + row;
-    x[h] = rows.x + (i < rows.n ? i : rows.n - 1) * rows.ldx;
+    x_row[h] = rows.x + (i < rows.n ? i : rows.n - 1) * rows.ldx;
   }
+  // The lane of this half that holds row `row` (of this half) at this lane's column modulo 4,
+  // and the same lane of the other half.
+  const int own_half = (first_half ? 0 : 16) + 4 * row + (column & 3);
+  const int other_half = own_half ^ 16;
   const int64_t ncols_x = rows.ncols_x;
 #pragma unroll
   for (int t = 0; t < lamm_gradient_tiles<kSteps>(); ++t) {
     if (8 * t > ncols_x)
       break;
     const int64_t j = 8 * t + column;
+    T x[2];
+    if (t < lamm_gradient_shuffled_tiles<T, kSteps>()) {
+      const T low = 2 * t < kSteps ? a[2 * t] : T(0);
+      const T high = 2 * t + 1 < kSteps ? a[2 * t + 1] : T(0);
+      const T from_own = __shfl_sync(kAll, first_half ? low : high, own_half);
+      const T from_other = __shfl_sync(kAll, first_half ? high : low, other_half);
+      x[0] = first_half ? from_own : from_other;
+      x[1] = first_half ? from_other : from_own;
+    } else {
+      x[0] = j < ncols_x ? x_row[0][j] : T(0);
+      x[1] = j < ncols_x ? x_row[1][j] : T(0);
+    }
     double d[2] = {acc[64 * t + 2 * lane], acc[64 * t + 2 * lane + 1]};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const double value = j < ncols_x                      ? static_cast<double>(x[h][j])
+      const double value = j < ncols_x                      ? static_cast<double>(x[h])
                            : with_intercept && j == ncols_x ? 1.0
                                                             : 0.0;
       mma_8x8x4(d, value, b[h]);
@@ -1368,7 +1401,7 @@ __device__ __forceinline__ void lamm_mma_rows(const RowView<T>& rows, const doub
         next.load(rows, lane, g + stride, last);
       lamm_mma_sum(rows, at, fragments, lane, g, tau, intercept0, intercept1, acc0, acc1, u0, u1);
       if constexpr (kGradient)
-        lamm_mma_gradient<kSteps>(rows, g, u0, u1, lane, with_intercept, gradient);
+        lamm_mma_gradient<kSteps>(rows, at.a, g, u0, u1, lane, with_intercept, gradient);
     }
   } else {
     for (int64_t g = g0; g < groups; g += stride) {
@@ -1376,7 +1409,7 @@ __device__ __forceinline__ void lamm_mma_rows(const RowView<T>& rows, const doub
       at.load(rows, lane, g, last);
       lamm_mma_sum(rows, at, fragments, lane, g, tau, intercept0, intercept1, acc0, acc1, u0, u1);
       if constexpr (kGradient)
-        lamm_mma_gradient<kSteps>(rows, g, u0, u1, lane, with_intercept, gradient);
+        lamm_mma_gradient<kSteps>(rows, at.a, g, u0, u1, lane, with_intercept, gradient);
     }
   }
 }
