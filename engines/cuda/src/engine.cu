@@ -413,8 +413,7 @@ void reserve_workspace(Engine& e, int64_t PP) {
   reserve_elems(ws.xtu_partials,
                 int64_t{kMaxRowBlocks} * xtu_partials_stride(std::min(P, kRowPassXtuMaxColumns)),
                 sizeof(double), "X'u partials");
-  if (e.lamm_trials_gradient &&
-      (lamm_trials_form_gradient(P, true) || lamm_trials_form_gradient(P - 1, true)))
+  if (e.lamm_trials_gradient && (lamm_trials_on_mma(P, true) || lamm_trials_on_mma(P - 1, true)))
     reserve_elems(ws.lamm_gradient_partials,
                   int64_t{kLammChunk} * kFusedGramMaxBlocks * appended_column_stride(P),
                   sizeof(double), "LAMM trials' X'psi partials");

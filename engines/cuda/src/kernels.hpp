@@ -93,7 +93,7 @@ int lamm_trial_blocks(int64_t n_rows, int64_t ncols_x, bool float64_mma);
 // launch_lamm_pick: in the same launch while lamm_trials_with_quadratic, else just before it.
 // float64_mma: rows of 9 to 128 stored columns form their dots on the float64 tensor cores
 // (Engine::lamm_mma). gradient_partials (not null: a group of one chunk, on the tensor cores,
-// lamm_trials_form_gradient): the launch also forms each candidate's X'psi there, kLammChunk
+// lamm_trials_on_mma): the launch also forms each candidate's X'psi there, kLammChunk
 // x lamm_trial_blocks x appended_column_stride(ncols_x) doubles, for the gradient at the beta the
 // pick accepts (launch_gradient's trials_xtu). Returns whether it did.
 template <class T>
@@ -101,10 +101,10 @@ bool launch_lamm_trials(const RowView<T>& rows, const double* candidates, int co
                         const DeviceScalars* sc, double* partials, const double* J,
                         const double* deltas, double* jdeltas, bool float64_mma,
                         double* gradient_partials, cudaStream_t s);
-// Whether launch_lamm_trials can form X'psi for rows of ncols_x stored columns (its
-// tensor-core kernel), and, once per device, the shared memory that takes
-// (configure_lamm_trials_gradient: false where the device cannot give it).
-bool lamm_trials_form_gradient(int64_t ncols_x, bool float64_mma);
+// Whether LAMM's trials form their dots on the float64 tensor cores (rows of 9 to 128 stored
+// columns), where launch_lamm_trials can also form X'psi; and, once per device, the shared
+// memory that takes (configure_lamm_trials_gradient: false where the device cannot give it).
+bool lamm_trials_on_mma(int64_t ncols_x, bool float64_mma);
 bool configure_lamm_trials_gradient(int device);
 // While running: scaled = sqrt(w m(r)) x with Newton's majoriser weight m (rh_algorithm.h) at
 // the residuals `residual` holds, for the Gram of the majoriser fallback.

@@ -31,16 +31,10 @@ constexpr int kLammMmaMaxSteps = 32;
 // The fewest 8-row groups a warp of the tensor-core trials takes, where the batch has them.
 constexpr int64_t kLammMmaGroupsPerWarp = 4;
 
-// Whether LAMM's trials form their dots on the float64 tensor cores: rows of 9 to
-// 4 kLammMmaMaxSteps stored columns.
-bool lamm_trials_on_mma(int64_t ncols_x, bool float64_mma) {
-  return float64_mma && ncols_x > kNarrowRowColumns && ncols_x <= 4 * int64_t{kLammMmaMaxSteps};
-}
-
 }  // namespace
 
-bool lamm_trials_form_gradient(int64_t ncols_x, bool float64_mma) {
-  return lamm_trials_on_mma(ncols_x, float64_mma);
+bool lamm_trials_on_mma(int64_t ncols_x, bool float64_mma) {
+  return float64_mma && ncols_x > kNarrowRowColumns && ncols_x <= 4 * int64_t{kLammMmaMaxSteps};
 }
 
 int lamm_trial_blocks(int64_t n_rows, int64_t ncols_x, bool float64_mma) {
@@ -1654,13 +1648,13 @@ constexpr int lamm_trials_gradient_bytes() {
   return kWarps * lamm_gradient_tiles<kSteps>() * 64 * static_cast<int>(sizeof(double));
 }
 
-// The tensor-core trials' instance for `steps` steps of 4 columns; with gradient_partials (not
-// null) the one that forms X'psi too, on its dynamic shared memory.
+// The tensor-core trials' instance for `steps` steps of 4 columns, handed to `launch` with its
+// dynamic shared memory; with_gradient: the one that forms X'psi too.
 template <class T, bool WithQuadratic, class Launch>
-void launch_lamm_trials_mma(int64_t steps, double* gradient_partials, Launch launch) {
+void launch_lamm_trials_mma(int64_t steps, bool with_gradient, Launch launch) {
   auto pick = [&](auto steps_constant) {
     constexpr int kSteps = decltype(steps_constant)::value;
-    if (gradient_partials != nullptr)
+    if (with_gradient)
       launch(lamm_trials_mma_kernel<T, kSteps, WithQuadratic, true>,
              lamm_trials_gradient_bytes<kSteps>());
     else
@@ -1692,13 +1686,14 @@ void launch_lamm_trials_kernel(int blocks, int row_grid, const RowView<T>& rows,
   const int team = row_team(rows.ncols_x);
   const int64_t steps = (rows.ncols_x + 3) / 4;  // of the tensor-core kernel
   if (lamm_trials_on_mma(rows.ncols_x, float64_mma)) {
-    launch_lamm_trials_mma<T, WithQuadratic>(steps, gradient_partials, [&](auto kernel, int bytes) {
-      launch_kernel("lamm_trials_mma_kernel", kernel,
-                    LaunchShape{dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
-                                static_cast<size_t>(bytes), 0},
-                    s, rows, candidates, count, tau, sc, partials, row_grid, J, deltas, jdeltas,
-                    gradient_partials);
-    });
+    launch_lamm_trials_mma<T, WithQuadratic>(
+        steps, gradient_partials != nullptr, [&](auto kernel, int bytes) {
+          launch_kernel("lamm_trials_mma_kernel", kernel,
+                        LaunchShape{dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+                                    static_cast<size_t>(bytes), 0},
+                        s, rows, candidates, count, tau, sc, partials, row_grid, J, deltas, jdeltas,
+                        gradient_partials);
+        });
   } else if (team == 32 && rows.ncols_x <= int64_t{kLammCachedSlots} * 32) {
     launch(lamm_trials_kernel<T, 32, WithQuadratic, true>);
   } else if (team == 32) {
@@ -1716,7 +1711,7 @@ bool launch_lamm_trials(const RowView<T>& rows, const double* candidates, int co
                         const double* deltas, double* jdeltas, bool float64_mma,
                         double* gradient_partials, cudaStream_t s) {
   const int row_grid = lamm_trial_blocks(rows.n, rows.ncols_x, float64_mma);
-  if (!lamm_trials_form_gradient(rows.ncols_x, float64_mma) || count != kLammChunk)
+  if (!lamm_trials_on_mma(rows.ncols_x, float64_mma) || count != kLammChunk)
     gradient_partials = nullptr;
   if (lamm_trials_with_quadratic(rows.n, rows.ncols_x)) {
     launch_lamm_trials_kernel<T, true>(row_grid + warp_rows_blocks(rows.P), row_grid, rows,
@@ -1734,20 +1729,16 @@ bool launch_lamm_trials(const RowView<T>& rows, const double* candidates, int co
 
 namespace {
 
-template <class T, bool WithQuadratic, int kSteps>
-void allow_lamm_trials_gradient_bytes() {
-  check_cuda(cudaFuncSetAttribute(lamm_trials_mma_kernel<T, kSteps, WithQuadratic, true>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  lamm_trials_gradient_bytes<kSteps>()),
-             "cudaFuncSetAttribute (LAMM trials with X'psi)");
-}
-
-template <class T, bool WithQuadratic>
-void allow_lamm_trials_gradient_all() {
-  allow_lamm_trials_gradient_bytes<T, WithQuadratic, 8>();
-  allow_lamm_trials_gradient_bytes<T, WithQuadratic, 16>();
-  allow_lamm_trials_gradient_bytes<T, WithQuadratic, 24>();
-  allow_lamm_trials_gradient_bytes<T, WithQuadratic, kLammMmaMaxSteps>();
+// Hands every instance of lamm_trials_mma_kernel that forms X'psi, with its dynamic shared
+// memory, to `visit` (launch_lamm_trials_mma's choice over every width).
+template <class Visit>
+void for_each_lamm_trials_gradient_kernel(Visit visit) {
+  for (int64_t steps = 8; steps <= kLammMmaMaxSteps; steps += 8) {
+    launch_lamm_trials_mma<float, true>(steps, true, visit);
+    launch_lamm_trials_mma<float, false>(steps, true, visit);
+    launch_lamm_trials_mma<double, true>(steps, true, visit);
+    launch_lamm_trials_mma<double, false>(steps, true, visit);
+  }
 }
 
 }  // namespace
@@ -1756,14 +1747,20 @@ bool configure_lamm_trials_gradient(int device) {
   int optin = 0;
   check_cuda(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
              "cudaDeviceGetAttribute (shared memory per block)");
-  // The widest instance's static shared memory besides its dynamic sums.
-  constexpr int kStatic = (kLammMmaMaxSteps * 32 + kLammChunk * kWarps) * 8;
-  if (optin < lamm_trials_gradient_bytes<kLammMmaMaxSteps>() + kStatic)
+  // Each instance's static shared memory besides its dynamic sums.
+  bool fits = true;
+  for_each_lamm_trials_gradient_kernel([&](auto kernel, int bytes) {
+    cudaFuncAttributes attributes{};
+    check_cuda(cudaFuncGetAttributes(&attributes, kernel),
+               "cudaFuncGetAttributes (LAMM trials with X'psi)");
+    fits = fits && static_cast<int>(attributes.sharedSizeBytes) + bytes <= optin;
+  });
+  if (!fits)
     return false;
-  allow_lamm_trials_gradient_all<float, true>();
-  allow_lamm_trials_gradient_all<float, false>();
-  allow_lamm_trials_gradient_all<double, true>();
-  allow_lamm_trials_gradient_all<double, false>();
+  for_each_lamm_trials_gradient_kernel([](auto kernel, int bytes) {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes),
+               "cudaFuncSetAttribute (LAMM trials with X'psi)");
+  });
   return true;
 }
 

@@ -139,19 +139,16 @@ __device__ void sum_gram_chunks_by_warps(const T* partials, int chunks, int64_t 
 constexpr int kChunksByThread = 16;
 
 // The Gram's last column from the row pass's per-block partials (GramSum.column_partials): a
-// warp per entry, lane l adding blocks l, l + 32, ... in block order, then the fixed shuffle
-// tree; entry P - 1 is the corner the pass stored after the ncols_x = P - 1 column sums.
+// warp per entry (warp_column_sum); entry P - 1 is the corner the pass stored after the
+// ncols_x = P - 1 column sums.
 template <class T>
 __device__ void sum_gram_column(const double* partials, int blocks, int64_t P, bool accumulate,
                                 T* out, int64_t block, int64_t grid) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = grid * (blockDim.x >> 5);
-  const int64_t stride = appended_column_stride(P - 1);
+  const int stride = static_cast<int>(appended_column_stride(P - 1));
   for (int64_t row = (block * blockDim.x + threadIdx.x) >> 5; row < P; row += warps) {
-    double acc = 0.0;
-    for (int b = lane; b < blocks; b += 32)
-      acc += partials[b * stride + row];
-    acc = warp_sum(acc);
+    const double acc = warp_column_sum(partials, blocks, stride, static_cast<int>(row));
     if (lane == 0) {
       T* entry = out + row + (P - 1) * P;
       *entry = static_cast<T>(accumulate ? static_cast<double>(*entry) + acc : acc);
