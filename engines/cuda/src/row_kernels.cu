@@ -1256,27 +1256,40 @@ struct LammMmaGroup {
   }
 };
 
-// lamm_mma_rows' products and sums for the group `at` holds (group g); u0 and u1 get w psi(r)
-// of the lane's row at its two candidates (zero for a row past the end).
-template <bool kFull, int kSteps, class T>
+// lamm_mma_rows' products and sums for the group `at` holds (group g), for kChunks chunks of
+// candidates at once (chunk c's fragments at fragments[c kSteps 32 ..], its intercepts and sums
+// at [c]); u0 and u1 get w psi(r) of the lane's row at chunk 0's two candidates (zero for a row
+// past the end). Each chunk's products and sums run in the order of a chunk alone.
+template <int kChunks, bool kFull, int kSteps, class T>
 __device__ __forceinline__ void lamm_mma_sum(const RowView<T>& rows,
                                              const LammMmaGroup<kFull, kSteps, T>& at,
                                              const double* fragments, int lane, int64_t g,
-                                             double tau, double intercept0, double intercept1,
-                                             double& acc0, double& acc1, double& u0, double& u1) {
-  double d[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+                                             double tau, const double (&intercept)[kChunks][2],
+                                             double (&acc)[kChunks][2], double& u0, double& u1) {
+  double d[kChunks][2][2];
 #pragma unroll
-  for (int s = 0; s < kSteps; ++s)
-    mma_8x8x4(d[s & 1], static_cast<double>(at.a[s]), fragments[s * 32 + lane]);
+  for (int c = 0; c < kChunks; ++c)
+    d[c][0][0] = d[c][0][1] = d[c][1][0] = d[c][1][1] = 0.0;
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s)
+      mma_8x8x4(d[c][s & 1], static_cast<double>(at.a[s]), fragments[(c * kSteps + s) * 32 + lane]);
+  }
   u0 = 0.0;
   u1 = 0.0;
   if (8 * g + (lane >> 2) < rows.n) {
-    const double r0 = at.y - ((d[0][0] + d[1][0]) + intercept0);
-    const double r1 = at.y - ((d[0][1] + d[1][1]) + intercept1);
-    acc0 += at.w * rh_huber_rho(r0, tau);
-    acc1 += at.w * rh_huber_rho(r1, tau);
-    u0 = at.w * huber_psi(r0, tau);
-    u1 = at.w * huber_psi(r1, tau);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const double r0 = at.y - ((d[c][0][0] + d[c][1][0]) + intercept[c][0]);
+      const double r1 = at.y - ((d[c][0][1] + d[c][1][1]) + intercept[c][1]);
+      acc[c][0] += at.w * rh_huber_rho(r0, tau);
+      acc[c][1] += at.w * rh_huber_rho(r1, tau);
+      if (c == 0) {
+        u0 = at.w * huber_psi(r0, tau);
+        u1 = at.w * huber_psi(r1, tau);
+      }
+    }
   }
 }
 
@@ -1287,49 +1300,36 @@ constexpr int lamm_gradient_tiles() {
   return kSteps / 2 + 1;
 }
 
-// How many of lamm_mma_gradient's tiles take the rows' values from the group's registers; the
-// others read the rows again. Every tile for float32 rows. For float64 rows the first 6: the
-// most whose registers stay live past the products without spilling at 128 registers a thread
-// (sm_90, CUDA 13: 7 tiles spill 256 bytes in the instance with the quadratic, all 17 tiles of
-// 128 columns 124 bytes).
-template <class T, int kSteps>
-constexpr int lamm_gradient_shuffled_tiles() {
-  return sizeof(T) == sizeof(float) ? lamm_gradient_tiles<kSteps>() : 6;
-}
-
-// Adds X'psi of one 8-row group (group g) to a warp's accumulators `acc` (shared memory, tile
+// Adds X'psi of one 8-row group to a warp's accumulators `acc` (shared memory, tile
 // t's 8 columns x 8 candidates at acc[64 t ..], lane l's two entries at 2 l): per tile, two mma
 // m8n8k4 over rows 0-3 and 4-7 of the group. A: lane l takes column 8 t + l / 4 of row 4 h +
 // l % 4, a row per lane within the quad, where the dots hold a row per quad (`a`, the group as
-// lamm_mma_rows loaded it: row r's column c on lane 4 r + c % 4, in a[c / 4]). The first
-// lamm_gradient_shuffled_tiles tiles move those values between the lanes by two shuffles: in
-// the first, a lane sends a[2 t] from the warp's first half and a[2 t + 1] from its second, and
-// takes row l % 4 (lanes 0-15) or 4 + l % 4 (lanes 16-31) from its own half; in the second, the
-// other register, from the other half. The other tiles read the rows again (from the cache: the
-// warp has just read them; a row past the batch's end reads the last row, as `a` holds it).
-// Either way the values, and so the sums, are the same. Columns past the row's end are zeros,
+// lamm_mma_rows loaded it: row r's column c on lane 4 r + c % 4, in a[c / 4]; a row past the
+// batch's end holds the last row). Two shuffles a tile move those values between the lanes, so no
+// row is read twice: in the first, a lane sends a[2 t] from the warp's first half and a[2 t + 1]
+// from its second, and takes row l % 4 (lanes 0-15) or 4 + l % 4 (lanes 16-31) from its own
+// half; in the second, the other register, from the other half. (Float64 rows of 128 columns then
+// spill 124 bytes at 128 registers a thread; that measured faster than reading the later tiles'
+// rows again, and than one block an SM without spills.) Columns past the row's end are zeros,
 // and the column after it, where the rows have an appended intercept, ones; a row past the
 // batch's end has psi zero. B: psi of row 4 h + l % 4 at candidate l / 4, lane 4 (4 h + l % 4)
 // + l / 8's u0 or u1. Lane l then holds the sums of column 8 t + l / 4 at candidates 2 (l % 4)
 // and 2 (l % 4) + 1.
 template <int kSteps, class T>
 __device__ __forceinline__ void lamm_mma_gradient(const RowView<T>& rows, const T (&a)[kSteps],
-                                                  int64_t g, double u0, double u1, int lane,
+                                                  double u0, double u1, int lane,
                                                   bool with_intercept, double* acc) {
   constexpr unsigned kAll = 0xffffffffu;
   const int column = lane >> 2;  // within the tile
   const int row = lane & 3;      // within the half
   const bool first_half = lane < 16;
   double b[2];
-  const T* x_row[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int from = 4 * (4 * h + row) + (lane >> 3);
     const double v0 = __shfl_sync(kAll, u0, from);
     const double v1 = __shfl_sync(kAll, u1, from);
     b[h] = (column & 1) != 0 ? v1 : v0;
-    const int64_t i = 8 * g + 4 * h + row;
-    x_row[h] = rows.x + (i < rows.n ? i : rows.n - 1) * rows.ldx;
   }
   // The lane of this half that holds row `row` (of this half) at this lane's column modulo 4,
   // and the same lane of the other half.
@@ -1341,18 +1341,11 @@ __device__ __forceinline__ void lamm_mma_gradient(const RowView<T>& rows, const 
     if (8 * t > ncols_x)
       break;
     const int64_t j = 8 * t + column;
-    T x[2];
-    if (t < lamm_gradient_shuffled_tiles<T, kSteps>()) {
-      const T low = 2 * t < kSteps ? a[2 * t] : T(0);
-      const T high = 2 * t + 1 < kSteps ? a[2 * t + 1] : T(0);
-      const T from_own = __shfl_sync(kAll, first_half ? low : high, own_half);
-      const T from_other = __shfl_sync(kAll, first_half ? high : low, other_half);
-      x[0] = first_half ? from_own : from_other;
-      x[1] = first_half ? from_other : from_own;
-    } else {
-      x[0] = j < ncols_x ? x_row[0][j] : T(0);
-      x[1] = j < ncols_x ? x_row[1][j] : T(0);
-    }
+    const T low = 2 * t < kSteps ? a[2 * t] : T(0);
+    const T high = 2 * t + 1 < kSteps ? a[2 * t + 1] : T(0);
+    const T from_own = __shfl_sync(kAll, first_half ? low : high, own_half);
+    const T from_other = __shfl_sync(kAll, first_half ? high : low, other_half);
+    const T x[2] = {first_half ? from_own : from_other, first_half ? from_other : from_own};
     double d[2] = {acc[64 * t + 2 * lane], acc[64 * t + 2 * lane + 1]};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -1367,7 +1360,8 @@ __device__ __forceinline__ void lamm_mma_gradient(const RowView<T>& rows, const 
 }
 
 // lamm_trials_mma_kernel's rows: 8-row groups g0, g0 + stride, ... of the batch, this lane's
-// sums of w rho(y - dot) for its two candidates added to acc0 and acc1. kFull: every step's
+// sums of w rho(y - dot) for its two candidates of each of kChunks chunks added to acc[chunk]
+// (lamm_mma_sum). kFull: every step's
 // columns exist; otherwise a column past the row's end reads the lane's last column of the row
 // (offset `last`). A row past the end reads the last row (finite: the validation pass refused
 // any other batch), and neither such a row nor such a column counts: the row is never summed,
@@ -1375,11 +1369,12 @@ __device__ __forceinline__ void lamm_mma_gradient(const RowView<T>& rows, const 
 // next group before the products of this one, so a warp's loads stay in flight through them.
 // kGradient: each group's X'psi is added to `gradient` too (the warp's accumulators of
 // lamm_mma_gradient).
-template <bool kFull, int kSteps, bool kGradient, class T>
+template <int kChunks, bool kFull, int kSteps, bool kGradient, class T>
 __device__ __forceinline__ void lamm_mma_rows(const RowView<T>& rows, const double* fragments,
                                               int lane, int64_t g0, int64_t stride, int last,
-                                              double tau, double intercept0, double intercept1,
-                                              double& acc0, double& acc1, double* gradient) {
+                                              double tau, const double (&intercept)[kChunks][2],
+                                              double (&acc)[kChunks][2], double* gradient) {
+  static_assert(!kGradient || kChunks == 1, "X'psi of one chunk");
   const int64_t groups = (rows.n + 7) / 8;
   const bool with_intercept = rows.ncols_x < rows.P;
   double u0 = 0.0;
@@ -1393,19 +1388,74 @@ __device__ __forceinline__ void lamm_mma_rows(const RowView<T>& rows, const doub
       const LammMmaGroup<kFull, kSteps, T> at = next;
       if (g + stride < groups)
         next.load(rows, lane, g + stride, last);
-      lamm_mma_sum(rows, at, fragments, lane, g, tau, intercept0, intercept1, acc0, acc1, u0, u1);
+      lamm_mma_sum<kChunks>(rows, at, fragments, lane, g, tau, intercept, acc, u0, u1);
       if constexpr (kGradient)
-        lamm_mma_gradient<kSteps>(rows, at.a, g, u0, u1, lane, with_intercept, gradient);
+        lamm_mma_gradient<kSteps>(rows, at.a, u0, u1, lane, with_intercept, gradient);
     }
   } else {
     for (int64_t g = g0; g < groups; g += stride) {
       LammMmaGroup<kFull, kSteps, T> at;
       at.load(rows, lane, g, last);
-      lamm_mma_sum(rows, at, fragments, lane, g, tau, intercept0, intercept1, acc0, acc1, u0, u1);
+      lamm_mma_sum<kChunks>(rows, at, fragments, lane, g, tau, intercept, acc, u0, u1);
       if constexpr (kGradient)
-        lamm_mma_gradient<kSteps>(rows, at.a, g, u0, u1, lane, with_intercept, gradient);
+        lamm_mma_gradient<kSteps>(rows, at.a, u0, u1, lane, with_intercept, gradient);
     }
   }
+}
+
+// One pass of lamm_trials_mma_kernel (without X'psi) over the rows for two chunks of candidates
+// (`chunk`, 2 kLammChunk of them): chunk c's fragments at fragments[c kSteps 32 ..], each
+// candidate's products and sums in the order of a chunk alone, the block's sums at out[0 ..
+// 2 kLammChunk) in warp order. Every thread of the block calls it.
+template <int kSteps, class T>
+__device__ __forceinline__ void lamm_trials_two_chunks(const RowView<T>& rows, const double* chunk,
+                                                       double tau, double* fragments,
+                                                       double* shared, bool full, int last,
+                                                       int64_t warps, double* out) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int c0 = 2 * (lane & 3);
+  const bool with_intercept = rows.ncols_x < rows.P;
+  for (int f = threadIdx.x; f < 2 * kSteps * 32; f += kThreads) {
+    const int c = f / (kSteps * 32);
+    const int in_chunk = f % (kSteps * 32);
+    const int64_t j = 4 * (in_chunk >> 5) + (in_chunk & 3);
+    fragments[f] =
+        j < rows.ncols_x ? chunk[(c * kLammChunk + ((in_chunk & 31) >> 2)) * rows.P + j] : 0.0;
+  }
+  double intercept[2][2];
+  double acc[2][2];
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      intercept[c][k] =
+          with_intercept ? chunk[(c * kLammChunk + c0 + k) * rows.P + rows.P - 1] : 0.0;
+      acc[c][k] = 0.0;
+    }
+  }
+  __syncthreads();
+  const int64_t g0 = blockIdx.x * int64_t{kWarps} + warp;
+  if (full)
+    lamm_mma_rows<2, true, kSteps, false>(rows, fragments, lane, g0, warps, last, tau, intercept,
+                                          acc, nullptr);
+  else
+    lamm_mma_rows<2, false, kSteps, false>(rows, fragments, lane, g0, warps, last, tau, intercept,
+                                           acc, nullptr);
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+#pragma unroll
+    for (int offset = 4; offset < 32; offset <<= 1) {
+      acc[c][0] += __shfl_xor_sync(0xffffffffu, acc[c][0], offset);
+      acc[c][1] += __shfl_xor_sync(0xffffffffu, acc[c][1], offset);
+    }
+    if (lane < 4) {
+      shared[(warp * 2 + c) * kLammChunk + c0] = acc[c][0];
+      shared[(warp * 2 + c) * kLammChunk + c0 + 1] = acc[c][1];
+    }
+  }
+  add_warp_totals<kThreads, 2 * kLammChunk>(shared, out);
+  __syncthreads();  // the next pass rewrites `fragments` and `shared`
 }
 
 // The LAMM trials' objective sums for rows of 9 to 128 stored columns, their dot products on the
@@ -1422,6 +1472,8 @@ __device__ __forceinline__ void lamm_mma_rows(const RowView<T>& rows, const doub
 // (lamm_trials_gradient_bytes), then the block's in warp order, written as gradient_partials[(c
 // row_grid + block) appended_column_stride(ncols_x) + j] for candidate c, column j < ncols_x, and
 // the sum of psi at j = ncols_x; so the iteration needs no row pass at the beta it accepts.
+// Without kGradient (the later groups) a pass over the rows takes two chunks where two remain
+// (lamm_trials_two_chunks): half the passes, each candidate's sums in the same order.
 template <class T, int kSteps, bool WithQuadratic, bool kGradient = false>
 __global__ void __launch_bounds__(kThreads, 2)
     lamm_trials_mma_kernel(RowView<T> rows, const double* candidates, int count, double tau,
@@ -1430,8 +1482,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   enter_stream_order();
   if (!lamm_trials_rows_block<WithQuadratic>(sc, row_grid, J, deltas, count, rows.P, jdeltas))
     return;
-  __shared__ double fragments[kSteps * 32];
-  __shared__ double shared[kLammChunk * kWarps];
+  constexpr int kMostChunks = kGradient ? 1 : 2;  // the most chunks a pass over the rows
+  __shared__ double fragments[kMostChunks * kSteps * 32];
+  __shared__ double shared[kMostChunks * kLammChunk * kWarps];
   extern __shared__ double gradient_sums[];  // kGradient: kWarps x lamm_gradient_tiles x 64
   constexpr int kWarpSums = lamm_gradient_tiles<kSteps>() * 64;
   const int lane = threadIdx.x & 31;
@@ -1443,18 +1496,26 @@ __global__ void __launch_bounds__(kThreads, 2)
   // lane's last column of the row (ncols_x > 8, so it is not negative).
   const bool full = rows.ncols_x >= 4 * kSteps;
   const int last = static_cast<int>(rows.ncols_x) - 1 - quad;
-  for (int first = 0; first < count; first += kLammChunk) {
+  for (int first = 0; first < count;) {
+    if constexpr (!kGradient) {
+      // Groups without X'psi take two chunks a pass where `count` has them (block-uniform).
+      if (count - first >= 2 * kLammChunk) {
+        lamm_trials_two_chunks<kSteps>(rows, candidates + first * rows.P, tau, fragments, shared,
+                                       full, last, warps, partials + blockIdx.x * count + first);
+        first += 2 * kLammChunk;
+        continue;
+      }
+    }
     const double* chunk = candidates + first * rows.P;
     for (int f = threadIdx.x; f < kSteps * 32; f += kThreads) {
       const int64_t j = 4 * (f >> 5) + (f & 3);
       fragments[f] = j < rows.ncols_x ? chunk[((f & 31) >> 2) * rows.P + j] : 0.0;
     }
     const int c0 = 2 * quad;
-    const double intercept0 = with_intercept ? chunk[c0 * rows.P + rows.P - 1] : 0.0;
-    const double intercept1 = with_intercept ? chunk[(c0 + 1) * rows.P + rows.P - 1] : 0.0;
+    const double intercept[1][2] = {{with_intercept ? chunk[c0 * rows.P + rows.P - 1] : 0.0,
+                                     with_intercept ? chunk[(c0 + 1) * rows.P + rows.P - 1] : 0.0}};
     __syncthreads();
-    double acc0 = 0.0;
-    double acc1 = 0.0;
+    double acc[1][2] = {{0.0, 0.0}};
     const int64_t g0 = blockIdx.x * int64_t{kWarps} + warp;
     double* gradient = nullptr;
     if constexpr (kGradient) {
@@ -1464,12 +1525,14 @@ __global__ void __launch_bounds__(kThreads, 2)
       __syncwarp();
     }
     if (full) {
-      lamm_mma_rows<true, kSteps, kGradient>(rows, fragments, lane, g0, warps, last, tau,
-                                             intercept0, intercept1, acc0, acc1, gradient);
+      lamm_mma_rows<1, true, kSteps, kGradient>(rows, fragments, lane, g0, warps, last, tau,
+                                                intercept, acc, gradient);
     } else {
-      lamm_mma_rows<false, kSteps, kGradient>(rows, fragments, lane, g0, warps, last, tau,
-                                              intercept0, intercept1, acc0, acc1, gradient);
+      lamm_mma_rows<1, false, kSteps, kGradient>(rows, fragments, lane, g0, warps, last, tau,
+                                                 intercept, acc, gradient);
     }
+    double acc0 = acc[0][0];
+    double acc1 = acc[0][1];
 #pragma unroll
     for (int offset = 4; offset < 32; offset <<= 1) {
       acc0 += __shfl_xor_sync(0xffffffffu, acc0, offset);
@@ -1481,6 +1544,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     add_warp_totals<kThreads, kLammChunk>(shared, partials + blockIdx.x * count + first);
     __syncthreads();  // the next chunk rewrites `fragments` and `shared`
+    first += kLammChunk;
   }
   if constexpr (kGradient) {
     // One chunk (launch_lamm_trials): every warp's sums are in `gradient_sums` after the barrier
