@@ -1361,14 +1361,13 @@ __device__ __forceinline__ void lamm_mma_gradient(const RowView<T>& rows, const 
 
 // lamm_trials_mma_kernel's rows: 8-row groups g0, g0 + stride, ... of the batch, this lane's
 // sums of w rho(y - dot) for its two candidates of each of kChunks chunks added to acc[chunk]
-// (lamm_mma_sum). kFull: every step's
-// columns exist; otherwise a column past the row's end reads the lane's last column of the row
-// (offset `last`). A row past the end reads the last row (finite: the validation pass refused
-// any other batch), and neither such a row nor such a column counts: the row is never summed,
-// and the candidates' side of the column is zero. Float32 rows (half the registers) load the
-// next group before the products of this one, so a warp's loads stay in flight through them.
-// kGradient: each group's X'psi is added to `gradient` too (the warp's accumulators of
-// lamm_mma_gradient).
+// (lamm_mma_sum). kFull: every step's columns exist; otherwise a column past the row's end
+// reads the lane's last column of the row (offset `last`). A row past the end reads the last row
+// (finite: the validation pass refused any other batch), and neither such a row nor such a column
+// counts: the row is never summed, and the candidates' side of the column is zero. Float32 rows
+// (half the registers) load the next group before the products of this one, so a warp's loads stay
+// in flight through them. kGradient: each group's X'psi is added to `gradient` too (the warp's
+// accumulators of lamm_mma_gradient).
 template <int kChunks, bool kFull, int kSteps, bool kGradient, class T>
 __device__ __forceinline__ void lamm_mma_rows(const RowView<T>& rows, const double* fragments,
                                               int lane, int64_t g0, int64_t stride, int last,
