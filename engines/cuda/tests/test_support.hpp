@@ -233,9 +233,11 @@ class Rng {
 };
 
 // y = X beta + noise with a few gross outliers; expanded = the intercept column is included.
+// feature_scale multiplies every feature but the intercept's column (features in raw units): y
+// is the same, the coefficients shrink by it.
 template <class T>
 Batch<T> make_batch(uint64_t seed, int64_t n, int64_t p, bool intercept, bool expanded,
-                    double outlier_scale = 8.0) {
+                    double outlier_scale = 8.0, double feature_scale = 1.0) {
   Rng rng(seed);
   Batch<T> b;
   b.n = n;
@@ -246,9 +248,9 @@ Batch<T> make_batch(uint64_t seed, int64_t n, int64_t p, bool intercept, bool ex
   for (int64_t i = 0; i < n; ++i) {
     double target = intercept ? 0.7 : 0.0;
     for (int64_t j = 0; j < p; ++j) {
-      const double v = rng.normal();
-      b.x[i * b.cols + j] = static_cast<T>(v);
-      target += static_cast<double>(static_cast<T>(v)) * (0.5 + 0.25 * static_cast<double>(j % 5));
+      const T v = static_cast<T>(rng.normal() * feature_scale);
+      b.x[i * b.cols + j] = v;
+      target += static_cast<double>(v) / feature_scale * (0.5 + 0.25 * static_cast<double>(j % 5));
     }
     if (intercept && expanded)
       b.x[i * b.cols + p] = T(1);
