@@ -41,7 +41,7 @@ from renewable_huber import RenewableHuberRegressor
 # Run as a script from anywhere: the repository root holds the benchmarks package.
 if str(Path(__file__).resolve().parents[2]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.profiles import shapes_of  # noqa: E402
+from benchmarks.profiles import shape_named, shapes_of  # noqa: E402
 
 
 def shape_data(shape):
@@ -56,7 +56,7 @@ def shape_data(shape):
 def device_rows(cp, shape_name: str, dtype: str):
     """(shape, X, y) of a standard or large shape, its shape_data rows on the device in
     `dtype`."""
-    shape = {s.name: s for p in ("standard", "large") for s in shapes_of(p)}[shape_name]
+    shape = shape_named(shape_name)
     X, y = shape_data(shape)
     return shape, cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
 
