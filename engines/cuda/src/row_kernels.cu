@@ -1402,6 +1402,18 @@ __device__ __forceinline__ void lamm_mma_rows(const RowView<T>& rows, const doub
   }
 }
 
+// Stages one chunk of kLammChunk candidates (`chunk`) for lamm_mma_sum: step s for lane l at
+// fragments[s 32 + l], column 4 s + l % 4 of candidate (l % 32) / 4, zero past the row's end.
+// Every thread of the block calls it; a barrier must follow before the products.
+template <int kSteps, class T>
+__device__ __forceinline__ void stage_lamm_chunk(const RowView<T>& rows, const double* chunk,
+                                                 double* fragments) {
+  for (int f = threadIdx.x; f < kSteps * 32; f += kThreads) {
+    const int64_t j = 4 * (f >> 5) + (f & 3);
+    fragments[f] = j < rows.ncols_x ? chunk[((f & 31) >> 2) * rows.P + j] : 0.0;
+  }
+}
+
 // One pass of lamm_trials_mma_kernel (without X'psi) over the rows for two chunks of candidates
 // (`chunk`, 2 kLammChunk of them): chunk c's fragments at fragments[c kSteps 32 ..], each
 // candidate's products and sums in the order of a chunk alone, the block's sums at out[0 ..
@@ -1415,13 +1427,8 @@ __device__ __forceinline__ void lamm_trials_two_chunks(const RowView<T>& rows, c
   const int warp = threadIdx.x >> 5;
   const int c0 = 2 * (lane & 3);
   const bool with_intercept = rows.ncols_x < rows.P;
-  for (int f = threadIdx.x; f < 2 * kSteps * 32; f += kThreads) {
-    const int c = f / (kSteps * 32);
-    const int in_chunk = f % (kSteps * 32);
-    const int64_t j = 4 * (in_chunk >> 5) + (in_chunk & 3);
-    fragments[f] =
-        j < rows.ncols_x ? chunk[(c * kLammChunk + ((in_chunk & 31) >> 2)) * rows.P + j] : 0.0;
-  }
+  stage_lamm_chunk<kSteps>(rows, chunk, fragments);
+  stage_lamm_chunk<kSteps>(rows, chunk + kLammChunk * rows.P, fragments + kSteps * 32);
   double intercept[2][2];
   double acc[2][2];
 #pragma unroll
@@ -1506,10 +1513,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
     const double* chunk = candidates + first * rows.P;
-    for (int f = threadIdx.x; f < kSteps * 32; f += kThreads) {
-      const int64_t j = 4 * (f >> 5) + (f & 3);
-      fragments[f] = j < rows.ncols_x ? chunk[((f & 31) >> 2) * rows.P + j] : 0.0;
-    }
+    stage_lamm_chunk<kSteps>(rows, chunk, fragments);
     const int c0 = 2 * quad;
     const double intercept[1][2] = {{with_intercept ? chunk[c0 * rows.P + rows.P - 1] : 0.0,
                                      with_intercept ? chunk[(c0 + 1) * rows.P + rows.P - 1] : 0.0}};
@@ -1621,7 +1625,7 @@ void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, Dev
     // X'u (or the Gram's last column) in the row pass: split teams up to 128 columns, above
     // that a warp per row with as few column slots per lane as the row needs.
     if (rows.ncols_x > kRowPassXtuMaxColumns)
-      fail(RH_CUDA_INTERNAL_ERROR, "row pass: X'u partials for %lld columns",
+      fail(RH_CUDA_INTERNAL_ERROR, "row pass: X'u or Gram column partials for %lld columns",
            static_cast<long long>(rows.ncols_x));
     const int blocks = row_blocks(rows.n, rows.ncols_x);
     auto launch = [&](auto kernel) {
