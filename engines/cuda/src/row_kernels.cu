@@ -1417,7 +1417,9 @@ __device__ __forceinline__ void stage_lamm_chunk(const RowView<T>& rows, const d
 // One pass of lamm_trials_mma_kernel (without X'psi) over the rows for two chunks of candidates
 // (`chunk`, 2 kLammChunk of them): chunk c's fragments at fragments[c kSteps 32 ..], each
 // candidate's products and sums in the order of a chunk alone, the block's sums at out[0 ..
-// 2 kLammChunk) in warp order. Every thread of the block calls it.
+// 2 kLammChunk) in warp order. Every thread of the block calls it. (Its own function, repeating
+// the one-chunk loop's warp sums for two chunks: a kChunks parameter of that loop, or one helper
+// for both sums, made the X'psi instances spill more at 128 registers, sm_90, CUDA 13.)
 template <int kSteps, class T>
 __device__ __forceinline__ void lamm_trials_two_chunks(const RowView<T>& rows, const double* chunk,
                                                        double tau, double* fragments,
