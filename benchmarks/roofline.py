@@ -149,6 +149,7 @@ GRAM_CHUNK_ROWS = 128
 GRAM_TARGET_TILES = 264
 GRAM_MAX_CHUNKS = 256
 GRAM_COLUMN_BLOCK = 256  # from twice this P, the GEMM runs by column blocks of the upper triangle
+GRAM_TRIANGLE_COLUMNS = 128  # a float32 Gram's GEMM from this many columns: two column blocks
 MAX_ITER = 100  # the estimator's default
 ITEMSIZE = {"float32": 4, "float64": 8}
 
@@ -248,21 +249,30 @@ def gram_gemm_columns(P: int) -> int:
     return P - 1 if P > 64 and P % 64 == 1 else P
 
 
-def gram_split(n: int, P: int) -> tuple[int, int]:
-    """(chunks, rows per chunk) of librh_cuda's Gram GEMM over n scaled rows (gram_split)."""
-    tiles = ((gram_gemm_columns(P) + 63) // 64) ** 2
+def gram_split(n: int, P: int, s: int) -> tuple[int, int]:
+    """(chunks, rows per chunk) of librh_cuda's Gram GEMM over n scaled rows of s bytes a value
+    (gram_split): a float32 Gram in two column blocks by the first."""
+    width = gram_column_blocks(P, s)[0][1] if _gram_in_halves(P, s) else gram_gemm_columns(P)
+    tiles = ((width + 63) // 64) ** 2
     chunks = min(GRAM_TARGET_TILES // tiles, n // GRAM_CHUNK_ROWS)
     chunks = max(1, min(chunks, GRAM_MAX_CHUNKS))
     rows = -(-n // chunks)
     return -(-n // rows), rows
 
 
-def gram_column_blocks(P: int) -> list[tuple[int, int]]:
-    """[(c0, c1)] of librh_cuda's Gram GEMMs: rows 0 .. c1 - 1 of columns c0 .. c1 - 1 each
-    (gram_upper; one block, the GEMM's whole part, below 2 x GRAM_COLUMN_BLOCK of its
-    columns; the last column, where gram_gemm_columns leaves it out, is the gemv's)."""
+def _gram_in_halves(P: int, s: int) -> bool:
+    """A float32 Gram of GRAM_TRIANGLE_COLUMNS to 2 x GRAM_COLUMN_BLOCK GEMM columns: two
+    column blocks, the row chunks sized by the first."""
+    return s == 4 and GRAM_TRIANGLE_COLUMNS <= gram_gemm_columns(P) < 2 * GRAM_COLUMN_BLOCK
+
+
+def gram_column_blocks(P: int, s: int) -> list[tuple[int, int]]:
+    """[(c0, c1)] of librh_cuda's Gram GEMMs over values of s bytes: rows 0 .. c1 - 1 of
+    columns c0 .. c1 - 1 each (gram_upper; one block, the GEMM's whole part, below 2 x
+    GRAM_COLUMN_BLOCK of its columns, except two for float32 from GRAM_TRIANGLE_COLUMNS; the
+    last column, where gram_gemm_columns leaves it out, is the gemv's)."""
     columns = gram_gemm_columns(P)
-    count = max(1, columns // GRAM_COLUMN_BLOCK)
+    count = 2 if _gram_in_halves(P, s) else max(1, columns // GRAM_COLUMN_BLOCK)
     bounds = [b * columns // count // 64 * 64 for b in range(count)] + [columns]
     return list(zip(bounds[:-1], bounds[1:], strict=True))
 
@@ -333,10 +343,10 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     batch_bytes = n * (c + 1) * s
     scaled_bytes = n * P * s
     gemv_bytes = n * c * s + n * s  # cuBLAS's X'u: X and the scores
-    chunks, chunk_rows = gram_split(n, P)
+    chunks, chunk_rows = gram_split(n, P, s)
     padding_rows = chunks * chunk_rows - n  # zeroed once per batch (cudaMemsetAsync)
     fused = P <= FUSED_GRAM_MAX_P
-    column_blocks = gram_column_blocks(P)
+    column_blocks = gram_column_blocks(P, s)
     gram_flops = 2.0 * n * (P * P if fused else sum(c1 * (c1 - c0) for c0, c1 in column_blocks))
     if fused:
         blocks, pad = fused_gram_blocks(n, P)

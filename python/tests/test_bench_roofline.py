@@ -249,7 +249,7 @@ def test_engine_floor_above_the_one_block_limit(monkeypatch):
     assert roofline.queued_iterations(4, 2, 1) == (4, 3)
     # Gram: the GEMM forms 256 columns (P is one past four tiles), a gemv the last: 16 tiles of
     # 64 -> 264 // 16 = 16 chunks of 256 rows = 4,096 rows, no zeroed rows
-    assert roofline.gram_split(n, P) == (16, 256)
+    assert roofline.gram_split(n, P, s) == (16, 256)
     batch = n * (c + 1) * s
     scaled = n * P * s
     row_pass = batch + 8 * n + scaled  # X'u inside the pass (c <= 512): no scores
@@ -291,16 +291,16 @@ def test_engine_floor_above_the_one_block_limit(monkeypatch):
 def test_gram_by_column_blocks_from_512_parameters(monkeypatch):
     # librh_cuda's gram_upper: P // 256 blocks, inner bounds rounded down to a multiple of 64;
     # where P is one past whole 64-column tiles the GEMM takes P - 1 columns (a gemv the last).
-    assert roofline.gram_column_blocks(64) == [(0, 64)]
-    assert roofline.gram_column_blocks(65) == [(0, 64)]
-    assert roofline.gram_column_blocks(66) == [(0, 66)]
-    assert roofline.gram_column_blocks(129) == [(0, 128)]
-    assert roofline.gram_column_blocks(257) == [(0, 256)]
-    assert roofline.gram_column_blocks(511) == [(0, 511)]
-    assert roofline.gram_column_blocks(512) == [(0, 256), (256, 512)]
-    assert roofline.gram_column_blocks(513) == [(0, 256), (256, 512)]
-    assert roofline.gram_column_blocks(600) == [(0, 256), (256, 600)]
-    assert roofline.gram_column_blocks(1025) == [(0, 256), (256, 512), (512, 768), (768, 1024)]
+    assert roofline.gram_column_blocks(64, 8) == [(0, 64)]
+    assert roofline.gram_column_blocks(65, 8) == [(0, 64)]
+    assert roofline.gram_column_blocks(66, 8) == [(0, 66)]
+    assert roofline.gram_column_blocks(129, 8) == [(0, 128)]
+    assert roofline.gram_column_blocks(257, 8) == [(0, 256)]
+    assert roofline.gram_column_blocks(511, 8) == [(0, 511)]
+    assert roofline.gram_column_blocks(512, 8) == [(0, 256), (256, 512)]
+    assert roofline.gram_column_blocks(513, 8) == [(0, 256), (256, 512)]
+    assert roofline.gram_column_blocks(600, 8) == [(0, 256), (256, 600)]
+    assert roofline.gram_column_blocks(1025, 8) == [(0, 256), (256, 512), (512, 768), (768, 1024)]
     # 50,000 x 1,024 float64, Newton, 2 iterations on an engine whose last update needed 2
     # (chunks of 1 above the heavy-Gram limit: nothing queued past the end): three Grams, the
     # starting beta's and one per iteration. Each is the upper triangle by the four blocks,
@@ -322,6 +322,38 @@ def test_gram_by_column_blocks_from_512_parameters(monkeypatch):
     assert blocked.bytes - whole.bytes == pytest.approx(3 * extra_reads * n * P * s)
     assert blocked.launches - whole.launches == 3 * 3
     assert blocked.syncs == whole.syncs
+
+
+def test_float32_gram_in_two_column_blocks_from_128_columns(monkeypatch):
+    # librh_cuda's float32 Gram (cuBLAS's SIMT SGEMM) from 128 GEMM columns: two blocks of the
+    # upper triangle, the inner bound rounded down to a multiple of 64, as from 512 columns in
+    # both dtypes; float64 keeps one block below 512.
+    assert roofline.gram_column_blocks(127, 4) == [(0, 127)]
+    assert roofline.gram_column_blocks(128, 4) == [(0, 64), (64, 128)]
+    assert roofline.gram_column_blocks(129, 4) == [(0, 64), (64, 128)]
+    assert roofline.gram_column_blocks(257, 4) == [(0, 128), (128, 256)]
+    assert roofline.gram_column_blocks(511, 4) == [(0, 192), (192, 511)]
+    assert roofline.gram_column_blocks(1025, 4) == roofline.gram_column_blocks(1025, 8)
+    # From 512 columns both dtypes split alike, their chunks sized by the whole Gram.
+    assert roofline.gram_column_blocks(600, 4) == roofline.gram_column_blocks(600, 8)
+    assert roofline.gram_split(50_000, 600, 4) == roofline.gram_split(50_000, 600, 8)
+    # Row chunks sized by the first block: at 262,144 x 129 one 64 x 64 tile, so 264 chunks,
+    # capped at 256, of 1,024 rows; float64's 128 x 128 square is 4 tiles: 66 chunks of 3,972
+    # rows (262,152 with 8 zeroed).
+    n, c, P = 262_144, 128, 129
+    assert roofline.gram_split(n, P, 4) == (256, 1024)
+    assert roofline.gram_split(n, P, 8) == (66, 3972)
+    # The large-stream float32 L1 batch (a heavy Gram, formed once): 2 n (64 * 64 + 128 * 64)
+    # flops, 75% of the square's; the GEMMs read the rows' first 64 and 128 columns where one
+    # GEMM read 128, one launch more, and no zeroed padding rows (one launch and 8 rows fewer).
+    blocks = roofline.engine_work(n, c, 4, 20, l1=True, host=False, hint=4)
+    assert blocks.flops == 2 * n * (64 * 64 + 128 * 64)
+    monkeypatch.setattr(roofline, "GRAM_TRIANGLE_COLUMNS", 10_000)
+    square = roofline.engine_work(n, c, 4, 20, l1=True, host=False, hint=4)
+    assert square.flops == 2 * n * 128 * 128
+    assert blocks.bytes - square.bytes == n * 64 * 4 - 8 * P * 4
+    assert blocks.launches == square.launches
+    assert blocks.syncs == square.syncs
 
 
 def test_newton_with_a_heavy_cublas_gram_keeps_it_incrementally(monkeypatch):

@@ -120,7 +120,7 @@ int64_t chunk_rows(const Engine& e, int64_t n_rows) {
 
 // The Gram split's padded rows and partial Grams for a chunk of n rows.
 void grow_for_chunk(int64_t n, int64_t P, int64_t& padded_rows, int& splits) {
-  const GramSplit split = gram_split(n, P);
+  const GramSplit split = gram_split<double>(n, P);  // the statistics' Grams are float64
   padded_rows = std::max(padded_rows, split.padded_rows());
   splits = std::max(splits, split.chunks);
 }
@@ -179,7 +179,7 @@ void sums_over_chunks(Engine& e, const RowView<T>& rows, const double* beta, uin
     }
     if (!any_gram)
       continue;
-    const GramSplit split = gram_split(n, P);
+    const GramSplit split = gram_split<double>(n, P);
     for (int g = 0; g < 3; ++g) {
       if ((bits & kGramBits[g]) == 0)
         continue;

@@ -1,6 +1,7 @@
 #include "update_context.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include <thrust/iterator/counting_iterator.h>
 #include <cub/device/device_select.cuh>
@@ -20,10 +21,33 @@ int64_t gram_gemm_columns(int64_t P) {
   return P > 64 && P % 64 == 1 ? P - 1 : P;
 }
 
+// A float32 Gram of kGramTriangleColumns to 2 x kGramColumnBlock GEMM columns: two column
+// blocks, the row chunks sized by the first.
+template <class T>
+bool gram_in_halves(int64_t columns) {
+  return std::is_same<T, float>::value && columns >= kGramTriangleColumns &&
+         columns < 2 * kGramColumnBlock;
+}
+
+// The column blocks of the upper triangle that gram_upper's GEMMs form, of `columns` columns.
+template <class T>
+int64_t gram_column_blocks(int64_t columns) {
+  return gram_in_halves<T>(columns) ? 2 : std::max<int64_t>(1, columns / kGramColumnBlock);
+}
+
+// Where column block `block` of `blocks` ends (one past its last column); the bounds between
+// blocks are multiples of 64.
+int64_t gram_block_end(int64_t columns, int64_t blocks, int64_t block) {
+  return block + 1 == blocks ? columns : (block + 1) * columns / blocks / 64 * 64;
+}
+
 }  // namespace
 
+template <class T>
 GramSplit gram_split(int64_t n_rows, int64_t P) {
-  const int64_t tiles = (gram_gemm_columns(P) + 63) / 64;
+  const int64_t columns = gram_gemm_columns(P);
+  const int64_t width = gram_in_halves<T>(columns) ? gram_block_end(columns, 2, 0) : columns;
+  const int64_t tiles = (width + 63) / 64;
   const int64_t tiles_per_gram = tiles * tiles;
   int64_t chunks = kGramTargetTiles / tiles_per_gram;
   chunks = std::min(chunks, n_rows / kGramChunkRows);
@@ -31,6 +55,9 @@ GramSplit gram_split(int64_t n_rows, int64_t P) {
   const int64_t rows = (n_rows + chunks - 1) / chunks;
   return GramSplit{static_cast<int>((n_rows + rows - 1) / rows), rows};
 }
+
+template GramSplit gram_split<float>(int64_t, int64_t);
+template GramSplit gram_split<double>(int64_t, int64_t);
 
 namespace {
 
@@ -62,7 +89,7 @@ void gemv_transposed(cublasHandle_t h, const RowView<double>& rows, const double
 // GEMM over all rows ran on one or a few thread blocks (83 us for 4,096 x 17 float64), so the
 // rows are split into chunks, one GEMM each in a strided batch, and the partials are summed in
 // chunk order. Only the upper triangle is read afterwards (mirrored), so the information stays
-// exactly symmetric, and from 2 x kGramColumnBlock parameters only the upper triangle's column
+// exactly symmetric, and where gram_column_blocks splits it only the upper triangle's column
 // blocks are computed: rows 0 .. c1 - 1 of columns c0 .. c1 - 1, one strided batch per block.
 cublasStatus_t gemm_chunks(cublasHandle_t h, int m, int n, int rows, int ld, const float* a,
                            const float* b, long long stride_ab, float* c, long long stride_c,
@@ -114,7 +141,7 @@ void gram_upper(Engine& e, int64_t P, int64_t n, const T* a, const T* b, T* out,
                 const DeviceScalars* gate = nullptr, RunWhen when = kRunUnlessInvalid,
                 bool accumulate = false, GramSum<T>* deferred = nullptr,
                 const double* column_partials = nullptr, int column_blocks = 0) {
-  const GramSplit split = gram_split(n, P);
+  const GramSplit split = gram_split<T>(n, P);
   const int64_t columns = gram_gemm_columns(P);
   if (column_partials != nullptr && columns == P)
     fail(RH_CUDA_INTERNAL_ERROR,
@@ -123,10 +150,10 @@ void gram_upper(Engine& e, int64_t P, int64_t n, const T* a, const T* b, T* out,
   const bool direct = split.chunks == 1 && gate == nullptr && !accumulate && deferred == nullptr &&
                       column_partials == nullptr;
   T* target = direct ? out : e.ws.gram_partials.as<T>();
-  const int64_t blocks = std::max<int64_t>(1, columns / kGramColumnBlock);
+  const int64_t blocks = gram_column_blocks<T>(columns);
   for (int64_t block = 0; block < blocks; ++block) {
-    const int64_t c0 = block * columns / blocks / 64 * 64;
-    const int64_t c1 = block + 1 == blocks ? columns : (block + 1) * columns / blocks / 64 * 64;
+    const int64_t c0 = block == 0 ? 0 : gram_block_end(columns, blocks, block - 1);
+    const int64_t c1 = gram_block_end(columns, blocks, block);
     check_cublas(gemm_chunks(e.blas, static_cast<int>(c1), static_cast<int>(c1 - c0),
                              static_cast<int>(split.rows), static_cast<int>(P), a, b + c0,
                              split.rows * P, target + c0 * P, P * P, split.chunks),
@@ -259,10 +286,10 @@ bool UpdateContext<T>::apply_gram_flips() {
     return false;
   T* scaled = e.ws.scaled_rows.as<T>();
   const CurvatureTrack track = curvature_track(true);
-  const GramSplit split = gram_split(count, rows.P);
+  const GramSplit split = gram_split<T>(count, rows.P);
   // U and V share the scaled rows' buffer (the full Gram's rows are not needed again).
   const bool delta = count <= e.gram_flip_max &&
-                     2 * split.padded_rows() <= gram_split(rows.n, rows.P).padded_rows();
+                     2 * split.padded_rows() <= gram_split<T>(rows.n, rows.P).padded_rows();
   if (delta) {
     T* u = scaled;
     T* v = scaled + split.padded_rows() * rows.P;
@@ -279,7 +306,7 @@ bool UpdateContext<T>::apply_gram_flips() {
 
 template <class T>
 void UpdateContext<T>::zero_gram_padding(T* scaled) {
-  const int64_t padded = gram_split(rows.n, rows.P).padded_rows();
+  const int64_t padded = gram_split<T>(rows.n, rows.P).padded_rows();
   if (padded > rows.n) {
     check_cuda(cudaMemsetAsync(scaled + rows.n * rows.P, 0, (padded - rows.n) * rows.P * sizeof(T),
                                e.stream),

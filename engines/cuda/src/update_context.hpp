@@ -35,8 +35,8 @@ template <class T>
 void refuse_bad_value(const RowView<T>& rows, const char* batch_name, BadKind kind,
                       unsigned long long index);
 
-// How the Gram of an n x P batch is split over rows: `chunks` strided GEMMs of `rows` rows each
-// (the scaled design is zero-padded to chunks * rows rows). Depends only on the shape.
+// How the Gram of an n x P batch of T is split over rows: `chunks` strided GEMMs of `rows` rows
+// each (the scaled design is zero-padded to chunks * rows rows). Depends only on the shape and T.
 struct GramSplit {
   int chunks;
   int64_t rows;
@@ -44,6 +44,7 @@ struct GramSplit {
     return chunks * rows;
   }
 };
+template <class T>
 GramSplit gram_split(int64_t n_rows, int64_t P);
 
 template <class T>

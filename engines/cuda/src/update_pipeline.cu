@@ -148,7 +148,7 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
   const int64_t P = e.P;
   reserve_elems(e.ws.residual, b.n_rows, sizeof(double), "residuals");
   reserve_elems(e.ws.score, b.n_rows, sizeof(T), "scores");
-  const GramSplit split = gram_split(b.n_rows, P);
+  const GramSplit split = gram_split<T>(b.n_rows, P);
   reserve_elems(e.ws.scaled_rows, split.padded_rows() * P, sizeof(T), "scaled design");
   // The row pass's cuBLAS Gram always goes through the partials (UpdateContext::row_pass).
   reserve_elems(e.ws.gram_partials, int64_t{split.chunks} * P * P, sizeof(T), "Gram partials");
