@@ -8,9 +8,10 @@ and 383: the cluster kernel with 9 tile rows on 8 blocks, 10 rows with two on so
 its limit; 384: cuSOLVER's; 1,025: cuSOLVER's, and the row pass's 32 X'u slots a lane (rows
 of 513 to 1,024 columns). Float64, host input, two iterations each (the cap's convergence
 warnings are silenced), without a penalty and, at P = 17, 129, 257 and 1,025, with the L1
-penalty (its LAMM kernels; at 129 and 257 the finish's row pass forms the Gram's last column). Then the incremental Gram (a heavy Gram, 2 n P^2 > 2e9): two batches of
-16,000 x 256 (P = 257, the cluster Cholesky) and of 64,000 x 128 (P = 129, the one-block
-Cholesky), four iterations each, so rows change weight between row passes; the second batch
+penalty (its LAMM kernels; at 129 and 257 the finish's row pass forms the Gram's last
+column). Then the incremental Gram (a heavy Gram, 2 n P^2 > 2e9): two batches of 16,000 x 256
+(P = 257, the cluster Cholesky) and of 64,000 x 128 (P = 129, the one-block Cholesky), four
+iterations each, so rows change weight between row passes; the second batch
 takes the speculative whole step on it.
 At P = 17, 257 and 384 without a penalty a second batch follows the first: from a fitted beta0
 Newton takes the speculative whole step (its candidate from each solve path, the verdict in the
