@@ -150,6 +150,7 @@ GRAM_TARGET_TILES = 264
 GRAM_MAX_CHUNKS = 256
 GRAM_COLUMN_BLOCK = 256  # from twice this P, the GEMM runs by column blocks of the upper triangle
 GRAM_TRIANGLE_COLUMNS = 128  # a float32 Gram's GEMM from this many columns: two column blocks
+GRAM_TRIANGLE_END = 256  # ... below this many (at 256 one GEMM over the square measured faster)
 MAX_ITER = 100  # the estimator's default
 ITEMSIZE = {"float32": 4, "float64": 8}
 
@@ -261,16 +262,17 @@ def gram_split(n: int, P: int, s: int) -> tuple[int, int]:
 
 
 def _gram_in_halves(P: int, s: int) -> bool:
-    """A float32 Gram of GRAM_TRIANGLE_COLUMNS to 2 x GRAM_COLUMN_BLOCK GEMM columns: two
+    """A float32 Gram of GRAM_TRIANGLE_COLUMNS to GRAM_TRIANGLE_END - 1 GEMM columns: two
     column blocks, the row chunks sized by the first."""
-    return s == 4 and GRAM_TRIANGLE_COLUMNS <= gram_gemm_columns(P) < 2 * GRAM_COLUMN_BLOCK
+    return s == 4 and GRAM_TRIANGLE_COLUMNS <= gram_gemm_columns(P) < GRAM_TRIANGLE_END
 
 
 def gram_column_blocks(P: int, s: int) -> list[tuple[int, int]]:
     """[(c0, c1)] of librh_cuda's Gram GEMMs over values of s bytes: rows 0 .. c1 - 1 of
     columns c0 .. c1 - 1 each (gram_upper; one block, the GEMM's whole part, below 2 x
-    GRAM_COLUMN_BLOCK of its columns, except two for float32 from GRAM_TRIANGLE_COLUMNS; the
-    last column, where gram_gemm_columns leaves it out, is the gemv's)."""
+    GRAM_COLUMN_BLOCK of its columns, except two for float32 of GRAM_TRIANGLE_COLUMNS to
+    GRAM_TRIANGLE_END - 1; the last column, where gram_gemm_columns leaves it out, is the
+    gemv's)."""
     columns = gram_gemm_columns(P)
     count = 2 if _gram_in_halves(P, s) else max(1, columns // GRAM_COLUMN_BLOCK)
     bounds = [b * columns // count // 64 * 64 for b in range(count)] + [columns]

@@ -324,15 +324,20 @@ def test_gram_by_column_blocks_from_512_parameters(monkeypatch):
     assert blocked.syncs == whole.syncs
 
 
-def test_float32_gram_in_two_column_blocks_from_128_columns(monkeypatch):
-    # librh_cuda's float32 Gram (cuBLAS's SIMT SGEMM) from 128 GEMM columns: two blocks of the
-    # upper triangle, the inner bound rounded down to a multiple of 64, as from 512 columns in
-    # both dtypes; float64 keeps one block below 512.
+def test_float32_gram_in_two_column_blocks_from_128_to_255_columns(monkeypatch):
+    # librh_cuda's float32 Gram (cuBLAS's SIMT SGEMM) of 128 to 255 GEMM columns: two blocks of
+    # the upper triangle, the inner bound rounded down to a multiple of 64, as from 512 columns
+    # in both dtypes; float64 keeps one block below 512, and so does float32 from 256.
     assert roofline.gram_column_blocks(127, 4) == [(0, 127)]
     assert roofline.gram_column_blocks(128, 4) == [(0, 64), (64, 128)]
     assert roofline.gram_column_blocks(129, 4) == [(0, 64), (64, 128)]
-    assert roofline.gram_column_blocks(257, 4) == [(0, 128), (128, 256)]
-    assert roofline.gram_column_blocks(511, 4) == [(0, 192), (192, 511)]
+    assert roofline.gram_column_blocks(255, 4) == [(0, 64), (64, 255)]
+    assert roofline.gram_column_blocks(256, 4) == [(0, 256)]
+    assert roofline.gram_column_blocks(257, 4) == [(0, 256)]
+    assert roofline.gram_column_blocks(511, 4) == [(0, 511)]
+    # The standard wide batch, 4,096 x 257: one GEMM over 256 columns, chunks by the square (4 x
+    # 4 tiles: 16 chunks of 256 rows), as in float64.
+    assert roofline.gram_split(4_096, 257, 4) == roofline.gram_split(4_096, 257, 8) == (16, 256)
     assert roofline.gram_column_blocks(1025, 4) == roofline.gram_column_blocks(1025, 8)
     # From 512 columns both dtypes split alike, their chunks sized by the whole Gram.
     assert roofline.gram_column_blocks(600, 4) == roofline.gram_column_blocks(600, 8)

@@ -1236,8 +1236,31 @@ __global__ void __launch_bounds__(kThreads, Cached ? 2 : (Team == 1 ? 3 : 4))
   }
 }
 
-// One 8-row group of lamm_mma_rows, as this lane reads it: its kSteps columns of row
-// 8 g + lane / 4 (the last row for a row past the end), that row's y and weight.
+// The column of a row that lamm_trials_mma_kernel's step s takes on the lanes with l % 4 = q
+// (the k index of the step's mma m8n8k4, the same on both sides of the product). Float64: 4 s +
+// q, a step's 4 columns side by side. Float32: 16 (s / 4) + 4 q + s % 4, so a lane's columns of
+// 4 consecutive steps are consecutive, one 16-byte load (LammMmaGroup), and a quad's loads of
+// those steps cover 64 bytes of the row. Either map takes each of the columns 0 .. 4 kSteps - 1
+// once (kSteps a multiple of 4), and is the step's column on lane 0 plus the lane's at step 0.
+template <class T>
+__device__ __forceinline__ int lamm_mma_column(int s, int q) {
+  if constexpr (sizeof(T) == sizeof(float))
+    return 16 * (s >> 2) + 4 * q + (s & 3);
+  else
+    return 4 * s + q;
+}
+
+// Whether float32 rows can take LammMmaGroup's 16-byte loads: every row starts on 16 bytes.
+__device__ __forceinline__ bool lamm_mma_rows_aligned(const float* x, int64_t ldx) {
+  return reinterpret_cast<uintptr_t>(x) % 16 == 0 && ldx % 4 == 0;
+}
+
+// One 8-row group of lamm_mma_rows, as this lane reads it: the kSteps columns of row
+// 8 g + lane / 4 (the last row for a row past the end) that lamm_mma_column gives it, that row's
+// y and weight. kFull: every step's columns exist and the rows are aligned
+// (lamm_mma_rows_aligned); float32 then loads 4 steps' columns at once. Otherwise a column past
+// the row's end reads the row's last column (`last`: its offset from this lane's column of step
+// 0, negative where that column is past the end).
 template <bool kFull, int kSteps, class T>
 struct LammMmaGroup {
   T a[kSteps];
@@ -1247,10 +1270,23 @@ struct LammMmaGroup {
   __device__ __forceinline__ void load(const RowView<T>& rows, int lane, int64_t g, int last) {
     const int64_t row = 8 * g + (lane >> 2);
     const int64_t read = row < rows.n ? row : rows.n - 1;
-    const T* xi = rows.x + read * rows.ldx + (lane & 3);
+    const T* xi = rows.x + read * rows.ldx + lamm_mma_column<T>(0, lane & 3);
+    if constexpr (sizeof(T) == sizeof(float) && kFull) {
+      static_assert(kSteps % 4 == 0, "whole 16-byte loads");
+      const float4* quad = reinterpret_cast<const float4*>(xi);
 #pragma unroll
-    for (int s = 0; s < kSteps; ++s)
-      a[s] = xi[kFull ? 4 * s : min(4 * s, last)];
+      for (int k = 0; k < kSteps / 4; ++k) {
+        const float4 v = quad[4 * k];
+        a[4 * k] = v.x;
+        a[4 * k + 1] = v.y;
+        a[4 * k + 2] = v.z;
+        a[4 * k + 3] = v.w;
+      }
+    } else {
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s)
+        a[s] = xi[kFull ? lamm_mma_column<T>(s, 0) : min(lamm_mma_column<T>(s, 0), last)];
+    }
     y = static_cast<double>(rows.y[read]);
     w = row_weight(rows, read);
   }
@@ -1300,21 +1336,33 @@ constexpr int lamm_gradient_tiles() {
   return kSteps / 2 + 1;
 }
 
+// The row's column that X'psi's tile t holds at its column c (0 .. 7): step 2 t + c / 4's column
+// on the lanes with l % 4 = c % 4 (lamm_mma_column). The appended intercept's column, ncols_x,
+// is the first of a tile past the steps' columns when every step's columns exist.
+template <class T>
+__device__ __forceinline__ int lamm_gradient_column(int t, int c) {
+  if constexpr (sizeof(T) == sizeof(float))
+    return lamm_mma_column<T>(2 * t + (c >> 2), c & 3);
+  else
+    return 8 * t + c;
+}
+
 // Adds X'psi of one 8-row group to a warp's accumulators `acc` (shared memory, tile
 // t's 8 columns x 8 candidates at acc[64 t ..], lane l's two entries at 2 l): per tile, two mma
-// m8n8k4 over rows 0-3 and 4-7 of the group. A: lane l takes column 8 t + l / 4 of row 4 h +
-// l % 4, a row per lane within the quad, where the dots hold a row per quad (`a`, the group as
-// lamm_mma_rows loaded it: row r's column c on lane 4 r + c % 4, in a[c / 4]; a row past the
-// batch's end holds the last row). Two shuffles a tile move those values between the lanes, so no
-// row is read twice: in the first, a lane sends a[2 t] from the warp's first half and a[2 t + 1]
-// from its second, and takes row l % 4 (lanes 0-15) or 4 + l % 4 (lanes 16-31) from its own
-// half; in the second, the other register, from the other half. (Float64 rows of 128 columns then
-// spill 124 bytes at 128 registers a thread; that measured faster than reading the later tiles'
-// rows again, and than one block an SM without spills.) Columns past the row's end are zeros,
-// and the column after it, where the rows have an appended intercept, ones; a row past the
+// m8n8k4 over rows 0-3 and 4-7 of the group. Tile t holds the columns of steps 2 t and 2 t + 1
+// (lamm_gradient_column; 8 t .. 8 t + 7 in float64). A: lane l takes the tile's column l / 4 of
+// row 4 h + l % 4, a row per lane within the quad, where the dots hold a row per quad (`a`, the
+// group as lamm_mma_rows loaded it: row r's column of step s on lane 4 r + q, in a[s]; a row
+// past the batch's end holds the last row). Two shuffles a tile move those values between the
+// lanes, so no row is read twice: in the first, a lane sends a[2 t] from the warp's first half and
+// a[2 t + 1] from its second, and takes row l % 4 (lanes 0-15) or 4 + l % 4 (lanes 16-31) from its
+// own half; in the second, the other register, from the other half. (Float64 rows of 128 columns
+// then spill 124 bytes at 128 registers a thread; that measured faster than reading the later
+// tiles' rows again, and than one block an SM without spills.) Columns past the row's end are
+// zeros, and the column after it, where the rows have an appended intercept, ones; a row past the
 // batch's end has psi zero. B: psi of row 4 h + l % 4 at candidate l / 4, lane 4 (4 h + l % 4)
-// + l / 8's u0 or u1. Lane l then holds the sums of column 8 t + l / 4 at candidates 2 (l % 4)
-// and 2 (l % 4) + 1.
+// + l / 8's u0 or u1. Lane l then holds the sums of the tile's column l / 4 at candidates
+// 2 (l % 4) and 2 (l % 4) + 1.
 template <int kSteps, class T>
 __device__ __forceinline__ void lamm_mma_gradient(const RowView<T>& rows, const T (&a)[kSteps],
                                                   double u0, double u1, int lane,
@@ -1338,9 +1386,9 @@ __device__ __forceinline__ void lamm_mma_gradient(const RowView<T>& rows, const 
   const int64_t ncols_x = rows.ncols_x;
 #pragma unroll
   for (int t = 0; t < lamm_gradient_tiles<kSteps>(); ++t) {
-    if (8 * t > ncols_x)
+    if (lamm_gradient_column<T>(t, 0) > ncols_x)  // the tile's first column; they increase
       break;
-    const int64_t j = 8 * t + column;
+    const int64_t j = lamm_gradient_column<T>(t, column);
     const T low = 2 * t < kSteps ? a[2 * t] : T(0);
     const T high = 2 * t + 1 < kSteps ? a[2 * t + 1] : T(0);
     const T from_own = __shfl_sync(kAll, first_half ? low : high, own_half);
@@ -1403,13 +1451,13 @@ __device__ __forceinline__ void lamm_mma_rows(const RowView<T>& rows, const doub
 }
 
 // Stages one chunk of kLammChunk candidates (`chunk`) for lamm_mma_sum: step s for lane l at
-// fragments[s 32 + l], column 4 s + l % 4 of candidate (l % 32) / 4, zero past the row's end.
-// Every thread of the block calls it; a barrier must follow before the products.
+// fragments[s 32 + l], column lamm_mma_column(s, l % 4) of candidate (l % 32) / 4, zero past the
+// row's end. Every thread of the block calls it; a barrier must follow before the products.
 template <int kSteps, class T>
 __device__ __forceinline__ void stage_lamm_chunk(const RowView<T>& rows, const double* chunk,
                                                  double* fragments) {
   for (int f = threadIdx.x; f < kSteps * 32; f += kThreads) {
-    const int64_t j = 4 * (f >> 5) + (f & 3);
+    const int64_t j = lamm_mma_column<T>(f >> 5, f & 3);
     fragments[f] = j < rows.ncols_x ? chunk[((f & 31) >> 2) * rows.P + j] : 0.0;
   }
 }
@@ -1500,10 +1548,14 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int quad = lane & 3;  // the column within a step; the pair of candidates in C
   const int64_t warps = static_cast<int64_t>(row_grid) * kWarps;
   const bool with_intercept = rows.ncols_x < rows.P;
-  // Every step's columns exist (the common shapes: 32 and 128 columns), or the offset of this
-  // lane's last column of the row (ncols_x > 8, so it is not negative).
-  const bool full = rows.ncols_x >= 4 * kSteps;
-  const int last = static_cast<int>(rows.ncols_x) - 1 - quad;
+  // Every step's columns exist (the common shapes: 32 and 128 columns) and, for float32, the rows
+  // are aligned for LammMmaGroup's loads; or the offset of the row's last column from this lane's
+  // column of step 0. (Float64 tests nothing more: even a test that folds to true here cost its
+  // widest instances 36 more bytes of spills.)
+  bool full = rows.ncols_x >= 4 * kSteps;
+  if constexpr (sizeof(T) == sizeof(float))
+    full = full && lamm_mma_rows_aligned(rows.x, rows.ldx);
+  const int last = static_cast<int>(rows.ncols_x) - 1 - lamm_mma_column<T>(0, quad);
   for (int first = 0; first < count;) {
     if constexpr (!kGradient) {
       // Groups without X'psi take two chunks a pass where `count` has them (block-uniform).
@@ -1556,13 +1608,16 @@ __global__ void __launch_bounds__(kThreads, 2)
     // above. Entry e of a warp's sums: tile e / 64, lane (e % 64) / 2, candidate 2 (lane % 4) +
     // e % 2.
     const int64_t stride = appended_column_stride(rows.ncols_x);
-    const int entries = static_cast<int>((rows.ncols_x + 8) / 8) * 64;
+    // The tiles up to the last that holds a column <= ncols_x (float64: column 8 t + c; the
+    // float32 tiles' columns interleave, so every tile).
+    const int entries =
+        sizeof(T) == sizeof(double) ? static_cast<int>((rows.ncols_x + 8) / 8) * 64 : kWarpSums;
     for (int e = threadIdx.x; e < entries; e += kThreads) {
       double total = 0.0;
       for (int w = 0; w < kWarps; ++w)
         total += gradient_sums[w * kWarpSums + e];
       const int owner = (e & 63) >> 1;
-      const int64_t j = 8 * (e >> 6) + (owner >> 2);
+      const int64_t j = lamm_gradient_column<T>(e >> 6, owner >> 2);
       const int c = 2 * (owner & 3) + (e & 1);
       if (j <= rows.ncols_x)
         gradient_partials[(c * int64_t{row_grid} + blockIdx.x) * stride + j] = total;

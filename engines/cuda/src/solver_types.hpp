@@ -96,11 +96,13 @@ constexpr int64_t kGramMaxChunks = 256;
 // From 2 x kGramColumnBlock columns of its GEMM up, the Gram's GEMM is split into column blocks
 // of about kGramColumnBlock columns (inner bounds at multiples of 64), each taking only the rows
 // up to its last column: the upper triangle and its diagonal blocks, (nb + 1) / (2 nb) of the
-// full product's flops. Below that, a float32 Gram is split in two from kGramTriangleColumns
-// columns, its row chunks then sized by the first (smallest) block; float64's tensor-core GEMM
-// measured faster over the whole square there (docs/decisions.md, "Symmetry of the Gram").
+// full product's flops. Below that, a float32 Gram of kGramTriangleColumns up to (not
+// including) kGramTriangleEnd columns is split in two, its row chunks then sized by the first
+// (smallest) block; float64's tensor-core GEMM, and float32's at 256 columns, measured faster
+// over the whole square (docs/decisions.md, "Symmetry of the Gram").
 constexpr int64_t kGramColumnBlock = 256;
 constexpr int64_t kGramTriangleColumns = 128;
+constexpr int64_t kGramTriangleEnd = 256;
 
 // kInvalidData: the batch was refused (non-finite value, negative weight, weight mismatch); every
 // kernel after the validation returns at once and the host reports the reason.

@@ -21,12 +21,13 @@ int64_t gram_gemm_columns(int64_t P) {
   return P > 64 && P % 64 == 1 ? P - 1 : P;
 }
 
-// A float32 Gram of kGramTriangleColumns to 2 x kGramColumnBlock GEMM columns: two column
+// A float32 Gram of kGramTriangleColumns to kGramTriangleEnd - 1 GEMM columns: two column
 // blocks, the row chunks sized by the first.
 template <class T>
 bool gram_in_halves(int64_t columns) {
+  static_assert(kGramTriangleEnd <= 2 * kGramColumnBlock, "below the column blocks' range");
   return std::is_same<T, float>::value && columns >= kGramTriangleColumns &&
-         columns < 2 * kGramColumnBlock;
+         columns < kGramTriangleEnd;
 }
 
 // The column blocks of the upper triangle that gram_upper's GEMMs form, of `columns` columns.

@@ -172,17 +172,21 @@ inline cudaError_t upload(void* device, const void* host, size_t bytes) {
 }
 
 // A host batch copied to device memory for update_device and device predict, freed on scope
-// exit. A failed copy counts as a test failure, named by `what`.
+// exit. A failed copy counts as a test failure, named by `what`. x_shift: X starts that many
+// elements past its allocation (cudaMalloc's 256-byte alignment), so that shifts of float32 rows
+// off 16 bytes can be tested.
 class DeviceBatchCopy {
  public:
-  DeviceBatchCopy(const RhCudaHostBatch& host, size_t elem, const char* what) : batch_{} {
+  DeviceBatchCopy(const RhCudaHostBatch& host, size_t elem, const char* what, size_t x_shift = 0)
+      : batch_{} {
     const size_t rows = static_cast<size_t>(host.n_rows);
-    x_ = copy_to_device(host.x_design, rows * static_cast<size_t>(host.n_columns) * elem, what);
+    const size_t x_bytes = rows * static_cast<size_t>(host.n_columns) * elem;
+    x_ = copy_to_device(host.x_design, x_bytes, what, x_shift * elem);
     y_ = copy_to_device(host.y, rows * elem, what);
     if (host.sample_weight != nullptr)
       w_ = copy_to_device(host.sample_weight, rows * elem, what);
     std::memcpy(&batch_, &host, sizeof batch_);
-    batch_.x_design = x_;
+    batch_.x_design = x_ == nullptr ? nullptr : static_cast<char*>(x_) + x_shift * elem;
     batch_.y = y_;
     batch_.sample_weight = w_;
   }
@@ -196,15 +200,16 @@ class DeviceBatchCopy {
   const RhCudaDeviceBatch* batch() const {
     return &batch_;
   }
-  const void* x() const {
-    return x_;
+  const void* x() const {  // where X starts (x_shift elements into its allocation)
+    return batch_.x_design;
   }
 
  private:
-  static void* copy_to_device(const void* host, size_t bytes, const char* what) {
+  // The allocation; the copy lands `skip` bytes into it.
+  static void* copy_to_device(const void* host, size_t bytes, const char* what, size_t skip = 0) {
     void* device = nullptr;
-    if (cudaMalloc(&device, bytes) != cudaSuccess ||
-        rhtest::upload(device, host, bytes) != cudaSuccess) {
+    if (cudaMalloc(&device, skip + bytes) != cudaSuccess ||
+        rhtest::upload(static_cast<char*>(device) + skip, host, bytes) != cudaSuccess) {
       std::fprintf(stderr, "  device copy of %s failed\n", what);
       ++failures();
     }
