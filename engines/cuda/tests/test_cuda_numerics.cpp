@@ -386,9 +386,10 @@ void test_host_and_device_input_agree_bitwise() {
     RH_CHECK(h32.coef == d32.coef && h32.info == d32.info);
   }
   // LAMM's tensor-core trials load a float32 row's columns 16 bytes at a time where every row
-  // starts on 16 bytes, one by one where not (the row pass's staging copies keep host input
-  // aligned; device input one float past an aligned start is not); both read each column at the
-  // same step, so the two give the same bits: 32 and 128 features fill every step.
+  // starts on 16 bytes, one by one where not (host input is staged into the engine's own row
+  // buffer, which starts aligned; device input one float past an aligned start is not); both
+  // read each column at the same step, so the two give the same bits: 32 and 128 features fill
+  // every step.
   for (int64_t features : {32, 128}) {
     const auto fit = [features](bool device, size_t shift) {
       return stream_fit<float>(RH_CUDA_DTYPE_FLOAT32, RH_CUDA_PENALTY_L1, 0, device, false, true, 3,
