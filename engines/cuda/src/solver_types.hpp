@@ -103,6 +103,7 @@ constexpr int64_t kGramMaxChunks = 256;
 constexpr int64_t kGramColumnBlock = 256;
 constexpr int64_t kGramTriangleColumns = 128;
 constexpr int64_t kGramTriangleEnd = 256;
+static_assert(kGramTriangleEnd <= 2 * kGramColumnBlock, "the split in two stays below the blocks");
 
 // kInvalidData: the batch was refused (non-finite value, negative weight, weight mismatch); every
 // kernel after the validation returns at once and the host reports the reason.

@@ -25,7 +25,6 @@ int64_t gram_gemm_columns(int64_t P) {
 // blocks, the row chunks sized by the first.
 template <class T>
 bool gram_in_halves(int64_t columns) {
-  static_assert(kGramTriangleEnd <= 2 * kGramColumnBlock, "below the column blocks' range");
   return std::is_same<T, float>::value && columns >= kGramTriangleColumns &&
          columns < kGramTriangleEnd;
 }

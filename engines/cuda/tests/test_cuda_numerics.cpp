@@ -713,8 +713,9 @@ void test_chunk_size_never_changes_results() {
 // in float64, and float32's rounding of the committed state. There a whole step that one accepts
 // and the other cuts short can end a batch's solve one iteration sooner on either side, so
 // each batch's iteration counts are the same or one apart (measured on an H100: cuSOLVER's path
-// at P = 201, float32, with the Gram's GEMM in two column blocks, 12 against 11 iterations over
-// the three batches and the same bits; every other stream the same counts). Each stream
+// at P = 201, float32, with the Gram's GEMM in two column blocks, 7+3+2 against 7+2+2
+// iterations, the second batch the first with speculative steps, and the same bits; every other
+// stream the same counts). Each stream
 // starts from a restored state without K (as the package's streams without inference do; K's rows
 // would keep the engine on the line search): three batches from the empty state (the first on the
 // line search, the next two speculative), and the same rows with y 1,000 above the model after a
