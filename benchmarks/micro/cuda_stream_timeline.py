@@ -109,14 +109,17 @@ def device_work(events: list[dict]) -> list[dict]:
     return sorted((e for e in events if e.get("cat") in _DEVICE_WORK), key=lambda e: e["ts"])
 
 
+def kernel_durations(work: list[dict]) -> dict[str, list[float]]:
+    """Each launch's us of each kernel (or copy) of device_work, by its short name, in order."""
+    durations: dict[str, list[float]] = collections.defaultdict(list)
+    for event in work:
+        durations[_short(event["name"], 60)].append(event["dur"])
+    return durations
+
+
 def kernel_times(work: list[dict]) -> dict[str, list[float]]:
     """[launches, total us] of each kernel (or copy) of device_work, by its short name."""
-    kernels: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
-    for event in work:
-        entry = kernels[_short(event["name"], 60)]
-        entry[0] += 1
-        entry[1] += event["dur"]
-    return kernels
+    return {name: [len(times), sum(times)] for name, times in kernel_durations(work).items()}
 
 
 def busy_time(work: list[dict]) -> float:
@@ -148,7 +151,7 @@ def summary(events: list[dict], title: str) -> str:
             end, previous = stop, event
     span = end - work[0]["ts"]
     busy = busy_time(work)
-    kernels = kernel_times(work)
+    kernels = kernel_durations(work)
     calls: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
     for event in events:
         if event.get("cat") in _HOST_CALLS:
@@ -157,9 +160,13 @@ def summary(events: list[dict], title: str) -> str:
     lines = [f"## {title}",
              f"device work {len(work)} items; first start to last end {span:.1f} us: busy "
              f"{busy:.1f} us, idle {span - busy:.1f} us",
-             "per kernel (or copy): launches, total us, mean us"]
-    for name, (count, total) in sorted(kernels.items(), key=lambda item: -item[1][1]):
-        lines.append(f"  {count:5d} {total:9.1f} {total / count:8.2f}  {name}")
+             "per kernel (or copy): launches, total us, mean us, median us, least us"]
+    # The median and the least tell launches that return at once (a solver's kernels queued
+    # past the accepted attempt or the end) from those that work, which the mean mixes.
+    for name, times in sorted(kernels.items(), key=lambda item: -sum(item[1])):
+        total = sum(times)
+        lines.append(f"  {len(times):5d} {total:9.1f} {total / len(times):8.2f} "
+                     f"{statistics.median(times):8.2f} {min(times):8.2f}  {name}")
     lines.append("largest idle gaps, by the work before and after: total us, count")
     for key, total in gaps.most_common(10):
         lines.append(f"  {total:9.1f} {gap_counts[key]:5d}  {key[0]} -> {key[1]}")

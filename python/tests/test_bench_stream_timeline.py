@@ -41,11 +41,13 @@ def test_summary_counts_busy_time_once_and_names_the_gaps():
     # Span 100 -> 142 = 42 us; busy 15 + 5 + 2 = 22; idle 10 + 10 = 20.
     assert lines[1] == ("device work 5 items; first start to last end 42.0 us: busy 22.0 us, "
                         "idle 20.0 us")
-    per_kernel = lines[lines.index("per kernel (or copy): launches, total us, mean us") + 1:]
-    assert per_kernel[0].split() == ["2", "13.0", "6.50", "a_kernel<double>"]
-    assert per_kernel[1].split() == ["1", "10.0", "10.00", "b_kernel"]
-    assert per_kernel[2].split() == ["1", "5.0", "5.00", "internal::gemvx::kernel<int,",
-                                     "double>"]
+    per_kernel = lines[lines.index(
+        "per kernel (or copy): launches, total us, mean us, median us, least us") + 1:]
+    # a_kernel: 10 and 3 us, so the median is their mean and the least 3.
+    assert per_kernel[0].split() == ["2", "13.0", "6.50", "6.50", "3.00", "a_kernel<double>"]
+    assert per_kernel[1].split() == ["1", "10.0", "10.00", "10.00", "10.00", "b_kernel"]
+    assert per_kernel[2].split() == ["1", "5.0", "5.00", "5.00", "5.00",
+                                     "internal::gemvx::kernel<int,", "double>"]
     gaps = lines[lines.index("largest idle gaps, by the work before and after: total us, count")
                  + 1:lines.index("host CUDA calls: count, total us")]
     assert [g.split(None, 2) for g in gaps] == [
@@ -203,3 +205,14 @@ def test_compare_reads_the_cases_of_two_runs(tmp_path, capsys):
     # A base folder without records: named, and a failure.
     assert cuda_stream_timeline.compare(str(candidate / "none"), str(candidate), "cand") == 1
     assert capsys.readouterr().out == f"no timeline-*.json.gz in {candidate / 'none'}\n"
+
+
+def test_summary_tells_launches_that_return_at_once_from_those_that_work():
+    # One launch that works (50 us) among three that return at once (3, 4 and 3 us): the mean
+    # (15) mixes them, the median (3.5, between the middle two) and the least (3) do not.
+    events = [{"cat": "kernel", "name": "void rh::row_pass_kernel<float, 8>(int)",
+               "ts": 100.0 * i, "dur": dur} for i, dur in enumerate((50.0, 3.0, 4.0, 3.0))]
+    lines = cuda_stream_timeline.summary(events, "case").splitlines()
+    row = lines[lines.index(
+        "per kernel (or copy): launches, total us, mean us, median us, least us") + 1]
+    assert row.split() == ["4", "60.0", "15.00", "3.50", "3.00", "row_pass_kernel<float,", "8>"]
