@@ -1338,7 +1338,9 @@ constexpr int lamm_gradient_tiles() {
 
 // The row's column that X'psi's tile t holds at its column c (0 .. 7): step 2 t + c / 4's column
 // on the lanes with l % 4 = c % 4 (lamm_mma_column). The appended intercept's column, ncols_x,
-// is the first of a tile past the steps' columns when every step's columns exist.
+// is the first of a tile past the steps' columns when every step's columns exist. Float64's
+// 8 t + c is that same column written out: through lamm_mma_column, ptxas gives the widest
+// float64 instance with X'psi 8 more bytes of stack.
 template <class T>
 __device__ __forceinline__ int lamm_gradient_column(int t, int c) {
   if constexpr (sizeof(T) == sizeof(float))
