@@ -54,8 +54,9 @@ launches, inference off), mirrored from engines/cuda/src:
   columns, over the rows up to the block's last column (the upper triangle: 2 n sum c1 (c1 -
   c0) flops, each block reading c1 / P of the scaled rows). Where P is one past whole 64-column
   tiles (129, 257, 513, 1,025) the GEMM forms the first P - 1 columns and a gemv, reading the
-  scaled rows once more (bytes, not GEMM flops), the last; LAMM's final row pass (no X'u) forms
-  that column itself up to P = 1,024 (per-block partials, not counted), so its Gram has no gemv;
+  scaled rows once more (bytes, not GEMM flops), the last; the row pass forms that column itself
+  (per-block partials, not counted), so its Gram has no gemv, in LAMM's final row pass (no X'u)
+  up to P = 1,024 and in Newton's float64 passes (beside X'u) up to 128 stored columns;
 - Newton iteration: the Cholesky attempt and solve (one kernel for P <= the one-block limit,
   160 on an H200; above it the cluster kernel up to its limit, 383 on an H200, which also
   judges the factor and solves; beyond, assemble, cuSOLVER potrf and one kernel for the
@@ -129,6 +130,9 @@ DEVICE_VERSION = 1
 # X'u inside the row pass up to this many stored columns (the fused row pass, which forms the
 # Gram, forms X'u for every P it takes)
 ROW_PASS_XTU_MAX_COLUMNS = 1024
+# Newton's float64 row passes that write the scaled rows form the Gram's last column beside X'u
+# (where the GEMM leaves it out) up to this many stored columns
+ROW_PASS_COLUMN_WITH_XTU_MAX_COLUMNS = 128
 SMALL_DENSE_MAX = 160  # the one-block Cholesky's limit on an H200 (device dependent)
 CLUSTER_CHOLESKY_MAX = 383  # the cluster Cholesky's limit on an H200 (device dependent)
 # above it: one iteration per chunk above the one-block limit, LAMM's Gram once
@@ -361,11 +365,13 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     # The scaled rows written once, then read by each GEMM up to its block's last column, and
     # in full by the last column's gemv.
     gram_reads = sum(c1 for _, c1 in column_blocks) / P + int(last_by_gemv)
-    # LAMM's finish pass (the one row pass without X'u) forms that last column itself, up to
-    # ROW_PASS_XTU_MAX_COLUMNS parameters (row_pass_gram_column): no gemv, no read of the rows.
+    # The row pass forms that last column itself (row_pass_gram_column): no gemv, no read of
+    # the rows. LAMM's finish pass (the one row pass without X'u) up to ROW_PASS_XTU_MAX_COLUMNS
+    # parameters; Newton's passes (beside X'u) in float64 up to
+    # ROW_PASS_COLUMN_WITH_XTU_MAX_COLUMNS stored columns.
     final_column_in_pass = last_by_gemv and not fused and P <= ROW_PASS_XTU_MAX_COLUMNS
-    final_gram_launches = gram_launches - int(final_column_in_pass)
-    final_gram_reads = gram_reads - int(final_column_in_pass)
+    newton_column_in_pass = (final_column_in_pass and s == 8
+                             and c <= ROW_PASS_COLUMN_WITH_XTU_MAX_COLUMNS)
 
     def row_pass(with_gram: bool, with_xtu: bool, sum_in_gradient: bool = False) -> Work:
         # residuals; scaled rows for cuBLAS's Gram; scores unless the pass forms X'u itself.
@@ -376,19 +382,16 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
         if with_xtu and not in_pass:
             work.add(Work(bytes=gemv_bytes, launches=1))
         if with_gram:
-            work.add(gram_of_the_pass())
+            work.add(gram_of_the_pass(newton_column_in_pass))
             if sum_in_gradient:
                 work.launches -= 1
         return work
 
-    def gram_of_the_pass(final: bool = False) -> Work:
+    def gram_of_the_pass(column_in_pass: bool) -> Work:
         if fused:
             return Work(bytes=2 * partial_bytes, flops=gram_flops, launches=gram_launches)
-        if final:
-            return Work(bytes=(1 + final_gram_reads) * scaled_bytes, flops=gram_flops,
-                        launches=final_gram_launches)
-        return Work(bytes=(1 + gram_reads) * scaled_bytes, flops=gram_flops,
-                    launches=gram_launches)
+        return Work(bytes=(1 + gram_reads - int(column_in_pass)) * scaled_bytes,
+                    flops=gram_flops, launches=gram_launches - int(column_in_pass))
 
     above_one_block = not l1 and P > small_dense_max
     first, later = chunk_sizes(l1=l1, above_one_block=above_one_block, n=n, P=P, hint=hint)
@@ -437,7 +440,7 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
                       launches=wasted * per_iteration_launches))
         # The final Gram's row pass (residuals, scores; no X'u) runs once.
         final = Work(bytes=batch_bytes + 8 * n + n * s)
-        final.add(gram_of_the_pass(final=True))
+        final.add(gram_of_the_pass(final_column_in_pass))
         if 2.0 * n * P * P > HEAVY_GRAM_FLOPS and not fused:
             # A heavy Gram waits for a status readback that shows the end: one more
             # synchronisation and one row pass + Gram + commit, once.
@@ -447,12 +450,12 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
         else:
             # Queued after every chunk: the row pass (and the fused pass's sum) return at once
             # but in the last chunk; cuBLAS's GEMM runs in full every time.
-            work.add(Work(launches=syncs * (1 + final_gram_launches)))
+            work.add(Work(launches=syncs * (1 + final.launches)))
             final.launches = 0
             work.add(final)
             if not fused:
-                work.add(Work(bytes=(syncs - 1) * final_gram_reads * scaled_bytes,
-                              flops=(syncs - 1) * gram_flops))
+                work.add(Work(bytes=(syncs - 1) * (gram_reads - int(final_column_in_pass))
+                              * scaled_bytes, flops=(syncs - 1) * gram_flops))
         return work
     # the one-block kernel | the cluster kernel (factor, acceptance test and solves), J dir |
     # assemble, potrf, the acceptance test and solves, J dir
@@ -472,7 +475,9 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
         work.add(Work(launches=1))  # gradient (and the Gram's sum)
     # Iterations queued past the end: every launch; cuBLAS's GEMM and gemv in full (the fused
     # row pass and its sum return at once), CUB's select in full.
-    pass_launches = flagged.launches if incremental else gram_launches - 1  # the sum: gradient's
+    newton_gram = gram_of_the_pass(newton_column_in_pass)
+    # the sum: in the gradient's launch
+    pass_launches = flagged.launches if incremental else newton_gram.launches - 1
     newton_gemv = 0 if xtu_in_pass(fused) else 1
     per_iteration_launches = solve_launches + trials.launches + 1 + newton_gemv + pass_launches + 1
     if incremental:
@@ -480,7 +485,7 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     elif fused:
         wasted_gram = Work()
     else:
-        wasted_gram = Work(bytes=gram_reads * scaled_bytes, flops=gram_flops)
+        wasted_gram = Work(bytes=newton_gram.bytes - scaled_bytes, flops=gram_flops)
     work.add(Work(bytes=wasted * (wasted_gram.bytes + newton_gemv * gemv_bytes),
                   flops=wasted * wasted_gram.flops,
                   launches=wasted * per_iteration_launches))

@@ -237,7 +237,26 @@ def test_lamm_forms_the_grams_last_column_in_its_final_row_pass(monkeypatch):
     assert light_in_pass.syncs == light_by_gemv.syncs == 3
     assert light_by_gemv.bytes - light_in_pass.bytes == 3 * 2_000 * P * s
     assert light_by_gemv.launches - light_in_pass.launches == 3
-    # (Newton's Gram passes, which form X'u, keep the gemv: the tests of Newton's floors.)
+
+
+def test_newton_forms_the_grams_last_column_beside_xtu_in_float64(monkeypatch):
+    # 262,144 x 128 Newton, 3 iterations on an engine whose last update needed 4, the Gram
+    # formed in full at every pass (INCREMENTAL_GRAM off): 5 Gram passes (the batch's first, 3
+    # iterations and one queued past the end, whose GEMM runs in full). P = 129 is one past two
+    # 64-column tiles, so the GEMM forms 128 columns. In float64 the row pass forms the last
+    # column beside X'u (per-block partials, not counted): per Gram one read of the scaled rows
+    # and one launch fewer than the gemv. Float32 keeps the gemv.
+    monkeypatch.setattr(roofline, "INCREMENTAL_GRAM", False)
+    n, c, P, k = 262_144, 128, 129, 3
+    passes = 1 + k + 1
+    for s, in_pass in ((8, True), (4, False)):
+        shipped = roofline.engine_work(n, c, s, k, l1=False, host=False, hint=4)
+        monkeypatch.setattr(roofline, "ROW_PASS_COLUMN_WITH_XTU_MAX_COLUMNS", c - 1)
+        by_gemv = roofline.engine_work(n, c, s, k, l1=False, host=False, hint=4)
+        monkeypatch.setattr(roofline, "ROW_PASS_COLUMN_WITH_XTU_MAX_COLUMNS", c)
+        assert by_gemv.flops == shipped.flops
+        assert by_gemv.bytes - shipped.bytes == (passes * n * P * s if in_pass else 0)
+        assert by_gemv.launches - shipped.launches == (passes if in_pass else 0)
 
 
 def test_engine_floor_above_the_one_block_limit(monkeypatch):
@@ -386,22 +405,23 @@ def test_newton_with_a_heavy_cublas_gram_keeps_it_incrementally(monkeypatch):
     full = roofline.engine_work(n, c, s, k, l1=False, host=False, hint=4)
     assert roofline.chunk_sizes(l1=False, above_one_block=False, n=n, P=P, hint=4) == (4, 2)
     assert (full.syncs, incremental.syncs, host_added.syncs) == (1, 1, k)
-    # P = 129 is one past two 64-column tiles: the GEMM forms 128 columns, a gemv the last.
+    # P = 129 is one past two 64-column tiles: the GEMM forms 128 columns, the float64 row pass
+    # the last beside X'u.
     one_gram = 2.0 * n * (P - 1) * (P - 1)
     assert full.flops == (1 + k + 1) * one_gram
     assert incremental.flops == one_gram
-    # A Gram pass writes the scaled rows, the GEMM reads their first 128 columns (one column
-    # block) and the gemv the whole rows; the iteration queued past the end skips its row pass,
-    # but its GEMM and gemv read the rows again.
+    # A Gram pass writes the scaled rows and the GEMM reads their first 128 columns (one column
+    # block); the iteration queued past the end skips its row pass, but its GEMM reads the rows
+    # again.
     scaled = n * P * s
-    reads = n * (P - 1) * s + scaled
+    reads = n * (P - 1) * s
     # The iteration queued past the end reads the flags in CUB's select.
     assert full.bytes - incremental.bytes == pytest.approx(
         k * (scaled + reads) + reads - 8 * n - k * 10 * n - n)
-    # An iteration: the Cholesky kernel, trials and select, the row pass (X'u inside it), the
-    # GEMM and the gemv (CUB's select's two launches and the update's two instead), the
-    # gradient with the Gram's sum; both queue one iteration more than the solve needed.
-    full_iteration = 1 + 2 + 1 + 2 + 1
+    # An iteration: the Cholesky kernel, trials and select, the row pass (X'u and the Gram's last
+    # column inside it), the GEMM (CUB's select's two launches and the update's two instead),
+    # the gradient with the Gram's sum; both queue one iteration more than the solve needed.
+    full_iteration = 1 + 2 + 1 + 1 + 1
     incremental_iteration = 1 + 2 + 1 + 4 + 1
     assert full.launches - incremental.launches == (k + 1) * (full_iteration -
                                                               incremental_iteration)

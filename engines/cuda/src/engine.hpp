@@ -90,6 +90,9 @@ struct Workspace {
   // reserved only for updates that keep K.
   GrowingBuffer meat_rows;
   GrowingBuffer xtu_partials;  // per row-pass block, xtu_partials_stride(ncols_x) each
+  // The Gram's last column from the row passes that form X'u too (row_pass_gram_column), per
+  // row-pass block, appended_column_stride(ncols_x) each; reserved only by updates that use it.
+  GrowingBuffer gram_column_partials;
   // LAMM's first trials' X'psi: per candidate and trials block, appended_column_stride(ncols_x)
   GrowingBuffer lamm_gradient_partials;
   GrowingBuffer bad_partials;  // per validation block, kBadKinds first bad indices
@@ -163,6 +166,7 @@ struct Workspace {
                              &row_partials,
                              &meat_rows,
                              &xtu_partials,
+                             &gram_column_partials,
                              &lamm_gradient_partials,
                              &bad_partials,
                              &commit_flags,
@@ -185,7 +189,7 @@ struct Workspace {
     }
   }
 };
-constexpr size_t kWorkspaceBuffers = 54;
+constexpr size_t kWorkspaceBuffers = 55;
 static_assert(sizeof(Workspace) == kWorkspaceBuffers * sizeof(GrowingBuffer),
               "Workspace gained or lost a member: list it in Workspace::for_each and update "
               "kWorkspaceBuffers");

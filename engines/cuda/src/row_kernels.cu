@@ -311,30 +311,19 @@ constexpr int xtu_slots() {
   return Team >= kWideRowColumns ? WideSlots : WideSlots * static_cast<int>(kWideRowColumns) / Team;
 }
 
-// A row pass block's partials: sum w rho and sum w psi at partials[2 block] and [2 block + 1]
-// and, when xtu_partials is not null, X'u from each lane's kSlots column sums (lane l of a team
-// of Team lanes owns columns l, l + Team, ...): the lanes that own the same columns summed with a
-// fixed butterfly, then the warps in order, column j at xtu_partials[block * stride + j],
-// kWideRowColumns columns a round. With `corner` (the Gram column's pass, appended_column_stride)
-// the block's sum of `corner_value` goes to xtu_partials[block * stride + ncols_x]. Every thread
-// of the block calls it; `shared` holds kThreads doubles.
+// Per-block column sums from each lane's kSlots sums (lane l of a team of Team lanes owns columns
+// l, l + Team, ...): the lanes that own the same columns summed with a fixed butterfly, then the
+// warps in order, column j at out[block * stride + j], kWideRowColumns columns a round. With
+// `corner` (the Gram column's sums, appended_column_stride) the block's sum of `corner_value` goes
+// to out[block * stride + ncols_x]. Every thread of the block calls it; `shared` holds kThreads
+// doubles, which the block may still be reading from an earlier use only behind a barrier.
 template <int Team, int kSlots>
-__device__ void write_row_partials(double rho, double score, const double (&xtu)[kSlots],
-                                   int64_t ncols_x, double* shared, double* partials,
-                                   double* xtu_partials, int64_t stride, bool corner = false,
-                                   double corner_value = 0.0) {
-  const double rho_total = block_sum<kThreads>(rho, shared);
-  const double score_total = block_sum<kThreads>(score, shared);
-  if (threadIdx.x == 0) {
-    partials[2 * blockIdx.x] = rho_total;
-    partials[2 * blockIdx.x + 1] = score_total;
-  }
-  if (xtu_partials == nullptr)
-    return;
+__device__ void write_column_sums(const double (&sums)[kSlots], int64_t ncols_x, double* shared,
+                                  double* out, int64_t stride, bool corner, double corner_value) {
   if (corner) {
     const double corner_total = block_sum<kThreads>(corner_value, shared);
     if (threadIdx.x == 0)
-      xtu_partials[blockIdx.x * stride + ncols_x] = corner_total;
+      out[blockIdx.x * stride + ncols_x] = corner_total;
   }
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
@@ -351,7 +340,7 @@ __device__ void write_row_partials(double rho, double score, const double (&xtu)
       __syncthreads();  // the last round's sums are read
 #pragma unroll
     for (int k = round * kRound; k < kSlots && k < (round + 1) * kRound; ++k) {
-      double v = xtu[k];
+      double v = sums[k];
 #pragma unroll
       for (int offset = Team; offset < 32; offset <<= 1)
         v += __shfl_xor_sync(0xffffffffu, v, offset);
@@ -364,9 +353,28 @@ __device__ void write_row_partials(double rho, double score, const double (&xtu)
       double total = 0.0;
       for (int w = 0; w < kWarps; ++w)
         total += shared[w * kWideRowColumns + threadIdx.x];
-      xtu_partials[blockIdx.x * stride + j] = total;
+      out[blockIdx.x * stride + j] = total;
     }
   }
+}
+
+// A row pass block's partials: sum w rho and sum w psi at partials[2 block] and [2 block + 1]
+// and, when xtu_partials is not null, the column sums xtu (X'u, or the Gram's last column with
+// `corner`) by write_column_sums.
+template <int Team, int kSlots>
+__device__ void write_row_partials(double rho, double score, const double (&xtu)[kSlots],
+                                   int64_t ncols_x, double* shared, double* partials,
+                                   double* xtu_partials, int64_t stride, bool corner = false,
+                                   double corner_value = 0.0) {
+  const double rho_total = block_sum<kThreads>(rho, shared);
+  const double score_total = block_sum<kThreads>(score, shared);
+  if (threadIdx.x == 0) {
+    partials[2 * blockIdx.x] = rho_total;
+    partials[2 * blockIdx.x + 1] = score_total;
+  }
+  if (xtu_partials != nullptr)
+    write_column_sums<Team, kSlots>(xtu, ncols_x, shared, xtu_partials, stride, corner,
+                                    corner_value);
 }
 
 // Row i of a scaled design for a Gram GEMM: root x_i, the appended intercept column as root.
@@ -397,27 +405,36 @@ __device__ __forceinline__ void write_scaled_slots(const RowView<T>& rows, int64
     out[rows.P - 1] = static_cast<T>(root);
 }
 
+// What a row pass instance sums per column besides rho and psi: X'u (kXtuSums), the Gram's last
+// column sum_i w_i c_i (x_i, 1) (kColumnSums: LAMM's pass for the finish, which forms no X'u), or
+// both (kBothSums: Newton's row passes that write the scaled rows for a full Gram, at 33 to 128
+// columns, where the lanes hold their columns in registers). Each has its own instance, so that
+// the instances forming one kind keep their registers.
+enum RowPassColumnSums { kXtuSums, kColumnSums, kBothSums };
+
 // The sums and row outputs of the row pass that accumulate over a thread's rows. xtu holds X'u,
-// or in the Gram column's pass (with_column) sum_i w_i c_i x_i, with `curvature` sum_i w_i c_i.
-template <int kSlots>
+// or with kColumnSums sum_i w_i c_i x_i; with kBothSums `column` holds the latter beside X'u.
+// `curvature` is sum_i w_i c_i wherever the column is formed.
+template <int kSlots, bool kBoth = false>
 struct RowPassSums {
   double rho = 0.0;
   double score = 0.0;
   double curvature = 0.0;
   double xtu[kSlots] = {};
+  double column[kBoth ? kSlots : 1] = {};
 };
 
 // The row pass's work on row i once its residual r is known (every lane of the team has the same
 // r). InSlots: `column(k)` gives column lane + k Team, and every column of the row is among a
 // lane's kSlots (the scaled rows are then written from them); otherwise the scaled rows are read
 // from X again, column by column.
-template <bool InSlots, int Team, int kSlots, class T, class Column>
+template <bool InSlots, int Team, int kSlots, class T, class Column, bool kBoth>
 __device__ __forceinline__ void row_pass_row(const RowView<T>& rows, int64_t i, int lane, double r,
                                              double tau, double h, Column column, double* residual,
                                              T* score, T* scaled, T* meat_scaled, bool meat_here,
                                              bool with_xtu, bool with_column,
                                              const CurvatureTrack& track,
-                                             RowPassSums<kSlots>& sums) {
+                                             RowPassSums<kSlots, kBoth>& sums) {
   const double w = row_weight(rows, i);
   const double psi = huber_psi(r, tau);
   const double u = w * psi;
@@ -440,8 +457,12 @@ __device__ __forceinline__ void row_pass_row(const RowView<T>& rows, int64_t i, 
 #pragma unroll
     for (int k = 0; k < kSlots; ++k) {
       const int64_t j = lane + k * Team;
-      if (j < rows.ncols_x)
-        sums.xtu[k] += column(k) * v;
+      if (j < rows.ncols_x) {
+        const double x = column(k);
+        sums.xtu[k] += x * v;
+        if constexpr (kBoth)
+          sums.column[k] += x * wc;
+      }
     }
   }
   if (lane != 0)
@@ -493,17 +514,20 @@ constexpr bool row_pass_in_slots() {
 // One bound expression serves every instance: left unbounded, the 8-slot instance's registers
 // rose from 80 to 82 (two blocks instead of three) once its body was shared with an in-slots
 // path.
-constexpr int row_pass_blocks_per_sm(int team, int wide_slots) {
+constexpr int row_pass_blocks_per_sm(int team, int wide_slots, int sums = kXtuSums) {
+  // X'u and the Gram's column together: 192 registers in float64, no spills. Bounded to two
+  // blocks it spilled 168 bytes and ran slower (docs/decisions.md).
+  if (sums == kBothSums)
+    return 1;
   if (team < 32)
     return wide_slots == kSplitRowSlots ? 2 : 3;
   return wide_slots >= 16 ? 2 : (wide_slots == 1 ? 4 : 3);
 }
 
-// kColumn: the instance that forms the Gram's last column (column_partials) instead of X'u; its
-// own, so that the instances forming X'u keep their registers (float32's split teams spilled 20
-// bytes when one instance did both).
-template <class T, int Team, int WideSlots = 1, bool kColumn = false>
-__global__ void __launch_bounds__(kThreads, row_pass_blocks_per_sm(Team, WideSlots))
+// kSums: what the instance sums per column (RowPassColumnSums; X'u where xtu_partials is not
+// null, the Gram's last column into column_partials).
+template <class T, int Team, int WideSlots = 1, int kSums = kXtuSums>
+__global__ void __launch_bounds__(kThreads, row_pass_blocks_per_sm(Team, WideSlots, kSums))
     row_pass_kernel(RowView<T> rows, const double* beta, double tau, DeviceScalars* sc,
                     double* residual, T* score, T* scaled, T* meat_scaled, double* partials,
                     double* xtu_partials, double* column_partials, CurvatureTrack track, int when) {
@@ -520,9 +544,11 @@ __global__ void __launch_bounds__(kThreads, row_pass_blocks_per_sm(Team, WideSlo
   __shared__ double shared[kThreads];
   const RowTeam<Team> team;
   const double h = sc->bandwidth;
-  const bool with_xtu = !kColumn && xtu_partials != nullptr;
-  constexpr bool with_column = kColumn;  // never with X'u (launch_row_pass)
-  RowPassSums<kSlots> sums;
+  static_assert(kSums != kBothSums || row_pass_in_slots<Team, WideSlots>(),
+                "X'u and the Gram's column together only where the lanes hold their columns");
+  const bool with_xtu = kSums != kColumnSums && xtu_partials != nullptr;
+  constexpr bool with_column = kSums != kXtuSums;
+  RowPassSums<kSlots, kSums == kBothSums> sums;
   if constexpr (row_pass_in_slots<Team, WideSlots>()) {
     // The rows in the order of the plain loop, with row_dot's products and sums.
     for (int64_t i = team.first; i < rows.n; i += team.stride) {
@@ -559,13 +585,19 @@ __global__ void __launch_bounds__(kThreads, row_pass_blocks_per_sm(Team, WideSlo
                                         track, sums);
     }
   }
-  if constexpr (with_column)
+  if constexpr (kSums == kColumnSums) {
     write_row_partials<Team, kSlots>(sums.rho, sums.score, sums.xtu, rows.ncols_x, shared, partials,
                                      column_partials, appended_column_stride(rows.ncols_x), true,
                                      sums.curvature);
-  else
+  } else {
     write_row_partials<Team, kSlots>(sums.rho, sums.score, sums.xtu, rows.ncols_x, shared, partials,
                                      xtu_partials, xtu_partials_stride(rows.ncols_x));
+    if constexpr (kSums == kBothSums) {
+      __syncthreads();  // the X'u round's last reads of `shared`
+      write_column_sums<Team, kSlots>(sums.column, rows.ncols_x, shared, column_partials,
+                                      appended_column_stride(rows.ncols_x), true, sums.curvature);
+    }
+  }
 }
 
 // launch_flipped_rows: row s of U and V from flipped row rows_of[s], a team per row.
@@ -1674,11 +1706,17 @@ void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, Dev
                      double* residual, T* score, T* scaled, T* meat_scaled, double* partials,
                      double* xtu_partials, double* column_partials, CurvatureTrack track,
                      RunWhen when, cudaStream_t s) {
-  if (column_partials != nullptr && (xtu_partials != nullptr || scaled == nullptr ||
-                                     rows.ncols_x + 1 != rows.P || row_team(rows.ncols_x) != 32))
+  // The Gram's last column (UpdateContext::row_pass_gram_column) needs the scaled rows and the
+  // appended intercept; with X'u as well, the lanes holding a row's columns.
+  static_assert(kRowPassColumnWithXtuMaxColumns == kSplitRowSlots * kWideRowColumns,
+                "X'u and the Gram's column together: the split teams' rows");
+  if (column_partials != nullptr &&
+      (scaled == nullptr || rows.ncols_x + 1 != rows.P || row_team(rows.ncols_x) != 32 ||
+       (xtu_partials != nullptr && rows.ncols_x > kRowPassColumnWithXtuMaxColumns)))
     fail(RH_CUDA_INTERNAL_ERROR,
-         "row pass: the Gram's last column needs scaled rows, no X'u, an appended intercept and "
-         "a warp per row (%lld of %lld columns)",
+         "row pass: the Gram's last column needs scaled rows, an appended intercept, a warp per "
+         "row and, with X'u, at most %lld columns (%lld of %lld columns)",
+         static_cast<long long>(kRowPassColumnWithXtuMaxColumns),
          static_cast<long long>(rows.ncols_x), static_cast<long long>(rows.P));
   if ((xtu_partials != nullptr || column_partials != nullptr) && row_team(rows.ncols_x) == 32) {
     // X'u (or the Gram's last column) in the row pass: split teams up to 128 columns, above
@@ -1693,21 +1731,28 @@ void launch_row_pass(const RowView<T>& rows, const double* beta, double tau, Dev
                     static_cast<int>(when));
     };
     static_assert(kRowPassXtuMaxColumns == 32 * 32, "the widest X'u slots below");
-    auto dispatch = [&](auto column) {
-      constexpr bool kColumn = decltype(column)::value;
+    auto dispatch = [&](auto sums) {
+      constexpr int kSums = decltype(sums)::value;
       if (rows.ncols_x <= kSplitRowSlots * kWideRowColumns)
-        launch(row_pass_kernel<T, kSplitRowTeam, kSplitRowSlots, kColumn>);
-      else if (rows.ncols_x <= 256)
-        launch(row_pass_kernel<T, 32, 8, kColumn>);
-      else if (rows.ncols_x <= 512)
-        launch(row_pass_kernel<T, 32, 16, kColumn>);
-      else
-        launch(row_pass_kernel<T, 32, 32, kColumn>);
+        launch(row_pass_kernel<T, kSplitRowTeam, kSplitRowSlots, kSums>);
+      else if constexpr (kSums != kBothSums) {
+        if (rows.ncols_x <= 256)
+          launch(row_pass_kernel<T, 32, 8, kSums>);
+        else if (rows.ncols_x <= 512)
+          launch(row_pass_kernel<T, 32, 16, kSums>);
+        else
+          launch(row_pass_kernel<T, 32, 32, kSums>);
+      }
     };
-    if (column_partials != nullptr)
-      dispatch(std::true_type{});
-    else
-      dispatch(std::false_type{});
+    if (column_partials == nullptr) {
+      dispatch(std::integral_constant<int, kXtuSums>{});
+    } else if (xtu_partials == nullptr) {
+      dispatch(std::integral_constant<int, kColumnSums>{});
+    } else if constexpr (std::is_same<T, double>::value) {
+      dispatch(std::integral_constant<int, kBothSums>{});
+    } else {
+      fail(RH_CUDA_INTERNAL_ERROR, "row pass: X'u and the Gram's last column together in float32");
+    }
     return;
   }
   RH_LAUNCH_ROWS(row_pass_kernel, T, rows, s, rows, beta, tau, sc, residual, score, scaled,

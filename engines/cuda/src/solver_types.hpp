@@ -31,6 +31,10 @@ constexpr int64_t kNarrowRowColumns = 8;
 // gemv. Lane l of a row's team owns columns l, l + Team, ... (kRowPassXtuMaxColumns / 32
 // double sums at most).
 constexpr int64_t kRowPassXtuMaxColumns = 1024;
+// The row pass forms X'u and the Gram's last column together (Newton's passes that write the
+// scaled rows for a full Gram, UpdateContext::row_pass_gram_column) for rows of at most this many
+// stored columns: those whose lanes hold their columns in registers (row_kernels.cu).
+constexpr int64_t kRowPassColumnWithXtuMaxColumns = 128;
 // Columns per block in the X'u partials: kWideRowColumns up to that many columns, else ncols_x
 // rounded up to a whole warp.
 constexpr int64_t xtu_partials_stride(int64_t ncols_x) {

@@ -192,9 +192,13 @@ template void gram_of_scaled_rows<float>(Engine&, int64_t, int64_t, const float*
 template void gram_of_scaled_rows<double>(Engine&, int64_t, int64_t, const double*, double*);
 
 template <class T>
-bool UpdateContext<T>::row_pass_gram_column() const {
+bool UpdateContext<T>::row_pass_gram_column(bool with_xtu) const {
+  // Beside X'u only in float64: the float32 pass holding both ran slower than the float32 gemv
+  // it saves (docs/decisions.md, "The row pass at 128 columns and the Gram's last column").
   return rows.ncols_x + 1 == rows.P && gram_gemm_columns(rows.P) == rows.P - 1 &&
-         rows.P <= kRowPassXtuMaxColumns;
+         rows.P <= kRowPassXtuMaxColumns &&
+         (!with_xtu ||
+          (std::is_same<T, double>::value && rows.ncols_x <= kRowPassColumnWithXtuMaxColumns));
 }
 
 template <class T>
@@ -208,12 +212,15 @@ void UpdateContext<T>::row_pass(bool with_gram, RunWhen when, bool with_xtu, Gra
     xtu_in_partials = row_pass_xtu(fused);
   double* xtu_partials = with_xtu && xtu_in_partials ? e.ws.xtu_partials.as<double>() : nullptr;
   T* scaled = with_gram && !fused && !leaves_gram ? e.ws.scaled_rows.as<T>() : nullptr;
-  // The Gram's last column from this pass (row_pass_gram_column), in the X'u partials' memory,
-  // which a pass without X'u leaves free: the gradient reads X'u only after a pass that formed
-  // it (xtu_in_partials), and LAMM's pass for the finish is the only one without X'u.
-  double* column_partials = scaled != nullptr && !with_xtu && row_pass_gram_column()
-                                ? e.ws.xtu_partials.as<double>()
-                                : nullptr;
+  // The Gram's last column from this pass (row_pass_gram_column): beside X'u in its own
+  // buffer, or in the X'u partials' memory, which a pass without X'u leaves free (the gradient
+  // reads X'u only after a pass that formed it, xtu_in_partials; LAMM's pass for the finish is
+  // the only one without X'u).
+  double* column_partials = nullptr;
+  if (scaled != nullptr && row_pass_gram_column(with_xtu)) {
+    column_partials =
+        with_xtu ? e.ws.gram_column_partials.as<double>() : e.ws.xtu_partials.as<double>();
+  }
   if (fused) {
     launch_row_pass_gram<T>(rows, point, k.tau, device_scalars(), e.ws.residual.as<double>(),
                             e.ws.score.as<T>(), e.ws.row_partials.as<double>(), xtu_partials,

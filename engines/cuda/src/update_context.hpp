@@ -131,11 +131,12 @@ struct UpdateContext {
   bool row_pass_xtu(bool fused_pass) const {
     return fused_pass || rows.ncols_x <= kRowPassXtuMaxColumns;
   }
-  // A row pass that writes scaled rows without X'u forms the Gram's last column itself (the
-  // appended intercept's, sum_i w_i c_i (x_i, 1)) where the GEMM leaves that column to a gemv
-  // (gram_gemm_columns: P one past whole 64-column tiles), up to kRowPassXtuMaxColumns
-  // parameters (the X'u partials' memory holds its partials).
-  bool row_pass_gram_column() const;
+  // A row pass that writes scaled rows forms the Gram's last column itself (the appended
+  // intercept's, sum_i w_i c_i (x_i, 1)) where the GEMM leaves that column to a gemv
+  // (gram_gemm_columns: P one past whole 64-column tiles): without X'u up to
+  // kRowPassXtuMaxColumns parameters (its partials in the X'u partials' memory), with X'u in
+  // float64 up to kRowPassColumnWithXtuMaxColumns stored columns (in gram_column_partials).
+  bool row_pass_gram_column(bool with_xtu) const;
   // The row passes that form the Gram do it themselves (launch_row_pass_gram) instead of writing
   // scaled rows for cuBLAS: narrow enough, no K to keep (its rows come from the same pass), and
   // not FAST_MATH (whose float32 Gram is cuBLAS's on TF32 tensor cores).

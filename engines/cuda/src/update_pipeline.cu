@@ -176,6 +176,12 @@ void transition(Engine& e, const RhCudaHostBatch& b, BatchLocation location,
                        chunks.first,
                        chunks.later};
   ctx.with_meat = with_meat;
+  if (!ctx.fused_gram() && ctx.row_pass_gram_column(true)) {
+    reserve_elems(
+        e.ws.gram_column_partials,
+        int64_t{row_blocks(b.n_rows, ctx.rows.ncols_x)} * appended_column_stride(ctx.rows.ncols_x),
+        sizeof(double), "Gram column partials");
+  }
   // The fused row pass skips by itself until the solve ended: no readback to wait for.
   ctx.gram_after_end = chunks.gram_after_end && !ctx.fused_gram();
   // Newton's heavy cuBLAS Gram, incrementally (UpdateContext::incremental_gram): not with K,

@@ -304,18 +304,19 @@ RhCudaDiagnostics least_squares_update(const DensePath& path, const Batch<double
 // Gram's padded widths (16, 17, 24, 33, 40, 64, 91, 128) and its limit (128, 129), and cuBLAS's
 // Gram by column blocks of the upper triangle (two blocks at 512, uneven ones at 600, four at
 // 1,025, the large-profile wide shape's P) and, where P is one past whole 64-column tiles
-// (129, 257, 513, 1,025), its last column by a gemv; X'u formed by the row pass with each width of
-// its column slots (up to 128, 256, 512 and 1,024 stored columns: 128, 149, 288, 511, 512, 513,
-// 599, 1,024) and by cuBLAS's gemv beyond (1,025) and after the fused row pass (33 to 127
-// columns).
+// (65 on the cuBLAS Gram's path, 129, 257, 513, 1,025), its last column from the row pass that
+// forms X'u (up to 128 stored columns: 65 and 129) or by a gemv (257 and above); X'u formed by
+// the row pass with each width of its column slots (up to 128, 256, 512 and 1,024 stored
+// columns: 128, 149, 288, 511, 512, 513, 599, 1,024) and by cuBLAS's gemv beyond (1,025) and
+// after the fused row pass (33 to 127 columns).
 void test_large_tau_reproduces_ordinary_least_squares() {
   for (int64_t features :
-       {kFeatures,    int64_t{15},  int64_t{16},   int64_t{23},  int64_t{31},  int64_t{32},
-        int64_t{39},  int64_t{49},  int64_t{62},   int64_t{63},  int64_t{69},  int64_t{79},
-        int64_t{90},  int64_t{96},  int64_t{109},  int64_t{127}, int64_t{128}, int64_t{149},
-        int64_t{159}, int64_t{160}, int64_t{190},  int64_t{191}, int64_t{256}, int64_t{288},
-        int64_t{320}, int64_t{382}, int64_t{383},  int64_t{384}, int64_t{511}, int64_t{512},
-        int64_t{513}, int64_t{599}, int64_t{1024}, int64_t{1025}}) {
+       {kFeatures,    int64_t{15},  int64_t{16},  int64_t{23},   int64_t{31},  int64_t{32},
+        int64_t{39},  int64_t{49},  int64_t{62},  int64_t{63},   int64_t{64},  int64_t{69},
+        int64_t{79},  int64_t{90},  int64_t{96},  int64_t{109},  int64_t{127}, int64_t{128},
+        int64_t{149}, int64_t{159}, int64_t{160}, int64_t{190},  int64_t{191}, int64_t{256},
+        int64_t{288}, int64_t{320}, int64_t{382}, int64_t{383},  int64_t{384}, int64_t{511},
+        int64_t{512}, int64_t{513}, int64_t{599}, int64_t{1024}, int64_t{1025}}) {
     const int64_t P = features + 1;
     Batch<double> data = make_batch<double>(7, 3000, features, true, true, 0.0);
     std::vector<long double> A(static_cast<size_t>(P * P), 0.0L), rhs(static_cast<size_t>(P));
