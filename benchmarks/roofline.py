@@ -473,8 +473,9 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
         if incremental:
             work.add(flagged)
         work.add(Work(launches=1))  # gradient (and the Gram's sum)
-    # Iterations queued past the end: every launch; cuBLAS's GEMM and gemv in full (the fused
-    # row pass and its sum return at once), CUB's select in full.
+    # Iterations queued past the end: every launch; cuBLAS's GEMM (and the last column's gemv
+    # where the row pass does not form it) in full (the fused row pass and its sum return at
+    # once), CUB's select in full.
     newton_gram = gram_of_the_pass(newton_column_in_pass)
     # the sum: in the gradient's launch
     pass_launches = flagged.launches if incremental else newton_gram.launches - 1
@@ -485,6 +486,7 @@ def engine_work(n: int, c: int, s: int, k: int, *, l1: bool, host: bool, hint: i
     elif fused:
         wasted_gram = Work()
     else:
+        # the Gram's reads of the scaled rows, which the skipped row pass did not write
         wasted_gram = Work(bytes=newton_gram.bytes - scaled_bytes, flops=gram_flops)
     work.add(Work(bytes=wasted * (wasted_gram.bytes + newton_gemv * gemv_bytes),
                   flops=wasted * wasted_gram.flops,
