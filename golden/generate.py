@@ -34,8 +34,9 @@ regenerates in memory and compares with it:
   with the tolerance the conformance kit's `reference` profile gives the case
   (conformance/tolerances.json, read by renewable_huber.conformance.tolerances: the case's
   rtol/atol; float32 at least the profile's floor, derived in conformance/README.md from the
-  file's float32_oracle_slack by the triangle inequality). `--check` and `renewable-huber
-  conformance --reference` thus apply one rule.
+  file's float32_oracle_slack by the triangle inequality); the meat matrix K as a matrix,
+  every entry within atol + rtol max|K| (the kit's meat_scales). `--check` and
+  `renewable-huber conformance --reference` thus apply one rule.
 
 The case tolerance is derived from the dtype and the case (_derived_tolerance), and every
 case records one that --check re-derives on the machine it runs on and refuses to exceed:
@@ -44,9 +45,9 @@ case records one that --check re-derives on the machine it runs on and refuses t
   condition number of H over the batches after scaling H to a unit diagonal (Cholesky and LU
   are accurate to that equilibrated condition, so raw units alone do not loosen it; singular
   values below the SVD cutoff are left out, as the minimum-norm solve leaves them out);
-* v3 also measures the case's rounding sensitivity directly: the same batches with their rows
-  reversed (equal in exact arithmetic, rounded in another order, like another kernel) must
-  stay within 1 / SENSITIVITY_MARGIN of the tolerance;
+* v3 and v4 also measure the case's rounding sensitivity directly: the same batches with their
+  rows reversed and in ROW_ORDERS seeded shuffles (equal in exact arithmetic, rounded in other
+  orders, like other kernels) must stay within 1 / SENSITIVITY_MARGIN of the tolerance;
 * the result is rounded up to a power of ten, atol = rtol / 100 (float32: rtol / 10), and
   never below the base (float64 1e-9 / 1e-11, float32 1e-4 / 1e-5). v1 and v2 record the base,
   v3 per case (_V3_TOLERANCES: the largest derived over five kernel families).
@@ -85,6 +86,7 @@ sys.path.insert(0, str(GOLDEN_DIR.parent / "python"))
 from renewable_huber.config import UpdateConfig  # noqa: E402
 from renewable_huber.conformance.tolerances import (  # noqa: E402
     Tolerance,
+    meat_scales,
     prediction_scales,
     shipped_profiles,
 )
@@ -108,6 +110,10 @@ CONDITION_FACTOR = 64.0
 # How far inside its tolerance a case must stay when its rows are reversed (a rounding-only
 # perturbation): a kernel perturbs rounding about as much, so a quarter leaves it room.
 SENSITIVITY_MARGIN = 4.0
+# The seeded row shuffles beside the reversal: one reversal missed cases that some orders (and
+# so some kernels: v4's weighted one-sided stream under OpenBLAS's SkylakeX kernels) move
+# beyond their tolerance.
+ROW_ORDERS = 8
 ITERATION_WINDOW = 2
 # float32 LAMM's late steps stall at float32 resolution, so its counts move further between
 # kernels: up to 3 seen (v2's l1-float32-no-intercept-true-zeros, batch 3, Prescott kernels).
@@ -310,10 +316,14 @@ def _v4_cases() -> list[dict]:
             "id": "meat-weighted-one-sided-three-batches",
             "description": "Unpenalised weighted stream with an intercept, one-sided response "
             "outliers (residuals beyond tau, so psi is clipped), zero and non-unit weights, "
-            "three batches, tol 1e-12 (each batch ends at the rounding floor, so no kernel's "
-            "rounding of the last stopping test can move it): K accumulates w psi(r)^2 x x' at "
-            "each batch's estimate.",
-            "config": _estimator_config(tol=1e-12),
+            "three batches, tol 1e-8 (every batch's last Newton step far from its stopping "
+            "threshold): K accumulates w psi(r)^2 x x' at each batch's estimate.",
+            # At tol 1e-12 each batch ended at the rounding floor, after 6 to 17 iterations
+            # depending on the row order, so some kernels' counts left the iteration window.
+            # Reordered rows move J's and K's entries by up to 21 times the base tolerance
+            # (near-zero off-diagonal entries of J by cancellation), hence 1e-7.
+            "tolerance": (1e-7, 1e-9),
+            "config": _estimator_config(tol=1e-8),
             "batches": [
                 shifted(one_sided.batch(40, weights=[0.0, 0.5, 1.0, 2.0, 3.0]), 7)
                 for _ in range(3)
@@ -512,7 +522,7 @@ _V3_DESCRIPTIONS = {
 
 
 # The recorded v3 tolerances: the largest derived one (_derived_tolerance: conditioning and
-# reversed-row sensitivity) over the OpenBLAS kernel families of an AVX-512 machine (Katmai,
+# reordered-row sensitivity) over the OpenBLAS kernel families of an AVX-512 machine (Katmai,
 # Nehalem, Sandybridge, Haswell, SkylakeX), which --check re-derives on every run and refuses
 # to exceed. Unlisted cases keep the float64 base 1e-9 / 1e-11.
 _V3_NEWTON_TOL = {"target-offset-1e6": 1e-10, "features-1e3-to-1e6": 1e-7}
@@ -521,7 +531,8 @@ _V3_TOLERANCES = {
     # kernels: 1e-8 leaves the quarter margin
     "none-unscaled-first-batch-then-scaled": (1e-8, 1e-10),
     "none-residuals-beyond-tau-plus-h": (1e-8, 1e-10),
-    "none-target-offset-1e6": (1e-8, 1e-10),
+    # the 1e6 intercept's last digits: some row orders move the state by 0.96 of 1e-8
+    "none-target-offset-1e6": (1e-7, 1e-9),
     # ridge 1e-8 alone fixes three directions of the 5-row batch: kappa ~ 4.5e8
     "none-fewer-rows-than-parameters": (1e-5, 1e-7),
     # LAMM's acceptance at f ~ 1e5 is decided below f's rounding, so its 500-iteration crawl
@@ -630,7 +641,7 @@ def _derived_tolerance(
 ) -> tuple[float, float]:
     """The case tolerance the rounding model justifies (module docstring): the base, or
     CONDITION_FACTOR eps kappa for a Newton case, or SENSITIVITY_MARGIN times the deviation
-    measured with reversed rows (in units of the base tolerance), whichever is largest,
+    measured with reordered rows (in units of the base tolerance), whichever is largest,
     rounded up to a power of ten; atol keeps the base ratio rtol / 100."""
     base_rtol, base_atol = CASE_TOLERANCES[config["dtype"]]
     needed = base_rtol * SENSITIVITY_MARGIN * deviation
@@ -662,7 +673,7 @@ def _run_case(
 ) -> tuple[dict, _RunFacts]:
     """Stream the case through the reference; tolerance becomes the case's (rtol, atol). The
     facts carry the tolerance the conditioning alone justifies (build_document adds the
-    reversed-row sensitivity for v3)."""
+    reordered-row sensitivity for v3 and v4)."""
     config = spec["config"]
     dtype = np.dtype(config["dtype"])
     batches = _typed_batches(spec)
@@ -793,28 +804,34 @@ def _within_half_tolerance(case: dict, rerun: dict) -> str | None:
     return found.differences[0] if found.differences else None
 
 
-def _reversed_rows_deviation(spec: dict, case: dict) -> float:
-    """The rounding sensitivity of a case: every batch with its rows reversed is the same
-    problem in exact arithmetic, rounded in another order (the in-process stand-in for another
-    BLAS kernel). Returns the largest deviation of the stored numbers from the case, in units
-    of the case's tolerance (iterations aside)."""
-    reversed_spec = dict(
-        spec,
-        batches=[
-            {k: None if v is None else np.asarray(v)[::-1].copy() for k, v in b.items()}
-            for b in spec["batches"]
-        ],
-    )
-    rerun, _ = _run_case(reversed_spec, (case["rtol"], case["atol"]))
-    # the rerun stores its inputs reversed; only the expected states are compared
-    rerun = json.loads(json.dumps(dict(rerun, batches=case["batches"])))
+def _reordered_rows_deviation(spec: dict, case: dict, with_meat: bool = False) -> float:
+    """The rounding sensitivity of a case: every batch with its rows reversed, or shuffled
+    (ROW_ORDERS seeded permutations), is the same problem in exact arithmetic, rounded in
+    another order (the in-process stand-in for another BLAS kernel). Returns the largest
+    deviation of the stored numbers from the case over those orders, in units of the case's
+    tolerance (iterations aside)."""
+    rng = np.random.default_rng(20261207)
+    orders = [lambda n: np.arange(n)[::-1]] + [rng.permutation] * ROW_ORDERS
     reference = json.loads(json.dumps(case))
-    for document in (reference, rerun):
-        for state in document["expected"]["states"]:
+    for state in reference["expected"]["states"]:
+        state["diagnostics"]["iterations"] = 1
+    worst = 0.0
+    for order in orders:
+        reordered = dict(spec, batches=[])
+        for b in spec["batches"]:
+            rows = order(len(b["y"]))
+            reordered["batches"].append(
+                {k: None if v is None else np.asarray(v)[rows].copy() for k, v in b.items()}
+            )
+        rerun, _ = _run_case(reordered, (case["rtol"], case["atol"]), with_meat)
+        # the rerun stores its inputs reordered; only the expected states are compared
+        rerun = json.loads(json.dumps(dict(rerun, batches=case["batches"])))
+        for state in rerun["expected"]["states"]:
             state["diagnostics"]["iterations"] = 1
-    found = Comparison()
-    _compare_case(reference, rerun, "$", 0.0, found)
-    return found.worst
+        found = Comparison()
+        _compare_case(reference, rerun, "$", 0.0, found)
+        worst = max(worst, found.worst)
+    return worst
 
 
 def _threshold_problem(spec: dict, case: dict) -> str | None:
@@ -877,7 +894,7 @@ class _Corpus:
     name: str
     version: int
     specs: Callable[[], list[dict]]
-    # v3: the derived tolerance includes the reversed-row sensitivity (v1 and v2 predate it;
+    # v3, v4: the derived tolerance includes the reordered-row sensitivity (v1 and v2 predate it;
     # their base tolerance is checked against the conditioning alone)
     measures_sensitivity: bool = False
     frozen: bool = False
@@ -909,7 +926,9 @@ def build_document(name: str) -> dict:
         case, facts = _run_case(spec, base, corpus.with_meat)
         if corpus.measures_sensitivity:
             derived = _derived_tolerance(
-                case["config"], case["expected"]["states"], _reversed_rows_deviation(spec, case)
+                case["config"],
+                case["expected"]["states"],
+                _reordered_rows_deviation(spec, case, corpus.with_meat),
             )
             facts = dataclasses.replace(facts, derived_tolerance=derived)
         case["rtol"], case["atol"] = spec.get("tolerance", base)
@@ -1054,7 +1073,9 @@ def _compare_case(a: dict, b: dict, path: str, extra_rtol: float, found: Compari
         _exact(sorted(sa), sorted(sb), f"{where} keys", found)
         for key in sorted(set(sa) & set(sb)):
             if key in _CLOSE_STATE_KEYS:
-                _close(sa[key], sb[key], f"{where}.{key}", tolerance, extra_rtol, found)
+                # K as the kit compares it: as a matrix (meat_scales)
+                scales = meat_scales(sa[key]) if key == "meat" and sa[key] is not None else None
+                _close(sa[key], sb[key], f"{where}.{key}", tolerance, extra_rtol, found, scales)
             elif key != "diagnostics":
                 _exact(sa[key], sb[key], f"{where}.{key}", found)
         da, db = sa.get("diagnostics", {}), sb.get("diagnostics", {})

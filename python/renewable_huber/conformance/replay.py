@@ -15,7 +15,7 @@ from .case_config import update_config
 from .corpus import NOT_RECORDED, ExpectedState, GoldenCase
 from .report import CheckResult
 from .session import EngineCallFailed, EngineSession, EngineUnderTest
-from .tolerances import Comparison, Tolerance, prediction_scales
+from .tolerances import Comparison, Tolerance, meat_scales, prediction_scales
 
 
 def compare_state(
@@ -42,17 +42,13 @@ def compare_state(
 
 
 def compare_meat(comparison: Comparison, where: str, meat, expected) -> None:
-    """K is compared as a matrix: every entry within atol + rtol * max|K| (its entries span
-    the squares of the residuals' range, so an off-diagonal entry near zero is held to the
-    accuracy the matrix can have, not to a relative tolerance of its own)."""
+    """K within the kit's matrix rule (tolerances.meat_scales)."""
     if isinstance(expected, str) and expected == NOT_RECORDED:
         return
     if expected is None or meat is None:
         comparison.exact(f"{where} meat available", meat is not None, expected is not None)
         return
-    expected = np.asarray(expected, dtype=np.float64)
-    scale = np.full(expected.shape, float(np.abs(expected).max()))
-    comparison.close(f"{where} meat", meat, expected, (scale, 1.0))
+    comparison.close(f"{where} meat", meat, expected, meat_scales(expected))
 
 
 def check_empty(comparison: Comparison, session: EngineSession, n_parameters: int) -> None:

@@ -145,6 +145,16 @@ def prediction_scales(design, coefficients) -> tuple[np.ndarray, np.ndarray]:
     return magnitude, np.maximum(1.0, design.sum(axis=1))
 
 
+def meat_scales(expected) -> tuple[np.ndarray, np.ndarray]:
+    """K is compared as a matrix: every entry within atol + rtol max|K|. Its entries span the
+    squares of the residuals' range, and K moves with the estimate it is formed at by about n
+    times that estimate's rounding, so an off-diagonal entry near zero is held to the accuracy
+    the matrix can have, not to a relative tolerance of its own. Returns (magnitude, atol_scale)
+    for Comparison.close, shaped like K."""
+    expected = np.asarray(expected, dtype=np.float64)
+    return np.full(expected.shape, float(np.abs(expected).max())), np.ones(expected.shape)
+
+
 @dataclasses.dataclass(frozen=True)
 class Tolerance:
     rtol: float
