@@ -321,9 +321,9 @@ def _v4_cases() -> list[dict]:
             "threshold): K accumulates w psi(r)^2 x x' at each batch's estimate.",
             # At tol 1e-12 each batch ended at the rounding floor, after 6 to 17 iterations
             # depending on the row order, so some kernels' counts left the iteration window.
-            # Reordered rows move J's and K's entries by up to 21 times the base tolerance
-            # (near-zero off-diagonal entries of J by cancellation), hence 1e-7.
-            "tolerance": (1e-7, 1e-9),
+            # Reordered rows move J's near-zero off-diagonal entries by 10 to 21 times the base
+            # tolerance (five kernel families), which derives 1e-7 with little room: 1e-6.
+            "tolerance": (1e-6, 1e-8),
             "config": _estimator_config(tol=1e-8),
             "batches": [
                 shifted(one_sided.batch(40, weights=[0.0, 0.5, 1.0, 2.0, 3.0]), 7)

@@ -557,11 +557,12 @@ def test_reordered_rows_measure_rounding_sensitivity():
 
 def test_reordered_rows_include_shuffles_and_the_meat(monkeypatch):
     # v4's weighted one-sided stream at its former tol 1e-12 ended each batch at the rounding
-    # floor. Reversing its rows moved its numbers by 0.02 of the base tolerance but its
-    # iterations by more than --check's window, which the measure did not look at; shuffled
-    # orders (like some kernels) also move J's near-zero entries and K by several times the
-    # base tolerance. The measure now takes the worst of those orders, K included, and reports
-    # the iterations' spread, which the generator refuses beyond the window.
+    # floor. Reversing its rows moved its numbers by at most 0.04 of the base tolerance (on
+    # five kernel families), and its iterations, which the measure did not look at, by 0 to 15;
+    # shuffled orders (like some kernels) move J's near-zero entries and K beyond the base
+    # tolerance (1.7 to 10 times it) and the iterations by 7 to 15. The measure now takes the
+    # worst of those orders, K included, and reports the iterations' spread, which the
+    # generator refuses beyond the window.
     generator = _generator()
     (spec,) = [c for c in generator._v4_cases() if c["id"].startswith("meat-weighted")]
     base = generator.CASE_TOLERANCES["float64"]
@@ -572,7 +573,7 @@ def test_reordered_rows_include_shuffles_and_the_meat(monkeypatch):
         reversed_only, _ = generator._reordered_rows_deviation(old, case, True)
     assert reversed_only < 1.0
     deviation, spread = generator._reordered_rows_deviation(old, case, True)
-    assert deviation > 4.0
+    assert deviation > 1.0
     # and its iterations leave --check's window in some orders: the generator refuses that
     assert spread > generator.ITERATION_WINDOW
     derived = generator._derived_tolerance(old["config"], case["expected"]["states"], deviation)
