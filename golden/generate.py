@@ -322,7 +322,8 @@ def _v4_cases() -> list[dict]:
             # At tol 1e-12 each batch ended at the rounding floor, after 6 to 17 iterations
             # depending on the row order, so some kernels' counts left the iteration window.
             # Reordered rows move J's near-zero off-diagonal entries by 10 to 21 times the base
-            # tolerance (four kernel families on an AVX2 host), which derives 1e-7 with little room: 1e-6.
+            # tolerance (four kernel families on an AVX2 host), which derives 1e-7 with little
+            # room: 1e-6.
             "tolerance": (1e-6, 1e-8),
             "config": _estimator_config(tol=1e-8),
             "batches": [

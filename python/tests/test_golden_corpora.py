@@ -558,9 +558,10 @@ def test_reordered_rows_measure_rounding_sensitivity():
 def test_reordered_rows_include_shuffles_and_the_meat(monkeypatch):
     # v4's weighted one-sided stream at its former tol 1e-12 ended each batch at the rounding
     # floor. Reversing its rows moved its numbers by at most 0.04 of the base tolerance (on
-    # four kernel families of an AVX2 host), and its iterations, which the measure did not look at, by 0 to 15;
-    # shuffled orders (like some kernels) move J's near-zero entries and K beyond the base
-    # tolerance (1.7 to 10 times it) and the iterations by 7 to 15. The measure now takes the
+    # four kernel families of an AVX2 host), and its iterations, which the measure did not look
+    # at, by 0 to 15; shuffled orders (like some kernels) move J's near-zero entries and K
+    # beyond the base tolerance (1.7 to 10 times it) and the iterations by 7 to 15. The measure
+    # now takes the
     # worst of those orders, K included, and reports the iterations' spread, which the
     # generator refuses beyond the window.
     generator = _generator()
