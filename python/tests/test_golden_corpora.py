@@ -561,9 +561,8 @@ def test_reordered_rows_include_shuffles_and_the_meat(monkeypatch):
     # four kernel families of an AVX2 host), and its iterations, which the measure did not look
     # at, by 0 to 15; shuffled orders (like some kernels) move J's near-zero entries and K
     # beyond the base tolerance (1.7 to 10 times it) and the iterations by 7 to 15. The measure
-    # now takes the
-    # worst of those orders, K included, and reports the iterations' spread, which the
-    # generator refuses beyond the window.
+    # now takes the worst of those orders, K included, and reports the iterations' spread,
+    # which the generator refuses beyond the window.
     generator = _generator()
     (spec,) = [c for c in generator._v4_cases() if c["id"].startswith("meat-weighted")]
     base = generator.CASE_TOLERANCES["float64"]
