@@ -76,10 +76,12 @@ def test_a_tampered_coefficient_fails_with_the_case_named(tmp_path, capsys):
 
 def test_a_tampered_meat_entry_fails_as_a_fraction_of_the_largest_entry(tmp_path):
     def edit(document):
-        meat = document["cases"][0]["expected"]["states"][2]["meat"]
+        # ten times the case's own rtol, as a fraction of the largest entry
+        case = document["cases"][0]
+        meat = case["expected"]["states"][2]["meat"]
         largest = max(abs(v) for row in meat for v in row)
-        meat[0][1] += 1e-6 * largest
-        meat[1][0] += 1e-6 * largest
+        meat[0][1] += 10 * case["rtol"] * largest
+        meat[1][0] += 10 * case["rtol"] * largest
 
     summary = run_conformance(ReferenceEngine(), corpus_paths=[_tampered(tmp_path, V4, edit)])
     replay = next(r for r in summary.results if r.kind == "replay")
