@@ -122,14 +122,23 @@ def kernel_times(work: list[dict]) -> dict[str, list[float]]:
     return {name: [len(times), sum(times)] for name, times in kernel_durations(work).items()}
 
 
-def busy_time(work: list[dict]) -> float:
-    """The us in which some device work of device_work runs (overlaps counted once)."""
-    busy, end = 0.0, float("-inf")
+def busy_added(work: list[dict]) -> list[float]:
+    """The us of busy time each item of device_work adds beyond the work that started before
+    it: its end past the latest end so far, its whole duration after an idle gap. A kernel
+    launched early (programmatic dependent launch) shows its blocks waiting for the kernel
+    ahead as its own duration; here that wait counts for the kernel ahead, so the added times
+    partition the busy time by kernel."""
+    added, end = [], float("-inf")
     for event in work:
         start, stop = event["ts"], event["ts"] + event["dur"]
-        busy += max(0.0, stop - max(start, end))
+        added.append(max(0.0, stop - max(start, end)))
         end = max(end, stop)
-    return busy
+    return added
+
+
+def busy_time(work: list[dict]) -> float:
+    """The us in which some device work of device_work runs (overlaps counted once)."""
+    return sum(busy_added(work))
 
 
 def summary(events: list[dict], title: str) -> str:
@@ -152,6 +161,9 @@ def summary(events: list[dict], title: str) -> str:
     span = end - work[0]["ts"]
     busy = busy_time(work)
     kernels = kernel_durations(work)
+    added: dict[str, list[float]] = collections.defaultdict(list)
+    for event, us in zip(work, busy_added(work), strict=True):
+        added[_short(event["name"], 60)].append(us)
     calls: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
     for event in events:
         if event.get("cat") in _HOST_CALLS:
@@ -160,13 +172,16 @@ def summary(events: list[dict], title: str) -> str:
     lines = [f"## {title}",
              f"device work {len(work)} items; first start to last end {span:.1f} us: busy "
              f"{busy:.1f} us, idle {span - busy:.1f} us",
-             "per kernel (or copy): launches, total us, mean us, median us, least us"]
+             "per kernel (or copy): launches, total us, mean us, median us, least us; busy us "
+             "it adds, total and median"]
     # The median and the least tell launches that return at once (a solver's kernels queued
-    # past the accepted attempt or the end) from those that work, which the mean mixes.
+    # past the accepted attempt or the end) from those that work, which the mean mixes. The
+    # busy time added leaves out the wait of an early launch for the kernel ahead.
     for name, times in sorted(kernels.items(), key=lambda item: -sum(item[1])):
         total = sum(times)
         lines.append(f"  {len(times):5d} {total:9.1f} {total / len(times):8.2f} "
-                     f"{statistics.median(times):8.2f} {min(times):8.2f}  {name}")
+                     f"{statistics.median(times):8.2f} {min(times):8.2f} "
+                     f"{sum(added[name]):9.1f} {statistics.median(added[name]):8.2f}  {name}")
     lines.append("largest idle gaps, by the work before and after: total us, count")
     for key, total in gaps.most_common(10):
         lines.append(f"  {total:9.1f} {gap_counts[key]:5d}  {key[0]} -> {key[1]}")

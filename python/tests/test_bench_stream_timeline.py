@@ -32,6 +32,8 @@ EVENTS = [
     {"cat": "cuda_runtime", "name": "cudaStreamSynchronize", "ts": 99.0, "dur": 20.0},
     {"cat": "cpu_op", "name": "aten::zeros", "ts": 0.0, "dur": 1000.0},  # not CUDA: ignored
 ]
+HEADER = ("per kernel (or copy): launches, total us, mean us, median us, least us; busy us it "
+          "adds, total and median")
 
 
 def test_summary_counts_busy_time_once_and_names_the_gaps():
@@ -42,11 +44,15 @@ def test_summary_counts_busy_time_once_and_names_the_gaps():
     assert lines[1] == ("device work 5 items; first start to last end 42.0 us: busy 22.0 us, "
                         "idle 20.0 us")
     per_kernel = lines[lines.index(
-        "per kernel (or copy): launches, total us, mean us, median us, least us") + 1:]
-    # a_kernel: 10 and 3 us, so the median is their mean and the least 3.
-    assert per_kernel[0].split() == ["2", "13.0", "6.50", "6.50", "3.00", "a_kernel<double>"]
-    assert per_kernel[1].split() == ["1", "10.0", "10.00", "10.00", "10.00", "b_kernel"]
-    assert per_kernel[2].split() == ["1", "5.0", "5.00", "5.00", "5.00",
+        HEADER) + 1:]
+    # a_kernel: 10 and 3 us, so the median is their mean and the least 3. It adds 10 us of busy
+    # time (100 -> 110) and 0 (inside b_kernel), median 5. b_kernel adds only 110 -> 115: its
+    # first 5 us overlap a_kernel. The added times sum to the busy time: 10 + 5 + 5 + 2 = 22.
+    assert per_kernel[0].split() == ["2", "13.0", "6.50", "6.50", "3.00", "10.0", "5.00",
+                                     "a_kernel<double>"]
+    assert per_kernel[1].split() == ["1", "10.0", "10.00", "10.00", "10.00", "5.0", "5.00",
+                                     "b_kernel"]
+    assert per_kernel[2].split() == ["1", "5.0", "5.00", "5.00", "5.00", "5.0", "5.00",
                                      "internal::gemvx::kernel<int,", "double>"]
     gaps = lines[lines.index("largest idle gaps, by the work before and after: total us, count")
                  + 1:lines.index("host CUDA calls: count, total us")]
@@ -214,5 +220,15 @@ def test_summary_tells_launches_that_return_at_once_from_those_that_work():
                "ts": 100.0 * i, "dur": dur} for i, dur in enumerate((50.0, 3.0, 4.0, 3.0))]
     lines = cuda_stream_timeline.summary(events, "case").splitlines()
     row = lines[lines.index(
-        "per kernel (or copy): launches, total us, mean us, median us, least us") + 1]
-    assert row.split() == ["4", "60.0", "15.00", "3.50", "3.00", "row_pass_kernel<float,", "8>"]
+        HEADER) + 1]
+    assert row.split() == ["4", "60.0", "15.00", "3.50", "3.00", "60.0", "3.50",
+                           "row_pass_kernel<float,", "8>"]
+
+
+def test_busy_added_gives_an_early_launchs_wait_to_the_kernel_ahead():
+    # A kernel launched early waits 8 us for the one ahead, then works 2 us: it adds 2 us. A
+    # launch that returns at once 1 us after the one ahead ends adds its own 1.5 us.
+    work = [{"name": "a", "ts": 0.0, "dur": 10.0}, {"name": "b", "ts": 2.0, "dur": 10.0},
+            {"name": "c", "ts": 13.0, "dur": 1.5}]
+    assert cuda_stream_timeline.busy_added(work) == [10.0, 2.0, 1.5]
+    assert cuda_stream_timeline.busy_time(work) == 13.5
