@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -50,6 +51,43 @@ def cpu_model() -> dict:
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     return {"model": model or platform.processor() or None, "logical_cpus": os.cpu_count(),
             "affinity_cpus": affinity, "machine": platform.machine()}
+
+
+def cpu_jiffies(stat_text: str) -> tuple[int, int] | None:
+    """(busy, total) clock ticks of the aggregate `cpu` line of a /proc/stat text: user, nice,
+    system, idle, iowait, irq, softirq and steal, of which idle and iowait are idle (guest
+    time is already counted in user and nice). None without that line."""
+    for line in stat_text.splitlines():
+        fields = line.split()
+        if fields and fields[0] == "cpu":
+            ticks = [int(value) for value in fields[1:9]]
+            return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
+    return None
+
+
+def busy_cpus(before: tuple[int, int], after: tuple[int, int], cpus: int) -> float | None:
+    """How many of `cpus` CPUs were busy on average between two cpu_jiffies readings."""
+    total = after[1] - before[1]
+    if total <= 0:
+        return None
+    return cpus * (after[0] - before[0]) / total
+
+
+def cpu_busy_sample(seconds: float = 0.5, stat: Path = Path("/proc/stat")) -> dict:
+    """The CPUs busy on average over `seconds` while this process sleeps: other work on the
+    host (a build, tests left running). Taken before a benchmark starts, it tells a record
+    whose host-input times (the CPU's copies into pinned memory) shared the CPUs. Where
+    /proc/stat cannot be read, the reason instead."""
+    try:
+        before = cpu_jiffies(stat.read_text())
+        time.sleep(seconds)
+        after = cpu_jiffies(stat.read_text())
+    except (OSError, ValueError) as error:
+        return {"window_s": seconds, "busy_cpus": None, "reason": f"{stat}: {error}"}
+    if before is None or after is None:
+        return {"window_s": seconds, "busy_cpus": None, "reason": f"{stat} has no cpu line"}
+    busy = busy_cpus(before, after, os.cpu_count() or 1)
+    return {"window_s": seconds, "busy_cpus": None if busy is None else round(busy, 3)}
 
 
 def numpy_blas() -> dict:
@@ -143,8 +181,10 @@ def engine_library(stem: str) -> dict:
     return facts
 
 
-def environment() -> dict:
-    return {
+def environment(cpu_busy_before_run: dict | None = None) -> dict:
+    """The fingerprint; with `cpu_busy_before_run` (a cpu_busy_sample taken before the run)
+    also that sample."""
+    env = {
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
         "platform": platform.platform(),
@@ -157,3 +197,6 @@ def environment() -> dict:
         "gpu": gpu(),
         "engine_libraries": {stem: engine_library(stem) for stem in LIBRARY_VARIABLES},
     }
+    if cpu_busy_before_run is not None:
+        env["cpu_busy_before_run"] = cpu_busy_before_run
+    return env

@@ -123,3 +123,28 @@ def test_ab_fails_the_gate_of_a_slower_native_engine_with_reasons(stand_in):
 def test_ab_refuses_fewer_than_nine_rounds(stand_in):
     with pytest.raises(SystemExit):
         ab.main(["--engine", "numpy", "--rounds", "5", "--out-dir", str(stand_in)])
+
+
+def test_ab_warns_of_other_work_on_the_cpus_and_records_it(stand_in, monkeypatch, capsys):
+    busy = {"window_s": 0.5, "busy_cpus": 3.25}
+    monkeypatch.setattr(ab.fingerprint, "cpu_busy_sample", lambda: busy)
+    out = stand_in / "ab"
+    ab.main(["--engine", "numpy", "--profile", "smoke", "--shapes", "latency-smoke",
+             "--dtypes", "float64", "--penalties", "none", "--lifecycles", "cold",
+             "--warmups", "0", "--min-sample-seconds", "0.01", "--no-progress",
+             "--out-dir", str(out)])
+    assert ("warning: 3.25 CPUs were busy with other work before the run (over 0.5 s)"
+            in capsys.readouterr().err)
+    merged = record.load(out / "merged.json")
+    assert merged["environment"]["cpu_busy_before_run"] == busy
+    assert validate.problems(merged) == []
+
+
+def test_ab_says_nothing_of_an_idle_host(stand_in, monkeypatch, capsys):
+    monkeypatch.setattr(ab.fingerprint, "cpu_busy_sample",
+                        lambda: {"window_s": 0.5, "busy_cpus": 0.04})
+    ab.main(["--engine", "numpy", "--profile", "smoke", "--shapes", "latency-smoke",
+             "--dtypes", "float64", "--penalties", "none", "--lifecycles", "cold",
+             "--warmups", "0", "--min-sample-seconds", "0.01", "--no-progress",
+             "--out-dir", str(stand_in / "ab")])
+    assert "CPUs were busy" not in capsys.readouterr().err
