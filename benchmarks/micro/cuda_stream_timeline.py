@@ -159,10 +159,11 @@ def summary(events: list[dict], title: str) -> str:
         if stop >= end:
             end, previous = stop, event
     span = end - work[0]["ts"]
-    busy = busy_time(work)
     kernels = kernel_durations(work)
     added: dict[str, list[float]] = collections.defaultdict(list)
-    for event, us in zip(work, busy_added(work), strict=True):
+    work_added = busy_added(work)
+    busy = sum(work_added)
+    for event, us in zip(work, work_added, strict=True):
         added[_short(event["name"], 60)].append(us)
     calls: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0])
     for event in events:
