@@ -683,3 +683,20 @@ def test_converged_l1_states_satisfy_the_kkt_conditions(case):
             assert abs(g[-1]) <= slack
         beta0, J = beta, np.asarray(state["information"])
         W0, lam0, seen = N, lam, seen + len(y)
+
+
+def test_check_asks_each_guard_for_what_its_margin_protects(monkeypatch):
+    # The generator keeps a case's reordered-row deviation within a quarter of its tolerance,
+    # room for other kernels. --check re-derives on whatever kernel it runs on and asks only
+    # for the deviation within the tolerance itself: a kernel whose rounding used some of the
+    # room (SkylakeX's on some hosts) must not fail a corpus whose values still agree. The
+    # unscaled L1 crawl leaves about 1.1x room when written; a margin of 5 leaves none.
+    generator = _generator()
+    monkeypatch.setattr(generator, "SENSITIVITY_MARGIN", 5.0)
+    with pytest.raises(RuntimeError, match="l1-unscaled-first-batch-then-scaled: recorded rtol"):
+        generator.build_document("native_core_v3.json")
+    generator.build_document("native_core_v3.json", mode="check")
+    # the check margin still refuses what it protects: a deviation beyond the tolerance
+    monkeypatch.setattr(generator, "CHECK_SENSITIVITY_MARGIN", 5.0)
+    with pytest.raises(RuntimeError, match="l1-unscaled-first-batch-then-scaled: recorded rtol"):
+        generator.build_document("native_core_v3.json", mode="check")
