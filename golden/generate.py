@@ -862,9 +862,9 @@ def _threshold_problem(
     """An unpenalised v3 case must not depend on where its stopping threshold lies within
     THRESHOLD_FACTOR either way: rerun with tol / 2 and tol * 2, every stored number must stay
     within `share` of the case's tolerance (iterations may differ; writing asks for half, the
-    other half being left for the rounding a kernel adds on top). Otherwise a kernel whose rounding flips the last stopping
-    test would disagree with the corpus beyond the rounding model; such a case needs another
-    tol (one that puts the last step far from the threshold)."""
+    other half being left for the rounding a kernel adds on top). Otherwise a kernel whose
+    rounding flips the last stopping test would disagree with the corpus beyond the rounding
+    model; such a case needs another tol (one that puts the last step far from the threshold)."""
     for factor in (1.0 / THRESHOLD_FACTOR, THRESHOLD_FACTOR):
         config = dict(spec["config"], tol=spec["config"]["tol"] * factor)
         with_meat = "meat" in case["expected"]["states"][0]
