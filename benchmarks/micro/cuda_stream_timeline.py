@@ -8,7 +8,8 @@ each kernel's own time, from the CUDA activity records (CUPTI) of an unserialise
         OUT/timeline-wide-float64-none.json.gz
     python3 benchmarks/micro/cuda_stream_timeline.py compare BASE_OUT CANDIDATE_OUT LABEL
 
-`run` folds every batch of each shape into a new estimator (device input, CuPy), three streams
+`run` folds every batch of each shape into a new estimator (device input, CuPy; with a fourth
+field `host`, as in wide:float64:none:host, host input: NumPy rows the engine stages), three streams
 to warm up, nine timed without the profiler (their median wall time), then one under PyTorch's
 profiler, whose CUDA activity is CUPTI's record of every kernel, copy and runtime call of the
 process (librh_cuda's included); each partial_fit call of that stream is a profiler range
@@ -16,7 +17,7 @@ process (librh_cuda's included); each partial_fit call of that stream is a profi
 CUDA call (the package's checks, the engine's own before its first launch), in its CUDA calls,
 waiting in its synchronisations, between its CUDA calls, after its last one (the state's
 export, the package's bookkeeping) and from its end to the next call (the stream's loop). It
-writes that record as OUT/timeline-SHAPE-DTYPE-PENALTY.json.gz and prints its summary. Unlike
+writes that record as OUT/timeline-SHAPE-DTYPE-PENALTY[-host].json.gz and prints its summary. Unlike
 Nsight Compute (cuda_stream_kernels.py), kernels run as they do unprofiled, overlapped launches
 included, so a kernel's time here may include the wait at its start for the one before it; the
 idle gaps are the GPU's real idle time. `compare` sets the records of two runs of the same
@@ -273,22 +274,25 @@ def compare(base_dir: str, candidate_dir: str, label: str) -> int:
 
 
 def parse_cases(cases: list[str]) -> list[tuple]:
-    """(shape, dtype, penalty) for each SHAPE:DTYPE:PENALTY argument, a standard- or large-profile
-    shape; ValueError naming the argument that is not one."""
+    """(shape, dtype, penalty, transport) for each SHAPE:DTYPE:PENALTY[:host] argument, a
+    standard- or large-profile shape; transport "device" unless the fourth field says "host".
+    ValueError naming the argument that is not one."""
     shapes = {s.name: s for profile in ("standard", "large") for s in shapes_of(profile)}
     parsed = []
     for case in cases:
         parts = case.split(":")
-        if (len(parts) != 3 or parts[0] not in shapes or parts[1] not in ("float32", "float64")
-                or parts[2] not in ("none", "l1")):
-            raise ValueError(f"case {case!r}: expected SHAPE:DTYPE:PENALTY with SHAPE one of "
-                             f"{sorted(shapes)}, DTYPE float32 or float64, PENALTY none or l1")
-        parsed.append((shapes[parts[0]], parts[1], parts[2]))
+        if (len(parts) not in (3, 4) or parts[0] not in shapes
+                or parts[1] not in ("float32", "float64") or parts[2] not in ("none", "l1")
+                or parts[3:] not in ([], ["host"])):
+            raise ValueError(f"case {case!r}: expected SHAPE:DTYPE:PENALTY[:host] with SHAPE one "
+                             f"of {sorted(shapes)}, DTYPE float32 or float64, PENALTY none or l1")
+        parsed.append((shapes[parts[0]], parts[1], parts[2], "host" if parts[3:] else "device"))
     return parsed
 
 
 def run(out_dir: str, cases: list[tuple]) -> None:
-    """Each (shape, dtype, penalty) of parse_cases: timed, then traced, then summarised."""
+    """Each (shape, dtype, penalty, transport) of parse_cases: timed, then traced, then
+    summarised."""
     import cupy as cp
     import torch
     from benchmarks.micro.cuda_cold_streams import shape_data, stream, timed_streams
@@ -297,10 +301,12 @@ def run(out_dir: str, cases: list[tuple]) -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     torch.zeros(1, device="cuda")  # the profiler's CUDA context is the one librh_cuda uses
-    for shape, dtype, penalty in cases:
-        shape_name = shape.name
+    for shape, dtype, penalty, transport in cases:
+        name = f"{shape.name}-{dtype}-{penalty}" + ("-host" if transport == "host" else "")
         X, y = shape_data(shape)
-        Xd, yd = cp.asarray(X.astype(dtype)), cp.asarray(y.astype(dtype))
+        Xd, yd = X.astype(dtype), y.astype(dtype)
+        if transport == "device":
+            Xd, yd = cp.asarray(Xd), cp.asarray(yd)
         walls, _, _ = timed_streams(cp, shape, Xd, yd, dtype, penalty, warmups=3, repetitions=9)
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
             cp.cuda.Device().synchronize()
@@ -308,11 +314,13 @@ def run(out_dir: str, cases: list[tuple]) -> None:
             _, iterations = stream(cp, shape, Xd, yd, dtype, penalty,
                                    mark=lambda: record_function(BATCH_MARK))
             profiled = time.perf_counter() - began
-        raw = out / f"timeline-{shape_name}-{dtype}-{penalty}.json"
+        raw = out / f"timeline-{name}.json"
         profiler.export_chrome_trace(str(raw))
         events = json.loads(raw.read_text())["traceEvents"]
         raw.unlink()
-        title = (f"{shape_name} {dtype} {penalty}: {iterations} iterations; unprofiled wall "
+        title = (f"{shape.name} {dtype} {penalty}"
+                 + (" host input" if transport == "host" else "")
+                 + f": {iterations} iterations; unprofiled wall "
                  f"median {1e3 * statistics.median(walls):.3f} ms (lowest {1e3 * min(walls):.3f})"
                  f", profiled {1e3 * profiled:.3f} ms")
         with gzip.open(f"{raw}.gz", "wt") as f:
@@ -331,7 +339,8 @@ def main() -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     run_parser = commands.add_parser("run")
     run_parser.add_argument("out_dir")
-    run_parser.add_argument("cases", nargs="+", help="SHAPE:DTYPE:PENALTY, e.g. wide:float64:none")
+    run_parser.add_argument("cases", nargs="+",
+                            help="SHAPE:DTYPE:PENALTY[:host], e.g. wide:float64:none")
     summary_parser = commands.add_parser("summarize")
     summary_parser.add_argument("trace")
     compare_parser = commands.add_parser("compare")

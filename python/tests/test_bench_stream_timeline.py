@@ -78,12 +78,15 @@ def test_summarize_reads_a_saved_trace(tmp_path, capsys):
     assert capsys.readouterr().out == cuda_stream_timeline.summary(EVENTS, "saved")
 
 
-def test_cases_name_a_known_shape_dtype_and_penalty():
-    (shape, dtype, penalty), (large, *_) = cuda_stream_timeline.parse_cases(
-        ["streaming:float64:none", "large-wide:float32:l1"])
+def test_cases_name_a_known_shape_dtype_penalty_and_transport():
+    (shape, dtype, penalty, transport), (large, *_, staged) = cuda_stream_timeline.parse_cases(
+        ["streaming:float64:none", "large-wide:float32:l1:host"])
     assert (shape.name, shape.features, dtype, penalty) == ("streaming", 32, "float64", "none")
-    assert (large.name, large.features, large.batch_size) == ("large-wide", 1024, 50_000)
-    for bad in ("streaming:float64", "nope:float64:none", "wide:float16:none", "wide:float64:l2"):
+    assert transport == "device"
+    assert (large.name, large.features, large.batch_size, staged) == (
+        "large-wide", 1024, 50_000, "host")
+    for bad in ("streaming:float64", "nope:float64:none", "wide:float16:none", "wide:float64:l2",
+                "wide:float64:none:device", "wide:float64:none:host:host"):
         with pytest.raises(ValueError, match=f"case '{bad}': expected SHAPE:DTYPE:PENALTY"):
             cuda_stream_timeline.parse_cases(["wide:float64:none", bad])
 
