@@ -14,6 +14,7 @@ and the information the state carries into the next batch.
     PYTHONPATH=python python3 benchmarks/micro/tf32_gram_accuracy.py \
         [--profile standard|large] [--shapes streaming,...] [--penalties none,l1] \
         [--engine emulated|native_cuda]
+    PYTHONPATH=python python3 benchmarks/micro/tf32_gram_accuracy.py --corpora
 
 `emulated` (the default, any host): the reference core on NumPy in float32, which sums its
 Grams in float64 from the widened float32 rows (as librh_cuda's fused Gram does up to 128
@@ -28,7 +29,10 @@ of the shape folded into one stream) and beside the first float32 variant: per c
 variant, the coefficients' largest difference (relative to the largest coefficient of the
 fit compared with), the information's (Frobenius norm, relative), and the solver iterations
 of the stream.
-A script, not a test: nothing is asserted.
+`--corpora` replays every float32 case of the golden corpora against the reference core with
+each emulated Gram, as the conformance kit replays them against a GPU engine (its `cuda`
+tolerance profile), and prints per case the worst value as a fraction of its tolerance (above
+1 fails). A script, not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -159,6 +163,33 @@ def rows(shapes, penalties, engine: str):
                        f"{c32:.2e} | {i32:.2e} | {fit[2]} |")
 
 
+CORPUS_VARIANTS = (("float32 GEMM", None), ("TF32 nearest", "nearest"),
+                   ("TF32 toward zero", "zero"))
+
+
+def corpus_rows():
+    """Per float32 case of the shipped corpora: the worst value of its replay against the
+    reference core with each emulated Gram of CORPUS_VARIANTS, as a fraction of the `cuda`
+    profile's tolerance (the table's lines, header first)."""
+    from renewable_huber.conformance.corpus import default_corpus_paths, load_corpus
+    from renewable_huber.conformance.reference_engine import ReferenceEngine
+    from renewable_huber.conformance.replay import replay_case
+
+    yield "| float32 case | " + " | ".join(label for label, _ in CORPUS_VARIANTS) + " |"
+    yield "|---|" + "---:|" * len(CORPUS_VARIANTS)
+    for path in default_corpus_paths():
+        for case in load_corpus(path):
+            if case.dtype != np.float32:
+                continue
+            cells = []
+            for _, rounding in CORPUS_VARIANTS:
+                with float32_gram(rounding):
+                    result = replay_case(ReferenceEngine(), case, "cuda")
+                worst = "-" if result.worst is None else f"{result.worst:.3g}"
+                cells.append(worst + ("" if result.outcome == "PASS" else f" {result.outcome}"))
+            yield f"| {case.qualified_id} | " + " | ".join(cells) + " |"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -166,7 +197,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", default=None, help="comma-separated shape names")
     parser.add_argument("--penalties", default="none,l1")
     parser.add_argument("--engine", default="emulated", choices=("emulated", "native_cuda"))
+    parser.add_argument("--corpora", action="store_true",
+                        help="replay the golden corpora's float32 cases instead")
     args = parser.parse_args(argv)
+    if args.corpora:
+        for line in corpus_rows():
+            print(line, flush=True)
+        return 0
     try:
         shapes = shapes_of(args.profile, args.shapes.split(",") if args.shapes else None)
     except ValueError as error:

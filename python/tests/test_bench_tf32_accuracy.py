@@ -81,3 +81,14 @@ def test_rows_compare_each_float32_variant_with_the_float64_fit():
     for line in lines[1:]:
         coef64, info64 = (float(cell) for cell in line.split(" | ")[2:4])
         assert 0 <= coef64 < 1e-3 and 0 <= info64 < 1e-2
+
+
+def test_corpus_rows_replay_every_float32_case_with_each_gram():
+    lines = list(tf32_accuracy.corpus_rows())
+    assert lines[0] == "| float32 case | float32 GEMM | TF32 nearest | TF32 toward zero |"
+    cases = [line.split(" | ") for line in lines[2:]]
+    assert cases and all(row[0].startswith("| native_core_v") for row in cases)
+    assert all("float32" in row[0] for row in cases)
+    # A float32 GEMM of the scaled rows (librh_cuda's Gram above 128 parameters) replays the
+    # corpora within the GPU tolerance profile.
+    assert all("FAIL" not in row[1] and float(row[1]) < 1 for row in cases)
