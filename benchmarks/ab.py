@@ -31,9 +31,6 @@ from benchmarks.gate import MIN_PAIRS, evaluate, print_summary  # noqa: E402
 from benchmarks.runner import InterleavedRunner, Plan, Side  # noqa: E402
 
 LABELS = ("baseline", "candidate")
-# Other work keeping more CPUs than this busy before a run is worth a warning: an idle host
-# shows a few hundredths.
-BUSY_CPUS_WARNING = 1.0
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -90,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                                min_sample_seconds=args.min_sample_seconds,
                                data_dir=args.data_dir, progress=not args.no_progress)
     busy = fingerprint.cpu_busy_sample()
-    if (busy["busy_cpus"] or 0.0) > BUSY_CPUS_WARNING:
+    if (busy["busy_cpus"] or 0.0) > fingerprint.BUSY_CPUS_LIMIT:
         print(f"warning: {busy['busy_cpus']:g} CPUs were busy with other work before the run "
               f"(over {busy['window_s']:g} s): timings that use the CPU, host input above all, "
               "may not be this host's", file=sys.stderr)

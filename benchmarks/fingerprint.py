@@ -73,6 +73,12 @@ def busy_cpus(before: tuple[int, int], after: tuple[int, int], cpus: int) -> flo
     return cpus * (after[0] - before[0]) / total
 
 
+# Other work keeping more CPUs than this busy before a run (cpu_busy_sample) makes the run's
+# CPU-bound timings, host input above all, not this host's: ab.py warns, and goals.py leaves
+# such a run's host-input cases out. An idle host shows a few hundredths.
+BUSY_CPUS_LIMIT = 1.0
+
+
 def cpu_busy_sample(seconds: float = 0.5, stat: Path = Path("/proc/stat")) -> dict:
     """The CPUs busy on average over `seconds` while this process sleeps: other work on the
     host (a build, tests left running). Taken before a benchmark starts, it tells a record

@@ -22,6 +22,11 @@ the median of the paired per-round ratios):
                     device median) within 1.5x of the pinned-copy floor of the batch bytes
   (the last two need --device, the GPU constants of `roofline.py --measure-device`)
 
+Host-input cases of a run whose CPUs were busy with other work before it (ab.py's sample
+above fingerprint.BUSY_CPUS_LIMIT) are left out and listed: the host's copies into pinned
+memory share those CPUs, so their times are not the host's. An older run's measurement of the
+case counts instead, if there is one; otherwise the case is missing.
+
 A goal over a profile's cases reads "incomplete" while any of its cases (every shape of the
 profile, float32 and float64, penalties none and l1) is missing, unless the cases present
 already miss it ("no"). The command prints a Markdown table and exits 0; with --check it
@@ -42,8 +47,8 @@ if __package__ in (None, ""):
 
     ensure_importable()
 
+from benchmarks import fingerprint, roofline  # noqa: E402
 from benchmarks import record as records  # noqa: E402
-from benchmarks import roofline  # noqa: E402
 from benchmarks.profiles import PROFILES, profile_of  # noqa: E402
 
 CANDIDATE = "native_cuda"
@@ -94,6 +99,21 @@ class Run:
         if self.merged is None:
             return None
         return (self.merged["environment"].get("gpu") or {}).get("name")
+
+    @property
+    def busy_cpus(self) -> float | None:
+        """The CPUs other work kept busy before the run (ab.py's sample), None where the record
+        has no sample (older records, or /proc/stat unreadable)."""
+        if self.merged is None:
+            return None
+        sample = self.merged["environment"].get("cpu_busy_before_run") or {}
+        return sample.get("busy_cpus")
+
+    @property
+    def host_busy(self) -> bool:
+        """Whether its host-input times are not this host's (fingerprint.BUSY_CPUS_LIMIT)."""
+        busy = self.busy_cpus
+        return busy is not None and busy > fingerprint.BUSY_CPUS_LIMIT
 
 
 @dataclass
@@ -147,10 +167,13 @@ def find_runs(paths: list[Path]) -> tuple[list[Run], list[str]]:
     return runs, ignored
 
 
-def collect_cases(runs: list[Run]) -> dict[tuple, Case]:
+def collect_cases(runs: list[Run]) -> tuple[dict[tuple, Case], dict[tuple, Run]]:
     """Every cold partial_fit case of the runs by (shape, dtype, penalty, transport), the
-    newest run's where several measured it."""
+    newest run's where several measured it; and the host-input cases left out because their
+    run's CPUs were busy with other work before it (Run.host_busy), by key, with the newest
+    such run, for the keys no other run measured."""
     cases: dict[tuple, Case] = {}
+    busy: dict[tuple, Run] = {}
     for run in sorted(runs, key=lambda r: r.created):
         for result in run.gate["cases"]:
             c = result["case"]
@@ -159,8 +182,11 @@ def collect_cases(runs: list[Run]) -> dict[tuple, Case]:
             if result.get("speedup") is None:
                 continue
             key = (c["shape"], c["dtype"], c["penalty"], c["transport"])
+            if c["transport"] == "host" and run.host_busy:
+                busy[key] = run
+                continue
             cases[key] = Case(key, float(result["speedup"]), bool(result["passed"]), run)
-    return cases
+    return cases, {k: r for k, r in busy.items() if k not in cases}
 
 
 def candidate_case(run: Run, key: tuple) -> dict | None:
@@ -274,7 +300,7 @@ def judge_transfer(cases: dict[tuple, Case], device: roofline.DeviceConstants | 
 
 
 def judge(runs: list[Run], device: roofline.DeviceConstants | None) -> dict:
-    cases = collect_cases(runs)
+    cases, busy = collect_cases(runs)
     unknown = sorted({k[0] for k in cases if profile_of(k[0]) not in ("standard", "large")})
     if unknown:
         raise ValueError(f"shapes of no goal's profile: {', '.join(unknown)}")
@@ -291,8 +317,10 @@ def judge(runs: list[Run], device: roofline.DeviceConstants | None) -> dict:
                 "cases": sum(c.run is r for c in cases.values())}
                for r in sorted(runs, key=lambda r: r.created) if id(r) in used]
     failed = sorted(label(k) for k, c in cases.items() if not c.passed)
+    left_out = [{"case": label(k), "folder": str(r.folder), "busy_cpus": r.busy_cpus}
+                for k, r in sorted(busy.items())]
     return {"schema": "renewable-huber-goals", "version": 1, "goals": goals,
-            "sources": sources, "failed_gate_cases": failed,
+            "sources": sources, "failed_gate_cases": failed, "busy_host_cases": left_out,
             "all_met": all(g["met"] == "yes" for g in goals)}
 
 
@@ -309,6 +337,13 @@ def render(result: dict, ignored: list[str]) -> str:
     for s in result["sources"]:
         lines.append(f"- {s['folder']}: {s['created']}, git {s['git']}, {s['gpu'] or 'GPU ?'}, "
                      f"gate {'passed' if s['gate_passed'] else 'FAILED'}, {s['cases']} cases")
+    left_out: dict[tuple, list[str]] = {}
+    for entry in result["busy_host_cases"]:
+        left_out.setdefault((entry["folder"], entry["busy_cpus"]), []).append(entry["case"])
+    for (folder, busy), names in left_out.items():
+        lines.append(f"Host-input cases left out, {busy:g} CPUs busy with other work before "
+                     f"their run ({folder}; over {fingerprint.BUSY_CPUS_LIMIT:g} their times "
+                     f"are not this host's): {', '.join(names)}")
     if result["failed_gate_cases"]:
         lines.append("Cases whose gate check failed: " + ", ".join(result["failed_gate_cases"]))
     for line in ignored:

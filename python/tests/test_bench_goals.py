@@ -34,8 +34,10 @@ def keys(profile, transports=("device", "host")):
 
 
 def write_run(folder: Path, speedups: dict, *, created="2026-01-01T00:00:00+00:00",
-              gpu=None, baseline="peer_cupy", base_seconds=None, iterations=None):
-    """An ab.py output folder: merged.json and gate.json of the cases in `speedups`."""
+              gpu=None, baseline="peer_cupy", base_seconds=None, iterations=None,
+              busy_cpus=None):
+    """An ab.py output folder: merged.json and gate.json of the cases in `speedups`; with
+    busy_cpus, the CPU sample ab.py takes before a run."""
     cases = []
     for (shape, dtype, penalty, transport), speedup in speedups.items():
         base = [b * (base_seconds or 1.0) for b in BASE]
@@ -49,6 +51,8 @@ def write_run(folder: Path, speedups: dict, *, created="2026-01-01T00:00:00+00:0
     data["environment"]["created"] = created
     if gpu is not None:
         data["environment"]["gpu"] = {"device_count": 1, "name": gpu}
+    if busy_cpus is not None:
+        data["environment"]["cpu_busy_before_run"] = {"window_s": 0.5, "busy_cpus": busy_cpus}
     folder.mkdir(parents=True, exist_ok=True)
     record.write(data, folder / "merged.json")
     record.write(gate.evaluate(data, "baseline", "candidate"), folder / "gate.json")
@@ -240,3 +244,42 @@ def test_the_transfer_goal_sets_host_inputs_extra_time_against_the_pinned_copy_f
     write_run(tmp_path / "partial", fixed, base_seconds=0.1)
     partial = goal(judged(tmp_path / "partial", device=device)[0], "host input adds")
     assert partial["met"] == "incomplete" and partial["missing"] == ["latency float64 none"]
+
+
+def test_host_input_cases_of_a_run_on_busy_cpus_are_left_out_and_listed(tmp_path, capsys):
+    speedups = dict.fromkeys(keys("standard"), 30.0)
+    write_run(tmp_path / "busy", speedups, busy_cpus=3.5)
+    result, _ = judged(tmp_path / "busy")
+    # device input still counts; every host-input case is missing, so the host goals wait
+    assert goal(result, "standard, device input: median")["met"] == "yes"
+    host = goal(result, "standard, host input: median")
+    assert host["met"] == "incomplete" and len(host["missing"]) == 16
+    assert len(result["busy_host_cases"]) == 16
+    assert result["busy_host_cases"][0]["busy_cpus"] == 3.5
+    assert goals.main([str(tmp_path / "busy")]) == 0
+    out = capsys.readouterr().out
+    assert "Host-input cases left out, 3.5 CPUs busy with other work before their run" in out
+    assert "latency float32 l1 host" in out
+
+
+def test_an_older_idle_runs_host_input_counts_where_the_newer_ran_on_busy_cpus(tmp_path):
+    key = ("reference", "float32", "l1", "host")
+    idle = dict.fromkeys(keys("standard"), 30.0)
+    idle[key] = 8.0
+    write_run(tmp_path / "idle", idle, created="2026-01-01T00:00:00+00:00", busy_cpus=0.04)
+    write_run(tmp_path / "busy", {key: 2.0, ("reference", "float32", "l1", "device"): 25.0},
+              created="2026-01-02T00:00:00+00:00", busy_cpus=6.0)
+    result, _ = judged(tmp_path)
+    low = goal(result, "standard, host input: every case")
+    assert low["value"] == pytest.approx(8.0) and low["met"] == "yes"
+    assert result["busy_host_cases"] == []  # the idle run measured it
+    by_folder = {Path(s["folder"]).name: s["cases"] for s in result["sources"]}
+    assert by_folder == {"idle": 31, "busy": 1}  # the busy run's device case is the newer
+
+
+@pytest.mark.parametrize("busy_cpus", [None, 1.0])
+def test_host_input_counts_without_a_sample_or_at_the_limit(tmp_path, busy_cpus):
+    speedups = dict.fromkeys(keys("standard"), 30.0)
+    result, _ = judged(write_run(tmp_path / "run", speedups, busy_cpus=busy_cpus))
+    assert goal(result, "standard, host input: median")["met"] == "yes"
+    assert result["busy_host_cases"] == []
