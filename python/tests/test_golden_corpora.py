@@ -9,6 +9,7 @@ import json
 import math
 import os
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import jsonschema
@@ -553,6 +554,35 @@ def test_reordered_rows_measure_rounding_sensitivity():
     steady = specs["l1-fewer-rows-than-parameters"]
     case, _ = generator._run_case(steady, base)
     assert generator._reordered_rows_deviation(steady, case)[0] < 0.01
+
+
+def test_other_row_dot_products_measure_what_row_orders_cannot():
+    # Reordering rows never changes how a row's own dot product x_i . beta rounds. v3's
+    # l1-target-offset-1e6 crosses a LAMM acceptance 7e-13 below f's rounding in batch 2, so
+    # summing each row's dot product another way (as OpenBLAS 0.3.23's Prescott and Sandybridge
+    # kernels did) moves its state by thousands of base tolerances, while row orders move it by
+    # rounding only; its recorded tolerance covers the margin times the worst probe.
+    generator = _generator()
+    (spec,) = [c for c in generator._v3_cases() if c["id"] == "l1-target-offset-1e6"]
+    base = generator.CASE_TOLERANCES["float64"]
+    case, _ = generator._run_case(spec, base)
+    rows, _ = generator._reordered_rows_deviation(spec, case)
+    dots, spread = generator._row_dots_deviation(spec, case)
+    assert rows < 1.0 < 1e3 < dots
+    assert spread <= generator.ITERATION_WINDOW
+    assert generator._rounding_sensitivity(spec, case) == (max(rows, dots), spread)
+    assert spec["tolerance"][0] >= base[0] * generator.SENSITIVITY_MARGIN * dots
+    # the probe's residuals are the reference's in exact arithmetic: equal within rounding
+    batch = generator._typed_batches(spec)[0]
+    design = generator.design_matrix(np, batch["X"], True)
+    beta = np.array([1.5, -0.7, 0.0, 2.0, 1e6])
+    for problem_type in (generator.RenewableProblem, generator._OtherRowDots):
+        problem = problem_type.from_batch(
+            np, generator.RenewableState.empty(5, np.float64), design, batch["y"], None,
+            generator.UpdateConfig.from_settings(spec["config"], 4))
+        r = generator.residual(problem, beta)
+        exact = [float(sum(map(Fraction, row * beta))) for row in design]
+        np.testing.assert_allclose(batch["y"] - r, exact, rtol=0, atol=1e-9)
 
 
 def test_reordered_rows_include_shuffles_and_the_meat(monkeypatch):
