@@ -978,8 +978,8 @@ class _Corpus:
     name: str
     version: int
     specs: Callable[[], list[dict]]
-    # v3, v4: the derived tolerance includes the measured rounding sensitivity (v1 and v2 predate it;
-    # their base tolerance is checked against the conditioning alone)
+    # v3, v4: the derived tolerance includes the measured rounding sensitivity (v1 and v2
+    # predate it; their base tolerance is checked against the conditioning alone)
     measures_sensitivity: bool = False
     frozen: bool = False
     # v4: every state records the meat matrix K (or null)
