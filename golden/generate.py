@@ -561,8 +561,8 @@ _V3_TOLERANCES = {
     "l1-features-1e3-to-1e6": (1e-8, 1e-10),
     # batch 2's late LAMM acceptance is decided 7e-13 below f's rounding (the residuals carry
     # the 1e6 offset): summing each row's dot product another way rejects it and ends 4.6e-6
-    # (relative) away, 4.6e3 times the base tolerance (_OtherRowDots; OpenBLAS 0.3.23's
-    # Prescott and Sandybridge kernels do the same)
+    # (relative) away, 4.6e3 times the base tolerance (_OtherRowDots; the Prescott, Nehalem
+    # and Sandybridge kernels of OpenBLAS 0.3.20 to 0.3.23 do the same)
     "l1-target-offset-1e6": (1e-4, 1e-6),
     # batch 2's last Newton step (8e-8, a true correction below tol (1 + ||beta||) = 3e-7)
     # changes f by one ulp, so whether a replay takes it whole or halved is rounding: librh_cpu
@@ -843,8 +843,8 @@ class _OtherRowDots(RenewableProblem):
     np.einsum instead of BLAS: the same numbers in exact arithmetic, rounded in another order
     within each row, as another kernel's dgemv rounds them. Reordering the rows never changes
     that rounding (a row's own sum keeps its order), and a case that crosses a rounding-level
-    decision there (v3's l1-target-offset-1e6 did, on OpenBLAS 0.3.23's Prescott and
-    Sandybridge kernels) would otherwise look robust."""
+    decision there (v3's l1-target-offset-1e6 did, on the Prescott, Nehalem and Sandybridge
+    kernels of OpenBLAS 0.3.20 to 0.3.23) would otherwise look robust."""
 
 
 @residual.register

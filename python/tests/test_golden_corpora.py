@@ -559,9 +559,10 @@ def test_reordered_rows_measure_rounding_sensitivity():
 def test_other_row_dot_products_measure_what_row_orders_cannot():
     # Reordering rows never changes how a row's own dot product x_i . beta rounds. v3's
     # l1-target-offset-1e6 crosses a LAMM acceptance 7e-13 below f's rounding in batch 2, so
-    # summing each row's dot product another way (as OpenBLAS 0.3.23's Prescott and Sandybridge
-    # kernels did) moves its state by thousands of base tolerances, while row orders move it by
-    # rounding only; its recorded tolerance covers the margin times the worst probe.
+    # summing each row's dot product another way (as the Prescott, Nehalem and Sandybridge
+    # kernels of OpenBLAS 0.3.20 to 0.3.23 did) moves its state by thousands of base
+    # tolerances, while row orders move it by rounding only; its recorded tolerance covers the
+    # margin times the worst probe.
     generator = _generator()
     (spec,) = [c for c in generator._v3_cases() if c["id"] == "l1-target-offset-1e6"]
     base = generator.CASE_TOLERANCES["float64"]
