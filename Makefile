@@ -11,6 +11,7 @@ MIN_CMAKE := 3.21
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 .PHONY: demo test lint test-lint test-examples test-c test-asan test-golden test-python test-blas-kernels \
+  test-numpy-floor \
   test-bench-smoke install-demo install-test wheel sdist wheel-cuda test-wheel test-sdist
 # The C builds and pip each use every core they are given; running them side by side would
 # only oversubscribe a small machine.
@@ -19,8 +20,8 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 demo: install-demo
 	$(VENV)/bin/renewable-huber demo
 
-test: test-lint test-c test-asan test-golden test-python test-blas-kernels test-examples \
-  test-bench-smoke test-wheel
+test: test-lint test-c test-asan test-golden test-python test-blas-kernels test-numpy-floor \
+  test-examples test-bench-smoke test-wheel
 
 # Debian and Ubuntu ship python3 without ensurepip, so venv fails on a fresh machine: as root
 # with apt-get the missing python3-venv is installed, anywhere else the error says what to do.
@@ -96,6 +97,11 @@ test-python: install-test test-c
 # About a minute per distinct kernel on two cores.
 test-blas-kernels: install-test test-c
 	PYTHON=$(VENV_PY) RH_BUILD_DIR=build/ctest .ci/blas-kernels
+
+# The reference and the corpora under the oldest NumPy the package accepts for this Python
+# (.ci/numpy-floor: its older OpenBLAS, every kernel family the CPU runs). About a minute.
+test-numpy-floor: $(VENV)/.ready
+	PYTHON=$(PYTHON) .ci/numpy-floor
 
 # The C and C++ examples built out of tree against an installed prefix, with CMake
 # (find_package) and with pkg-config, then run (examples/README.md).
